@@ -1,0 +1,265 @@
+//! Meridian's configuration: one TOML file, every key with a default.
+//!
+//! `Config::default()` is a usable server; a file only names what it
+//! changes. Unknown keys are refused (a typo must not silently fall back to
+//! a default), and [`Config::validate`] names the key and the reason for
+//! every value it refuses. `docs/configuration.md` lists every key.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, or a key is unknown or of the wrong type.
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (it names the line and the key).
+        message: String,
+    },
+    /// A key has a value outside what it accepts.
+    #[error("config key `{key}`: {reason}")]
+    Invalid {
+        /// Dotted key, e.g. `server.listen`.
+        key: &'static str,
+        /// What is wrong and what is accepted.
+        reason: String,
+    },
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Network and per-connection limits.
+    pub server: ServerConfig,
+    /// The directory served.
+    pub directory: DirectoryConfig,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+/// `[server]`: listening, connections and protocol limits.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address to listen on for plain LDAP.
+    pub listen: String,
+    /// Connections served at once; one more gets a Notice of Disconnection
+    /// (busy) and is closed.
+    pub max_connections: usize,
+    /// Requests of one connection in progress or waiting to be written;
+    /// at the limit the server stops reading that socket.
+    pub max_outstanding_per_connection: usize,
+    /// Seconds without a request before a connection is closed; 0 never.
+    pub idle_timeout_secs: u64,
+    /// Largest accepted LDAPMessage in bytes.
+    pub max_pdu_bytes: usize,
+    /// Deepest accepted nesting of BER values in a message (filters).
+    pub max_ber_depth: usize,
+    /// Milliseconds the server holds a Queue Length bundle's responses
+    /// waiting for the announced count before sending what it has.
+    pub queue_length_flush_ms: u64,
+    /// Seconds given to connections to finish and flush at shutdown.
+    pub shutdown_grace_secs: u64,
+    /// Worker threads; 0 means one per CPU.
+    pub worker_threads: usize,
+}
+
+/// `[directory]`: what is served and who administers it.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DirectoryConfig {
+    /// The naming context.
+    pub suffix: String,
+    /// The administrator, who bypasses access control.
+    pub admin_dn: String,
+    /// Where databases and the administrator's hashed password live.
+    pub data_dir: PathBuf,
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// `tracing` filter directive, e.g. `info` or `meridian=debug`;
+    /// `RUST_LOG` overrides it.
+    pub level: String,
+    /// One line per operation (target `meridian::access`).
+    pub access: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "127.0.0.1:3389".into(),
+            // Each connection costs a few KiB when idle; 10,000 covers the
+            // 5,000 connections of seed 003 with room to spare.
+            max_connections: 10_000,
+            // Deep enough for the 1000-request bundles of seed 000.
+            max_outstanding_per_connection: 4096,
+            // As 389 Directory Server's default idle time-out.
+            idle_timeout_secs: 3600,
+            max_pdu_bytes: meridian_proto::DecodeLimits::DEFAULT_MAX_PDU_BYTES,
+            max_ber_depth: meridian_proto::DecodeLimits::DEFAULT_MAX_DEPTH,
+            // Short next to a network round trip, long next to the time a
+            // bundle's responses take to become ready.
+            queue_length_flush_ms: 5,
+            shutdown_grace_secs: 10,
+            worker_threads: 0,
+        }
+    }
+}
+
+impl Default for DirectoryConfig {
+    fn default() -> Self {
+        DirectoryConfig {
+            suffix: "dc=example,dc=com".into(),
+            admin_dn: "cn=admin,dc=example,dc=com".into(),
+            data_dir: PathBuf::from("./meridian-data"),
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: "info".into(),
+            access: true,
+        }
+    }
+}
+
+impl Config {
+    /// Parses TOML text; `path` is only used in error messages.
+    pub fn from_toml(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads, parses and validates a file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_toml(&text, path)
+    }
+
+    /// Checks every value; the first problem found is returned.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, reason: String| Err(ConfigError::Invalid { key, reason });
+        let s = &self.server;
+        if let Err(e) = s.listen.parse::<SocketAddr>() {
+            return invalid(
+                "server.listen",
+                format!("{:?} is not an IP:PORT address ({e})", s.listen),
+            );
+        }
+        let ranges: [(&'static str, usize, usize, usize); 5] = [
+            ("server.max_connections", s.max_connections, 1, 1_000_000),
+            (
+                "server.max_outstanding_per_connection",
+                s.max_outstanding_per_connection,
+                1,
+                1_000_000,
+            ),
+            // A PDU must at least hold a tiny message; above 2 GiB the
+            // BER length field itself is out of reach of common clients.
+            ("server.max_pdu_bytes", s.max_pdu_bytes, 64, 1 << 31),
+            ("server.max_ber_depth", s.max_ber_depth, 4, 1024),
+            ("server.worker_threads", s.worker_threads, 0, 1024),
+        ];
+        for (key, value, min, max) in ranges {
+            if value < min || value > max {
+                return invalid(key, format!("{value} is outside {min}..={max}"));
+            }
+        }
+        if s.queue_length_flush_ms == 0 || s.queue_length_flush_ms > 60_000 {
+            return invalid(
+                "server.queue_length_flush_ms",
+                format!("{} is outside 1..=60000", s.queue_length_flush_ms),
+            );
+        }
+        let d = &self.directory;
+        for (key, dn) in [
+            ("directory.suffix", &d.suffix),
+            ("directory.admin_dn", &d.admin_dn),
+        ] {
+            match meridian_proto::dn::Dn::parse(dn) {
+                Ok(parsed) if parsed.is_root() => {
+                    return invalid(key, "must not be the empty DN".into());
+                }
+                Ok(_) => {}
+                Err(e) => return invalid(key, format!("{dn:?} is not a valid DN: {e}")),
+            }
+        }
+        if d.data_dir.as_os_str().is_empty() {
+            return invalid("directory.data_dir", "must not be empty".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_an_empty_file_is_the_default() {
+        Config::default().validate().unwrap();
+        assert_eq!(
+            Config::from_toml("", Path::new("x.toml")).unwrap(),
+            Config::default()
+        );
+    }
+
+    #[test]
+    fn a_file_changes_only_what_it_names() {
+        let c = Config::from_toml(
+            "[server]\nlisten = \"0.0.0.0:1389\"\n[directory]\nsuffix = \"o=test\"\n",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.server.listen, "0.0.0.0:1389");
+        assert_eq!(c.directory.suffix, "o=test");
+        assert_eq!(c.server.max_connections, 10_000);
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_their_name() {
+        let err = Config::from_toml("[server]\nlisen = \"x\"\n", Path::new("x.toml")).unwrap_err();
+        assert!(err.to_string().contains("lisen"), "{err}");
+    }
+
+    #[test]
+    fn invalid_values_name_the_key() {
+        for (text, key) in [
+            ("[server]\nlisten = \"localhost\"", "server.listen"),
+            ("[server]\nmax_connections = 0", "server.max_connections"),
+            ("[server]\nmax_ber_depth = 2", "server.max_ber_depth"),
+            ("[directory]\nsuffix = \"dc=\\\\x\"", "directory.suffix"),
+            ("[directory]\nadmin_dn = \"\"", "directory.admin_dn"),
+        ] {
+            let err = Config::from_toml(text, Path::new("x.toml")).unwrap_err();
+            assert!(err.to_string().contains(key), "{text}: {err}");
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! Distinguished names in their string form (RFC 4514): parse and print.
+//!
+//! This is the syntactic layer only. Whether two DNs are *equal* depends on
+//! each attribute's equality matching rule, which the schema (the `model`
+//! layer) knows; [`Dn::schemaless_key`] is the documented stand-in until
+//! then: ASCII case and insignificant spaces folded, as caseIgnoreMatch
+//! does for the attributes found in DNs in practice (cn, ou, dc, uid, o).
+
+use std::fmt::{self, Write as _};
+
+/// Why a DN string was refused (answered as invalidDNSyntax).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid DN at byte {position}: {reason}")]
+pub struct DnParseError {
+    /// Byte offset into the string.
+    pub position: usize,
+    /// What was expected or found.
+    pub reason: &'static str,
+}
+
+/// A parsed DN; `rdns[0]` is the leftmost (most specific) RDN.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Dn {
+    /// The RDNs, leftmost first.
+    pub rdns: Vec<Rdn>,
+}
+
+/// A relative distinguished name: one or more type-value pairs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rdn {
+    /// The pairs, in the order given.
+    pub avas: Vec<TypeAndValue>,
+}
+
+/// One `type=value` pair of an RDN.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeAndValue {
+    /// The attribute type as written (a descriptor or a numeric OID).
+    pub ty: String,
+    /// The value.
+    pub value: DnValue,
+}
+
+/// An attribute value in a DN.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DnValue {
+    /// A string value, with escapes resolved.
+    Text(Vec<u8>),
+    /// The `#hex` form: the BER encoding of the value.
+    Ber(Vec<u8>),
+}
+
+/// Largest DN string we parse; longer DNs are refused rather than walked.
+/// 64 KiB is far beyond any real DN and bounds the work per DN.
+pub const MAX_DN_BYTES: usize = 64 * 1024;
+
+impl Dn {
+    /// Parses an RFC 4514 string. Spaces around `,`, `+` and `=` are
+    /// tolerated, as OpenLDAP and RFC 2253 parsers do.
+    pub fn parse(s: &str) -> Result<Dn, DnParseError> {
+        Self::parse_bytes(s.as_bytes())
+    }
+
+    /// Parses a DN from the bytes of an LDAPDN (which must be UTF-8).
+    pub fn parse_bytes(s: &[u8]) -> Result<Dn, DnParseError> {
+        if s.len() > MAX_DN_BYTES {
+            return Err(DnParseError {
+                position: MAX_DN_BYTES,
+                reason: "DN longer than 64 KiB",
+            });
+        }
+        if std::str::from_utf8(s).is_err() {
+            return Err(DnParseError {
+                position: 0,
+                reason: "DN is not valid UTF-8",
+            });
+        }
+        let mut p = DnParser { s, pos: 0 };
+        let mut rdns = Vec::new();
+        p.skip_spaces();
+        if p.pos == s.len() {
+            return Ok(Dn { rdns });
+        }
+        loop {
+            let mut avas = vec![p.type_and_value()?];
+            while p.peek() == Some(b'+') {
+                p.pos += 1;
+                avas.push(p.type_and_value()?);
+            }
+            rdns.push(Rdn { avas });
+            match p.peek() {
+                None => break,
+                Some(b',' | b';') => p.pos += 1,
+                Some(_) => return Err(p.error("expected ',' or '+' after a value")),
+            }
+        }
+        Ok(Dn { rdns })
+    }
+
+    /// True for the empty DN (the root DSE).
+    pub fn is_root(&self) -> bool {
+        self.rdns.is_empty()
+    }
+
+    /// The parent DN, or `None` for the root.
+    pub fn parent(&self) -> Option<Dn> {
+        self.rdns.split_first().map(|(_, rest)| Dn {
+            rdns: rest.to_vec(),
+        })
+    }
+
+    /// A comparison key until the schema layer exists: attribute types
+    /// lowercased, text values lowercased with runs of spaces collapsed,
+    /// multi-valued RDNs sorted. See the module comment for its limits.
+    pub fn schemaless_key(&self) -> String {
+        let mut out = String::new();
+        for (i, rdn) in self.rdns.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let mut parts: Vec<String> = rdn
+                .avas
+                .iter()
+                .map(|ava| {
+                    let mut part = ava.ty.to_ascii_lowercase();
+                    part.push('=');
+                    match &ava.value {
+                        DnValue::Text(v) => {
+                            let text = String::from_utf8_lossy(v).to_lowercase();
+                            let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
+                            let _ = write_text_value(&mut part, folded.as_bytes());
+                        }
+                        DnValue::Ber(v) => write_hex(&mut part, v),
+                    }
+                    part
+                })
+                .collect();
+            parts.sort();
+            out.push_str(&parts.join("+"));
+        }
+        out
+    }
+}
+
+struct DnParser<'s> {
+    s: &'s [u8],
+    pos: usize,
+}
+
+impl DnParser<'_> {
+    fn error(&self, reason: &'static str) -> DnParseError {
+        DnParseError {
+            position: self.pos,
+            reason,
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.pos).copied()
+    }
+
+    fn skip_spaces(&mut self) {
+        while self.peek() == Some(b' ') {
+            self.pos += 1;
+        }
+    }
+
+    fn type_and_value(&mut self) -> Result<TypeAndValue, DnParseError> {
+        self.skip_spaces();
+        let start = self.pos;
+        while matches!(self.peek(), Some(c) if c.is_ascii_alphanumeric() || c == b'-' || c == b'.')
+        {
+            self.pos += 1;
+        }
+        let ty = self.s.get(start..self.pos).unwrap_or_default();
+        if !valid_attribute_type(ty) {
+            return Err(DnParseError {
+                position: start,
+                reason: "expected an attribute type (a descriptor or a numeric OID)",
+            });
+        }
+        let ty = String::from_utf8_lossy(ty).into_owned();
+        self.skip_spaces();
+        if self.peek() != Some(b'=') {
+            return Err(self.error("expected '=' after the attribute type"));
+        }
+        self.pos += 1;
+        self.skip_spaces();
+        let value = if self.peek() == Some(b'#') {
+            self.pos += 1;
+            self.hex_value()?
+        } else {
+            self.text_value()?
+        };
+        self.skip_spaces();
+        Ok(TypeAndValue { ty, value })
+    }
+
+    fn hex_value(&mut self) -> Result<DnValue, DnParseError> {
+        let mut bytes = Vec::new();
+        while let Some(c) = self.peek().filter(u8::is_ascii_hexdigit) {
+            let lo = self
+                .s
+                .get(self.pos + 1)
+                .copied()
+                .filter(u8::is_ascii_hexdigit)
+                .ok_or_else(|| self.error("odd number of hex digits"))?;
+            bytes.push(hex_digit(c) << 4 | hex_digit(lo));
+            self.pos += 2;
+        }
+        if bytes.is_empty() {
+            return Err(self.error("'#' must be followed by hex digits"));
+        }
+        Ok(DnValue::Ber(bytes))
+    }
+
+    fn text_value(&mut self) -> Result<DnValue, DnParseError> {
+        let mut value = Vec::new();
+        // Length of `value` up to its last escaped or non-space byte, so
+        // unescaped trailing spaces can be dropped.
+        let mut significant = 0;
+        while let Some(c) = self.peek() {
+            match c {
+                b',' | b';' | b'+' => break,
+                b'"' | b'<' | b'>' => {
+                    return Err(self.error("unescaped special character in value"));
+                }
+                b'=' => return Err(self.error("unescaped '=' in value")),
+                0 => return Err(self.error("NUL in value")),
+                b'\\' => {
+                    self.pos += 1;
+                    match self.peek() {
+                        Some(h) if h.is_ascii_hexdigit() => {
+                            let lo = self
+                                .s
+                                .get(self.pos + 1)
+                                .copied()
+                                .filter(u8::is_ascii_hexdigit)
+                                .ok_or_else(|| self.error("'\\' must be followed by a special character or two hex digits"))?;
+                            value.push(hex_digit(h) << 4 | hex_digit(lo));
+                            self.pos += 2;
+                        }
+                        Some(
+                            s @ (b' ' | b'"' | b'#' | b'+' | b',' | b';' | b'<' | b'=' | b'>'
+                            | b'\\'),
+                        ) => {
+                            value.push(s);
+                            self.pos += 1;
+                        }
+                        _ => {
+                            return Err(self.error(
+                                "'\\' must be followed by a special character or two hex digits",
+                            ));
+                        }
+                    }
+                    significant = value.len();
+                }
+                _ => {
+                    value.push(c);
+                    self.pos += 1;
+                    if c != b' ' {
+                        significant = value.len();
+                    }
+                }
+            }
+        }
+        value.truncate(significant);
+        if std::str::from_utf8(&value).is_err() {
+            return Err(self.error("escaped value is not valid UTF-8"));
+        }
+        Ok(DnValue::Text(value))
+    }
+}
+
+fn hex_digit(c: u8) -> u8 {
+    match c {
+        b'0'..=b'9' => c - b'0',
+        b'a'..=b'f' => c - b'a' + 10,
+        b'A'..=b'F' => c - b'A' + 10,
+        _ => 0,
+    }
+}
+
+/// `descr` (a letter then letters, digits and hyphens) or `numericoid`.
+fn valid_attribute_type(ty: &[u8]) -> bool {
+    match ty.first() {
+        Some(c) if c.is_ascii_alphabetic() => {
+            ty.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+        }
+        Some(c) if c.is_ascii_digit() => ty.split(|c| *c == b'.').all(|arc| {
+            !arc.is_empty()
+                && arc.iter().all(u8::is_ascii_digit)
+                && (arc.len() == 1 || arc.first() != Some(&b'0'))
+        }),
+        _ => false,
+    }
+}
+
+fn write_hex(out: &mut String, bytes: &[u8]) {
+    out.push('#');
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+}
+
+/// Escapes a value as RFC 4514 section 2.4 requires.
+fn write_text_value(out: &mut impl fmt::Write, value: &[u8]) -> fmt::Result {
+    let text = String::from_utf8_lossy(value);
+    let last = text.chars().count().saturating_sub(1);
+    for (i, ch) in text.chars().enumerate() {
+        match ch {
+            '"' | '+' | ',' | ';' | '<' | '>' | '\\' => {
+                out.write_char('\\')?;
+                out.write_char(ch)?;
+            }
+            '#' if i == 0 => out.write_str("\\#")?,
+            ' ' if i == 0 || i == last => out.write_str("\\ ")?,
+            '\0' => out.write_str("\\00")?,
+            _ => out.write_char(ch)?,
+        }
+    }
+    Ok(())
+}
+
+impl fmt::Display for Dn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, rdn) in self.rdns.iter().enumerate() {
+            if i > 0 {
+                f.write_char(',')?;
+            }
+            for (j, ava) in rdn.avas.iter().enumerate() {
+                if j > 0 {
+                    f.write_char('+')?;
+                }
+                f.write_str(&ava.ty)?;
+                f.write_char('=')?;
+                match &ava.value {
+                    DnValue::Text(v) => write_text_value(f, v)?,
+                    DnValue::Ber(v) => {
+                        let mut s = String::new();
+                        write_hex(&mut s, v);
+                        f.write_str(&s)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> DnValue {
+        DnValue::Text(s.as_bytes().to_vec())
+    }
+
+    /// The examples of RFC 4514 section 4.
+    #[test]
+    fn rfc4514_section4_examples() {
+        let dn = Dn::parse("UID=jsmith,DC=example,DC=net").unwrap();
+        assert_eq!(dn.rdns.len(), 3);
+        assert_eq!(dn.rdns[0].avas[0].ty, "UID");
+        assert_eq!(dn.rdns[0].avas[0].value, text("jsmith"));
+
+        let dn = Dn::parse("OU=Sales+CN=J.  Smith,DC=example,DC=net").unwrap();
+        assert_eq!(dn.rdns[0].avas.len(), 2);
+        assert_eq!(dn.rdns[0].avas[1].value, text("J.  Smith"));
+
+        let dn = Dn::parse(r#"CN=James \"Jim\" Smith\, III,DC=example,DC=net"#).unwrap();
+        assert_eq!(dn.rdns[0].avas[0].value, text(r#"James "Jim" Smith, III"#));
+        assert_eq!(dn.rdns.len(), 3);
+
+        let dn = Dn::parse(r"CN=Before\0dAfter,DC=example,DC=net").unwrap();
+        assert_eq!(dn.rdns[0].avas[0].value, text("Before\rAfter"));
+
+        let dn = Dn::parse("1.3.6.1.4.1.1466.0=#04024869").unwrap();
+        assert_eq!(
+            dn.rdns[0].avas[0].value,
+            DnValue::Ber(vec![0x04, 0x02, 0x48, 0x69])
+        );
+
+        let dn = Dn::parse(r"CN=Lu\C4\8Di\C4\87").unwrap();
+        assert_eq!(dn.rdns[0].avas[0].value, text("Lučić"));
+    }
+
+    #[test]
+    fn print_then_parse_is_identity() {
+        for s in [
+            "UID=jsmith,DC=example,DC=net",
+            "OU=Sales+CN=J.  Smith,DC=example,DC=net",
+            r#"CN=James \"Jim\" Smith\, III,DC=example,DC=net"#,
+            r"CN=\#1\ lead\ ,O=x",
+            "1.3.6.1.4.1.1466.0=#04024869",
+            r"CN=Lu\C4\8Di\C4\87",
+            "",
+        ] {
+            let dn = Dn::parse(s).unwrap();
+            let printed = dn.to_string();
+            assert_eq!(Dn::parse(&printed).unwrap(), dn, "{s} -> {printed}");
+        }
+    }
+
+    #[test]
+    fn invalid_dns_are_refused_with_a_position() {
+        for s in [
+            "cn", "cn=a,", "=a", "cn=a\\", "cn=a\\zz", "1cn=a", "cn=a\"b", "cn=#zz", "cn=a=b",
+        ] {
+            assert!(Dn::parse(s).is_err(), "{s}");
+        }
+    }
+
+    #[test]
+    fn schemaless_key_folds_case_and_spaces() {
+        let a = Dn::parse("CN=Admin , DC=Example,dc=COM").unwrap();
+        let b = Dn::parse("cn=admin,dc=example,dc=com").unwrap();
+        assert_eq!(a.schemaless_key(), b.schemaless_key());
+        assert_eq!(b.parent().unwrap().schemaless_key(), "dc=example,dc=com");
+        let multi1 = Dn::parse("cn=a+sn=b").unwrap();
+        let multi2 = Dn::parse("SN=B+CN=A").unwrap();
+        assert_eq!(multi1.schemaless_key(), multi2.schemaless_key());
+    }
+}
