@@ -1,0 +1,128 @@
+//! `meridian serve`: load the config, apply flags, set up the
+//! administrator, and run the server until SIGINT or SIGTERM.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Args;
+use meridian_config::Config;
+use meridian_proto::dn::Dn;
+use meridian_server::{AdminCredentials, PASSWORD_ENV, PasswordSource, Server};
+
+/// Flags of `meridian serve`. Each one overrides the config key it names,
+/// so a throwaway server needs no file at all.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// TOML config file (every key has a default; see docs/configuration.md).
+    #[arg(long, short = 'c')]
+    config: Option<PathBuf>,
+    /// Address to listen on, e.g. 127.0.0.1:3389 (`server.listen`).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Data directory (`directory.data_dir`).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Naming context served (`directory.suffix`).
+    #[arg(long)]
+    suffix: Option<String>,
+    /// Administrator DN (`directory.admin_dn`).
+    #[arg(long)]
+    admin_dn: Option<String>,
+}
+
+pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let mut config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    if let Some(listen) = args.listen {
+        config.server.listen = listen;
+    }
+    if let Some(dir) = args.data_dir {
+        config.directory.data_dir = dir;
+    }
+    if let Some(suffix) = args.suffix {
+        config.directory.suffix = suffix;
+    }
+    if let Some(admin_dn) = args.admin_dn {
+        config.directory.admin_dn = admin_dn;
+    }
+    config.validate()?;
+    init_logging(&config.log.level)?;
+
+    let admin_dn = Dn::parse(&config.directory.admin_dn)?;
+    let env_password = std::env::var(PASSWORD_ENV).ok().filter(|p| !p.is_empty());
+    let (admin, source) = AdminCredentials::load(
+        &admin_dn,
+        &config.directory.admin_dn,
+        env_password,
+        &config.directory.data_dir,
+    )?;
+    match &source {
+        PasswordSource::Environment => {
+            tracing::info!("administrator password taken from {PASSWORD_ENV}");
+        }
+        PasswordSource::Stored(path) => {
+            tracing::info!(path = %path.display(), "administrator password hash loaded");
+        }
+        PasswordSource::Generated { password, path } => {
+            // Printed once: later starts find the stored hash.
+            println!(
+                "Generated a password for {}: {password}\n\
+                 It is shown only this once; its hash is in {}.\n\
+                 Set {PASSWORD_ENV} to choose your own.",
+                config.directory.admin_dn,
+                path.display()
+            );
+        }
+    }
+
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if config.server.worker_threads > 0 {
+        runtime.worker_threads(config.server.worker_threads);
+    }
+    let runtime = runtime.build().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let server = Server::bind(&config, admin).await?;
+        let addr = server.local_addr()?;
+        tracing::info!(%addr, suffix = %config.directory.suffix, "meridian listening");
+        // A stable line on stdout for scripts and tests started on port 0.
+        println!("meridian listening on {addr}");
+        std::io::stdout().flush()?;
+        server.run(shutdown_signal()).await;
+        anyhow::Ok(())
+    })
+}
+
+fn init_logging(level: &str) -> anyhow::Result<()> {
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(env) if !env.is_empty() => tracing_subscriber::EnvFilter::try_new(env),
+        _ => tracing_subscriber::EnvFilter::try_new(level),
+    }
+    .with_context(|| format!("log.level: {level:?} is not a valid filter"))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot watch SIGTERM; stop with SIGINT");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+    }
+}

@@ -1,0 +1,235 @@
+//! The administrator's credentials.
+//!
+//! The password is never kept in clear: at start it is hashed with Argon2id
+//! (OpenLDAP's `{ARGON2}` scheme), and a bind verifies against the hash on
+//! the blocking pool. Hash checks are deliberately expensive (memory-hard),
+//! so at most one per CPU runs at a time: a flood of binds queues instead of
+//! exhausting memory.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use meridian_proto::dn::Dn;
+use tokio::sync::Semaphore;
+
+/// The environment variable that sets the administrator's password.
+pub const PASSWORD_ENV: &str = "MERIDIAN_ADMIN_PASSWORD";
+/// File under the data directory holding the generated password's hash.
+pub const SECRET_FILE: &str = "admin.secret";
+/// The userPassword-style scheme prefix of the stored hash.
+const SCHEME: &str = "{ARGON2}";
+
+/// Where the administrator's password came from (for the start-up log).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PasswordSource {
+    /// `MERIDIAN_ADMIN_PASSWORD`.
+    Environment,
+    /// A hash stored by an earlier start.
+    Stored(PathBuf),
+    /// Generated now; the caller shows it once.
+    Generated {
+        /// The password, to print once.
+        password: String,
+        /// Where its hash was stored.
+        path: PathBuf,
+    },
+}
+
+/// Why the credentials could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdminError {
+    /// The data directory or secret file could not be used.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The stored hash is not a valid `{ARGON2}` hash.
+    #[error("{path}: not a valid {SCHEME} password hash")]
+    BadHash {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Hashing failed (no randomness, or bad parameters).
+    #[error("cannot hash the administrator password: {0}")]
+    Hash(String),
+}
+
+/// The administrator's DN and password hash.
+#[derive(Debug, Clone)]
+pub struct AdminCredentials {
+    dn: String,
+    dn_key: String,
+    hash: Arc<str>,
+    checks: Arc<Semaphore>,
+}
+
+impl AdminCredentials {
+    /// Sets up the credentials: from `env_password` if given, else from the
+    /// stored hash in `data_dir`, else a new random password whose hash is
+    /// stored there.
+    pub fn load(
+        admin_dn: &Dn,
+        admin_dn_text: &str,
+        env_password: Option<String>,
+        data_dir: &Path,
+    ) -> Result<(AdminCredentials, PasswordSource), AdminError> {
+        let io = |path: &Path| {
+            let path = path.to_owned();
+            move |source| AdminError::Io { path, source }
+        };
+        let secret = data_dir.join(SECRET_FILE);
+        let (hash, source) = if let Some(password) = env_password {
+            (
+                hash_password(password.as_bytes())?,
+                PasswordSource::Environment,
+            )
+        } else if secret.exists() {
+            let stored = std::fs::read_to_string(&secret).map_err(io(&secret))?;
+            let hash = stored
+                .trim()
+                .strip_prefix(SCHEME)
+                .filter(|h| PasswordHash::new(h).is_ok())
+                .ok_or_else(|| AdminError::BadHash {
+                    path: secret.clone(),
+                })?
+                .to_owned();
+            (hash, PasswordSource::Stored(secret))
+        } else {
+            let password = generate_password()?;
+            let hash = hash_password(password.as_bytes())?;
+            std::fs::create_dir_all(data_dir).map_err(io(data_dir))?;
+            write_private(&secret, &format!("{SCHEME}{hash}\n")).map_err(io(&secret))?;
+            (
+                hash,
+                PasswordSource::Generated {
+                    password,
+                    path: secret,
+                },
+            )
+        };
+        let parallel = std::thread::available_parallelism().map_or(1, usize::from);
+        Ok((
+            AdminCredentials {
+                dn: admin_dn_text.to_owned(),
+                dn_key: admin_dn.schemaless_key(),
+                hash: hash.into(),
+                checks: Arc::new(Semaphore::new(parallel)),
+            },
+            source,
+        ))
+    }
+
+    /// The DN as configured.
+    pub fn dn(&self) -> &str {
+        &self.dn
+    }
+
+    /// True when `dn` names the administrator.
+    pub fn is_admin_dn(&self, dn: &Dn) -> bool {
+        dn.schemaless_key() == self.dn_key
+    }
+
+    /// Verifies `password` off the async workers; false on any failure.
+    pub async fn verify(&self, password: Vec<u8>) -> bool {
+        let Ok(_permit) = self.checks.acquire().await else {
+            return false;
+        };
+        let hash = Arc::clone(&self.hash);
+        tokio::task::spawn_blocking(move || {
+            PasswordHash::new(&hash)
+                .map(|parsed| {
+                    Argon2::default()
+                        .verify_password(&password, &parsed)
+                        .is_ok()
+                })
+                .unwrap_or(false)
+        })
+        .await
+        .unwrap_or(false)
+    }
+}
+
+fn hash_password(password: &[u8]) -> Result<String, AdminError> {
+    let mut salt = [0u8; 16];
+    getrandom::fill(&mut salt).map_err(|e| AdminError::Hash(e.to_string()))?;
+    let salt = SaltString::encode_b64(&salt).map_err(|e| AdminError::Hash(e.to_string()))?;
+    Argon2::default()
+        .hash_password(password, &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| AdminError::Hash(e.to_string()))
+}
+
+/// 20 characters from a 64-symbol alphabet: 120 bits, without modulo bias.
+fn generate_password() -> Result<String, AdminError> {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut random = [0u8; 20];
+    getrandom::fill(&mut random).map_err(|e| AdminError::Hash(e.to_string()))?;
+    Ok(random
+        .iter()
+        .filter_map(|b| ALPHABET.get(usize::from(b & 63)).copied().map(char::from))
+        .collect())
+}
+
+fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    file.write_all(contents.as_bytes())?;
+    file.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dn() -> Dn {
+        Dn::parse("cn=admin,dc=example,dc=com").unwrap()
+    }
+
+    #[tokio::test]
+    async fn generated_password_is_stored_hashed_and_reused() {
+        let dir = std::env::temp_dir().join(format!("meridian-admin-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (creds, source) =
+            AdminCredentials::load(&dn(), "cn=admin,dc=example,dc=com", None, &dir).unwrap();
+        let PasswordSource::Generated { password, path } = source else {
+            panic!("expected a generated password");
+        };
+        let stored = std::fs::read_to_string(&path).unwrap();
+        assert!(stored.starts_with("{ARGON2}$argon2id$"));
+        assert!(!stored.contains(&password));
+        assert!(creds.verify(password.clone().into_bytes()).await);
+        assert!(!creds.verify(b"wrong".to_vec()).await);
+
+        let (again, source) =
+            AdminCredentials::load(&dn(), "cn=admin,dc=example,dc=com", None, &dir).unwrap();
+        assert!(matches!(source, PasswordSource::Stored(_)));
+        assert!(again.verify(password.into_bytes()).await);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn environment_password_wins_and_dn_matching_folds_case() {
+        let dir = std::env::temp_dir().join("meridian-admin-unused");
+        let (creds, source) = AdminCredentials::load(
+            &dn(),
+            "cn=admin,dc=example,dc=com",
+            Some("s3cret".into()),
+            &dir,
+        )
+        .unwrap();
+        assert_eq!(source, PasswordSource::Environment);
+        assert!(creds.verify(b"s3cret".to_vec()).await);
+        assert!(creds.is_admin_dn(&Dn::parse("CN=Admin, DC=Example, DC=com").unwrap()));
+        assert!(!creds.is_admin_dn(&Dn::parse("cn=other,dc=example,dc=com").unwrap()));
+    }
+}

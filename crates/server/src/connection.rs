@@ -1,0 +1,204 @@
+//! One client connection: the read-decode-dispatch loop.
+//!
+//! The reader owns the socket's read half and an input buffer. Each pass
+//! decodes every complete PDU in the buffer (borrowing from it; nothing is
+//! copied), dispatches it, and collects the responses in a [`Batch`] that
+//! is handed to the writer once per pass. The writer task
+//! ([`Outbound::write_loop`]) owns the write half.
+//!
+//! Memory per connection is bounded: the input buffer never holds more than
+//! one incomplete PDU (at most `max_pdu_bytes`) plus one read, and the
+//! outbound side holds the responses of at most
+//! `max_outstanding_per_connection` requests.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Buf, BytesMut};
+use meridian_ber::{Error as BerError, frame};
+use meridian_proto::message::encode_notice_of_disconnection;
+use meridian_proto::{LdapMessage, ResultCode};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::sync::watch;
+
+use crate::ServerContext;
+use crate::outbound::{Batch, Outbound};
+use crate::session::{Action, Session};
+
+/// Bytes asked of the kernel per read: big enough for hundreds of small
+/// pipelined requests per syscall.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Why the session ended.
+#[derive(Debug)]
+enum End {
+    /// The client closed its side.
+    Eof,
+    /// UnbindRequest.
+    Unbind,
+    /// No request within the idle time-out.
+    Idle,
+    /// The server is shutting down.
+    Shutdown,
+    /// Undecodable or forbidden input.
+    Protocol(String),
+    /// The socket failed.
+    Io(std::io::Error),
+    /// The writer stopped (the peer stopped accepting data).
+    WriterGone,
+}
+
+pub(crate) async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    conn_id: u64,
+    ctx: Arc<ServerContext>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let (read_half, write_half) = stream.into_split();
+    let out = Arc::new(Outbound::new(ctx.max_outstanding, ctx.queue_flush));
+    let writer = {
+        let out = Arc::clone(&out);
+        tokio::spawn(async move { out.write_loop(write_half).await })
+    };
+    tracing::debug!(conn = conn_id, %peer, "connection opened");
+    let mut reader = Reader {
+        socket: read_half,
+        buf: BytesMut::with_capacity(READ_CHUNK),
+        batch: Batch::default(),
+        session: Session::new(conn_id),
+        ctx: &ctx,
+        out: &out,
+    };
+    let end = reader.run(&mut shutdown).await;
+    let notice = match &end {
+        End::Protocol(reason) => Some((ResultCode::PROTOCOL_ERROR, reason.as_str())),
+        End::Shutdown => Some((ResultCode::UNAVAILABLE, "the server is shutting down")),
+        _ => None,
+    };
+    if let Some((code, message)) = notice {
+        encode_notice_of_disconnection(&mut reader.batch.bytes, code, message.as_bytes());
+    }
+    out.push(&mut reader.batch);
+    out.close();
+    match &end {
+        End::Protocol(reason) => {
+            tracing::info!(conn = conn_id, %peer, reason = %reason, "closing: protocol error");
+        }
+        End::Io(e) => tracing::debug!(conn = conn_id, %peer, error = %e, "closing: read failed"),
+        other => tracing::debug!(conn = conn_id, %peer, reason = ?other, "connection closed"),
+    }
+    // Responses already produced are flushed before the socket closes.
+    let _ = writer.await;
+}
+
+struct Reader<'c> {
+    socket: OwnedReadHalf,
+    buf: BytesMut,
+    batch: Batch,
+    session: Session,
+    ctx: &'c ServerContext,
+    out: &'c Outbound,
+}
+
+impl Reader<'_> {
+    async fn run(&mut self, shutdown: &mut watch::Receiver<bool>) -> End {
+        loop {
+            if *shutdown.borrow() {
+                return End::Shutdown;
+            }
+            if let Some(end) = self.process_buffered(shutdown).await {
+                return end;
+            }
+            self.out.push(&mut self.batch);
+            if let Some(end) = self.fill(shutdown).await {
+                return end;
+            }
+        }
+    }
+
+    /// Decodes and dispatches every complete PDU in the buffer.
+    async fn process_buffered(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<End> {
+        loop {
+            let len = match frame::pdu_length(&self.buf, self.ctx.limits.max_pdu_bytes) {
+                Ok(len) => len,
+                Err(BerError::Incomplete { needed }) => {
+                    // Reserve for the rest of this PDU (bounded by the size
+                    // limit checked above) or one more read.
+                    self.buf.reserve(needed.max(READ_CHUNK));
+                    return None;
+                }
+                Err(e) => return Some(End::Protocol(e.to_string())),
+            };
+            if !self.out.try_reserve() {
+                // At the outstanding limit: let the writer drain, and read
+                // nothing more until it has.
+                self.out.push(&mut self.batch);
+                tokio::select! {
+                    ok = self.out.reserve() => if !ok { return Some(End::WriterGone) },
+                    _ = shutdown.changed() => return Some(End::Shutdown),
+                }
+            }
+            let started = Instant::now();
+            let pdu = self.buf.get(..len).unwrap_or_default();
+            let action = match LdapMessage::decode(pdu, &self.ctx.limits) {
+                Ok(msg) => self
+                    .session
+                    .handle(self.ctx, &msg, &mut self.batch, started),
+                Err(e) => return Some(End::Protocol(e.to_string())),
+            };
+            self.buf.advance(len);
+            match action {
+                Action::Responded => {}
+                Action::NoResponse => self.out.release(1),
+                Action::Unbind => {
+                    self.out.release(1);
+                    return Some(End::Unbind);
+                }
+                Action::Disconnect(reason) => return Some(End::Protocol(reason.to_owned())),
+                Action::VerifyAdmin {
+                    message_id,
+                    password,
+                    started,
+                } => {
+                    // RFC 4511 section 4.2.1: nothing else is processed
+                    // while a bind is in progress. Flush what is ready
+                    // first so earlier answers are not held up.
+                    self.out.push(&mut self.batch);
+                    let verified = self.ctx.admin.verify(password).await;
+                    self.session.finish_admin_bind(
+                        self.ctx,
+                        message_id,
+                        verified,
+                        &mut self.batch,
+                        started,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Reads more input, honouring the idle time-out and shutdown.
+    async fn fill(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<End> {
+        let read = self.socket.read_buf(&mut self.buf);
+        let result = tokio::select! {
+            r = async {
+                match self.ctx.idle_timeout {
+                    Some(idle) => tokio::time::timeout(idle, read).await.ok(),
+                    None => Some(read.await),
+                }
+            } => r,
+            _ = shutdown.changed() => return Some(End::Shutdown),
+        };
+        match result {
+            None => Some(End::Idle),
+            Some(Ok(0)) => Some(End::Eof),
+            Some(Ok(_)) => None,
+            Some(Err(e)) => Some(End::Io(e)),
+        }
+    }
+}

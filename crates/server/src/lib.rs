@@ -1,0 +1,187 @@
+//! Meridian's LDAP front end.
+//!
+//! [`Server::bind`] opens the listening socket; [`Server::run`] accepts
+//! connections until told to shut down. Each connection is one task
+//! ([`connection`]) plus a writer task ([`outbound`]); requests are
+//! dispatched by [`session`]. See `ARCHITECTURE.md` for the whole path.
+
+mod admin;
+mod connection;
+mod outbound;
+mod root_dse;
+mod session;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use meridian_config::Config;
+use meridian_proto::message::encode_notice_of_disconnection;
+use meridian_proto::{DecodeLimits, ResultCode};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+pub use admin::{AdminCredentials, AdminError, PASSWORD_ENV, PasswordSource, SECRET_FILE};
+
+/// Everything a connection needs to know about the server, shared by all.
+#[derive(Debug)]
+pub(crate) struct ServerContext {
+    pub(crate) limits: DecodeLimits,
+    pub(crate) root_dse: root_dse::RootDse,
+    pub(crate) admin: AdminCredentials,
+    pub(crate) access_log: bool,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) max_outstanding: usize,
+    pub(crate) queue_flush: Duration,
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The listen address is not valid.
+    #[error("server.listen: {0}")]
+    Address(String),
+    /// The socket could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// A bound, not yet running, server.
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    ctx: Arc<ServerContext>,
+    max_connections: usize,
+    shutdown_grace: Duration,
+}
+
+impl Server {
+    /// Binds the listening socket. Must be called inside a tokio runtime.
+    pub async fn bind(config: &Config, admin: AdminCredentials) -> Result<Server, StartError> {
+        let s = &config.server;
+        let addr: SocketAddr = s
+            .listen
+            .parse()
+            .map_err(|e| StartError::Address(format!("{:?}: {e}", s.listen)))?;
+        let listener = listen(addr).map_err(|source| StartError::Bind { addr, source })?;
+        let ctx = ServerContext {
+            limits: DecodeLimits {
+                max_pdu_bytes: s.max_pdu_bytes,
+                max_depth: s.max_ber_depth,
+            },
+            root_dse: root_dse::RootDse::new(&config.directory.suffix),
+            admin,
+            access_log: config.log.access,
+            idle_timeout: (s.idle_timeout_secs > 0)
+                .then(|| Duration::from_secs(s.idle_timeout_secs)),
+            max_outstanding: s.max_outstanding_per_connection,
+            queue_flush: Duration::from_millis(s.queue_length_flush_ms),
+        };
+        Ok(Server {
+            listener,
+            ctx: Arc::new(ctx),
+            max_connections: s.max_connections,
+            shutdown_grace: Duration::from_secs(s.shutdown_grace_secs),
+        })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Accepts connections until `shutdown` resolves, then stops accepting,
+    /// lets every connection finish its in-flight operations and flush its
+    /// responses (up to `server.shutdown_grace_secs`), and returns.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let slots = Arc::new(Semaphore::new(self.max_connections));
+        let next_id = AtomicU64::new(1);
+        let mut connections = JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                accepted = self.listener.accept() => {
+                    let (stream, peer) = match accepted {
+                        Ok(pair) => pair,
+                        Err(e) => {
+                            // Typically EMFILE: back off instead of spinning.
+                            tracing::warn!(error = %e, "accept failed");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    };
+                    let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                        connections.spawn(refuse_busy(stream, self.max_connections));
+                        continue;
+                    };
+                    let conn_id = next_id.fetch_add(1, Ordering::Relaxed);
+                    let ctx = Arc::clone(&self.ctx);
+                    let stop = stop_rx.clone();
+                    connections.spawn(async move {
+                        connection::serve_connection(stream, peer, conn_id, ctx, stop).await;
+                        drop(slot);
+                    });
+                }
+                // Reap finished connections so the set stays small.
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+        tracing::info!(
+            open = connections.len(),
+            "shutting down: no longer accepting connections"
+        );
+        let _ = stop_tx.send(true);
+        let drained = tokio::time::timeout(self.shutdown_grace, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                left = connections.len(),
+                "shutdown grace period over; closing remaining connections"
+            );
+            connections.abort_all();
+        }
+        tracing::info!("server stopped");
+    }
+}
+
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    // Restart on the same port without waiting out TIME_WAIT.
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    // A deep backlog absorbs connection bursts (seed 002 reconnects for
+    // every operation; seed 003 opens 5,000 connections).
+    socket.listen(4096)?;
+    TcpListener::from_std(socket.into())
+}
+
+/// Over the connection limit: tell the client why, then close.
+async fn refuse_busy(mut stream: TcpStream, limit: usize) {
+    let mut buf = Vec::new();
+    let message = format!("too many connections: the limit is {limit} (server.max_connections)");
+    encode_notice_of_disconnection(&mut buf, ResultCode::BUSY, message.as_bytes());
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream.write_all(&buf).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+    tracing::warn!(limit, "connection refused: too many connections");
+}

@@ -1,0 +1,275 @@
+//! The outbound side of a connection: responses waiting to be written.
+//!
+//! Operations append encoded responses to one shared buffer; a single writer
+//! task swaps it out and writes everything that is ready with one
+//! `write_all`, so many responses share a syscall. The same structure keeps
+//! the two promises about memory:
+//!
+//! * **Backpressure.** Every request takes a permit from `permits` before it
+//!   is dispatched and gives it back only when its final response has been
+//!   *written to the socket*. At `max_outstanding_per_connection` the reader
+//!   stops reading, so a client that never reads its answers pins at most
+//!   that many responses.
+//! * **Queue Length bundles.** When a client announces a bundle of N
+//!   requests (see `docs/queue-length.md`), the writer holds the buffer
+//!   until N operations have completed or `queue_length_flush_ms` has
+//!   passed, so the bundle's answers leave together and a wrong count can
+//!   never stall the client.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::{Notify, Semaphore};
+use tokio::time::Instant;
+
+/// Shared between a connection's reader (and operations) and its writer.
+#[derive(Debug)]
+pub(crate) struct Outbound {
+    state: Mutex<State>,
+    wake: Notify,
+    permits: Semaphore,
+    max_outstanding: u64,
+    hold_for: Duration,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    buf: Vec<u8>,
+    /// Operations whose final response is in `buf`.
+    completed: usize,
+    /// An open Queue Length bundle.
+    hold: Option<Hold>,
+    /// No more responses will come: write what is left, then shut down.
+    closing: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    remaining: u64,
+    deadline: Instant,
+}
+
+/// A batch of responses produced by the reader for one pass over its input.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    pub(crate) bytes: Vec<u8>,
+    /// Operations completed by these bytes (each returns one permit).
+    pub(crate) completed: usize,
+    /// Operations announced by Queue Length controls in this batch.
+    pub(crate) bundle: u64,
+}
+
+impl Batch {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.bytes.is_empty() && self.completed == 0 && self.bundle == 0
+    }
+}
+
+impl Outbound {
+    pub(crate) fn new(max_outstanding: usize, hold_for: Duration) -> Self {
+        Outbound {
+            state: Mutex::new(State::default()),
+            wake: Notify::new(),
+            permits: Semaphore::new(max_outstanding),
+            max_outstanding: max_outstanding as u64,
+            hold_for,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state is plain data that is consistent after every statement;
+        // a panic elsewhere cannot leave it half-updated.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes a permit for one more request without waiting.
+    pub(crate) fn try_reserve(&self) -> bool {
+        match self.permits.try_acquire() {
+            Ok(permit) => {
+                permit.forget();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Waits for a permit; false once the writer has failed.
+    pub(crate) async fn reserve(&self) -> bool {
+        match self.permits.acquire().await {
+            Ok(permit) => {
+                permit.forget();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Gives back permits for requests that turned out to need no response
+    /// (abandon, unbind).
+    pub(crate) fn release(&self, n: usize) {
+        self.permits.add_permits(n);
+    }
+
+    /// Hands a batch to the writer. The batch is left empty for reuse.
+    pub(crate) fn push(&self, batch: &mut Batch) {
+        if batch.is_empty() {
+            return;
+        }
+        {
+            let mut st = self.lock();
+            if batch.bundle > 0 {
+                let deadline = Instant::now() + self.hold_for;
+                // A bundle larger than the outstanding limit could never
+                // complete (the reader stops at the limit): cap it.
+                let remaining =
+                    (st.hold.map_or(0, |h| h.remaining) + batch.bundle).min(self.max_outstanding);
+                st.hold = Some(Hold {
+                    remaining,
+                    deadline,
+                });
+            }
+            if let Some(hold) = st.hold.as_mut() {
+                hold.remaining = hold.remaining.saturating_sub(batch.completed as u64);
+            }
+            if st.buf.is_empty() {
+                // Hand over the batch's allocation instead of copying it.
+                std::mem::swap(&mut st.buf, &mut batch.bytes);
+            } else {
+                st.buf.extend_from_slice(&batch.bytes);
+            }
+            st.completed += batch.completed;
+        }
+        batch.bytes.clear();
+        batch.completed = 0;
+        batch.bundle = 0;
+        self.wake.notify_one();
+    }
+
+    /// No more responses: the writer flushes what is left and shuts the
+    /// socket down.
+    pub(crate) fn close(&self) {
+        self.lock().closing = true;
+        self.wake.notify_one();
+    }
+
+    /// The writer task: runs until closed or the socket fails.
+    pub(crate) async fn write_loop(&self, mut socket: OwnedWriteHalf) {
+        let mut chunk = Vec::new();
+        loop {
+            let (completed, closing) = match self.next_chunk(&mut chunk).await {
+                Some(taken) => taken,
+                None => continue,
+            };
+            if !chunk.is_empty() && socket.write_all(&chunk).await.is_err() {
+                // The peer is gone: wake a reader waiting for permits.
+                self.permits.close();
+                return;
+            }
+            chunk.clear();
+            self.permits.add_permits(completed);
+            if closing {
+                let _ = socket.shutdown().await;
+                self.permits.close();
+                return;
+            }
+        }
+    }
+
+    /// Waits until there is something to write (honouring a bundle hold)
+    /// and swaps it into `chunk`. Returns the completed-operation count and
+    /// whether the connection is closing.
+    async fn next_chunk(&self, chunk: &mut Vec<u8>) -> Option<(usize, bool)> {
+        let wait_until = {
+            let mut st = self.lock();
+            let held = match st.hold {
+                Some(h) if h.remaining > 0 && !st.closing && Instant::now() < h.deadline => {
+                    Some(h.deadline)
+                }
+                Some(_) => {
+                    st.hold = None;
+                    None
+                }
+                None => None,
+            };
+            match held {
+                None if !st.buf.is_empty() || st.completed > 0 || st.closing => {
+                    std::mem::swap(chunk, &mut st.buf);
+                    let completed = std::mem::take(&mut st.completed);
+                    return Some((completed, st.closing));
+                }
+                other => other,
+            }
+        };
+        match wait_until {
+            Some(deadline) => {
+                let _ = tokio::time::timeout_at(deadline, self.wake.notified()).await;
+            }
+            None => self.wake.notified().await,
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permits_bound_outstanding_requests() {
+        let out = Outbound::new(2, Duration::from_millis(5));
+        assert!(out.try_reserve());
+        assert!(out.try_reserve());
+        assert!(!out.try_reserve());
+        out.release(1);
+        assert!(out.try_reserve());
+    }
+
+    #[tokio::test]
+    async fn a_bundle_is_held_until_complete() {
+        let out = Outbound::new(16, Duration::from_secs(60));
+        let mut chunk = Vec::new();
+        let mut batch = Batch {
+            bytes: b"a".to_vec(),
+            completed: 1,
+            bundle: 3,
+        };
+        out.push(&mut batch);
+        // Two of three done: nothing may be taken yet.
+        let taken =
+            tokio::time::timeout(Duration::from_millis(20), out.next_chunk(&mut chunk)).await;
+        assert!(matches!(taken, Ok(None) | Err(_)));
+        assert!(chunk.is_empty());
+        out.push(&mut Batch {
+            bytes: b"bc".to_vec(),
+            completed: 2,
+            bundle: 0,
+        });
+        assert_eq!(out.next_chunk(&mut chunk).await, Some((3, false)));
+        assert_eq!(chunk, b"abc");
+    }
+
+    #[tokio::test]
+    async fn a_wrong_count_is_released_by_the_timer() {
+        let out = Outbound::new(16, Duration::from_millis(10));
+        out.push(&mut Batch {
+            bytes: b"x".to_vec(),
+            completed: 1,
+            bundle: 1000,
+        });
+        let mut chunk = Vec::new();
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(taken) = out.next_chunk(&mut chunk).await {
+                assert_eq!(taken, (1, false));
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "hold never released"
+            );
+        }
+        assert_eq!(chunk, b"x");
+    }
+}

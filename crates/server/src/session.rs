@@ -1,0 +1,421 @@
+//! One LDAP session's state and the dispatch of its requests.
+//!
+//! Every operation served so far completes synchronously, so `handle`
+//! writes the response straight into the connection's batch; the one
+//! exception, a simple bind that needs a password hash checked, is handed
+//! back to the connection as [`Action::VerifyAdmin`] so the check runs off
+//! the async workers. Later operations that wait on the store follow the
+//! same pattern.
+
+use std::time::Instant;
+
+use meridian_ber::{Tag, Writer};
+use meridian_proto::controls::{QueueLength, oid as control_oid};
+use meridian_proto::dn::Dn;
+use meridian_proto::extended::oid as extended_oid;
+use meridian_proto::message::{encode_result, tags};
+use meridian_proto::{
+    Authentication, BindRequest, ExtendedRequest, LdapMessage, LdapResult, ProtocolOp, ResultCode,
+    Scope, SearchRequest,
+};
+
+use crate::ServerContext;
+use crate::outbound::Batch;
+
+/// What the connection must do after [`Session::handle`].
+#[derive(Debug)]
+pub(crate) enum Action {
+    /// The operation's final response is in the batch.
+    Responded,
+    /// The request needs no response (abandon).
+    NoResponse,
+    /// Verify `password` for the administrator, then call
+    /// [`Session::finish_admin_bind`].
+    VerifyAdmin {
+        message_id: i32,
+        password: Vec<u8>,
+        started: Instant,
+    },
+    /// The client ended the session.
+    Unbind,
+    /// The client broke the protocol: Notice of Disconnection and close.
+    Disconnect(&'static str),
+}
+
+/// Per-connection LDAP state.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub(crate) conn_id: u64,
+    /// The DN of the bound identity as the client gave it; `None` when
+    /// anonymous.
+    bound_dn: Option<String>,
+}
+
+impl Session {
+    pub(crate) fn new(conn_id: u64) -> Self {
+        Session {
+            conn_id,
+            bound_dn: None,
+        }
+    }
+
+    /// Dispatches one decoded request.
+    pub(crate) fn handle(
+        &mut self,
+        ctx: &ServerContext,
+        msg: &LdapMessage<'_>,
+        batch: &mut Batch,
+        started: Instant,
+    ) -> Action {
+        if msg.message_id == 0 {
+            return Action::Disconnect("messageID 0 is reserved for unsolicited notifications");
+        }
+        let id = msg.message_id;
+        let op = &msg.op;
+        let Some(response_tag) = response_tag(op) else {
+            return match op {
+                ProtocolOp::UnbindRequest => {
+                    self.log(ctx, id, "UNBIND", b"", None, started);
+                    Action::Unbind
+                }
+                ProtocolOp::AbandonRequest(target) => {
+                    // Every operation completes before the next request is
+                    // read, so there is never anything left to abandon; RFC
+                    // 4511 section 4.11 has no response either way.
+                    tracing::debug!(
+                        conn = self.conn_id,
+                        msgid = id,
+                        target,
+                        "abandon: nothing in progress"
+                    );
+                    Action::NoResponse
+                }
+                _ => Action::Disconnect("clients must not send response PDUs"),
+            };
+        };
+        let reply = Reply {
+            ctx,
+            session_conn: self.conn_id,
+            batch,
+            id,
+            tag: response_tag,
+            op_name: op.name(),
+            started,
+        };
+        match check_controls(msg) {
+            Ok(bundle) => reply.batch.bundle += bundle,
+            Err((code, message)) => return reply.result(op_dn(op), code, message.as_bytes()),
+        }
+        match op {
+            ProtocolOp::BindRequest(bind) => self.bind(bind, reply),
+            ProtocolOp::SearchRequest(search) => search_request(search, reply),
+            ProtocolOp::ExtendedRequest(ext) => self.extended(ext, reply),
+            _ => {
+                let message = format!(
+                    "{} is not implemented yet: this build serves the root DSE, binds and WhoAmI only",
+                    op_description(op)
+                );
+                reply.result(
+                    op_dn(op),
+                    ResultCode::UNWILLING_TO_PERFORM,
+                    message.as_bytes(),
+                )
+            }
+        }
+    }
+
+    fn bind(&mut self, bind: &BindRequest<'_>, reply: Reply<'_>) -> Action {
+        // RFC 4513 section 5: a bind, whatever its outcome, first drops the
+        // current authorization.
+        self.bound_dn = None;
+        if bind.version != 3 {
+            return reply.result(
+                bind.name,
+                ResultCode::PROTOCOL_ERROR,
+                b"only LDAP version 3 is supported",
+            );
+        }
+        let password = match bind.auth {
+            Authentication::Simple(password) => password,
+            Authentication::Sasl { mechanism, .. } => {
+                let message = format!(
+                    "SASL mechanism {:?} is not supported (no SASL mechanisms are offered yet)",
+                    String::from_utf8_lossy(mechanism)
+                );
+                return reply.result(
+                    bind.name,
+                    ResultCode::AUTH_METHOD_NOT_SUPPORTED,
+                    message.as_bytes(),
+                );
+            }
+        };
+        match (bind.name.is_empty(), password.is_empty()) {
+            (true, true) => return reply.result(b"", ResultCode::SUCCESS, b""),
+            (true, false) => {
+                return reply.result(
+                    b"",
+                    ResultCode::INVALID_CREDENTIALS,
+                    b"a password was given without a DN",
+                );
+            }
+            (false, true) => {
+                // RFC 4513 section 5.1.2: unauthenticated binds are refused
+                // by default, since they look like success to careless apps.
+                return reply.result(
+                    bind.name,
+                    ResultCode::UNWILLING_TO_PERFORM,
+                    b"unauthenticated bind (DN with an empty password) is not allowed",
+                );
+            }
+            (false, false) => {}
+        }
+        let is_admin = Dn::parse_bytes(bind.name).is_ok_and(|dn| reply.ctx.admin.is_admin_dn(&dn));
+        if !is_admin {
+            // Same answer as a wrong password: no user enumeration.
+            return reply.result(bind.name, ResultCode::INVALID_CREDENTIALS, b"");
+        }
+        Action::VerifyAdmin {
+            message_id: reply.id,
+            password: password.to_vec(),
+            started: reply.started,
+        }
+    }
+
+    /// Completes a bind handed out as [`Action::VerifyAdmin`].
+    pub(crate) fn finish_admin_bind(
+        &mut self,
+        ctx: &ServerContext,
+        message_id: i32,
+        verified: bool,
+        batch: &mut Batch,
+        started: Instant,
+    ) {
+        let reply = Reply {
+            ctx,
+            session_conn: self.conn_id,
+            batch,
+            id: message_id,
+            tag: tags::BIND_RESPONSE,
+            op_name: "BIND",
+            started,
+        };
+        let dn = ctx.admin.dn().as_bytes();
+        if verified {
+            self.bound_dn = Some(ctx.admin.dn().to_owned());
+            reply.result(dn, ResultCode::SUCCESS, b"");
+        } else {
+            reply.result(dn, ResultCode::INVALID_CREDENTIALS, b"");
+        }
+    }
+
+    fn extended(&mut self, ext: &ExtendedRequest<'_>, reply: Reply<'_>) -> Action {
+        let name = ext.name;
+        if name == extended_oid::WHO_AM_I {
+            if ext.value.is_some() {
+                return reply.extended(
+                    ResultCode::PROTOCOL_ERROR,
+                    b"WhoAmI takes no request value",
+                    None,
+                );
+            }
+            // RFC 4532: "dn:" and the DN, or empty for anonymous.
+            let authz = self
+                .bound_dn
+                .as_ref()
+                .map(|dn| format!("dn:{dn}"))
+                .unwrap_or_default();
+            return reply.extended(ResultCode::SUCCESS, b"", Some(authz.as_bytes()));
+        }
+        let pending = [
+            (extended_oid::START_TLS, "StartTLS"),
+            (extended_oid::PASSWORD_MODIFY, "Password Modify"),
+            (extended_oid::CANCEL, "Cancel"),
+            (extended_oid::REFRESH, "Refresh"),
+        ];
+        if let Some((_, what)) = pending.iter().find(|(oid, _)| *oid == name) {
+            let message = format!("the {what} extended operation is not implemented yet");
+            return reply.extended(ResultCode::UNWILLING_TO_PERFORM, message.as_bytes(), None);
+        }
+        let message = format!(
+            "unsupported extended operation {:?}; supportedExtension in the root DSE lists those served",
+            String::from_utf8_lossy(name)
+        );
+        reply.extended(ResultCode::PROTOCOL_ERROR, message.as_bytes(), None)
+    }
+
+    fn log(
+        &self,
+        ctx: &ServerContext,
+        id: i32,
+        op: &str,
+        dn: &[u8],
+        code: Option<ResultCode>,
+        started: Instant,
+    ) {
+        log_access(ctx, self.conn_id, id, op, dn, code, started);
+    }
+}
+
+fn log_access(
+    ctx: &ServerContext,
+    conn: u64,
+    id: i32,
+    op: &str,
+    dn: &[u8],
+    code: Option<ResultCode>,
+    started: Instant,
+) {
+    if ctx.access_log {
+        tracing::info!(
+            target: "meridian::access",
+            conn,
+            msgid = id,
+            op,
+            dn = %String::from_utf8_lossy(dn),
+            result = code.map_or(-1, |c| i64::from(c.0)),
+            etime_us = started.elapsed().as_micros() as u64,
+        );
+    }
+}
+
+fn search_request(search: &SearchRequest<'_>, reply: Reply<'_>) -> Action {
+    if !search.base.is_empty() || search.scope != Scope::Base {
+        return reply.result(
+            search.base,
+            ResultCode::UNWILLING_TO_PERFORM,
+            b"searching the directory is not implemented yet: only the root DSE (base \"\", scope base) can be read",
+        );
+    }
+    let root = &reply.ctx.root_dse;
+    if root.matches(&search.filter) == Some(true) {
+        root.encode_entry(
+            &mut reply.batch.bytes,
+            reply.id,
+            &search.attributes,
+            search.types_only,
+        );
+    }
+    reply.result(b"", ResultCode::SUCCESS, b"")
+}
+
+/// Encodes the final response of one operation and logs it.
+struct Reply<'a> {
+    ctx: &'a ServerContext,
+    session_conn: u64,
+    batch: &'a mut Batch,
+    id: i32,
+    tag: Tag,
+    op_name: &'static str,
+    started: Instant,
+}
+
+impl Reply<'_> {
+    fn result(self, dn: &[u8], code: ResultCode, message: &[u8]) -> Action {
+        if self.tag == tags::EXTENDED_RESPONSE {
+            return self.extended(code, message, None);
+        }
+        encode_result(
+            &mut self.batch.bytes,
+            self.id,
+            self.tag,
+            &LdapResult::new(code, message),
+        );
+        self.done(dn, code)
+    }
+
+    fn extended(self, code: ResultCode, message: &[u8], value: Option<&[u8]>) -> Action {
+        let mut w = Writer::new(&mut self.batch.bytes);
+        let msg = w.start(Tag::SEQUENCE);
+        w.integer(Tag::INTEGER, i64::from(self.id));
+        let op = w.start(tags::EXTENDED_RESPONSE);
+        w.integer(Tag::ENUMERATED, i64::from(code.0));
+        w.octets(Tag::OCTET_STRING, b"");
+        w.octets(Tag::OCTET_STRING, message);
+        if let Some(value) = value {
+            w.octets(Tag::context(11, false), value);
+        }
+        w.end(op);
+        w.end(msg);
+        self.done(b"", code)
+    }
+
+    fn done(self, dn: &[u8], code: ResultCode) -> Action {
+        self.batch.completed += 1;
+        log_access(
+            self.ctx,
+            self.session_conn,
+            self.id,
+            self.op_name,
+            dn,
+            Some(code),
+            self.started,
+        );
+        Action::Responded
+    }
+}
+
+/// The response tag for a request, `None` for requests without one.
+fn response_tag(op: &ProtocolOp<'_>) -> Option<Tag> {
+    Some(match op {
+        ProtocolOp::BindRequest(_) => tags::BIND_RESPONSE,
+        ProtocolOp::SearchRequest(_) => tags::SEARCH_RESULT_DONE,
+        ProtocolOp::ModifyRequest(_) => tags::MODIFY_RESPONSE,
+        ProtocolOp::AddRequest(_) => tags::ADD_RESPONSE,
+        ProtocolOp::DelRequest(_) => tags::DEL_RESPONSE,
+        ProtocolOp::ModifyDnRequest(_) => tags::MODIFY_DN_RESPONSE,
+        ProtocolOp::CompareRequest(_) => tags::COMPARE_RESPONSE,
+        ProtocolOp::ExtendedRequest(_) => tags::EXTENDED_RESPONSE,
+        _ => return None,
+    })
+}
+
+fn op_description(op: &ProtocolOp<'_>) -> &'static str {
+    match op {
+        ProtocolOp::ModifyRequest(_) => "modify",
+        ProtocolOp::AddRequest(_) => "add",
+        ProtocolOp::DelRequest(_) => "delete",
+        ProtocolOp::ModifyDnRequest(_) => "modify DN",
+        ProtocolOp::CompareRequest(_) => "compare",
+        _ => "this operation",
+    }
+}
+
+fn op_dn<'a>(op: &ProtocolOp<'a>) -> &'a [u8] {
+    match op {
+        ProtocolOp::BindRequest(b) => b.name,
+        ProtocolOp::SearchRequest(s) => s.base,
+        ProtocolOp::ModifyRequest(m) => m.dn,
+        ProtocolOp::AddRequest(a) => a.dn,
+        ProtocolOp::DelRequest(dn) => dn,
+        ProtocolOp::ModifyDnRequest(m) => m.dn,
+        ProtocolOp::CompareRequest(c) => c.dn,
+        _ => b"",
+    }
+}
+
+/// Checks the request's controls: unknown critical controls refuse the
+/// operation (RFC 4511 section 4.1.11), unknown non-critical ones are
+/// ignored. Returns the Queue Length bundle size announced, if any.
+fn check_controls(msg: &LdapMessage<'_>) -> Result<u64, (ResultCode, String)> {
+    let mut bundle = 0;
+    for control in msg.controls.iter() {
+        if control.oid == control_oid::QUEUE_LENGTH {
+            let ql = QueueLength::decode(control.value).map_err(|e| {
+                (
+                    ResultCode::PROTOCOL_ERROR,
+                    format!("queue length control: {e}; the value must be an INTEGER 1..maxInt"),
+                )
+            })?;
+            bundle = u64::from(ql.count);
+        } else if control.critical {
+            return Err((
+                ResultCode::UNAVAILABLE_CRITICAL_EXTENSION,
+                format!(
+                    "critical control {} is not supported; supportedControl in the root DSE lists those served",
+                    String::from_utf8_lossy(control.oid)
+                ),
+            ));
+        }
+    }
+    Ok(bundle)
+}
