@@ -17,6 +17,8 @@ pub mod dn;
 pub mod extended;
 pub mod filter;
 pub mod filter_str;
+#[doc(hidden)]
+pub mod fuzzing;
 mod limits;
 pub mod message;
 mod result;

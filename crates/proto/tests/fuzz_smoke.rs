@@ -1,0 +1,84 @@
+//! The fuzz target's property on seeded random inputs, so every `cargo test`
+//! fuzzes a little even where `cargo fuzz` (nightly only) is unavailable.
+//! Inputs are sample PDUs mutated (bit flips, byte changes, insertions,
+//! deletions, truncation, spliced PDUs) and plain random bytes.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod support;
+
+use meridian_proto::fuzzing::check_decode_round_trip;
+
+/// xorshift64*: deterministic, so a failure reproduces from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn mutate(rng: &mut Rng, input: &mut Vec<u8>, corpus: &[Vec<u8>]) {
+    for _ in 0..=rng.below(4) {
+        let len = input.len();
+        match rng.below(7) {
+            0 if len > 0 => {
+                let i = rng.below(len);
+                input[i] ^= 1 << rng.below(8);
+            }
+            1 if len > 0 => {
+                let i = rng.below(len);
+                input[i] = [0x00, 0x7f, 0x80, 0x81, 0x84, 0xff, 0x30, 0x04][rng.below(8)];
+            }
+            2 => {
+                let i = rng.below(len + 1);
+                input.insert(i, rng.next() as u8);
+            }
+            3 if len > 0 => {
+                input.remove(rng.below(len));
+            }
+            4 => input.truncate(rng.below(len + 1)),
+            5 => input.extend_from_slice(&corpus[rng.below(corpus.len())]),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn seeded_random_inputs_keep_the_round_trip_property() {
+    let corpus: Vec<Vec<u8>> = support::samples().into_iter().map(|(_, b)| b).collect();
+    let iterations: usize = std::env::var("MERIDIAN_FUZZ_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for i in 0..iterations {
+        let mut input = if rng.below(10) == 0 {
+            (0..rng.below(64)).map(|_| rng.next() as u8).collect()
+        } else {
+            corpus[rng.below(corpus.len())].clone()
+        };
+        mutate(&mut rng, &mut input, &corpus);
+        if let Err(e) = check_decode_round_trip(&input) {
+            panic!("iteration {i}: {e}\ninput: {input:02x?}");
+        }
+    }
+}
+
+#[test]
+fn the_corpus_itself_passes() {
+    for (name, bytes) in support::samples() {
+        check_decode_round_trip(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
