@@ -1,0 +1,214 @@
+//! Starts the real `meridian` binary on 127.0.0.1 and talks to it with our
+//! codec or with OpenLDAP's command-line tools.
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use meridian_proto::{DecodeLimits, LdapMessage};
+
+pub const ADMIN_DN: &str = "cn=admin,dc=example,dc=com";
+pub const ADMIN_PASSWORD: &str = "test-secret";
+
+/// A running server, stopped (SIGTERM, then SIGKILL) when dropped.
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    pub stdout_lines: Vec<String>,
+}
+
+pub fn temp_dir(tag: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("meridian-test-{}-{tag}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+impl Server {
+    /// Starts `meridian serve` with the given extra config (TOML) and the
+    /// administrator password set through the environment.
+    pub fn start(config_toml: &str) -> Server {
+        Self::start_with(config_toml, Some(ADMIN_PASSWORD), None)
+    }
+
+    pub fn start_with(
+        config_toml: &str,
+        password: Option<&str>,
+        data_dir: Option<PathBuf>,
+    ) -> Server {
+        let data_dir = data_dir.unwrap_or_else(|| temp_dir("data"));
+        let config = data_dir.join("test-config.toml");
+        std::fs::write(&config, config_toml).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_meridian"));
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        match password {
+            Some(p) => cmd.env("MERIDIAN_ADMIN_PASSWORD", p),
+            None => cmd.env_remove("MERIDIAN_ADMIN_PASSWORD"),
+        };
+        let mut child = cmd.spawn().expect("start meridian");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let mut stdout_lines = Vec::new();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("meridian exited before listening")
+                .unwrap();
+            if let Some(addr) = line.strip_prefix("meridian listening on ") {
+                break addr.parse().unwrap();
+            }
+            stdout_lines.push(line);
+        };
+        // Keep draining stdout so the server never blocks on it.
+        std::thread::spawn(move || for _ in lines {});
+        Server {
+            child,
+            addr,
+            data_dir,
+            stdout_lines,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("ldap://{}", self.addr)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resident memory of the server process, from /proc.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        signal(self.pid(), "TERM");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server did not stop after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+pub fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Runs an OpenLDAP client tool.
+pub fn ldap_tool(tool: &str, args: &[&str]) -> Output {
+    Command::new(tool)
+        .args(args)
+        .env("LDAPNOINIT", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {tool} (install ldap-utils): {e}"))
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A raw connection speaking our codec.
+pub struct Client {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        stream.set_nodelay(true).unwrap();
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    pub fn send_message(&mut self, msg: &LdapMessage<'_>) {
+        let mut buf = Vec::new();
+        msg.encode(&mut buf);
+        self.send(&buf);
+    }
+
+    /// Reads the next PDU; `None` when the server closed the connection.
+    pub fn read_pdu(&mut self) -> Option<Vec<u8>> {
+        loop {
+            match meridian_ber::frame::pdu_length(&self.buf, 1 << 26) {
+                Ok(len) => return Some(self.buf.drain(..len).collect()),
+                Err(e) if e.is_incomplete() => {}
+                Err(e) => panic!("server sent malformed BER: {e}"),
+            }
+            let mut chunk = [0u8; 65536];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
+                Err(e) => panic!("read failed: {e}"),
+            }
+        }
+    }
+
+    /// Reads PDUs, applying `f` to each decoded message, until `f` says stop.
+    pub fn read_until(&mut self, mut f: impl FnMut(&LdapMessage<'_>) -> bool) {
+        loop {
+            let pdu = self.read_pdu().expect("connection closed early");
+            let msg = LdapMessage::decode(&pdu, &DecodeLimits::default()).unwrap();
+            if f(&msg) {
+                return;
+            }
+        }
+    }
+}
