@@ -13,6 +13,7 @@
 mod support;
 
 use meridian_proto::fuzzing::check_decode_round_trip;
+use meridian_proto::{DecodeLimits, LdapMessage};
 
 /// xorshift64*: deterministic, so a failure reproduces from its seed.
 struct Rng(u64);
@@ -55,9 +56,47 @@ fn mutate(rng: &mut Rng, input: &mut Vec<u8>, corpus: &[Vec<u8>]) {
     }
 }
 
+/// PDUs captured from real clients (`scripts/capture-corpus.py`): ldapsearch,
+/// ldapmodify, ldapwhoami, ldapdelete, ldapcompare, ldappasswd, Python ldap3.
+fn captured() -> Vec<(String, Vec<u8>)> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/decode");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ber"))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn pdus_captured_from_real_clients_decode_completely() {
+    let captured = captured();
+    assert!(captured.len() >= 10, "corpus missing");
+    for (name, bytes) in captured {
+        let mut rest = &bytes[..];
+        let mut count = 0;
+        while !rest.is_empty() {
+            let (_, used) = LdapMessage::decode_prefix(rest, &DecodeLimits::default())
+                .unwrap_or_else(|e| panic!("{name}, PDU {count}: {e}"));
+            rest = &rest[used..];
+            count += 1;
+        }
+        assert!(count > 0, "{name} is empty");
+        check_decode_round_trip(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
 #[test]
 fn seeded_random_inputs_keep_the_round_trip_property() {
-    let corpus: Vec<Vec<u8>> = support::samples().into_iter().map(|(_, b)| b).collect();
+    let mut corpus: Vec<Vec<u8>> = support::samples().into_iter().map(|(_, b)| b).collect();
+    corpus.extend(captured().into_iter().map(|(_, b)| b));
     let iterations: usize = std::env::var("MERIDIAN_FUZZ_ITERATIONS")
         .ok()
         .and_then(|v| v.parse().ok())

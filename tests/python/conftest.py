@@ -1,0 +1,41 @@
+"""Starts the real meridian binary for the Python client tests."""
+
+import os
+import subprocess
+import tempfile
+
+import pytest
+
+ADMIN_DN = "cn=admin,dc=example,dc=com"
+ADMIN_PASSWORD = "python-secret"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def meridian_binary():
+    path = os.environ.get("MERIDIAN_BIN", os.path.join(ROOT, "target", "debug", "meridian"))
+    if not os.path.exists(path):
+        raise RuntimeError(f"{path} not found: run `cargo build` first or set MERIDIAN_BIN")
+    return path
+
+
+@pytest.fixture
+def server():
+    with tempfile.TemporaryDirectory(prefix="meridian-py-") as data_dir:
+        env = dict(os.environ, MERIDIAN_ADMIN_PASSWORD=ADMIN_PASSWORD, RUST_LOG="warn")
+        proc = subprocess.Popen(
+            [meridian_binary(), "serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir],
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        try:
+            for line in proc.stdout:
+                if line.startswith("meridian listening on "):
+                    host, port = line.split()[-1].rsplit(":", 1)
+                    break
+            else:
+                raise RuntimeError("meridian exited before listening")
+            yield host, int(port)
+        finally:
+            proc.terminate()
+            assert proc.wait(timeout=20) == 0, "meridian did not stop cleanly on SIGTERM"
