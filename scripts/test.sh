@@ -27,4 +27,4 @@ cargo build --locked --bins
 cargo test --locked --workspace
 
 echo "== python client tests"
-MERIDIAN_BIN="$PWD/target/debug/meridian" python3 -m pytest -q -p no:cacheprovider tests/python
+MERIDIAN_BIN="$PWD/target/debug/meridian" python3 -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning tests/python

@@ -63,7 +63,7 @@ fn ldapsearch_reads_the_root_dse() {
         ],
     );
     assert!(
-        text(&out.stdout).contains("# numEntries") == false,
+        !text(&out.stdout).contains("# numEntries"),
         "{}",
         text(&out.stdout)
     );
