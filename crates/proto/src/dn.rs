@@ -304,7 +304,7 @@ fn write_hex(out: &mut String, bytes: &[u8]) {
 }
 
 /// Escapes a value as RFC 4514 section 2.4 requires.
-fn write_text_value(out: &mut impl fmt::Write, value: &[u8]) -> fmt::Result {
+pub fn write_text_value(out: &mut impl fmt::Write, value: &[u8]) -> fmt::Result {
     let text = String::from_utf8_lossy(value);
     let last = text.chars().count().saturating_sub(1);
     for (i, ch) in text.chars().enumerate() {

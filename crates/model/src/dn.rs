@@ -1,0 +1,231 @@
+//! Distinguished names with schema-aware normalisation.
+//!
+//! `CN=Babs  Jensen, O=Acme` and `2.5.4.3=babs jensen,o=acme` are the same
+//! DN: attribute types are resolved through the schema to their primary
+//! name, values reduced with each attribute's equality rule, and the
+//! values of a multi-valued RDN sorted. The normalised form is itself a
+//! valid RFC 4514 string, so it can be stored, indexed and compared.
+
+use meridian_proto::ResultCode;
+use meridian_proto::dn::{Dn as SyntacticDn, DnValue, write_text_value};
+
+use crate::ModelError;
+use crate::schema::Schema;
+
+/// A DN: the form the client gave and its normalised RDNs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dn {
+    original: String,
+    /// Normalised RDNs, leftmost (most specific) first.
+    rdns: Vec<String>,
+}
+
+impl Dn {
+    /// Parses and normalises `text`. Errors are invalidDNSyntax with the
+    /// reason.
+    pub fn parse(text: &[u8], schema: &Schema) -> Result<Dn, ModelError> {
+        let original = std::str::from_utf8(text)
+            .map_err(|_| ModelError::new(ResultCode::INVALID_DN_SYNTAX, "DN is not valid UTF-8"))?
+            .to_owned();
+        let parsed = SyntacticDn::parse_bytes(text).map_err(|e| {
+            ModelError::new(
+                ResultCode::INVALID_DN_SYNTAX,
+                format!("invalid DN {original:?}: {e}"),
+            )
+        })?;
+        let mut rdns = Vec::with_capacity(parsed.rdns.len());
+        for rdn in &parsed.rdns {
+            let mut parts = Vec::with_capacity(rdn.avas.len());
+            for ava in &rdn.avas {
+                let attr = schema.attribute(&ava.ty).ok_or_else(|| {
+                    ModelError::new(
+                        ResultCode::INVALID_DN_SYNTAX,
+                        format!(
+                            "invalid DN {original:?}: attribute type {:?} is not defined",
+                            ava.ty
+                        ),
+                    )
+                })?;
+                let raw = match &ava.value {
+                    DnValue::Text(v) => v.clone(),
+                    DnValue::Ber(ber) => ber_string_contents(ber).unwrap_or_else(|| ber.clone()),
+                };
+                let key = match attr.equality {
+                    Some(rule) => rule.key(&raw, schema).ok_or_else(|| {
+                        ModelError::new(
+                            ResultCode::INVALID_DN_SYNTAX,
+                            format!(
+                                "invalid DN {original:?}: value of {} is not valid for {}",
+                                attr.name(),
+                                rule.name
+                            ),
+                        )
+                    })?,
+                    None => raw,
+                };
+                let mut part = attr.name().to_ascii_lowercase();
+                part.push('=');
+                let _ = write_text_value(&mut part, &key);
+                parts.push(part);
+            }
+            parts.sort();
+            rdns.push(parts.join("+"));
+        }
+        Ok(Dn { original, rdns })
+    }
+
+    /// The empty DN (the root DSE).
+    pub fn root() -> Dn {
+        Dn {
+            original: String::new(),
+            rdns: Vec::new(),
+        }
+    }
+
+    /// The DN as the client wrote it.
+    pub fn original(&self) -> &str {
+        &self.original
+    }
+
+    /// The normalised string.
+    pub fn normalized(&self) -> String {
+        self.rdns.join(",")
+    }
+
+    /// Normalised RDNs, leftmost first.
+    pub fn rdns(&self) -> &[String] {
+        &self.rdns
+    }
+
+    /// True for the empty DN.
+    pub fn is_root(&self) -> bool {
+        self.rdns.is_empty()
+    }
+
+    /// The normalised leftmost RDN.
+    pub fn rdn(&self) -> Option<&str> {
+        self.rdns.first().map(String::as_str)
+    }
+
+    /// The parent, or `None` for the root. Its original form is the
+    /// normalised one (the client's spelling of a parent is unknown).
+    pub fn parent(&self) -> Option<Dn> {
+        let (_, rest) = self.rdns.split_first()?;
+        Some(Dn {
+            original: rest.join(","),
+            rdns: rest.to_vec(),
+        })
+    }
+
+    /// True if `self` is `ancestor` or below it.
+    pub fn is_within(&self, ancestor: &Dn) -> bool {
+        self.rdns.len() >= ancestor.rdns.len() && self.rdns.ends_with(&ancestor.rdns)
+    }
+
+    /// True if `self` is strictly below `ancestor`.
+    pub fn is_descendant_of(&self, ancestor: &Dn) -> bool {
+        self.rdns.len() > ancestor.rdns.len() && self.is_within(ancestor)
+    }
+}
+
+/// Normalises a DN to its string key.
+pub fn normalize(text: &[u8], schema: &Schema) -> Result<String, ModelError> {
+    Dn::parse(text, schema).map(|dn| dn.normalized())
+}
+
+/// The contents of a BER-encoded string value (`#04024869` is "Hi").
+fn ber_string_contents(ber: &[u8]) -> Option<Vec<u8>> {
+    let mut r = meridian_ber::Reader::new(ber);
+    let tlv = r.read().ok()?;
+    r.finish("").ok()?;
+    // OCTET STRING, UTF8String, PrintableString, IA5String, TeletexString.
+    matches!(tlv.tag.0, 0x04 | 0x0c | 0x13 | 0x16 | 0x14).then(|| tlv.contents.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dn(s: &str) -> Dn {
+        Dn::parse(s.as_bytes(), &Schema::builtin().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn normalisation() {
+        assert_eq!(
+            dn("CN=Babs  Jensen , O=Acme").normalized(),
+            "cn=babs jensen,o=acme"
+        );
+        assert_eq!(dn("2.5.4.3=X,commonName=Y").normalized(), "cn=x,cn=y");
+        assert_eq!(
+            dn("SN=B+CN=A,dc=Example").normalized(),
+            "cn=a+sn=b,dc=example"
+        );
+        assert_eq!(
+            dn("uid=John.Smith,dc=x").normalized(),
+            "uid=john.smith,dc=x"
+        );
+        assert_eq!(dn("cn=#04024869").normalized(), "cn=hi");
+        assert_eq!(dn(r"cn=a\,b").normalized(), r"cn=a\,b");
+        assert_eq!(dn(r"CN=Lu\C4\8Di\C4\87").normalized(), "cn=lučić");
+        assert_eq!(dn("").normalized(), "");
+    }
+
+    #[test]
+    fn hierarchy() {
+        let base = dn("dc=example,dc=com");
+        let user = dn("uid=a,ou=People,DC=Example,DC=com");
+        assert!(user.is_descendant_of(&base));
+        assert!(user.is_within(&base));
+        assert!(base.is_within(&base));
+        assert!(!base.is_descendant_of(&base));
+        assert!(!base.is_descendant_of(&user));
+        assert_eq!(
+            user.parent().unwrap().normalized(),
+            "ou=people,dc=example,dc=com"
+        );
+        assert_eq!(user.rdn(), Some("uid=a"));
+        assert!(Dn::root().is_root());
+        assert!(dn("dc=com").parent().unwrap().is_root());
+        assert!(!dn("dc=xexample,dc=com").is_within(&dn("dc=example,dc=com")));
+    }
+
+    #[test]
+    fn invalid_dns_say_why() {
+        let s = Schema::builtin().unwrap();
+        for (text, why) in [
+            ("cn", "expected '='"),
+            ("nosuchattr=x", "not defined"),
+            ("cn=a,", "attribute type"),
+        ] {
+            let err = Dn::parse(text.as_bytes(), &s).unwrap_err();
+            assert_eq!(err.code, ResultCode::INVALID_DN_SYNTAX);
+            assert!(err.message.contains(why), "{text}: {}", err.message);
+        }
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn normalising_twice_equals_once(values in proptest::collection::vec("[ -~]{1,12}", 1..4)) {
+                let s = Schema::builtin().unwrap();
+                let text: String = values
+                    .iter()
+                    .map(|v| {
+                        let mut part = String::from("cn=");
+                        write_text_value(&mut part, v.as_bytes()).unwrap();
+                        part
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",");
+                if let Ok(once) = Dn::parse(text.as_bytes(), &s) {
+                    let twice = Dn::parse(once.normalized().as_bytes(), &s).unwrap();
+                    prop_assert_eq!(once.normalized(), twice.normalized());
+                }
+            }
+        }
+    }
+}

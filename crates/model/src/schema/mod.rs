@@ -1,0 +1,304 @@
+//! The schema (RFC 4512): attribute types, object classes, syntaxes,
+//! matching rules, looked up by name or OID interchangeably.
+//!
+//! A [`Schema`] is built by loading schema files in order
+//! ([`Schema::load_str`]); each definition is checked when it is added, so
+//! an error names the file and line that caused it. Attribute types get
+//! their syntax and matching rules from their superior chain at that
+//! moment, and keep them.
+
+pub mod description;
+mod load;
+
+use std::collections::HashMap;
+
+pub use load::SchemaError;
+
+use crate::rules::{RULES, RuleInfo};
+use crate::syntax::{self, Syntax};
+
+/// Index of an attribute type in its schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AttrId(u32);
+
+/// Index of an object class in its schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClassId(u32);
+
+/// RFC 4512 attribute usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Usage {
+    /// userApplications.
+    User,
+    /// directoryOperation.
+    DirectoryOperation,
+    /// distributedOperation.
+    DistributedOperation,
+    /// dSAOperation.
+    DsaOperation,
+}
+
+impl Usage {
+    /// True for the three operational usages.
+    pub fn is_operational(self) -> bool {
+        self != Usage::User
+    }
+}
+
+/// An attribute type with its inherited properties resolved.
+#[derive(Debug, Clone)]
+pub struct AttributeType {
+    /// Numeric OID.
+    pub oid: String,
+    /// Names, first is the primary one.
+    pub names: Vec<String>,
+    /// The direct superior.
+    pub sup: Option<AttrId>,
+    /// Equality rule, own or inherited.
+    pub equality: Option<&'static RuleInfo>,
+    /// Ordering rule, own or inherited.
+    pub ordering: Option<&'static RuleInfo>,
+    /// Substrings rule, own or inherited.
+    pub substr: Option<&'static RuleInfo>,
+    /// Syntax OID, own or inherited.
+    pub syntax_oid: String,
+    /// The validator for the syntax ([`Syntax::Octets`] if unknown).
+    pub syntax: Syntax,
+    /// SINGLE-VALUE.
+    pub single_value: bool,
+    /// COLLECTIVE.
+    pub collective: bool,
+    /// NO-USER-MODIFICATION.
+    pub no_user_modification: bool,
+    /// USAGE.
+    pub usage: Usage,
+    /// OBSOLETE.
+    pub obsolete: bool,
+    /// The definition as it should be published in the subschema.
+    pub definition: String,
+}
+
+impl AttributeType {
+    /// The primary name, or the OID for unnamed types.
+    pub fn name(&self) -> &str {
+        self.names.first().map_or(&self.oid, String::as_str)
+    }
+}
+
+/// Object class kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClassKind {
+    /// ABSTRACT.
+    Abstract,
+    /// STRUCTURAL (the default).
+    Structural,
+    /// AUXILIARY.
+    Auxiliary,
+}
+
+/// An object class.
+#[derive(Debug, Clone)]
+pub struct ObjectClass {
+    /// Numeric OID.
+    pub oid: String,
+    /// Names.
+    pub names: Vec<String>,
+    /// Direct superiors.
+    pub sup: Vec<ClassId>,
+    /// Kind.
+    pub kind: ClassKind,
+    /// MUST attributes, own and inherited.
+    pub must: Vec<AttrId>,
+    /// MAY attributes, own and inherited.
+    pub may: Vec<AttrId>,
+    /// OBSOLETE.
+    pub obsolete: bool,
+    /// The definition as published.
+    pub definition: String,
+}
+
+impl ObjectClass {
+    /// The primary name, or the OID.
+    pub fn name(&self) -> &str {
+        self.names.first().map_or(&self.oid, String::as_str)
+    }
+}
+
+/// A complete schema.
+#[derive(Debug, Clone, Default)]
+pub struct Schema {
+    attributes: Vec<AttributeType>,
+    classes: Vec<ObjectClass>,
+    attr_index: HashMap<String, AttrId>,
+    class_index: HashMap<String, ClassId>,
+    /// OpenLDAP `objectidentifier` macros, lower-cased names.
+    macros: HashMap<String, String>,
+    /// Syntaxes declared by loaded files beyond the built-in table.
+    extra_syntaxes: Vec<(String, String)>,
+}
+
+impl Schema {
+    /// The built-in schema: system, core, cosine, inetorgperson, nis and
+    /// dynamicObject, as `crates/model/schema/README.md` describes.
+    pub fn builtin() -> Result<Schema, SchemaError> {
+        let mut schema = Schema::default();
+        for (name, text) in BUILTIN {
+            schema.load_str(text, name)?;
+        }
+        Ok(schema)
+    }
+
+    /// Looks up an attribute type by name or OID (case-insensitive).
+    /// Options (`;binary`, `;lang-de`) must be stripped first.
+    pub fn attribute(&self, name: &str) -> Option<&AttributeType> {
+        self.attribute_id(name).and_then(|id| self.attr(id))
+    }
+
+    /// The id of an attribute type, by name or OID.
+    pub fn attribute_id(&self, name: &str) -> Option<AttrId> {
+        self.attr_index.get(&name.to_ascii_lowercase()).copied()
+    }
+
+    /// An attribute type by id.
+    pub fn attr(&self, id: AttrId) -> Option<&AttributeType> {
+        self.attributes.get(id.0 as usize)
+    }
+
+    /// An object class by name or OID.
+    pub fn class(&self, name: &str) -> Option<&ObjectClass> {
+        self.class_id(name).and_then(|id| self.class_by_id(id))
+    }
+
+    /// The id of an object class, by name or OID.
+    pub fn class_id(&self, name: &str) -> Option<ClassId> {
+        self.class_index.get(&name.to_ascii_lowercase()).copied()
+    }
+
+    /// An object class by id.
+    pub fn class_by_id(&self, id: ClassId) -> Option<&ObjectClass> {
+        self.classes.get(id.0 as usize)
+    }
+
+    /// Every attribute type, in definition order.
+    pub fn attributes(&self) -> impl Iterator<Item = (AttrId, &AttributeType)> {
+        self.attributes
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (AttrId(i as u32), a))
+    }
+
+    /// Every object class, in definition order.
+    pub fn classes(&self) -> impl Iterator<Item = (ClassId, &ObjectClass)> {
+        self.classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (ClassId(i as u32), c))
+    }
+
+    /// Syntaxes declared by loaded files that are not in the built-in table,
+    /// as `(oid, description)`.
+    pub fn extra_syntaxes(&self) -> &[(String, String)] {
+        &self.extra_syntaxes
+    }
+
+    /// True if `sub` is `sup` or has it in its superior chain (so a filter
+    /// on `name` also matches `cn`).
+    pub fn is_subtype(&self, sub: AttrId, sup: AttrId) -> bool {
+        let mut cur = Some(sub);
+        // The chain is finite: superiors must be defined before use.
+        while let Some(id) = cur {
+            if id == sup {
+                return true;
+            }
+            cur = self.attr(id).and_then(|a| a.sup);
+        }
+        false
+    }
+
+    /// True if class `sub` is `sup` or inherits from it.
+    pub fn class_inherits(&self, sub: ClassId, sup: ClassId) -> bool {
+        if sub == sup {
+            return true;
+        }
+        self.class_by_id(sub)
+            .is_some_and(|c| c.sup.iter().any(|&s| self.class_inherits(s, sup)))
+    }
+
+    /// Resolves a name of anything with an OID (attribute type, object
+    /// class, matching rule, syntax) to its numeric OID, for
+    /// objectIdentifierMatch.
+    pub fn resolve_oid(&self, name: &str) -> Option<String> {
+        if let Some(a) = self.attribute(name) {
+            return Some(a.oid.clone());
+        }
+        if let Some(c) = self.class(name) {
+            return Some(c.oid.clone());
+        }
+        crate::rules::find(name).map(|r| r.oid.to_owned())
+    }
+
+    /// A matching rule by name or OID.
+    pub fn rule(&self, name: &str) -> Option<&'static RuleInfo> {
+        crate::rules::find(name)
+    }
+
+    fn push_attribute(&mut self, a: AttributeType) -> Result<AttrId, String> {
+        let id = AttrId(self.attributes.len() as u32);
+        let mut keys: Vec<String> = a.names.iter().map(|n| n.to_ascii_lowercase()).collect();
+        keys.push(a.oid.clone());
+        for key in &keys {
+            if let Some(existing) = self.attr_index.get(key).and_then(|&e| self.attr(e)) {
+                return Err(format!(
+                    "attribute type {key:?} is already defined (as {} {})",
+                    existing.oid,
+                    existing.name()
+                ));
+            }
+        }
+        for key in keys {
+            self.attr_index.insert(key, id);
+        }
+        self.attributes.push(a);
+        Ok(id)
+    }
+
+    fn push_class(&mut self, c: ObjectClass) -> Result<ClassId, String> {
+        let id = ClassId(self.classes.len() as u32);
+        let mut keys: Vec<String> = c.names.iter().map(|n| n.to_ascii_lowercase()).collect();
+        keys.push(c.oid.clone());
+        for key in &keys {
+            if self.class_index.contains_key(key) {
+                return Err(format!("object class {key:?} is already defined"));
+            }
+        }
+        for key in keys {
+            self.class_index.insert(key, id);
+        }
+        self.classes.push(c);
+        Ok(id)
+    }
+}
+
+/// The built-in schema files, in load order.
+const BUILTIN: [(&str, &str); 5] = [
+    ("system.schema", include_str!("../../schema/system.schema")),
+    ("core.schema", include_str!("../../schema/core.schema")),
+    ("cosine.schema", include_str!("../../schema/cosine.schema")),
+    (
+        "inetorgperson.schema",
+        include_str!("../../schema/inetorgperson.schema"),
+    ),
+    ("nis.schema", include_str!("../../schema/nis.schema")),
+];
+
+/// Rules by name or OID, for loaders.
+pub(crate) fn rule_named(name: &str) -> Option<&'static RuleInfo> {
+    RULES
+        .iter()
+        .find(|r| r.oid == name || r.name.eq_ignore_ascii_case(name))
+}
+
+/// The validator of a syntax OID; unknown syntaxes are octets.
+pub(crate) fn syntax_for(oid: &str) -> Syntax {
+    syntax::find(oid).map_or(Syntax::Octets, |s| s.syntax)
+}
