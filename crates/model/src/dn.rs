@@ -10,7 +10,7 @@ use meridian_proto::ResultCode;
 use meridian_proto::dn::{Dn as SyntacticDn, DnValue, write_text_value};
 
 use crate::ModelError;
-use crate::schema::Schema;
+use crate::schema::{AttrId, Schema};
 
 /// A DN: the form the client gave and its normalised RDNs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,9 @@ pub struct Dn {
     original: String,
     /// Normalised RDNs, leftmost (most specific) first.
     rdns: Vec<String>,
+    /// The attribute values of each RDN as given (for `dnAttributes`
+    /// matching and for checking that RDN values are in the entry).
+    avas: Vec<Vec<(AttrId, Vec<u8>)>>,
 }
 
 impl Dn {
@@ -34,8 +37,10 @@ impl Dn {
             )
         })?;
         let mut rdns = Vec::with_capacity(parsed.rdns.len());
+        let mut avas = Vec::with_capacity(parsed.rdns.len());
         for rdn in &parsed.rdns {
             let mut parts = Vec::with_capacity(rdn.avas.len());
+            let mut values = Vec::with_capacity(rdn.avas.len());
             for ava in &rdn.avas {
                 let attr = schema.attribute(&ava.ty).ok_or_else(|| {
                     ModelError::new(
@@ -50,6 +55,10 @@ impl Dn {
                     DnValue::Text(v) => v.clone(),
                     DnValue::Ber(ber) => ber_string_contents(ber).unwrap_or_else(|| ber.clone()),
                 };
+                let attr_id = schema.attribute_id(&ava.ty).ok_or_else(|| {
+                    ModelError::new(ResultCode::INVALID_DN_SYNTAX, "attribute type vanished")
+                })?;
+                values.push((attr_id, raw.clone()));
                 let key = match attr.equality {
                     Some(rule) => rule.key(&raw, schema).ok_or_else(|| {
                         ModelError::new(
@@ -70,8 +79,13 @@ impl Dn {
             }
             parts.sort();
             rdns.push(parts.join("+"));
+            avas.push(values);
         }
-        Ok(Dn { original, rdns })
+        Ok(Dn {
+            original,
+            rdns,
+            avas,
+        })
     }
 
     /// The empty DN (the root DSE).
@@ -79,6 +93,7 @@ impl Dn {
         Dn {
             original: String::new(),
             rdns: Vec::new(),
+            avas: Vec::new(),
         }
     }
 
@@ -95,6 +110,11 @@ impl Dn {
     /// Normalised RDNs, leftmost first.
     pub fn rdns(&self) -> &[String] {
         &self.rdns
+    }
+
+    /// The attribute values of every RDN, leftmost first, as given.
+    pub fn rdn_values(&self) -> &[Vec<(AttrId, Vec<u8>)>] {
+        &self.avas
     }
 
     /// True for the empty DN.
@@ -114,6 +134,7 @@ impl Dn {
         Some(Dn {
             original: rest.join(","),
             rdns: rest.to_vec(),
+            avas: self.avas.get(1..).unwrap_or_default().to_vec(),
         })
     }
 

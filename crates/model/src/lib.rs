@@ -9,10 +9,13 @@
 //! * [`dn`]: schema-aware DN normalisation.
 
 pub mod dn;
+pub mod entry;
 mod error;
+pub mod filter;
 pub mod prep;
 pub mod rules;
 pub mod schema;
+pub mod subschema;
 pub mod syntax;
 pub mod time;
 

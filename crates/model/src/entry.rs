@@ -1,0 +1,530 @@
+//! Entries and schema checking (RFC 4512 section 3.3 and 4.1).
+//!
+//! An [`Entry`] keeps user values exactly as given; matching rules produce
+//! their keys when needed. [`Entry::check`] enforces the schema and maps
+//! each failure to the result code RFC 4511 and slapd use, with a message
+//! that names the attribute or class at fault.
+
+use meridian_proto::ResultCode;
+
+use crate::ModelError;
+use crate::dn::Dn;
+use crate::schema::{AttrId, ClassId, ClassKind, Schema};
+
+/// An attribute description: a type and its options (RFC 4512 2.5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Description {
+    /// The attribute type.
+    pub attr: AttrId,
+    /// Options, lower-cased and sorted (`binary`, `lang-de`).
+    pub options: Vec<String>,
+}
+
+impl Description {
+    /// Parses `type;option;...`. Unknown types are undefinedAttributeType;
+    /// options other than `binary` and language tags are refused the same
+    /// way, as slapd does without extra configuration.
+    pub fn parse(text: &[u8], schema: &Schema) -> Result<Description, ModelError> {
+        let text = std::str::from_utf8(text).map_err(|_| {
+            ModelError::new(
+                ResultCode::UNDEFINED_ATTRIBUTE_TYPE,
+                "attribute description is not UTF-8",
+            )
+        })?;
+        let mut parts = text.split(';');
+        let ty = parts.next().unwrap_or_default();
+        let attr = schema.attribute_id(ty).ok_or_else(|| {
+            ModelError::new(
+                ResultCode::UNDEFINED_ATTRIBUTE_TYPE,
+                format!("attribute type {ty:?} is not defined in the schema"),
+            )
+        })?;
+        let mut options = Vec::new();
+        for option in parts {
+            let lower = option.to_ascii_lowercase();
+            let valid_chars = !lower.is_empty()
+                && lower
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'-');
+            if !valid_chars || !(lower == "binary" || lower.starts_with("lang-")) {
+                return Err(ModelError::new(
+                    ResultCode::UNDEFINED_ATTRIBUTE_TYPE,
+                    format!(
+                        "attribute option {option:?} of {text:?} is not supported (only binary and lang-*)"
+                    ),
+                ));
+            }
+            options.push(lower);
+        }
+        options.sort();
+        options.dedup();
+        Ok(Description { attr, options })
+    }
+
+    /// True if an attribute with this description is matched by a filter
+    /// or selection naming `wanted` (same type or a subtype, and every
+    /// option of `wanted` present here).
+    pub fn is_matched_by(&self, wanted: &Description, schema: &Schema) -> bool {
+        schema.is_subtype(self.attr, wanted.attr)
+            && wanted.options.iter().all(|o| self.options.contains(o))
+    }
+}
+
+/// One attribute of an entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attribute {
+    /// Type and options.
+    pub desc: Description,
+    /// The name as the client wrote it (returned to clients as given).
+    pub name: String,
+    /// Values as given.
+    pub values: Vec<Vec<u8>>,
+}
+
+/// An entry: a DN and attributes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The entry's DN.
+    pub dn: Dn,
+    /// Attributes, each description once.
+    pub attributes: Vec<Attribute>,
+}
+
+/// What a schema check found out about a valid entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedEntry {
+    /// The structural object class (the most specific of the chain).
+    pub structural: ClassId,
+}
+
+/// Who is writing: clients may not set NO-USER-MODIFICATION attributes;
+/// the server itself (operational attributes, imports) may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writer {
+    /// An LDAP client.
+    Client,
+    /// The server or an offline import.
+    Server,
+}
+
+fn violation(code: ResultCode, message: String) -> ModelError {
+    ModelError::new(code, message)
+}
+
+impl Entry {
+    /// Builds an entry from a DN and `(description, values)` pairs, merging
+    /// repeated descriptions. Attributes without values are refused
+    /// (RFC 4511 section 4.7: every attribute of an add has values).
+    pub fn new<'a, V>(
+        dn: Dn,
+        attributes: impl IntoIterator<Item = (&'a [u8], V)>,
+        schema: &Schema,
+    ) -> Result<Entry, ModelError>
+    where
+        V: IntoIterator<Item = &'a [u8]>,
+    {
+        let mut out: Vec<Attribute> = Vec::new();
+        for (name, values) in attributes {
+            let desc = Description::parse(name, schema)?;
+            let values: Vec<Vec<u8>> = values.into_iter().map(<[u8]>::to_vec).collect();
+            let label = String::from_utf8_lossy(name).into_owned();
+            if values.is_empty() {
+                return Err(violation(
+                    ResultCode::PROTOCOL_ERROR,
+                    format!("attribute {label:?} has no values"),
+                ));
+            }
+            match out.iter_mut().find(|a| a.desc == desc) {
+                Some(existing) => existing.values.extend(values),
+                None => out.push(Attribute {
+                    desc,
+                    name: label,
+                    values,
+                }),
+            }
+        }
+        Ok(Entry {
+            dn,
+            attributes: out,
+        })
+    }
+
+    /// The attribute with exactly this type and no options.
+    pub fn get(&self, attr: AttrId) -> Option<&Attribute> {
+        self.attributes
+            .iter()
+            .find(|a| a.desc.attr == attr && a.desc.options.is_empty())
+    }
+
+    /// Attributes matched by `wanted` (subtypes and option subsets).
+    pub fn matching<'e>(
+        &'e self,
+        wanted: &'e Description,
+        schema: &'e Schema,
+    ) -> impl Iterator<Item = &'e Attribute> {
+        self.attributes
+            .iter()
+            .filter(move |a| a.desc.is_matched_by(wanted, schema))
+    }
+
+    /// Checks the entry against the schema.
+    pub fn check(&self, schema: &Schema, writer: Writer) -> Result<CheckedEntry, ModelError> {
+        let oc_id = schema
+            .attribute_id("objectClass")
+            .ok_or_else(|| violation(ResultCode::OTHER, "schema has no objectClass".into()))?;
+        let Some(oc_attr) = self.get(oc_id) else {
+            return Err(violation(
+                ResultCode::OBJECT_CLASS_VIOLATION,
+                "no objectClass attribute".into(),
+            ));
+        };
+
+        // Every listed class and all their superclasses.
+        let mut classes: Vec<ClassId> = Vec::new();
+        for value in &oc_attr.values {
+            let name = String::from_utf8_lossy(value);
+            let id = schema.class_id(name.trim()).ok_or_else(|| {
+                violation(
+                    ResultCode::OBJECT_CLASS_VIOLATION,
+                    format!("objectClass {name:?} is not defined in the schema"),
+                )
+            })?;
+            add_with_superclasses(id, schema, &mut classes);
+        }
+
+        let structural = self.structural_class(&classes, schema)?;
+
+        for attr in &self.attributes {
+            let Some(at) = schema.attr(attr.desc.attr) else {
+                continue;
+            };
+            let name = at.name();
+            if writer == Writer::Client && at.no_user_modification {
+                return Err(violation(
+                    ResultCode::CONSTRAINT_VIOLATION,
+                    format!("attribute {name:?} is not user-modifiable"),
+                ));
+            }
+            if at.single_value && attr.values.len() > 1 {
+                return Err(violation(
+                    ResultCode::CONSTRAINT_VIOLATION,
+                    format!(
+                        "attribute {name:?} is single-valued but has {} values",
+                        attr.values.len()
+                    ),
+                ));
+            }
+            for (i, value) in attr.values.iter().enumerate() {
+                if !at.syntax.is_valid(value) {
+                    return Err(violation(
+                        ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+                        format!(
+                            "attribute {name:?}: value #{i} is invalid per syntax {}",
+                            at.syntax_oid
+                        ),
+                    ));
+                }
+            }
+            if let Some(rule) = at.equality {
+                let mut keys: Vec<Vec<u8>> = Vec::with_capacity(attr.values.len());
+                for (i, value) in attr.values.iter().enumerate() {
+                    let key = rule.key(value, schema).ok_or_else(|| {
+                        violation(
+                            ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+                            format!(
+                                "attribute {name:?}: value #{i} cannot be matched with {}",
+                                rule.name
+                            ),
+                        )
+                    })?;
+                    if keys.contains(&key) {
+                        return Err(violation(
+                            ResultCode::ATTRIBUTE_OR_VALUE_EXISTS,
+                            format!("attribute {name:?}: value #{i} is provided more than once"),
+                        ));
+                    }
+                    keys.push(key);
+                }
+            }
+        }
+
+        // MUST and MAY.
+        let extensible = schema
+            .class_id("extensibleObject")
+            .is_some_and(|x| classes.contains(&x));
+        for &class in &classes {
+            let Some(c) = schema.class_by_id(class) else {
+                continue;
+            };
+            for &must in &c.must {
+                if self.get(must).is_none() && !self.attributes.iter().any(|a| a.desc.attr == must)
+                {
+                    let attr = schema.attr(must).map_or("?", |a| a.name());
+                    return Err(violation(
+                        ResultCode::OBJECT_CLASS_VIOLATION,
+                        format!("object class {:?} requires attribute {attr:?}", c.name()),
+                    ));
+                }
+            }
+        }
+        if !extensible {
+            for attr in &self.attributes {
+                let Some(at) = schema.attr(attr.desc.attr) else {
+                    continue;
+                };
+                if at.usage.is_operational() {
+                    continue;
+                }
+                let allowed = classes
+                    .iter()
+                    .filter_map(|&c| schema.class_by_id(c))
+                    .any(|c| c.must.contains(&attr.desc.attr) || c.may.contains(&attr.desc.attr));
+                if !allowed {
+                    return Err(violation(
+                        ResultCode::OBJECT_CLASS_VIOLATION,
+                        format!(
+                            "attribute {:?} is not allowed by the entry's object classes",
+                            at.name()
+                        ),
+                    ));
+                }
+            }
+        }
+
+        // The RDN's values must be values of the entry (X.501).
+        if let Some(rdn) = self.dn.rdn_values().first() {
+            for (attr, value) in rdn {
+                let present = self.get(*attr).is_some_and(|a| {
+                    let rule = schema.attr(*attr).and_then(|t| t.equality);
+                    a.values.iter().any(|v| match rule {
+                        Some(r) => {
+                            r.key(v, schema).is_some() && r.key(v, schema) == r.key(value, schema)
+                        }
+                        None => v == value,
+                    })
+                });
+                if !present {
+                    let name = schema.attr(*attr).map_or("?", |a| a.name());
+                    return Err(violation(
+                        ResultCode::NAMING_VIOLATION,
+                        format!("value of naming attribute {name:?} is not present in the entry"),
+                    ));
+                }
+            }
+        }
+        Ok(CheckedEntry { structural })
+    }
+
+    /// The one structural class chain's most specific class.
+    fn structural_class(
+        &self,
+        classes: &[ClassId],
+        schema: &Schema,
+    ) -> Result<ClassId, ModelError> {
+        let structural: Vec<ClassId> = classes
+            .iter()
+            .copied()
+            .filter(|&c| {
+                schema
+                    .class_by_id(c)
+                    .is_some_and(|c| c.kind == ClassKind::Structural)
+            })
+            .collect();
+        let most_specific: Vec<ClassId> = structural
+            .iter()
+            .copied()
+            .filter(|&c| {
+                !structural
+                    .iter()
+                    .any(|&o| o != c && schema.class_inherits(o, c))
+            })
+            .collect();
+        match most_specific.as_slice() {
+            [one] => Ok(*one),
+            [] => Err(violation(
+                ResultCode::OBJECT_CLASS_VIOLATION,
+                "no structural object class provided".into(),
+            )),
+            many => {
+                let names: Vec<&str> = many
+                    .iter()
+                    .filter_map(|&c| schema.class_by_id(c).map(|c| c.name()))
+                    .collect();
+                Err(violation(
+                    ResultCode::OBJECT_CLASS_VIOLATION,
+                    format!(
+                        "invalid structural object class chain ({})",
+                        names.join("/")
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+fn add_with_superclasses(id: ClassId, schema: &Schema, out: &mut Vec<ClassId>) {
+    if out.contains(&id) {
+        return;
+    }
+    out.push(id);
+    if let Some(c) = schema.class_by_id(id) {
+        for &sup in &c.sup {
+            add_with_superclasses(sup, schema, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(schema: &Schema, dn: &str, attrs: &[(&str, &[&str])]) -> Entry {
+        let dn = Dn::parse(dn.as_bytes(), schema).unwrap();
+        Entry::new(
+            dn,
+            attrs
+                .iter()
+                .map(|(n, vs)| (n.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
+            schema,
+        )
+        .unwrap()
+    }
+
+    fn check(attrs: &[(&str, &[&str])]) -> Result<CheckedEntry, ModelError> {
+        let s = Schema::builtin().unwrap();
+        entry(&s, "uid=jdoe,ou=People,dc=example,dc=com", attrs).check(&s, Writer::Client)
+    }
+
+    const PERSON: &[(&str, &[&str])] = &[
+        ("objectClass", &["inetOrgPerson", "posixAccount"]),
+        ("uid", &["jdoe"]),
+        ("cn", &["John Doe"]),
+        ("sn", &["Doe"]),
+        ("uidNumber", &["1000"]),
+        ("gidNumber", &["1000"]),
+        ("homeDirectory", &["/home/jdoe"]),
+        ("mail", &["jdoe@example.com", "john@example.com"]),
+        ("cn;lang-de", &["Johann Doe"]),
+    ];
+
+    #[test]
+    fn a_valid_entry_passes_and_names_its_structural_class() {
+        let s = Schema::builtin().unwrap();
+        let checked = check(PERSON).unwrap();
+        assert_eq!(
+            s.class_by_id(checked.structural).unwrap().name(),
+            "inetOrgPerson"
+        );
+    }
+
+    fn expect(attrs: &[(&str, &[&str])], code: ResultCode, fragment: &str) {
+        let err = check(attrs).expect_err(fragment);
+        assert_eq!(err.code, code, "{}", err.message);
+        assert!(err.message.contains(fragment), "{}", err.message);
+    }
+
+    fn with(
+        change: (&'static str, &'static [&'static str]),
+    ) -> Vec<(&'static str, &'static [&'static str])> {
+        let mut attrs: Vec<_> = PERSON
+            .iter()
+            .copied()
+            .filter(|(n, _)| *n != change.0)
+            .collect();
+        if !change.1.is_empty() {
+            attrs.push(change);
+        }
+        attrs
+    }
+
+    #[test]
+    fn each_violation_has_its_result_code_and_names_the_culprit() {
+        use ResultCode as R;
+        expect(&with(("sn", &[])), R::OBJECT_CLASS_VIOLATION, "\"sn\"");
+        expect(
+            &with(("objectClass", &[])),
+            R::OBJECT_CLASS_VIOLATION,
+            "no objectClass",
+        );
+        expect(
+            &with(("objectClass", &["posixAccount"])),
+            R::OBJECT_CLASS_VIOLATION,
+            "no structural",
+        );
+        expect(
+            &with((
+                "objectClass",
+                &["inetOrgPerson", "posixAccount", "organization"],
+            )),
+            R::OBJECT_CLASS_VIOLATION,
+            "chain",
+        );
+        expect(
+            &with(("objectClass", &["inetOrgPerson", "posixAccount", "nosuch"])),
+            R::OBJECT_CLASS_VIOLATION,
+            "nosuch",
+        );
+        expect(
+            &with(("uidNumber", &["1", "2"])),
+            R::CONSTRAINT_VIOLATION,
+            "uidNumber",
+        );
+        expect(
+            &with(("uidNumber", &["x"])),
+            R::INVALID_ATTRIBUTE_SYNTAX,
+            "uidNumber",
+        );
+        expect(
+            &with(("mail", &["a@x", "A@X"])),
+            R::ATTRIBUTE_OR_VALUE_EXISTS,
+            "mail",
+        );
+        expect(
+            &with(("dc", &["example"])),
+            R::OBJECT_CLASS_VIOLATION,
+            "\"dc\"",
+        );
+        expect(
+            &with(("entryUUID", &["597ae2f6-16a6-1027-98f4-d28b5365dc14"])),
+            R::CONSTRAINT_VIOLATION,
+            "entryUUID",
+        );
+        expect(&with(("uid", &["someoneelse"])), R::NAMING_VIOLATION, "uid");
+    }
+
+    #[test]
+    fn extensible_object_allows_any_user_attribute() {
+        let mut attrs = with(("dc", &["example"]));
+        attrs.retain(|(n, _)| *n != "objectClass");
+        attrs.push((
+            "objectClass",
+            &["inetOrgPerson", "posixAccount", "extensibleObject"],
+        ));
+        check(&attrs).unwrap();
+    }
+
+    #[test]
+    fn descriptions_and_subtypes() {
+        let s = Schema::builtin().unwrap();
+        let err = Description::parse(b"nosuch", &s).unwrap_err();
+        assert_eq!(err.code, ResultCode::UNDEFINED_ATTRIBUTE_TYPE);
+        assert!(Description::parse(b"cn;x-foo", &s).is_err());
+        let cn_de = Description::parse(b"CN;Lang-DE", &s).unwrap();
+        let name = Description::parse(b"name", &s).unwrap();
+        let cn = Description::parse(b"commonName", &s).unwrap();
+        assert!(cn_de.is_matched_by(&name, &s));
+        assert!(cn_de.is_matched_by(&cn, &s));
+        assert!(!cn.is_matched_by(&cn_de, &s));
+        let e = entry(&s, "uid=jdoe,dc=x", PERSON);
+        assert_eq!(e.matching(&name, &s).count(), 3); // cn, sn, cn;lang-de
+        assert_eq!(e.matching(&cn_de, &s).count(), 1);
+    }
+
+    #[test]
+    fn empty_attributes_are_refused() {
+        let s = Schema::builtin().unwrap();
+        let dn = Dn::parse(b"cn=x", &s).unwrap();
+        let err = Entry::new(dn, [(b"cn".as_slice(), Vec::<&[u8]>::new())], &s).unwrap_err();
+        assert_eq!(err.code, ResultCode::PROTOCOL_ERROR);
+    }
+}

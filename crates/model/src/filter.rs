@@ -1,0 +1,487 @@
+//! Filter evaluation (RFC 4511 section 4.5.1.7) with three-valued logic.
+//!
+//! A filter is compiled once per search against the schema
+//! ([`CompiledFilter::compile`]): attribute names resolved, matching rules
+//! chosen, assertion values reduced to keys. Evaluating it against an
+//! entry then only prepares the entry's values.
+//!
+//! Undefined arises, as the RFC says, when the attribute type is unknown,
+//! when it has no matching rule of the needed kind, or when the assertion
+//! value is not valid for the rule. `present` on an unknown type is FALSE.
+//!
+//! The approximate rule (`~=`) is documented here: for attributes whose
+//! equality rule prepares strings, values match when they are equal after
+//! case folding and removing every space; for other attributes it is the
+//! equality rule.
+
+use std::cmp::Ordering;
+
+use meridian_proto::{Filter, Substring};
+
+use crate::entry::{Description, Entry};
+use crate::prep::Part;
+use crate::rules::{Norm, RuleInfo, RuleKind, substrings_match};
+use crate::schema::{AttrId, Schema};
+
+/// TRUE, FALSE or Undefined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ternary {
+    /// TRUE.
+    True,
+    /// FALSE.
+    False,
+    /// Undefined.
+    Undefined,
+}
+
+impl Ternary {
+    fn not(self) -> Ternary {
+        match self {
+            Ternary::True => Ternary::False,
+            Ternary::False => Ternary::True,
+            Ternary::Undefined => Ternary::Undefined,
+        }
+    }
+}
+
+/// A filter ready to evaluate against entries of one schema.
+#[derive(Debug, Clone)]
+pub struct CompiledFilter {
+    root: Node,
+}
+
+#[derive(Debug, Clone)]
+enum Node {
+    And(Vec<Node>),
+    Or(Vec<Node>),
+    Not(Box<Node>),
+    Compare {
+        desc: Description,
+        rule: &'static RuleInfo,
+        key: Vec<u8>,
+        want: Want,
+    },
+    Substrings {
+        desc: Description,
+        rule: &'static RuleInfo,
+        parts: Vec<(Part, Vec<u8>)>,
+    },
+    Present(Description),
+    Approx {
+        desc: Description,
+        rule: &'static RuleInfo,
+        key: Vec<u8>,
+    },
+    Extensible {
+        desc: Option<Description>,
+        rule: &'static RuleInfo,
+        key: Vec<u8>,
+        dn_attributes: bool,
+    },
+    /// Always Undefined (unknown type, missing rule, invalid assertion).
+    Undefined,
+    /// Always FALSE (`present` of an unknown type).
+    False,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Equal,
+    GreaterOrEqual,
+    LessOrEqual,
+}
+
+fn approx_key(norm: Norm, value: &[u8], schema: &Schema) -> Option<Vec<u8>> {
+    match norm {
+        Norm::CaseIgnore
+        | Norm::CaseExact
+        | Norm::CaseIgnoreIa5
+        | Norm::CaseExactIa5
+        | Norm::CaseIgnoreList => {
+            let mut key = Norm::CaseIgnore.key(value, schema)?;
+            key.retain(|c| *c != b' ');
+            Some(key)
+        }
+        other => other.key(value, schema),
+    }
+}
+
+impl CompiledFilter {
+    /// Compiles `filter` against `schema`.
+    pub fn compile(filter: &Filter<'_>, schema: &Schema) -> CompiledFilter {
+        CompiledFilter {
+            root: compile(filter, schema),
+        }
+    }
+
+    /// Evaluates the filter against `entry`.
+    pub fn evaluate(&self, entry: &Entry, schema: &Schema) -> Ternary {
+        eval(&self.root, entry, schema)
+    }
+
+    /// True if the entry matches (TRUE; FALSE and Undefined do not).
+    pub fn matches(&self, entry: &Entry, schema: &Schema) -> bool {
+        self.evaluate(entry, schema) == Ternary::True
+    }
+}
+
+fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
+    let desc = |attr: &[u8]| Description::parse(attr, schema).ok();
+    let rule_of = |d: &Description, kind: RuleKind| {
+        let at = schema.attr(d.attr)?;
+        match kind {
+            RuleKind::Equality => at.equality,
+            RuleKind::Ordering => at.ordering,
+            RuleKind::Substrings => at.substr,
+        }
+    };
+    match filter {
+        Filter::And(children) => Node::And(children.iter().map(|f| compile(&f, schema)).collect()),
+        Filter::Or(children) => Node::Or(children.iter().map(|f| compile(&f, schema)).collect()),
+        Filter::Not(child) => match child.iter().next() {
+            Some(f) => Node::Not(Box::new(compile(&f, schema))),
+            None => Node::Undefined,
+        },
+        Filter::Present(attr) => desc(attr).map_or(Node::False, Node::Present),
+        Filter::Equality(ava) | Filter::GreaterOrEqual(ava) | Filter::LessOrEqual(ava) => {
+            let (kind, want) = match filter {
+                Filter::Equality(_) => (RuleKind::Equality, Want::Equal),
+                Filter::GreaterOrEqual(_) => (RuleKind::Ordering, Want::GreaterOrEqual),
+                _ => (RuleKind::Ordering, Want::LessOrEqual),
+            };
+            let Some(d) = desc(ava.attr) else {
+                return Node::Undefined;
+            };
+            let Some(rule) = rule_of(&d, kind) else {
+                return Node::Undefined;
+            };
+            match rule.key(ava.value, schema) {
+                Some(key) => Node::Compare {
+                    desc: d,
+                    rule,
+                    key,
+                    want,
+                },
+                None => Node::Undefined,
+            }
+        }
+        Filter::Approx(ava) => {
+            let Some(d) = desc(ava.attr) else {
+                return Node::Undefined;
+            };
+            let Some(rule) = rule_of(&d, RuleKind::Equality) else {
+                return Node::Undefined;
+            };
+            match approx_key(rule.norm, ava.value, schema) {
+                Some(key) => Node::Approx { desc: d, rule, key },
+                None => Node::Undefined,
+            }
+        }
+        Filter::Substrings(s) => {
+            let Some(d) = desc(s.attr) else {
+                return Node::Undefined;
+            };
+            let Some(rule) = rule_of(&d, RuleKind::Substrings) else {
+                return Node::Undefined;
+            };
+            let parts: Vec<(Part, &[u8])> = s
+                .parts
+                .iter()
+                .map(|p| match p {
+                    Substring::Initial(v) => (Part::Initial, v),
+                    Substring::Any(v) => (Part::Any, v),
+                    Substring::Final(v) => (Part::Final, v),
+                })
+                .collect();
+            match rule.substring_parts(&parts, schema) {
+                Some(parts) => Node::Substrings {
+                    desc: d,
+                    rule,
+                    parts,
+                },
+                None => Node::Undefined,
+            }
+        }
+        Filter::Extensible(m) => {
+            let d = match m.attr {
+                Some(attr) => match desc(attr) {
+                    Some(d) => Some(d),
+                    None => return Node::Undefined,
+                },
+                None => None,
+            };
+            let rule = match m.rule {
+                Some(name) => match std::str::from_utf8(name).ok().and_then(|n| schema.rule(n)) {
+                    Some(r) => r,
+                    None => return Node::Undefined,
+                },
+                // No rule: the type's equality rule (RFC 4511 4.5.1.7.7).
+                None => match d.as_ref().and_then(|d| rule_of(d, RuleKind::Equality)) {
+                    Some(r) => r,
+                    None => return Node::Undefined,
+                },
+            };
+            if rule.kind == RuleKind::Substrings {
+                // A substrings rule needs a SubstringAssertion, which the
+                // extensible form cannot carry structurally here.
+                return Node::Undefined;
+            }
+            match rule.key(m.value, schema) {
+                Some(key) => Node::Extensible {
+                    desc: d,
+                    rule,
+                    key,
+                    dn_attributes: m.dn_attributes,
+                },
+                None => Node::Undefined,
+            }
+        }
+    }
+}
+
+/// Combines per-value results: TRUE if any is TRUE, else Undefined if any
+/// is, else FALSE.
+fn any_value(results: impl Iterator<Item = Ternary>) -> Ternary {
+    let mut undefined = false;
+    for r in results {
+        match r {
+            Ternary::True => return Ternary::True,
+            Ternary::Undefined => undefined = true,
+            Ternary::False => {}
+        }
+    }
+    if undefined {
+        Ternary::Undefined
+    } else {
+        Ternary::False
+    }
+}
+
+fn compare(rule: &RuleInfo, value: &[u8], key: &[u8], want: Want, schema: &Schema) -> Ternary {
+    let Some(vk) = rule.key(value, schema) else {
+        return Ternary::Undefined;
+    };
+    let ord = rule.compare_keys(&vk, key);
+    let hit = match want {
+        Want::Equal => ord == Ordering::Equal,
+        Want::GreaterOrEqual => ord != Ordering::Less,
+        Want::LessOrEqual => ord != Ordering::Greater,
+    };
+    if hit { Ternary::True } else { Ternary::False }
+}
+
+fn values<'e>(
+    entry: &'e Entry,
+    desc: &'e Description,
+    schema: &'e Schema,
+) -> impl Iterator<Item = &'e [u8]> {
+    entry
+        .matching(desc, schema)
+        .flat_map(|a| a.values.iter().map(Vec::as_slice))
+}
+
+fn eval(node: &Node, entry: &Entry, schema: &Schema) -> Ternary {
+    match node {
+        Node::And(children) => {
+            let mut undefined = false;
+            for child in children {
+                match eval(child, entry, schema) {
+                    Ternary::False => return Ternary::False,
+                    Ternary::Undefined => undefined = true,
+                    Ternary::True => {}
+                }
+            }
+            if undefined {
+                Ternary::Undefined
+            } else {
+                Ternary::True
+            }
+        }
+        Node::Or(children) => any_value(children.iter().map(|c| eval(c, entry, schema))),
+        Node::Not(child) => eval(child, entry, schema).not(),
+        Node::Present(desc) => {
+            if entry.matching(desc, schema).next().is_some() {
+                Ternary::True
+            } else {
+                Ternary::False
+            }
+        }
+        Node::Compare {
+            desc,
+            rule,
+            key,
+            want,
+        } => any_value(values(entry, desc, schema).map(|v| compare(rule, v, key, *want, schema))),
+        Node::Approx { desc, rule, key } => {
+            any_value(
+                values(entry, desc, schema).map(|v| match approx_key(rule.norm, v, schema) {
+                    Some(k) if k == *key => Ternary::True,
+                    Some(_) => Ternary::False,
+                    None => Ternary::Undefined,
+                }),
+            )
+        }
+        Node::Substrings { desc, rule, parts } => {
+            any_value(
+                values(entry, desc, schema).map(|v| match rule.key(v, schema) {
+                    Some(k) if substrings_match(&k, parts) => Ternary::True,
+                    Some(_) => Ternary::False,
+                    None => Ternary::Undefined,
+                }),
+            )
+        }
+        Node::Extensible {
+            desc,
+            rule,
+            key,
+            dn_attributes,
+        } => {
+            let want = if rule.kind == RuleKind::Ordering {
+                // An ordering rule used as a match means "less than or
+                // equal" is not defined by the RFC; X.501 uses "less".
+                Want::LessOrEqual
+            } else {
+                Want::Equal
+            };
+            let applies = |attr: AttrId| match desc {
+                Some(d) => schema.is_subtype(attr, d.attr),
+                // Without a type: every attribute whose syntax the rule
+                // applies to (its matching rule use).
+                None => schema
+                    .attr(attr)
+                    .is_some_and(|a| a.syntax_oid == rule.syntax),
+            };
+            let from_entry = entry
+                .attributes
+                .iter()
+                .filter(|a| {
+                    applies(a.desc.attr)
+                        && desc
+                            .as_ref()
+                            .is_none_or(|d| a.desc.is_matched_by(d, schema))
+                })
+                .flat_map(|a| a.values.iter())
+                .map(|v| compare(rule, v, key, want, schema));
+            let from_dn: Vec<Ternary> = if *dn_attributes {
+                entry
+                    .dn
+                    .rdn_values()
+                    .iter()
+                    .flatten()
+                    .filter(|(attr, _)| applies(*attr))
+                    .map(|(_, v)| compare(rule, v, key, want, schema))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            any_value(from_entry.chain(from_dn))
+        }
+        Node::Undefined => Ternary::Undefined,
+        Node::False => Ternary::False,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dn::Dn;
+    use meridian_proto::{Depth, filter_str};
+
+    fn person(schema: &Schema) -> Entry {
+        let dn = Dn::parse(b"uid=jdoe,ou=People,dc=example,dc=com", schema).unwrap();
+        let attrs: &[(&str, &[&str])] = &[
+            (
+                "objectClass",
+                &[
+                    "top",
+                    "person",
+                    "organizationalPerson",
+                    "inetOrgPerson",
+                    "posixAccount",
+                ],
+            ),
+            ("uid", &["jdoe"]),
+            ("cn", &["John  Doe", "Johnny"]),
+            ("cn;lang-de", &["Johann Doe"]),
+            ("sn", &["Doe"]),
+            ("uidNumber", &["1000"]),
+            ("gidNumber", &["100"]),
+            ("homeDirectory", &["/home/jdoe"]),
+            ("mail", &["JDoe@Example.com"]),
+            ("telephoneNumber", &["+1 512-315-0280"]),
+            ("createTimestamp", &["20261122010203Z"]),
+        ];
+        Entry::new(
+            dn,
+            attrs
+                .iter()
+                .map(|(n, vs)| (n.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
+            schema,
+        )
+        .unwrap()
+    }
+
+    fn eval_str(filter: &str) -> Ternary {
+        let schema = Schema::builtin().unwrap();
+        let ber = filter_str::parse(filter, 32).unwrap();
+        let f = Filter::from_ber(&ber, Depth::new(32)).unwrap();
+        CompiledFilter::compile(&f, &schema).evaluate(&person(&schema), &schema)
+    }
+
+    #[test]
+    fn table_of_filters() {
+        use Ternary::*;
+        let cases = [
+            ("(uid=JDOE)", True),
+            ("(cn=john doe)", True),
+            ("(cn=Johann Doe)", True),
+            ("(cn;lang-de=johann doe)", True),
+            ("(cn;lang-de=johnny)", False),
+            ("(name=doe)", True), // sn is a subtype of name
+            ("(objectClass=INETORGPERSON)", True),
+            ("(objectClass=2.16.840.1.113730.3.2.2)", True),
+            ("(objectClass=groupOfNames)", False),
+            ("(uidNumber>=999)", True),
+            ("(uidNumber>=1001)", False),
+            ("(uidNumber<=1000)", True),
+            ("(uidNumber=01000)", True),
+            ("(uidNumber=abc)", Undefined),
+            ("(gidNumber<=99)", False),
+            ("(mail=jdoe@example.COM)", True),
+            ("(telephoneNumber=+15123150280)", True),
+            ("(telephoneNumber=*315 0280)", True),
+            ("(cn=jo*)", True),
+            ("(cn=*ohann*)", True),
+            ("(cn=*xyz*)", False),
+            ("(sn>=A)", Undefined), // sn has no ordering rule
+            ("(nosuchattr=x)", Undefined),
+            ("(nosuchattr=*)", False),
+            ("(!(nosuchattr=x))", Undefined),
+            ("(|(nosuchattr=x)(uid=jdoe))", True),
+            ("(&(nosuchattr=x)(uid=jdoe))", Undefined),
+            ("(&(nosuchattr=x)(uid=other))", False),
+            ("(&)", True),
+            ("(|)", False),
+            ("(cn~=johndoe)", True),
+            ("(cn~=JOHN DO)", False),
+            ("(createTimestamp>=20261122000000Z)", True),
+            ("(createTimestamp<=202611220102Z)", False),
+            ("(uid:caseExactMatch:=jdoe)", True),
+            ("(uid:caseExactMatch:=JDOE)", False),
+            ("(:caseIgnoreMatch:=doe)", True),
+            ("(ou:dn:=people)", True),
+            ("(ou=people)", False),
+            ("(dc:dn:caseIgnoreMatch:=EXAMPLE)", True),
+            ("(uid:nosuchMatch:=x)", Undefined),
+            ("(uidNumber:integerOrderingMatch:=2000)", True),
+        ];
+        let mut failures = Vec::new();
+        for (filter, expected) in cases {
+            let got = eval_str(filter);
+            if got != expected {
+                failures.push(format!("{filter}: expected {expected:?}, got {got:?}"));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+}
