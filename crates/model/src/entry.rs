@@ -149,6 +149,38 @@ impl Entry {
         })
     }
 
+    /// Adds the values of the entry's RDN that its attributes lack, as
+    /// slapd does on add (X.501 requires them; clients often omit them).
+    pub fn with_rdn_values(mut self, schema: &Schema) -> Entry {
+        let Some(rdn) = self.dn.rdn_values().first().cloned() else {
+            return self;
+        };
+        for (attr, value) in rdn {
+            let rule = schema.attr(attr).and_then(|t| t.equality);
+            let key = |v: &[u8]| rule.map_or_else(|| Some(v.to_vec()), |r| r.key(v, schema));
+            let wanted = key(&value);
+            match self
+                .attributes
+                .iter_mut()
+                .find(|a| a.desc.attr == attr && a.desc.options.is_empty())
+            {
+                Some(a) if a.values.iter().any(|v| key(v) == wanted) => {}
+                Some(a) => a.values.push(value),
+                None => self.attributes.push(Attribute {
+                    desc: Description {
+                        attr,
+                        options: Vec::new(),
+                    },
+                    name: schema
+                        .attr(attr)
+                        .map_or_else(String::new, |t| t.name().to_owned()),
+                    values: vec![value],
+                }),
+            }
+        }
+        self
+    }
+
     /// The attribute with exactly this type and no options.
     pub fn get(&self, attr: AttrId) -> Option<&Attribute> {
         self.attributes
@@ -181,12 +213,14 @@ impl Entry {
 
         // Every listed class and all their superclasses.
         let mut classes: Vec<ClassId> = Vec::new();
-        for value in &oc_attr.values {
+        for (i, value) in oc_attr.values.iter().enumerate() {
             let name = String::from_utf8_lossy(value);
+            // slapd answers invalidAttributeSyntax here: an OID value that
+            // names nothing.
             let id = schema.class_id(name.trim()).ok_or_else(|| {
                 violation(
-                    ResultCode::OBJECT_CLASS_VIOLATION,
-                    format!("objectClass {name:?} is not defined in the schema"),
+                    ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+                    format!("objectClass: value #{i} ({name:?}) is not a defined object class"),
                 )
             })?;
             add_with_superclasses(id, schema, &mut classes);
@@ -461,7 +495,7 @@ mod tests {
         );
         expect(
             &with(("objectClass", &["inetOrgPerson", "posixAccount", "nosuch"])),
-            R::OBJECT_CLASS_VIOLATION,
+            R::INVALID_ATTRIBUTE_SYNTAX,
             "nosuch",
         );
         expect(
@@ -518,6 +552,23 @@ mod tests {
         let e = entry(&s, "uid=jdoe,dc=x", PERSON);
         assert_eq!(e.matching(&name, &s).count(), 3); // cn, sn, cn;lang-de
         assert_eq!(e.matching(&cn_de, &s).count(), 1);
+    }
+
+    #[test]
+    fn missing_rdn_values_are_added_on_request() {
+        let s = Schema::builtin().unwrap();
+        let e = entry(
+            &s,
+            "uid=jdoe,ou=People,dc=example,dc=com",
+            &with(("uid", &["other"])),
+        );
+        let e = e.with_rdn_values(&s);
+        let uid = s.attribute_id("uid").unwrap();
+        assert_eq!(e.get(uid).unwrap().values.len(), 2);
+        e.check(&s, Writer::Client).unwrap();
+        // Present already (in another spelling): nothing added.
+        let e = entry(&s, "uid=JDOE,dc=x", PERSON).with_rdn_values(&s);
+        assert_eq!(e.get(uid).unwrap().values.len(), 1);
     }
 
     #[test]

