@@ -10,10 +10,25 @@ as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
-if ! command -v ldapsearch >/dev/null || ! command -v ldapwhoami >/dev/null; then
-    echo "== installing ldap-utils"
+# OpenLDAP's client tools drive the integration tests; its server, slapd,
+# is the reference the model is cross-checked against (the tests start
+# their own slapd on a private 127.0.0.1 port).
+missing=()
+command -v ldapsearch >/dev/null && command -v ldapwhoami >/dev/null || missing+=(ldap-utils)
+[ -x /usr/sbin/slapd ] && [ -e /etc/ldap/schema/core.schema ] || missing+=(slapd)
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "== installing ${missing[*]}"
+    # Debian starts a daemon when slapd is installed; the tests need none.
+    # policy-rc.d tells invoke-rc.d not to (only if we created it).
+    created_policy=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
+        as_root chmod 755 /usr/sbin/policy-rc.d
+        created_policy=1
+    fi
     as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ldap-utils
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+    if [ -n "$created_policy" ]; then as_root rm -f /usr/sbin/policy-rc.d; fi
 fi
 
 if ! python3 -c 'import ldap3, pytest' 2>/dev/null; then

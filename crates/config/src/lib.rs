@@ -89,6 +89,9 @@ pub struct DirectoryConfig {
     pub admin_dn: String,
     /// Where databases and the administrator's hashed password live.
     pub data_dir: PathBuf,
+    /// Schema files loaded after the built-in schema, in order (OpenLDAP
+    /// `.schema` format or LDIF subschema entries).
+    pub schema_files: Vec<PathBuf>,
 }
 
 /// `[log]`.
@@ -130,6 +133,7 @@ impl Default for DirectoryConfig {
             suffix: "dc=example,dc=com".into(),
             admin_dn: "cn=admin,dc=example,dc=com".into(),
             data_dir: PathBuf::from("./meridian-data"),
+            schema_files: Vec::new(),
         }
     }
 }

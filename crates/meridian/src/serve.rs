@@ -3,11 +3,13 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Args;
 use meridian_config::Config;
-use meridian_proto::dn::Dn;
+use meridian_model::Schema;
+use meridian_model::dn::Dn;
 use meridian_server::{AdminCredentials, PASSWORD_ENV, PasswordSource, Server};
 
 /// Flags of `meridian serve`. Each one overrides the config key it names,
@@ -29,6 +31,9 @@ pub(crate) struct ServeArgs {
     /// Administrator DN (`directory.admin_dn`).
     #[arg(long)]
     admin_dn: Option<String>,
+    /// Extra schema file, loaded after `directory.schema_files`; repeatable.
+    #[arg(long = "schema", value_name = "FILE")]
+    schema: Vec<PathBuf>,
 }
 
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -48,10 +53,22 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(admin_dn) = args.admin_dn {
         config.directory.admin_dn = admin_dn;
     }
+    config.directory.schema_files.extend(args.schema);
     config.validate()?;
     init_logging(&config.log.level)?;
 
-    let admin_dn = Dn::parse(&config.directory.admin_dn)?;
+    let mut schema = Schema::builtin().context("built-in schema")?;
+    for file in &config.directory.schema_files {
+        schema.load_file(file).context("schema")?;
+    }
+    let schema = Arc::new(schema);
+
+    // Schema-aware checks of the configured DNs (the config layer only
+    // checks their syntax): every attribute type must be known.
+    let admin_dn = Dn::parse(config.directory.admin_dn.as_bytes(), &schema)
+        .map_err(|e| anyhow::anyhow!("config key `directory.admin_dn`: {e}"))?;
+    Dn::parse(config.directory.suffix.as_bytes(), &schema)
+        .map_err(|e| anyhow::anyhow!("config key `directory.suffix`: {e}"))?;
     let env_password = std::env::var(PASSWORD_ENV).ok().filter(|p| !p.is_empty());
     let (admin, source) = AdminCredentials::load(
         &admin_dn,
@@ -85,7 +102,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let runtime = runtime.build().context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let server = Server::bind(&config, admin).await?;
+        let server = Server::bind(&config, admin, schema).await?;
         let addr = server.local_addr()?;
         tracing::info!(%addr, suffix = %config.directory.suffix, "meridian listening");
         // A stable line on stdout for scripts and tests started on port 0.

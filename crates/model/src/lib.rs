@@ -15,6 +15,7 @@ pub mod filter;
 pub mod prep;
 pub mod rules;
 pub mod schema;
+pub mod selection;
 pub mod subschema;
 pub mod syntax;
 pub mod time;

@@ -1,10 +1,8 @@
 //! Distinguished names in their string form (RFC 4514): parse and print.
 //!
 //! This is the syntactic layer only. Whether two DNs are *equal* depends on
-//! each attribute's equality matching rule, which the schema (the `model`
-//! layer) knows; [`Dn::schemaless_key`] is the documented stand-in until
-//! then: ASCII case and insignificant spaces folded, as caseIgnoreMatch
-//! does for the attributes found in DNs in practice (cn, ou, dc, uid, o).
+//! each attribute's equality matching rule, which the schema knows:
+//! `meridian_model::dn` normalises DNs.
 
 use std::fmt::{self, Write as _};
 
@@ -107,38 +105,6 @@ impl Dn {
         self.rdns.split_first().map(|(_, rest)| Dn {
             rdns: rest.to_vec(),
         })
-    }
-
-    /// A comparison key until the schema layer exists: attribute types
-    /// lowercased, text values lowercased with runs of spaces collapsed,
-    /// multi-valued RDNs sorted. See the module comment for its limits.
-    pub fn schemaless_key(&self) -> String {
-        let mut out = String::new();
-        for (i, rdn) in self.rdns.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            let mut parts: Vec<String> = rdn
-                .avas
-                .iter()
-                .map(|ava| {
-                    let mut part = ava.ty.to_ascii_lowercase();
-                    part.push('=');
-                    match &ava.value {
-                        DnValue::Text(v) => {
-                            let text = String::from_utf8_lossy(v).to_lowercase();
-                            let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
-                            let _ = write_text_value(&mut part, folded.as_bytes());
-                        }
-                        DnValue::Ber(v) => write_hex(&mut part, v),
-                    }
-                    part
-                })
-                .collect();
-            parts.sort();
-            out.push_str(&parts.join("+"));
-        }
-        out
     }
 }
 
@@ -409,16 +375,5 @@ mod tests {
         ] {
             assert!(Dn::parse(s).is_err(), "{s}");
         }
-    }
-
-    #[test]
-    fn schemaless_key_folds_case_and_spaces() {
-        let a = Dn::parse("CN=Admin , DC=Example,dc=COM").unwrap();
-        let b = Dn::parse("cn=admin,dc=example,dc=com").unwrap();
-        assert_eq!(a.schemaless_key(), b.schemaless_key());
-        assert_eq!(b.parent().unwrap().schemaless_key(), "dc=example,dc=com");
-        let multi1 = Dn::parse("cn=a+sn=b").unwrap();
-        let multi2 = Dn::parse("SN=B+CN=A").unwrap();
-        assert_eq!(multi1.schemaless_key(), multi2.schemaless_key());
     }
 }

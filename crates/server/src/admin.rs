@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use meridian_proto::dn::Dn;
+use meridian_model::dn::Dn;
 use tokio::sync::Semaphore;
 
 /// The environment variable that sets the administrator's password.
@@ -118,7 +118,7 @@ impl AdminCredentials {
         Ok((
             AdminCredentials {
                 dn: admin_dn_text.to_owned(),
-                dn_key: admin_dn.schemaless_key(),
+                dn_key: admin_dn.normalized(),
                 hash: hash.into(),
                 checks: Arc::new(Semaphore::new(parallel)),
             },
@@ -131,9 +131,9 @@ impl AdminCredentials {
         &self.dn
     }
 
-    /// True when `dn` names the administrator.
+    /// True when `dn` names the administrator (schema-aware comparison).
     pub fn is_admin_dn(&self, dn: &Dn) -> bool {
-        dn.schemaless_key() == self.dn_key
+        dn.normalized() == self.dn_key
     }
 
     /// Verifies `password` off the async workers; false on any failure.
@@ -191,8 +191,13 @@ fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    fn parse(text: &str) -> Dn {
+        let schema = meridian_model::Schema::builtin().unwrap();
+        Dn::parse(text.as_bytes(), &schema).unwrap()
+    }
+
     fn dn() -> Dn {
-        Dn::parse("cn=admin,dc=example,dc=com").unwrap()
+        parse("cn=admin,dc=example,dc=com")
     }
 
     #[tokio::test]
@@ -229,7 +234,10 @@ mod tests {
         .unwrap();
         assert_eq!(source, PasswordSource::Environment);
         assert!(creds.verify(b"s3cret".to_vec()).await);
-        assert!(creds.is_admin_dn(&Dn::parse("CN=Admin, DC=Example, DC=com").unwrap()));
-        assert!(!creds.is_admin_dn(&Dn::parse("cn=other,dc=example,dc=com").unwrap()));
+        assert!(creds.is_admin_dn(&parse("CN=Admin, DC=Example, DC=com")));
+        assert!(creds.is_admin_dn(&parse(
+            "commonName=admin,0.9.2342.19200300.100.1.25=example,dc=com"
+        )));
+        assert!(!creds.is_admin_dn(&parse("cn=other,dc=example,dc=com")));
     }
 }

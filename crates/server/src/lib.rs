@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use meridian_config::Config;
+use meridian_model::Schema;
 use meridian_proto::message::encode_notice_of_disconnection;
 use meridian_proto::{DecodeLimits, ResultCode};
 use tokio::io::AsyncWriteExt;
@@ -30,7 +31,8 @@ pub use admin::{AdminCredentials, AdminError, PASSWORD_ENV, PasswordSource, SECR
 #[derive(Debug)]
 pub(crate) struct ServerContext {
     pub(crate) limits: DecodeLimits,
-    pub(crate) root_dse: root_dse::RootDse,
+    pub(crate) published: root_dse::PublishedEntries,
+    pub(crate) schema: Arc<Schema>,
     pub(crate) admin: AdminCredentials,
     pub(crate) access_log: bool,
     pub(crate) idle_timeout: Option<Duration>,
@@ -42,6 +44,9 @@ pub(crate) struct ServerContext {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StartError {
+    /// The published entries could not be built from the schema.
+    #[error("schema: {0}")]
+    Schema(String),
     /// The listen address is not valid.
     #[error("server.listen: {0}")]
     Address(String),
@@ -66,7 +71,11 @@ pub struct Server {
 
 impl Server {
     /// Binds the listening socket. Must be called inside a tokio runtime.
-    pub async fn bind(config: &Config, admin: AdminCredentials) -> Result<Server, StartError> {
+    pub async fn bind(
+        config: &Config,
+        admin: AdminCredentials,
+        schema: Arc<Schema>,
+    ) -> Result<Server, StartError> {
         let s = &config.server;
         let addr: SocketAddr = s
             .listen
@@ -78,7 +87,9 @@ impl Server {
                 max_pdu_bytes: s.max_pdu_bytes,
                 max_depth: s.max_ber_depth,
             },
-            root_dse: root_dse::RootDse::new(&config.directory.suffix),
+            published: root_dse::PublishedEntries::new(&config.directory.suffix, &schema)
+                .map_err(|e| StartError::Schema(e.to_string()))?,
+            schema,
             admin,
             access_log: config.log.access,
             idle_timeout: (s.idle_timeout_secs > 0)

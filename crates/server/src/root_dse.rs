@@ -1,243 +1,240 @@
-//! The root DSE (RFC 4512 section 5.1): what a client reads first to learn
-//! what this server supports.
+//! The entries the server itself publishes: the root DSE (RFC 4512
+//! section 5.1), what a client reads first to learn what this server
+//! supports, and the subschema subentry `cn=Subschema` (RFC 4512 section
+//! 4.2). Both are model entries, so filters and attribute selection work
+//! on them exactly as on stored entries.
 
 use meridian_ber::{Tag, Writer};
+use meridian_model::Schema;
+use meridian_model::dn::Dn;
+use meridian_model::entry::Entry;
+use meridian_model::filter::CompiledFilter;
+use meridian_model::selection::Selection;
+use meridian_model::subschema::{SUBSCHEMA_DN, subschema_attributes};
+use meridian_proto::SearchRequest;
 use meridian_proto::controls::oid as control_oid;
 use meridian_proto::extended::oid as extended_oid;
 use meridian_proto::message::tags;
-use meridian_proto::{Filter, Seq, Substring};
 
 /// "All operational attributes" (`+`, RFC 3673).
-const FEATURE_ALL_OPERATIONAL: &[u8] = b"1.3.6.1.4.1.4203.1.5.1";
+const FEATURE_ALL_OPERATIONAL: &str = "1.3.6.1.4.1.4203.1.5.1";
 /// Absolute true and false filters `(&)` and `(|)` (RFC 4526).
-const FEATURE_TRUE_FALSE_FILTERS: &[u8] = b"1.3.6.1.4.1.4203.1.5.3";
+const FEATURE_TRUE_FALSE_FILTERS: &str = "1.3.6.1.4.1.4203.1.5.3";
 
-/// One attribute of the root DSE.
-#[derive(Debug, Clone)]
-struct Attribute {
-    name: &'static str,
-    operational: bool,
-    values: Vec<Vec<u8>>,
+/// The server's own entries, built once at start.
+#[derive(Debug)]
+pub(crate) struct PublishedEntries {
+    root: Entry,
+    subschema: Entry,
 }
 
-/// The root DSE's attributes, built once at start.
-#[derive(Debug, Clone)]
-pub(crate) struct RootDse {
-    attributes: Vec<Attribute>,
-}
-
-impl RootDse {
+impl PublishedEntries {
     /// The controls a client may mark critical and get served.
     pub(crate) const SUPPORTED_CONTROLS: &'static [&'static [u8]] = &[control_oid::QUEUE_LENGTH];
     /// The extended operations served.
     pub(crate) const SUPPORTED_EXTENSIONS: &'static [&'static [u8]] = &[extended_oid::WHO_AM_I];
 
-    pub(crate) fn new(suffix: &str) -> Self {
-        let list = |values: &[&[u8]]| values.iter().map(|v| v.to_vec()).collect();
-        let operational = |name, values| Attribute {
-            name,
-            operational: true,
-            values,
+    pub(crate) fn new(suffix: &str, schema: &Schema) -> Result<Self, meridian_model::ModelError> {
+        let text = |values: &[&[u8]]| {
+            values
+                .iter()
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .collect()
         };
-        RootDse {
-            attributes: vec![
-                Attribute {
-                    name: "objectClass",
-                    operational: false,
-                    values: vec![b"top".to_vec()],
-                },
-                operational("namingContexts", vec![suffix.as_bytes().to_vec()]),
-                operational("supportedLDAPVersion", vec![b"3".to_vec()]),
-                operational("supportedControl", list(Self::SUPPORTED_CONTROLS)),
-                operational("supportedExtension", list(Self::SUPPORTED_EXTENSIONS)),
-                operational(
-                    "supportedFeatures",
-                    list(&[FEATURE_ALL_OPERATIONAL, FEATURE_TRUE_FALSE_FILTERS]),
-                ),
-                operational("vendorName", vec![b"Meridian".to_vec()]),
-                operational(
-                    "vendorVersion",
-                    vec![format!("Meridian {}", env!("CARGO_PKG_VERSION")).into_bytes()],
-                ),
-            ],
+        let vendor_version = format!("Meridian {}", env!("CARGO_PKG_VERSION"));
+        let root_attrs: Vec<(&str, Vec<String>)> = vec![
+            ("objectClass", vec!["top".into()]),
+            ("namingContexts", vec![suffix.to_owned()]),
+            ("subschemaSubentry", vec![SUBSCHEMA_DN.to_owned()]),
+            ("supportedLDAPVersion", vec!["3".into()]),
+            ("supportedControl", text(Self::SUPPORTED_CONTROLS)),
+            ("supportedExtension", text(Self::SUPPORTED_EXTENSIONS)),
+            (
+                "supportedFeatures",
+                vec![
+                    FEATURE_ALL_OPERATIONAL.into(),
+                    FEATURE_TRUE_FALSE_FILTERS.into(),
+                ],
+            ),
+            ("vendorName", vec!["Meridian".into()]),
+            ("vendorVersion", vec![vendor_version]),
+        ];
+        let root = build(b"", &root_attrs, schema)?;
+        let mut sub_attrs = subschema_attributes(schema);
+        sub_attrs.push(("subschemaSubentry", vec![SUBSCHEMA_DN.to_owned()]));
+        let subschema = build(SUBSCHEMA_DN.as_bytes(), &sub_attrs, schema)?;
+        Ok(PublishedEntries { root, subschema })
+    }
+
+    /// The published entry at `base`, if the base names one.
+    pub(crate) fn lookup(&self, base: &Dn) -> Option<&Entry> {
+        if base.is_root() {
+            Some(&self.root)
+        } else if *base.normalized() == *self.subschema.dn.normalized() {
+            Some(&self.subschema)
+        } else {
+            None
         }
     }
 
-    fn get(&self, name: &[u8]) -> Option<&Attribute> {
-        // Attribute options (`;lang-x`) never apply to the root DSE.
-        let base = name.split(|b| *b == b';').next().unwrap_or(name);
-        self.attributes
-            .iter()
-            .find(|a| a.name.as_bytes().eq_ignore_ascii_case(base))
-    }
-
-    /// Evaluates `filter` against the root DSE. Every value here is an
-    /// ASCII string compared case-insensitively; ordering, approximate and
-    /// extensible matches are Undefined, which RFC 4511 treats as not TRUE.
-    pub(crate) fn matches(&self, filter: &Filter<'_>) -> Option<bool> {
-        let values = |attr: &[u8]| self.get(attr).map(|a| a.values.as_slice());
-        match filter {
-            Filter::And(children) => children
-                .iter()
-                .try_fold(true, |acc, f| Some(acc && self.matches(&f)?)),
-            Filter::Or(children) => {
-                let mut undefined = false;
-                for f in children.iter() {
-                    match self.matches(&f) {
-                        Some(true) => return Some(true),
-                        None => undefined = true,
-                        Some(false) => {}
-                    }
-                }
-                if undefined { None } else { Some(false) }
-            }
-            Filter::Not(child) => child
-                .iter()
-                .next()
-                .and_then(|f| self.matches(&f))
-                .map(|b| !b),
-            Filter::Present(attr) => Some(self.get(attr).is_some()),
-            Filter::Equality(ava) => {
-                values(ava.attr).map(|vs| vs.iter().any(|v| v.eq_ignore_ascii_case(ava.value)))
-            }
-            Filter::Substrings(s) => values(s.attr).map(|vs| {
-                vs.iter()
-                    .any(|v| substring_match(&v.to_ascii_lowercase(), &s.parts))
-            }),
-            Filter::GreaterOrEqual(_)
-            | Filter::LessOrEqual(_)
-            | Filter::Approx(_)
-            | Filter::Extensible(_) => None,
-        }
-    }
-
-    /// Appends the SearchResultEntry for the requested attribute selection.
-    pub(crate) fn encode_entry(
+    /// Evaluates `filter` against `entry` and, when it matches, appends
+    /// the SearchResultEntry for the requested selection.
+    pub(crate) fn search(
         &self,
-        buf: &mut Vec<u8>,
+        entry: &Entry,
+        request: &SearchRequest<'_>,
+        schema: &Schema,
         message_id: i32,
-        selection: &Seq<'_, &[u8]>,
-        types_only: bool,
+        buf: &mut Vec<u8>,
     ) {
-        let all_user = selection.is_empty() || selection.iter().any(|a| a == b"*");
-        let all_operational = selection.iter().any(|a| a == b"+");
-        let mut w = Writer::new(buf);
-        let msg = w.start(Tag::SEQUENCE);
-        w.integer(Tag::INTEGER, i64::from(message_id));
-        let op = w.start(tags::SEARCH_RESULT_ENTRY);
-        w.octets(Tag::OCTET_STRING, b"");
-        let attrs = w.start(Tag::SEQUENCE);
-        for attribute in &self.attributes {
-            let named = selection
-                .iter()
-                .any(|a| a.eq_ignore_ascii_case(attribute.name.as_bytes()));
-            let wanted = named
-                || (attribute.operational && all_operational)
-                || (!attribute.operational && all_user);
-            if !wanted {
-                continue;
-            }
-            let m = w.start(Tag::SEQUENCE);
-            w.octets(Tag::OCTET_STRING, attribute.name.as_bytes());
-            let set = w.start(Tag::SET);
-            if !types_only {
-                for value in &attribute.values {
-                    w.octets(Tag::OCTET_STRING, value);
-                }
-            }
-            w.end(set);
-            w.end(m);
+        if !CompiledFilter::compile(&request.filter, schema).matches(entry, schema) {
+            return;
         }
-        w.end(attrs);
-        w.end(op);
-        w.end(msg);
+        let selection = Selection::parse(request.attributes.iter(), schema);
+        encode_entry(
+            buf,
+            message_id,
+            entry,
+            &selection,
+            request.types_only,
+            schema,
+        );
     }
 }
 
-/// caseIgnore substring match on a lowercased value.
-fn substring_match(value: &[u8], parts: &Seq<'_, Substring<'_>>) -> bool {
-    let mut rest = value;
-    for part in parts.iter() {
-        match part {
-            Substring::Initial(p) => {
-                let p = p.to_ascii_lowercase();
-                match rest.strip_prefix(p.as_slice()) {
-                    Some(r) => rest = r,
-                    None => return false,
-                }
-            }
-            Substring::Any(p) => {
-                let p = p.to_ascii_lowercase();
-                match find(rest, &p) {
-                    Some(at) => rest = rest.get(at + p.len()..).unwrap_or_default(),
-                    None => return false,
-                }
-            }
-            Substring::Final(p) => return rest.ends_with(&p.to_ascii_lowercase()),
-        }
-    }
-    true
+fn build(
+    dn: &[u8],
+    attrs: &[(&str, Vec<String>)],
+    schema: &Schema,
+) -> Result<Entry, meridian_model::ModelError> {
+    let dn = if dn.is_empty() {
+        Dn::root()
+    } else {
+        Dn::parse(dn, schema)?
+    };
+    Entry::new(
+        dn,
+        attrs
+            .iter()
+            .map(|(name, values)| (name.as_bytes(), values.iter().map(String::as_bytes))),
+        schema,
+    )
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() {
-        return Some(0);
+/// Appends a SearchResultEntry with the selected attributes of `entry`.
+pub(crate) fn encode_entry(
+    buf: &mut Vec<u8>,
+    message_id: i32,
+    entry: &Entry,
+    selection: &Selection,
+    types_only: bool,
+    schema: &Schema,
+) {
+    let mut w = Writer::new(buf);
+    let msg = w.start(Tag::SEQUENCE);
+    w.integer(Tag::INTEGER, i64::from(message_id));
+    let op = w.start(tags::SEARCH_RESULT_ENTRY);
+    w.octets(Tag::OCTET_STRING, entry.dn.original().as_bytes());
+    let attrs = w.start(Tag::SEQUENCE);
+    for attribute in entry
+        .attributes
+        .iter()
+        .filter(|a| selection.wants(a, schema))
+    {
+        let m = w.start(Tag::SEQUENCE);
+        w.octets(Tag::OCTET_STRING, attribute.name.as_bytes());
+        let set = w.start(Tag::SET);
+        if !types_only {
+            for value in &attribute.values {
+                w.octets(Tag::OCTET_STRING, value);
+            }
+        }
+        w.end(set);
+        w.end(m);
     }
-    haystack.windows(needle.len()).position(|w| w == needle)
+    w.end(attrs);
+    w.end(op);
+    w.end(msg);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use meridian_proto::filter_str;
-    use meridian_proto::{Depth, LdapMessage, ProtocolOp};
+    use meridian_proto::{
+        Depth, DerefAliases, Filter, LdapMessage, ProtocolOp, Scope, Seq, filter_str,
+    };
 
-    fn eval(filter: &str) -> Option<bool> {
+    fn published() -> (PublishedEntries, Schema) {
+        let schema = Schema::builtin().unwrap();
+        (
+            PublishedEntries::new("dc=example,dc=com", &schema).unwrap(),
+            schema,
+        )
+    }
+
+    fn search(base: &str, filter: &str, selection: &[&[u8]]) -> Vec<String> {
+        let (p, schema) = published();
+        let base = if base.is_empty() {
+            Dn::root()
+        } else {
+            Dn::parse(base.as_bytes(), &schema).unwrap()
+        };
+        let Some(entry) = p.lookup(&base) else {
+            return vec!["<none>".into()];
+        };
         let ber = filter_str::parse(filter, 32).unwrap();
         let f = Filter::from_ber(&ber, Depth::new(32)).unwrap();
-        RootDse::new("dc=example,dc=com").matches(&f)
-    }
-
-    #[test]
-    fn filters_on_the_root_dse() {
-        assert_eq!(eval("(objectClass=*)"), Some(true));
-        assert_eq!(eval("(objectclass=TOP)"), Some(true));
-        assert_eq!(eval("(supportedLDAPVersion=2)"), Some(false));
-        assert_eq!(eval("(vendorName=mer*)"), Some(true));
-        assert_eq!(eval("(vendorName=*idi*n)"), Some(true));
-        assert_eq!(eval("(!(cn=*))"), Some(true));
-        assert_eq!(eval("(&)"), Some(true));
-        assert_eq!(eval("(|)"), Some(false));
-        assert_eq!(eval("(vendorName>=a)"), None);
-        assert_eq!(eval("(|(vendorName>=a)(objectClass=*))"), Some(true));
-    }
-
-    fn entry_attributes(selection: &[&[u8]]) -> Vec<String> {
         let mut buf = Vec::new();
-        RootDse::new("dc=example,dc=com").encode_entry(
-            &mut buf,
-            1,
-            &Seq::from_items(selection),
-            false,
-        );
+        let request = SearchRequest {
+            base: b"",
+            scope: Scope::Base,
+            deref: DerefAliases::Never,
+            size_limit: 0,
+            time_limit: 0,
+            types_only: false,
+            filter: f,
+            attributes: Seq::from_items(selection),
+        };
+        p.search(entry, &request, &schema, 1, &mut buf);
+        if buf.is_empty() {
+            return Vec::new();
+        }
         let msg = LdapMessage::decode(&buf, &Default::default()).unwrap();
-        let ProtocolOp::SearchResultEntry(entry) = msg.op else {
+        let ProtocolOp::SearchResultEntry(e) = msg.op else {
             panic!()
         };
-        entry
-            .attributes
+        e.attributes
             .iter()
             .map(|a| String::from_utf8(a.ty.to_vec()).unwrap())
             .collect()
     }
 
     #[test]
-    fn attribute_selection_follows_rfc_4511_and_3673() {
-        assert_eq!(entry_attributes(&[]), ["objectClass"]);
-        assert_eq!(entry_attributes(&[b"1.1"]), Vec::<String>::new());
-        assert_eq!(entry_attributes(&[b"namingcontexts"]), ["namingContexts"]);
-        let all = entry_attributes(&[b"*", b"+"]);
-        assert!(all.contains(&"supportedControl".to_string()));
-        assert!(all.contains(&"objectClass".to_string()));
+    fn root_dse_filters_and_selection() {
+        assert_eq!(search("", "(objectClass=*)", &[]), ["objectClass"]);
+        assert_eq!(
+            search("", "(objectClass=person)", &[]),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            search("", "(vendorName=Meridian)", &[b"vendorName"]),
+            ["vendorName"]
+        );
+        assert!(search("", "(objectClass=*)", &[b"+"]).contains(&"supportedControl".to_string()));
+        assert_eq!(
+            search("", "(objectClass=*)", &[b"1.1"]),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn subschema_is_published_under_cn_subschema() {
+        let attrs = search(
+            "CN=subschema",
+            "(objectClass=subschema)",
+            &[b"attributeTypes", b"objectClasses"],
+        );
+        assert_eq!(attrs, ["attributeTypes", "objectClasses"]);
+        assert_eq!(search("cn=other", "(objectClass=*)", &[]), ["<none>"]);
     }
 }

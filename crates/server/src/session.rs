@@ -10,8 +10,8 @@
 use std::time::Instant;
 
 use meridian_ber::{Tag, Writer};
+use meridian_model::dn::Dn;
 use meridian_proto::controls::{QueueLength, oid as control_oid};
-use meridian_proto::dn::Dn;
 use meridian_proto::extended::oid as extended_oid;
 use meridian_proto::message::{encode_result, tags};
 use meridian_proto::{
@@ -169,8 +169,17 @@ impl Session {
             }
             (false, false) => {}
         }
-        let is_admin = Dn::parse_bytes(bind.name).is_ok_and(|dn| reply.ctx.admin.is_admin_dn(&dn));
-        if !is_admin {
+        let dn = match Dn::parse(bind.name, &reply.ctx.schema) {
+            Ok(dn) => dn,
+            Err(e) => {
+                return reply.result(
+                    bind.name,
+                    ResultCode::INVALID_DN_SYNTAX,
+                    e.message.as_bytes(),
+                );
+            }
+        };
+        if !reply.ctx.admin.is_admin_dn(&dn) {
             // Same answer as a wrong password: no user enumeration.
             return reply.result(bind.name, ResultCode::INVALID_CREDENTIALS, b"");
         }
@@ -279,22 +288,28 @@ fn log_access(
 }
 
 fn search_request(search: &SearchRequest<'_>, reply: Reply<'_>) -> Action {
-    if !search.base.is_empty() || search.scope != Scope::Base {
-        return reply.result(
-            search.base,
-            ResultCode::UNWILLING_TO_PERFORM,
-            b"searching the directory is not implemented yet: only the root DSE (base \"\", scope base) can be read",
-        );
-    }
-    let root = &reply.ctx.root_dse;
-    if root.matches(&search.filter) == Some(true) {
-        root.encode_entry(
-            &mut reply.batch.bytes,
-            reply.id,
-            &search.attributes,
-            search.types_only,
-        );
-    }
+    let ctx = reply.ctx;
+    let base = match Dn::parse(search.base, &ctx.schema) {
+        Ok(dn) => dn,
+        Err(e) => return reply.result(search.base, e.code, e.message.as_bytes()),
+    };
+    let published = match (search.scope, ctx.published.lookup(&base)) {
+        (Scope::Base, Some(entry)) => entry,
+        _ => {
+            return reply.result(
+                search.base,
+                ResultCode::UNWILLING_TO_PERFORM,
+                b"searching the directory is not implemented yet: only the root DSE (base \"\") and cn=Subschema can be read, with scope base",
+            );
+        }
+    };
+    ctx.published.search(
+        published,
+        search,
+        &ctx.schema,
+        reply.id,
+        &mut reply.batch.bytes,
+    );
     reply.result(b"", ResultCode::SUCCESS, b"")
 }
 

@@ -37,10 +37,24 @@ impl Server {
         Self::start_with(config_toml, Some(ADMIN_PASSWORD), None)
     }
 
+    /// Starts the server with extra command-line arguments.
+    pub fn start_with_args(config_toml: &str, args: &[&str]) -> Server {
+        Self::launch(config_toml, Some(ADMIN_PASSWORD), None, args)
+    }
+
     pub fn start_with(
         config_toml: &str,
         password: Option<&str>,
         data_dir: Option<PathBuf>,
+    ) -> Server {
+        Self::launch(config_toml, password, data_dir, &[])
+    }
+
+    fn launch(
+        config_toml: &str,
+        password: Option<&str>,
+        data_dir: Option<PathBuf>,
+        args: &[&str],
     ) -> Server {
         let data_dir = data_dir.unwrap_or_else(|| temp_dir("data"));
         let config = data_dir.join("test-config.toml");
@@ -50,6 +64,7 @@ impl Server {
             .arg(&config)
             .arg("--data-dir")
             .arg(&data_dir)
+            .args(args)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
