@@ -42,7 +42,7 @@ impl Dn {
             let mut parts = Vec::with_capacity(rdn.avas.len());
             let mut values = Vec::with_capacity(rdn.avas.len());
             for ava in &rdn.avas {
-                let attr = schema.attribute(&ava.ty).ok_or_else(|| {
+                let attr_id = schema.attribute_id(&ava.ty).ok_or_else(|| {
                     ModelError::new(
                         ResultCode::INVALID_DN_SYNTAX,
                         format!(
@@ -51,34 +51,45 @@ impl Dn {
                         ),
                     )
                 })?;
+                let attr = schema
+                    .attr(attr_id)
+                    .ok_or_else(|| ModelError::new(ResultCode::OTHER, "dangling attribute id"))?;
                 let raw = match &ava.value {
                     DnValue::Text(v) => v.clone(),
                     DnValue::Ber(ber) => ber_string_contents(ber).unwrap_or_else(|| ber.clone()),
                 };
-                let attr_id = schema.attribute_id(&ava.ty).ok_or_else(|| {
-                    ModelError::new(ResultCode::INVALID_DN_SYNTAX, "attribute type vanished")
-                })?;
-                values.push((attr_id, raw.clone()));
-                let key = match attr.equality {
-                    Some(rule) => rule.key(&raw, schema).ok_or_else(|| {
-                        ModelError::new(
-                            ResultCode::INVALID_DN_SYNTAX,
-                            format!(
-                                "invalid DN {original:?}: value of {} is not valid for {}",
-                                attr.name(),
-                                rule.name
-                            ),
-                        )
-                    })?,
-                    None => raw,
-                };
-                let mut part = attr.name().to_ascii_lowercase();
+                let mut part = String::with_capacity(raw.len() + 8);
+                part.extend(attr.name().chars().map(|c| c.to_ascii_lowercase()));
                 part.push('=');
-                let _ = write_text_value(&mut part, &key);
+                match attr.equality {
+                    Some(rule) => {
+                        let key = rule.key(&raw, schema).ok_or_else(|| {
+                            ModelError::new(
+                                ResultCode::INVALID_DN_SYNTAX,
+                                format!(
+                                    "invalid DN {original:?}: value of {} is not valid for {}",
+                                    attr.name(),
+                                    rule.name
+                                ),
+                            )
+                        })?;
+                        let _ = write_text_value(&mut part, &key);
+                    }
+                    None => {
+                        let _ = write_text_value(&mut part, &raw);
+                    }
+                }
+                values.push((attr_id, raw));
                 parts.push(part);
             }
-            parts.sort();
-            rdns.push(parts.join("+"));
+            // Single-valued RDNs (nearly all) need no sort or join.
+            let rdn = if parts.len() == 1 {
+                parts.pop().unwrap_or_default()
+            } else {
+                parts.sort();
+                parts.join("+")
+            };
+            rdns.push(rdn);
             avas.push(values);
         }
         Ok(Dn {

@@ -97,8 +97,13 @@ pub fn prepare(
 ) -> Result<(), Prohibited> {
     out.clear();
     let text = std::str::from_utf8(value).map_err(|_| Prohibited)?;
+    if text.is_ascii() && spaces == Spaces::Collapse {
+        // Fast path: NFKC and case folding of ASCII are per byte, and
+        // spaces collapse in the same pass, with no allocation beyond `out`.
+        ascii_collapse(text.as_bytes(), fold, part, out);
+        return Ok(());
+    }
     if text.is_ascii() {
-        // Fast path: NFKC and case folding of ASCII are per byte.
         for b in text.bytes() {
             if let Some(c) = mapped(char::from(b)) {
                 out.push(if fold { c.to_ascii_lowercase() } else { c });
@@ -131,6 +136,39 @@ pub fn prepare(
     }
     handle_spaces(out, spaces, part);
     Ok(())
+}
+
+fn ascii_collapse(bytes: &[u8], fold: bool, part: Part, out: &mut String) {
+    out.reserve(bytes.len());
+    let mut leading = false;
+    let mut pending = false;
+    for &b in bytes {
+        let Some(c) = mapped(char::from(b)) else {
+            continue;
+        };
+        if c == ' ' {
+            if out.is_empty() {
+                leading = true;
+            } else {
+                pending = true;
+            }
+            continue;
+        }
+        if pending {
+            out.push(' ');
+            pending = false;
+        }
+        out.push(if fold { c.to_ascii_lowercase() } else { c });
+    }
+    let keep_leading = leading && matches!(part, Part::Any | Part::Final);
+    let trailing = pending || (out.is_empty() && leading);
+    let keep_trailing = trailing && matches!(part, Part::Any | Part::Initial);
+    if keep_leading {
+        out.insert(0, ' ');
+    }
+    if keep_trailing && !(out.len() == 1 && keep_leading) {
+        out.push(' ');
+    }
 }
 
 fn handle_spaces(s: &mut String, spaces: Spaces, part: Part) {

@@ -156,7 +156,7 @@ impl Schema {
 
     /// The id of an attribute type, by name or OID.
     pub fn attribute_id(&self, name: &str) -> Option<AttrId> {
-        self.attr_index.get(&name.to_ascii_lowercase()).copied()
+        lookup(&self.attr_index, name)
     }
 
     /// An attribute type by id.
@@ -171,7 +171,7 @@ impl Schema {
 
     /// The id of an object class, by name or OID.
     pub fn class_id(&self, name: &str) -> Option<ClassId> {
-        self.class_index.get(&name.to_ascii_lowercase()).copied()
+        lookup(&self.class_index, name)
     }
 
     /// An object class by id.
@@ -276,6 +276,17 @@ impl Schema {
         }
         self.classes.push(c);
         Ok(id)
+    }
+}
+
+/// Case-insensitive lookup in an index keyed by lower-case names, without
+/// allocating for names that are already lower case (most of them: this
+/// sits on the path of every DN and filter).
+fn lookup<T: Copy>(index: &HashMap<String, T>, name: &str) -> Option<T> {
+    if name.bytes().any(|c| c.is_ascii_uppercase()) {
+        index.get(&name.to_ascii_lowercase()).copied()
+    } else {
+        index.get(name).copied()
     }
 }
 
