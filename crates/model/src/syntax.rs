@@ -374,6 +374,36 @@ fn is_uuid(v: &[u8]) -> bool {
         })
 }
 
+/// UTC Time (RFC 4517 3.3.34): `YYMMDDHHMM[SS](Z|(+|-)HHMM)`.
+fn is_utc_time(v: &[u8]) -> bool {
+    let num = |at: usize| {
+        v.get(at..at + 2)
+            .filter(|d| d.iter().all(u8::is_ascii_digit))
+            .map(|d| d.iter().fold(0u32, |acc, c| acc * 10 + u32::from(c - b'0')))
+    };
+    let fields_ok = matches!(
+        (num(2), num(4), num(6), num(8)),
+        (Some(1..=12), Some(1..=31), Some(0..=23), Some(0..=59))
+    ) && num(0).is_some();
+    if !fields_ok {
+        return false;
+    }
+    let rest = match num(10) {
+        Some(0..=60) => v.get(12..),
+        Some(_) => return false,
+        None => v.get(10..),
+    };
+    match rest {
+        Some(b"Z") => true,
+        Some([b'+' | b'-', zone @ ..]) => {
+            zone.len() == 4
+                && zone.iter().all(u8::is_ascii_digit)
+                && zone.first().is_some_and(|h| *h <= b'2')
+        }
+        _ => false,
+    }
+}
+
 /// Postal Address: lines separated by `$`, `\24` and `\5C` escapes.
 fn is_postal_address(v: &[u8]) -> bool {
     let Ok(text) = std::str::from_utf8(v) else {
@@ -512,6 +542,11 @@ mod tests {
             ),
             (TelephoneNumber, &["+1 512 315 0280"], &["", "é"]),
             (CountryString, &["US"], &["USA", "u"]),
+            (
+                UtcTime,
+                &["9412161032Z", "941216103245-0500"],
+                &["9413161032Z", "9412161032", "94121610Z"],
+            ),
             (BitString, &["'0101'B", "''B"], &["'012'B", "0101"]),
             (
                 Uuid,

@@ -123,6 +123,12 @@ impl Schema {
                 }
                 Ok(())
             }
+            // Matching rules are implemented in code: published rule
+            // descriptions (an LDIF subschema copied from another server)
+            // are checked for syntax and otherwise not loaded.
+            "matchingrule" | "matchingruleuse" => description::parse(&st.text)
+                .map(|_| ())
+                .map_err(|e| format!("matching rule description {e}")),
             // Not enforced yet; accepted so that common files load.
             "ditcontentrule" | "ditcontentrules" => Ok(()),
             other => Err(format!("unknown schema statement {other:?}")),
@@ -450,6 +456,8 @@ fn ldif_statements(text: &str, source: &str) -> Result<Vec<Statement>, SchemaErr
             "objectidentifier" => "objectidentifier",
             "ldapsyntaxes" => "ldapsyntax",
             "ditcontentrules" => "ditcontentrule",
+            "matchingrules" => "matchingrule",
+            "matchingruleuse" => "matchingruleuse",
             _ => continue,
         };
         // cn=config keeps values ordered with a "{n}" prefix.
@@ -565,6 +573,17 @@ mod tests {
         .unwrap();
         assert!(s.attribute("ldifAttr").is_some());
         assert!(s.attribute("b64Attr").is_some());
+
+        // Published rule descriptions are checked, not loaded.
+        s.load_str("dn: cn=Subschema\nmatchingRules: ( 2.5.13.2 NAME 'caseIgnoreMatch' SYNTAX 1.3.6.1.4.1.1466.115.121.1.15 )\n", "rules.ldif")
+            .unwrap();
+        let err = s
+            .load_str(
+                "dn: cn=Subschema\nmatchingRules: ( 2.5.13.2 NAME caseIgnoreMatch )\n",
+                "bad.ldif",
+            )
+            .unwrap_err();
+        assert_eq!(err.line, 2, "{err}");
     }
 
     #[test]
