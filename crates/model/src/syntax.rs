@@ -451,9 +451,7 @@ impl Syntax {
                 }
             }
             Syntax::GeneralizedTime => parse_generalized_time(v).is_some(),
-            Syntax::UtcTime => {
-                v.len() >= 11 && v.is_ascii() && v.iter().take(10).all(u8::is_ascii_digit)
-            }
+            Syntax::UtcTime => is_utc_time(v),
             Syntax::TelephoneNumber => is_printable(v),
             Syntax::FacsimileTelephoneNumber => {
                 let mut parts = v.split(|c| *c == b'$');
