@@ -48,8 +48,85 @@ pub struct Config {
     pub server: ServerConfig,
     /// The directory served.
     pub directory: DirectoryConfig,
+    /// Storage.
+    pub storage: StorageConfig,
     /// Logging.
     pub log: LogConfig,
+}
+
+/// Which storage engine holds the data.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// LMDB files under `directory.data_dir`: durable.
+    Mdb,
+    /// LMDB on a memory file system (`/dev/shm`), never synced: volatile.
+    Memory,
+}
+
+/// When a write is acknowledged.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// After its transaction is fsync'd (the default).
+    Durable,
+    /// After its transaction is committed, without fsync: a crash of the
+    /// machine (not of the process) can lose the last writes.
+    Relaxed,
+}
+
+/// Index kinds, as in OpenLDAP's `index` directive.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum IndexKind {
+    /// Equality (`eq`).
+    Eq,
+    /// Presence (`pres`).
+    Pres,
+    /// Substrings (`sub`), by trigrams of the prepared value.
+    Sub,
+}
+
+/// `[storage]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageConfig {
+    /// `mdb` (durable, default) or `memory` (volatile).
+    pub backend: Backend,
+    /// `durable` (default) or `relaxed`.
+    pub durability: Durability,
+    /// Initial LMDB map size; the map grows by doubling when full.
+    pub map_size_bytes: u64,
+    /// Most commands committed in one write transaction (group commit).
+    pub max_batch: usize,
+    /// Commands waiting for the writer before submitters wait too.
+    pub queue_depth: usize,
+    /// Indexed attributes and their kinds, e.g. `uid = ["eq", "sub"]`.
+    pub indexes: std::collections::BTreeMap<String, Vec<IndexKind>>,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        let mut indexes = std::collections::BTreeMap::new();
+        indexes.insert("objectClass".to_owned(), vec![IndexKind::Eq]);
+        indexes.insert("uid".to_owned(), vec![IndexKind::Eq, IndexKind::Sub]);
+        indexes.insert("cn".to_owned(), vec![IndexKind::Eq, IndexKind::Sub]);
+        indexes.insert("mail".to_owned(), vec![IndexKind::Eq]);
+        indexes.insert("entryUUID".to_owned(), vec![IndexKind::Eq]);
+        StorageConfig {
+            backend: Backend::Mdb,
+            durability: Durability::Durable,
+            // Address space, not memory or disk: LMDB maps it lazily and the
+            // file grows only as pages are written. 8 GiB holds several
+            // million typical entries before the first growth.
+            map_size_bytes: 8 << 30,
+            // A batch commits with one fsync; 1000 modifies per fsync is
+            // where seed 000's bundles sit.
+            max_batch: 1000,
+            queue_depth: 65_536,
+            indexes,
+        }
+    }
 }
 
 /// `[server]`: listening, connections and protocol limits.
@@ -217,6 +294,30 @@ impl Config {
         }
         if d.data_dir.as_os_str().is_empty() {
             return invalid("directory.data_dir", "must not be empty".into());
+        }
+        let st = &self.storage;
+        if st.map_size_bytes < (1 << 20) {
+            return invalid(
+                "storage.map_size_bytes",
+                format!("{} is below 1 MiB", st.map_size_bytes),
+            );
+        }
+        if st.max_batch == 0 || st.max_batch > 1_000_000 {
+            return invalid(
+                "storage.max_batch",
+                format!("{} is outside 1..=1000000", st.max_batch),
+            );
+        }
+        if st.queue_depth == 0 {
+            return invalid("storage.queue_depth", "must be at least 1".into());
+        }
+        for (attr, kinds) in &st.indexes {
+            if kinds.is_empty() {
+                return invalid(
+                    "storage.indexes",
+                    format!("{attr}: list at least one of eq, pres, sub"),
+                );
+            }
         }
         Ok(())
     }

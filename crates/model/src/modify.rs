@@ -1,0 +1,381 @@
+//! Applying a ModifyRequest's changes to an entry (RFC 4511 section 4.6,
+//! RFC 4525 for increment). Pure and deterministic: the same entry and
+//! changes give the same result, which the store relies on.
+
+use meridian_proto::ResultCode;
+
+use crate::ModelError;
+use crate::entry::{Attribute, Description, Entry};
+use crate::schema::Schema;
+
+/// A change operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModOp {
+    /// Add values (the attribute is created if absent).
+    Add,
+    /// Delete the listed values, or the whole attribute if none listed.
+    Delete,
+    /// Replace all values (none listed: remove the attribute).
+    Replace,
+    /// Add the (single) integer value to every value (RFC 4525).
+    Increment,
+}
+
+/// One change, with the attribute description as the client wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Modification {
+    /// The operation.
+    pub op: ModOp,
+    /// The attribute description (`cn`, `cn;lang-de`).
+    pub attr: String,
+    /// The values.
+    pub values: Vec<Vec<u8>>,
+}
+
+fn error(code: ResultCode, message: String) -> ModelError {
+    ModelError::new(code, message)
+}
+
+/// Applies `changes` in order to a copy of `entry`. With `permissive`
+/// (the permissive modify control), adding a present value or deleting an
+/// absent one is not an error. The result is not schema-checked: callers
+/// check the whole entry afterwards, as RFC 4511 requires.
+pub fn apply(
+    entry: &Entry,
+    changes: &[Modification],
+    schema: &Schema,
+    permissive: bool,
+) -> Result<Entry, ModelError> {
+    let mut out = entry.clone();
+    for change in changes {
+        let desc = Description::parse(change.attr.as_bytes(), schema)?;
+        let at = schema
+            .attr(desc.attr)
+            .ok_or_else(|| error(ResultCode::OTHER, "dangling attribute".into()))?;
+        let name = change.attr.as_str();
+        let rule = at.equality;
+        let key = |v: &[u8]| -> Result<Vec<u8>, ModelError> {
+            match rule {
+                Some(r) => r.key(v, schema).ok_or_else(|| {
+                    error(
+                        ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+                        format!("{name}: value is invalid for {}", r.name),
+                    )
+                }),
+                None => Ok(v.to_vec()),
+            }
+        };
+        let position = out.attributes.iter().position(|a| a.desc == desc);
+        match change.op {
+            ModOp::Add => {
+                if change.values.is_empty() {
+                    return Err(error(
+                        ResultCode::PROTOCOL_ERROR,
+                        format!("{name}: add without values"),
+                    ));
+                }
+                let idx = match position {
+                    Some(i) => i,
+                    None => {
+                        out.attributes.push(Attribute {
+                            desc: desc.clone(),
+                            name: change.attr.clone(),
+                            values: Vec::new(),
+                        });
+                        out.attributes.len() - 1
+                    }
+                };
+                for value in &change.values {
+                    let k = key(value)?;
+                    let attr = out
+                        .attributes
+                        .get_mut(idx)
+                        .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
+                    let present = attr.values.iter().any(|v| key(v).ok().as_ref() == Some(&k));
+                    if present {
+                        if permissive {
+                            continue;
+                        }
+                        return Err(error(
+                            ResultCode::ATTRIBUTE_OR_VALUE_EXISTS,
+                            format!("{name}: value already present"),
+                        ));
+                    }
+                    attr.values.push(value.clone());
+                }
+            }
+            ModOp::Delete => {
+                let Some(idx) = position else {
+                    if permissive {
+                        continue;
+                    }
+                    return Err(error(
+                        ResultCode::NO_SUCH_ATTRIBUTE,
+                        format!("{name}: no such attribute"),
+                    ));
+                };
+                if change.values.is_empty() {
+                    out.attributes.remove(idx);
+                    continue;
+                }
+                for value in &change.values {
+                    let k = key(value)?;
+                    let attr = out
+                        .attributes
+                        .get_mut(idx)
+                        .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
+                    match attr
+                        .values
+                        .iter()
+                        .position(|v| key(v).ok().as_ref() == Some(&k))
+                    {
+                        Some(at) => {
+                            attr.values.remove(at);
+                        }
+                        None if permissive => {}
+                        None => {
+                            return Err(error(
+                                ResultCode::NO_SUCH_ATTRIBUTE,
+                                format!("{name}: no such value"),
+                            ));
+                        }
+                    }
+                }
+                if out.attributes.get(idx).is_some_and(|a| a.values.is_empty()) {
+                    out.attributes.remove(idx);
+                }
+            }
+            ModOp::Replace => {
+                if let Some(idx) = position {
+                    out.attributes.remove(idx);
+                }
+                if !change.values.is_empty() {
+                    out.attributes.push(Attribute {
+                        desc: desc.clone(),
+                        name: change.attr.clone(),
+                        values: change.values.clone(),
+                    });
+                }
+            }
+            ModOp::Increment => {
+                let [delta] = change.values.as_slice() else {
+                    return Err(error(
+                        ResultCode::PROTOCOL_ERROR,
+                        format!("{name}: increment takes exactly one value"),
+                    ));
+                };
+                let delta = parse_integer(delta).ok_or_else(|| {
+                    error(
+                        ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+                        format!("{name}: increment value is not an INTEGER"),
+                    )
+                })?;
+                if rule.is_none_or(|r| r.name != "integerMatch") {
+                    return Err(error(
+                        ResultCode::CONSTRAINT_VIOLATION,
+                        format!("{name}: increment needs an INTEGER attribute"),
+                    ));
+                }
+                let Some(idx) = position else {
+                    return Err(error(
+                        ResultCode::NO_SUCH_ATTRIBUTE,
+                        format!("{name}: no such attribute to increment"),
+                    ));
+                };
+                let attr = out
+                    .attributes
+                    .get_mut(idx)
+                    .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
+                for value in &mut attr.values {
+                    let current = parse_integer(value).ok_or_else(|| {
+                        error(
+                            ResultCode::CONSTRAINT_VIOLATION,
+                            format!("{name}: stored value is not an INTEGER"),
+                        )
+                    })?;
+                    let next = current.checked_add(delta).ok_or_else(|| {
+                        error(
+                            ResultCode::CONSTRAINT_VIOLATION,
+                            format!("{name}: increment overflows"),
+                        )
+                    })?;
+                    *value = next.to_string().into_bytes();
+                }
+            }
+        }
+    }
+    // X.511: a modify may not remove a value of the RDN.
+    if let Some(rdn) = entry.dn.rdn_values().first() {
+        for (attr, value) in rdn {
+            let rule = schema.attr(*attr).and_then(|a| a.equality);
+            let wanted = rule.map_or_else(|| Some(value.clone()), |r| r.key(value, schema));
+            let kept = out.get(*attr).is_some_and(|a| {
+                a.values
+                    .iter()
+                    .any(|v| rule.map_or_else(|| Some(v.clone()), |r| r.key(v, schema)) == wanted)
+            });
+            if !kept {
+                let name = schema.attr(*attr).map_or("?", |a| a.name());
+                return Err(error(
+                    ResultCode::NOT_ALLOWED_ON_RDN,
+                    format!("{name}: cannot remove the value of the entry's RDN"),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn parse_integer(v: &[u8]) -> Option<i128> {
+    std::str::from_utf8(v).ok()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dn::Dn;
+
+    fn base(schema: &Schema) -> Entry {
+        let dn = Dn::parse(b"uid=jdoe,dc=example,dc=com", schema).unwrap();
+        let attrs: &[(&str, &[&str])] = &[
+            ("objectClass", &["inetOrgPerson", "posixAccount"]),
+            ("uid", &["jdoe"]),
+            ("cn", &["John"]),
+            ("sn", &["Doe"]),
+            ("mail", &["a@x.com", "b@x.com"]),
+            ("uidNumber", &["1000"]),
+            ("gidNumber", &["100"]),
+            ("homeDirectory", &["/home/jdoe"]),
+        ];
+        Entry::new(
+            dn,
+            attrs
+                .iter()
+                .map(|(n, vs)| (n.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
+            schema,
+        )
+        .unwrap()
+    }
+
+    fn change(op: ModOp, attr: &str, values: &[&str]) -> Modification {
+        Modification {
+            op,
+            attr: attr.into(),
+            values: values.iter().map(|v| v.as_bytes().to_vec()).collect(),
+        }
+    }
+
+    fn values(e: &Entry, schema: &Schema, attr: &str) -> Vec<String> {
+        e.get(schema.attribute_id(attr).unwrap())
+            .map(|a| {
+                a.values
+                    .iter()
+                    .map(|v| String::from_utf8(v.clone()).unwrap())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn each_operation() {
+        let s = Schema::builtin().unwrap();
+        let e = base(&s);
+        let r = apply(&e, &[change(ModOp::Add, "mail", &["c@x.com"])], &s, false).unwrap();
+        assert_eq!(values(&r, &s, "mail"), ["a@x.com", "b@x.com", "c@x.com"]);
+        let r = apply(
+            &e,
+            &[change(ModOp::Delete, "mail", &["A@X.COM"])],
+            &s,
+            false,
+        )
+        .unwrap();
+        assert_eq!(values(&r, &s, "mail"), ["b@x.com"]);
+        let r = apply(&e, &[change(ModOp::Delete, "mail", &[])], &s, false).unwrap();
+        assert!(values(&r, &s, "mail").is_empty());
+        let r = apply(
+            &e,
+            &[change(ModOp::Replace, "cn", &["Johnny", "J"])],
+            &s,
+            false,
+        )
+        .unwrap();
+        assert_eq!(values(&r, &s, "cn"), ["Johnny", "J"]);
+        let r = apply(&e, &[change(ModOp::Replace, "description", &[])], &s, false).unwrap();
+        assert_eq!(r, e);
+        let r = apply(
+            &e,
+            &[change(ModOp::Increment, "uidNumber", &["-5"])],
+            &s,
+            false,
+        )
+        .unwrap();
+        assert_eq!(values(&r, &s, "uidNumber"), ["995"]);
+        // In order: delete then add the same value.
+        let r = apply(
+            &e,
+            &[
+                change(ModOp::Delete, "mail", &["a@x.com"]),
+                change(ModOp::Add, "mail", &["a@x.com"]),
+            ],
+            &s,
+            false,
+        )
+        .unwrap();
+        assert_eq!(values(&r, &s, "mail"), ["b@x.com", "a@x.com"]);
+    }
+
+    #[test]
+    fn errors_and_permissive() {
+        let s = Schema::builtin().unwrap();
+        let e = base(&s);
+        let code = |changes: &[Modification], permissive| {
+            apply(&e, changes, &s, permissive)
+                .map(|_| ())
+                .map_err(|e| e.code)
+        };
+        assert_eq!(
+            code(&[change(ModOp::Add, "mail", &["A@x.com"])], false),
+            Err(ResultCode::ATTRIBUTE_OR_VALUE_EXISTS)
+        );
+        assert_eq!(
+            code(&[change(ModOp::Add, "mail", &["A@x.com"])], true),
+            Ok(())
+        );
+        assert_eq!(
+            code(&[change(ModOp::Delete, "mail", &["zz@x.com"])], false),
+            Err(ResultCode::NO_SUCH_ATTRIBUTE)
+        );
+        assert_eq!(
+            code(&[change(ModOp::Delete, "mail", &["zz@x.com"])], true),
+            Ok(())
+        );
+        assert_eq!(
+            code(&[change(ModOp::Delete, "description", &[])], false),
+            Err(ResultCode::NO_SUCH_ATTRIBUTE)
+        );
+        assert_eq!(
+            code(&[change(ModOp::Delete, "uid", &[])], false),
+            Err(ResultCode::NOT_ALLOWED_ON_RDN)
+        );
+        assert_eq!(
+            code(&[change(ModOp::Replace, "uid", &["other"])], false),
+            Err(ResultCode::NOT_ALLOWED_ON_RDN)
+        );
+        assert_eq!(
+            code(&[change(ModOp::Increment, "cn", &["1"])], false),
+            Err(ResultCode::CONSTRAINT_VIOLATION)
+        );
+        assert_eq!(
+            code(&[change(ModOp::Increment, "uidNumber", &["x"])], false),
+            Err(ResultCode::INVALID_ATTRIBUTE_SYNTAX)
+        );
+        assert_eq!(
+            code(&[change(ModOp::Increment, "employeeNumber", &["1"])], false),
+            Err(ResultCode::CONSTRAINT_VIOLATION)
+        );
+        assert_eq!(
+            code(&[change(ModOp::Add, "nosuch", &["1"])], false),
+            Err(ResultCode::UNDEFINED_ATTRIBUTE_TYPE)
+        );
+    }
+}

@@ -1,0 +1,52 @@
+//! Commands: every write is one, applied by the writer thread.
+//!
+//! A command carries everything its result depends on: the entry with
+//! its operational attributes (timestamps, entryUUID, entryCSN) already
+//! chosen by the caller. Applying it reads no clock and no random source,
+//! so two stores that apply the same commands in the same order hold the
+//! same entries and the same index keys (the replication seam of the
+//! SPEC).
+
+use meridian_model::dn::Dn;
+use meridian_model::entry::Entry;
+use meridian_model::modify::Modification;
+
+use crate::keys::EntryId;
+
+/// One write.
+#[derive(Debug, Clone)]
+pub enum Command {
+    /// Add an entry; its parent must exist unless it is a suffix.
+    Add {
+        /// The complete entry, operational attributes included.
+        entry: Entry,
+    },
+    /// Delete a leaf entry.
+    Delete {
+        /// The entry.
+        dn: Dn,
+    },
+    /// Apply changes, then set operational attributes.
+    Modify {
+        /// The entry.
+        dn: Dn,
+        /// Client changes, in order.
+        changes: Vec<Modification>,
+        /// Operational attributes to set afterwards (modifyTimestamp,
+        /// modifiersName, entryCSN), as `(name, values)`.
+        operational: Vec<(String, Vec<Vec<u8>>)>,
+        /// Permissive modify (control 1.2.840.113556.1.4.1413).
+        permissive: bool,
+    },
+}
+
+/// What a successful command did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Added under this ID.
+    Added(EntryId),
+    /// Deleted.
+    Deleted,
+    /// Modified.
+    Modified,
+}

@@ -1,0 +1,66 @@
+use meridian_model::ModelError;
+use meridian_proto::ResultCode;
+
+/// Why a command or a read failed. Every variant maps to one LDAP result
+/// code ([`StoreError::code`]) and carries a message for the client.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The target (or a parent) does not exist; `matched` is the deepest
+    /// existing ancestor (the matchedDN of the result).
+    #[error("no such object: {dn}")]
+    NoSuchObject {
+        /// The DN asked for.
+        dn: String,
+        /// Its deepest existing ancestor.
+        matched: String,
+    },
+    /// An entry with this DN exists.
+    #[error("entry {0} already exists")]
+    AlreadyExists(String),
+    /// The entry has children.
+    #[error("entry {0} has subordinates")]
+    NotAllowedOnNonLeaf(String),
+    /// The result would break the schema, or a value is invalid.
+    #[error("{0}")]
+    Model(#[from] ModelError),
+    /// Writes are refused (disk full, or an earlier I/O failure); reads
+    /// go on.
+    #[error("{0}")]
+    WritesRefused(String),
+    /// The store is closed.
+    #[error("the store is shut down")]
+    Closed,
+    /// The LMDB map is full; the writer grows it and retries, so callers
+    /// only see this if growing failed.
+    #[error("the database map is full")]
+    MapFull,
+    /// A failure of the storage engine itself.
+    #[error("storage engine: {0}")]
+    Engine(String),
+}
+
+impl StoreError {
+    /// The LDAP result code a client gets for this error.
+    pub fn code(&self) -> ResultCode {
+        match self {
+            StoreError::NoSuchObject { .. } => ResultCode::NO_SUCH_OBJECT,
+            StoreError::AlreadyExists(_) => ResultCode::ENTRY_ALREADY_EXISTS,
+            StoreError::NotAllowedOnNonLeaf(_) => ResultCode::NOT_ALLOWED_ON_NON_LEAF,
+            StoreError::Model(e) => e.code,
+            StoreError::WritesRefused(_) | StoreError::Closed | StoreError::MapFull => {
+                ResultCode::UNWILLING_TO_PERFORM
+            }
+            StoreError::Engine(_) => ResultCode::OTHER,
+        }
+    }
+}
+
+impl From<heed::Error> for StoreError {
+    fn from(e: heed::Error) -> Self {
+        match e {
+            heed::Error::Mdb(heed::MdbError::MapFull) => StoreError::MapFull,
+            other => StoreError::Engine(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Which index keys an entry has, given the configured indexes.
+//!
+//! The same functions produce the keys written for an entry and the keys
+//! a filter looks up, from the model's matching-rule keys, so an index can
+//! never disagree with filter evaluation.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use meridian_config::IndexKind;
+use meridian_model::Schema;
+use meridian_model::entry::Entry;
+use meridian_model::prep::Part;
+use meridian_model::rules::RuleInfo;
+use meridian_model::schema::AttrId;
+
+use crate::keys;
+
+/// Length of the substring index grams, in bytes of the prepared value.
+pub const GRAM: usize = 3;
+
+/// One indexed attribute type.
+#[derive(Debug, Clone)]
+pub struct IndexSpec {
+    /// The type.
+    pub attr: AttrId,
+    /// Its OID (index keys use OIDs, stable across schema names).
+    pub oid: String,
+    /// Its kinds.
+    pub kinds: BTreeSet<IndexKind>,
+}
+
+/// The configured indexes, resolved against the schema.
+#[derive(Debug, Clone, Default)]
+pub struct Indexes {
+    specs: BTreeMap<AttrId, IndexSpec>,
+}
+
+impl Indexes {
+    /// Resolves `config` (attribute name → kinds); unknown attributes or
+    /// kinds the attribute cannot support are errors naming them.
+    pub fn new(
+        config: &BTreeMap<String, Vec<IndexKind>>,
+        schema: &Schema,
+    ) -> Result<Indexes, String> {
+        let mut specs = BTreeMap::new();
+        for (name, kinds) in config {
+            let attr = schema.attribute_id(name).ok_or_else(|| {
+                format!("storage.indexes: attribute type {name:?} is not defined in the schema")
+            })?;
+            let at = schema.attr(attr).ok_or("dangling attribute")?;
+            for kind in kinds {
+                let ok = match kind {
+                    IndexKind::Eq => at.equality.is_some(),
+                    IndexKind::Sub => at.substr.is_some(),
+                    IndexKind::Pres => true,
+                };
+                if !ok {
+                    return Err(format!(
+                        "storage.indexes: {name} has no {} matching rule, so it cannot have a {kind:?} index",
+                        if *kind == IndexKind::Eq {
+                            "equality"
+                        } else {
+                            "substrings"
+                        }
+                    ));
+                }
+            }
+            specs.insert(
+                attr,
+                IndexSpec {
+                    attr,
+                    oid: at.oid.clone(),
+                    kinds: kinds.iter().copied().collect(),
+                },
+            );
+        }
+        Ok(Indexes { specs })
+    }
+
+    /// The spec of an attribute type, if indexed.
+    pub fn get(&self, attr: AttrId) -> Option<&IndexSpec> {
+        self.specs.get(&attr)
+    }
+
+    /// True if `attr` has an index of `kind`.
+    pub fn has(&self, attr: AttrId, kind: IndexKind) -> bool {
+        self.get(attr).is_some_and(|s| s.kinds.contains(&kind))
+    }
+
+    /// All index key prefixes of `entry` (IDs not yet appended).
+    pub fn entry_keys(&self, entry: &Entry, schema: &Schema) -> BTreeSet<Vec<u8>> {
+        let mut out = BTreeSet::new();
+        for attr in &entry.attributes {
+            let Some(spec) = self.specs.get(&attr.desc.attr) else {
+                continue;
+            };
+            let Some(at) = schema.attr(spec.attr) else {
+                continue;
+            };
+            if spec.kinds.contains(&IndexKind::Pres) {
+                out.insert(keys::pres_prefix(&spec.oid));
+            }
+            for value in &attr.values {
+                if let (true, Some(rule)) = (spec.kinds.contains(&IndexKind::Eq), at.equality) {
+                    if let Some(k) = rule.key(value, schema) {
+                        out.insert(keys::eq_prefix(&spec.oid, &k));
+                    }
+                }
+                if let (true, Some(rule)) = (spec.kinds.contains(&IndexKind::Sub), at.substr) {
+                    for gram in value_grams(rule, value, schema) {
+                        out.insert(keys::sub_prefix(&spec.oid, &gram));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The grams of a value prepared by a substrings rule.
+pub fn value_grams(rule: &RuleInfo, value: &[u8], schema: &Schema) -> BTreeSet<Vec<u8>> {
+    match rule.substring_parts(&[(Part::Whole, value)], schema) {
+        Some(parts) => parts.into_iter().flat_map(|(_, p)| grams(&p)).collect(),
+        None => BTreeSet::new(),
+    }
+}
+
+/// Overlapping byte trigrams.
+pub fn grams(prepared: &[u8]) -> BTreeSet<Vec<u8>> {
+    prepared.windows(GRAM).map(<[u8]>::to_vec).collect()
+}

@@ -1,0 +1,248 @@
+//! Meridian's storage layer.
+//!
+//! One LMDB environment (through `heed`) per store, five databases (see
+//! `docs/design/storage.md` for the layout and invariants):
+//! `id2entry`, `dn2id`, `children`, `index` and `meta`. All writes go
+//! through one writer thread ([`writer`]) that applies every waiting
+//! [`Command`] in one transaction and commits once: group commit. A
+//! command's reply is sent only after the commit is durable (unless the
+//! durability is `relaxed`). Reads take short snapshots from any thread
+//! ([`Snapshot`]); no read transaction outlives the call that made it.
+
+mod apply;
+mod check;
+pub mod codec;
+mod command;
+mod error;
+pub mod index;
+pub mod keys;
+mod plan;
+mod read;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use heed::types::Bytes;
+use heed::{Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
+use meridian_config::{Backend, Durability, StorageConfig};
+use meridian_model::Schema;
+use meridian_model::dn::Dn;
+use tokio::sync::{mpsc, oneshot};
+
+pub use command::{Command, Outcome};
+pub use error::StoreError;
+pub use keys::EntryId;
+pub use read::{SearchReport, Snapshot};
+
+/// The databases of one environment.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Dbs {
+    pub(crate) meta: Database<Bytes, Bytes>,
+    pub(crate) id2entry: Database<Bytes, Bytes>,
+    pub(crate) dn2id: Database<Bytes, Bytes>,
+    pub(crate) children: Database<Bytes, Bytes>,
+    pub(crate) index: Database<Bytes, Bytes>,
+}
+
+/// A job for the writer: a command and where to send its result.
+pub(crate) struct Job {
+    pub(crate) command: Command,
+    pub(crate) reply: oneshot::Sender<Result<Outcome, StoreError>>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) env: Env<WithoutTls>,
+    pub(crate) dbs: Dbs,
+    pub(crate) schema: Arc<Schema>,
+    pub(crate) indexes: index::Indexes,
+    pub(crate) suffixes: Vec<Dn>,
+    pub(crate) max_batch: usize,
+    /// Readers hold it shared while their transaction lives; the writer
+    /// takes it exclusively to grow the map (LMDB allows a resize only
+    /// when this process has no transaction open).
+    pub(crate) resize: RwLock<()>,
+    /// Set after an I/O failure other than a full disk: writes are refused
+    /// from then on, reads go on (as redb does after `PreviousIo`).
+    pub(crate) refused: Mutex<Option<String>>,
+    /// Commits done, for observability and tests.
+    pub(crate) commits: AtomicU64,
+    /// The directory to remove when a memory store closes.
+    memory_dir: Option<PathBuf>,
+}
+
+/// Options of [`Store::open`].
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Where the environment lives (for `mdb`).
+    pub path: PathBuf,
+    /// Storage settings.
+    pub storage: StorageConfig,
+    /// Naming contexts: entries that may be added without a parent.
+    pub suffixes: Vec<Dn>,
+}
+
+/// A store: cheap to clone, shared by all connections.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+    sender: mpsc::Sender<Job>,
+    writer: Arc<Mutex<Option<std::thread::JoinHandle<()>>>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
+fn memory_dir() -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let base = Path::new("/dev/shm");
+    let base = if base.is_dir() {
+        base.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    base.join(format!(
+        "meridian-memory-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+impl Store {
+    /// Opens (creating if needed) a store and starts its writer thread.
+    pub fn open(options: StoreOptions, schema: Arc<Schema>) -> Result<Store, StoreError> {
+        let st = &options.storage;
+        let indexes = index::Indexes::new(&st.indexes, &schema).map_err(StoreError::Engine)?;
+        let (path, memory) = match st.backend {
+            Backend::Mdb => (options.path.clone(), None),
+            Backend::Memory => {
+                let dir = memory_dir();
+                (dir.clone(), Some(dir))
+            }
+        };
+        std::fs::create_dir_all(&path)
+            .map_err(|e| StoreError::Engine(format!("cannot create {}: {e}", path.display())))?;
+        let mut flags = EnvFlags::empty();
+        if st.durability == Durability::Relaxed || st.backend == Backend::Memory {
+            flags |= EnvFlags::NO_SYNC;
+        }
+        let map_size = usize::try_from(st.map_size_bytes).unwrap_or(usize::MAX);
+        let mut open = EnvOpenOptions::new().read_txn_without_tls();
+        open.map_size(map_size).max_dbs(8).max_readers(1024);
+        // SAFETY: heed requires that the environment is opened once per
+        // process and its files are not modified by anything else while
+        // it is mapped. Meridian opens each data directory once (the
+        // server holds the store for its lifetime) and LMDB's own lock
+        // file keeps other processes consistent.
+        #[allow(unsafe_code)]
+        let env = unsafe {
+            open.flags(flags);
+            open.open(&path)
+        }?;
+        let mut wtxn = env.write_txn()?;
+        let dbs = Dbs {
+            meta: env.create_database(&mut wtxn, Some("meta"))?,
+            id2entry: env.create_database(&mut wtxn, Some("id2entry"))?,
+            dn2id: env.create_database(&mut wtxn, Some("dn2id"))?,
+            children: env.create_database(&mut wtxn, Some("children"))?,
+            index: env.create_database(&mut wtxn, Some("index"))?,
+        };
+        wtxn.commit()?;
+        if st.durability == Durability::Relaxed && st.backend == Backend::Mdb {
+            tracing::warn!(
+                "storage.durability = relaxed: commits are not fsync'd; a machine crash can lose acknowledged writes"
+            );
+        }
+        let inner = Arc::new(Inner {
+            env,
+            dbs,
+            schema,
+            indexes,
+            suffixes: options.suffixes,
+            max_batch: st.max_batch,
+            resize: RwLock::new(()),
+            refused: Mutex::new(None),
+            commits: AtomicU64::new(0),
+            memory_dir: memory,
+        });
+        let (sender, receiver) = mpsc::channel(st.queue_depth);
+        let thread_inner = Arc::clone(&inner);
+        let handle = std::thread::Builder::new()
+            .name("meridian-writer".into())
+            .spawn(move || writer::run(&thread_inner, receiver))
+            .map_err(|e| StoreError::Engine(format!("cannot start the writer thread: {e}")))?;
+        Ok(Store {
+            inner,
+            sender,
+            writer: Arc::new(Mutex::new(Some(handle))),
+        })
+    }
+
+    /// Executes a command; resolves once it is committed (durably, unless
+    /// relaxed).
+    pub async fn execute(&self, command: Command) -> Result<Outcome, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.sender
+            .send(Job { command, reply })
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// [`Store::execute`] for threads outside an async runtime.
+    pub fn execute_blocking(&self, command: Command) -> Result<Outcome, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.sender
+            .blocking_send(Job { command, reply })
+            .map_err(|_| StoreError::Closed)?;
+        rx.blocking_recv().map_err(|_| StoreError::Closed)?
+    }
+
+    /// A consistent read snapshot. Keep it short: it pins LMDB pages and
+    /// delays map growth.
+    pub fn snapshot(&self) -> Result<Snapshot<'_>, StoreError> {
+        Snapshot::new(&self.inner)
+    }
+
+    /// The schema the store checks entries against.
+    pub fn schema(&self) -> &Arc<Schema> {
+        &self.inner.schema
+    }
+
+    /// Write transactions committed since the store was opened.
+    pub fn commits(&self) -> u64 {
+        self.inner.commits.load(Ordering::Relaxed)
+    }
+
+    /// The current map size in bytes.
+    pub fn map_size(&self) -> usize {
+        self.inner.env.info().map_size
+    }
+
+    /// Stops the writer after the commands already queued, and waits.
+    pub fn close(self) {
+        let Store {
+            inner,
+            sender,
+            writer,
+        } = self;
+        drop(sender);
+        let handle = writer.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+        drop(inner);
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.memory_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! Query planning: which entry IDs can match a filter, from the indexes.
+//!
+//! A plan is `All` (no index helps: scan the scope) or a sorted list of
+//! candidate IDs, a superset of the matches: AND intersects, OR unites,
+//! NOT and unindexed items give `All`. Every candidate is then checked
+//! with the model's filter evaluation, so a plan can only cost time,
+//! never change a result.
+
+use heed::RoTxn;
+use meridian_config::IndexKind;
+use meridian_model::Schema;
+use meridian_model::entry::Description;
+use meridian_model::prep::Part;
+use meridian_model::schema::AttrId;
+use meridian_proto::{Filter, Substring};
+
+use crate::index::{Indexes, grams};
+use crate::keys::{self, EntryId};
+use crate::{Dbs, StoreError};
+
+/// Candidate entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// Every entry in scope.
+    All,
+    /// These IDs, sorted and unique.
+    Ids(Vec<EntryId>),
+}
+
+pub(crate) struct Planner<'a> {
+    pub(crate) txn: &'a RoTxn<'a>,
+    pub(crate) dbs: &'a Dbs,
+    pub(crate) indexes: &'a Indexes,
+    pub(crate) schema: &'a Schema,
+}
+
+fn intersect(a: &[EntryId], b: &[EntryId]) -> Vec<EntryId> {
+    let (mut i, mut j) = (0, 0);
+    let mut out = Vec::with_capacity(a.len().min(b.len()));
+    while let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {
+        match x.cmp(&y) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(x);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
+}
+
+fn union(mut a: Vec<EntryId>, b: &[EntryId]) -> Vec<EntryId> {
+    a.extend_from_slice(b);
+    a.sort_unstable();
+    a.dedup();
+    a
+}
+
+impl Planner<'_> {
+    /// IDs under one index prefix.
+    fn ids(&self, prefix: &[u8]) -> Result<Vec<EntryId>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.dbs.index.prefix_iter(self.txn, prefix)? {
+            let (key, _) = item?;
+            let tail = key.get(key.len().saturating_sub(8)..).unwrap_or_default();
+            if let Some(id) = keys::id_from(tail) {
+                out.push(id);
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// The attribute and its subtypes, if every one has an index of
+    /// `kind` (a filter on `name` also matches `cn` and `sn`).
+    fn indexed_family(&self, attr: AttrId, kind: IndexKind) -> Option<Vec<AttrId>> {
+        let family: Vec<AttrId> = self
+            .schema
+            .attributes()
+            .filter(|(id, _)| self.schema.is_subtype(*id, attr))
+            .map(|(id, _)| id)
+            .collect();
+        family
+            .iter()
+            .all(|a| self.indexes.has(*a, kind))
+            .then_some(family)
+    }
+
+    pub(crate) fn plan(&self, filter: &Filter<'_>) -> Result<Plan, StoreError> {
+        match filter {
+            Filter::And(children) => {
+                let mut acc: Option<Vec<EntryId>> = None;
+                for child in children.iter() {
+                    if let Plan::Ids(ids) = self.plan(&child)? {
+                        acc = Some(match acc {
+                            Some(prev) => intersect(&prev, &ids),
+                            None => ids,
+                        });
+                        if acc.as_ref().is_some_and(Vec::is_empty) {
+                            break;
+                        }
+                    }
+                }
+                Ok(acc.map_or(Plan::All, Plan::Ids))
+            }
+            Filter::Or(children) => {
+                let mut acc = Vec::new();
+                for child in children.iter() {
+                    match self.plan(&child)? {
+                        Plan::All => return Ok(Plan::All),
+                        Plan::Ids(ids) => acc = union(acc, &ids),
+                    }
+                }
+                Ok(Plan::Ids(acc))
+            }
+            Filter::Equality(ava) => self.equality(ava.attr, ava.value),
+            Filter::Present(attr) => {
+                let Ok(desc) = Description::parse(attr, self.schema) else {
+                    // present on an unknown type is FALSE for every entry.
+                    return Ok(Plan::Ids(Vec::new()));
+                };
+                let Some(family) = self.indexed_family(desc.attr, IndexKind::Pres) else {
+                    return Ok(Plan::All);
+                };
+                let mut acc = Vec::new();
+                for a in family {
+                    let oid = &self
+                        .indexes
+                        .get(a)
+                        .ok_or_else(|| StoreError::Engine("index".into()))?
+                        .oid;
+                    acc = union(acc, &self.ids(&keys::pres_prefix(oid))?);
+                }
+                Ok(Plan::Ids(acc))
+            }
+            Filter::Substrings(s) => {
+                let Ok(desc) = Description::parse(s.attr, self.schema) else {
+                    return Ok(Plan::All);
+                };
+                let Some(family) = self.indexed_family(desc.attr, IndexKind::Sub) else {
+                    return Ok(Plan::All);
+                };
+                let mut acc = Vec::new();
+                for a in family {
+                    let Some(rule) = self.schema.attr(a).and_then(|t| t.substr) else {
+                        return Ok(Plan::All);
+                    };
+                    let parts: Vec<(Part, &[u8])> = s
+                        .parts
+                        .iter()
+                        .map(|p| match p {
+                            Substring::Initial(v) => (Part::Initial, v),
+                            Substring::Any(v) => (Part::Any, v),
+                            Substring::Final(v) => (Part::Final, v),
+                        })
+                        .collect();
+                    let Some(prepared) = rule.substring_parts(&parts, self.schema) else {
+                        // The assertion is invalid: Undefined everywhere.
+                        continue;
+                    };
+                    let wanted: std::collections::BTreeSet<Vec<u8>> =
+                        prepared.iter().flat_map(|(_, p)| grams(p)).collect();
+                    if wanted.is_empty() {
+                        // Every part is shorter than a gram.
+                        return Ok(Plan::All);
+                    }
+                    let oid = &self
+                        .indexes
+                        .get(a)
+                        .ok_or_else(|| StoreError::Engine("index".into()))?
+                        .oid;
+                    let mut ids: Option<Vec<EntryId>> = None;
+                    for gram in &wanted {
+                        let found = self.ids(&keys::sub_prefix(oid, gram))?;
+                        ids = Some(match ids {
+                            Some(prev) => intersect(&prev, &found),
+                            None => found,
+                        });
+                    }
+                    acc = union(acc, &ids.unwrap_or_default());
+                }
+                Ok(Plan::Ids(acc))
+            }
+            Filter::Not(_)
+            | Filter::GreaterOrEqual(_)
+            | Filter::LessOrEqual(_)
+            | Filter::Approx(_)
+            | Filter::Extensible(_) => Ok(Plan::All),
+        }
+    }
+
+    fn equality(&self, attr: &[u8], value: &[u8]) -> Result<Plan, StoreError> {
+        let Ok(desc) = Description::parse(attr, self.schema) else {
+            // Undefined for every entry.
+            return Ok(Plan::Ids(Vec::new()));
+        };
+        let Some(family) = self.indexed_family(desc.attr, IndexKind::Eq) else {
+            return Ok(Plan::All);
+        };
+        // objectClass matches subclasses: look up every class that
+        // inherits from the asserted one.
+        let keys_for = |a: AttrId| -> Vec<Vec<u8>> {
+            let is_oc = self.schema.attribute_id("objectClass") == Some(a);
+            let Some(rule) = self.schema.attr(a).and_then(|t| t.equality) else {
+                return Vec::new();
+            };
+            if is_oc {
+                let Some(class) = std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|n| self.schema.class_id(n.trim()))
+                else {
+                    return Vec::new();
+                };
+                return self
+                    .schema
+                    .classes()
+                    .filter(|(id, _)| self.schema.class_inherits(*id, class))
+                    .map(|(_, c)| c.oid.clone().into_bytes())
+                    .collect();
+            }
+            rule.key(value, self.schema).into_iter().collect()
+        };
+        let mut acc = Vec::new();
+        for a in family {
+            let oid = &self
+                .indexes
+                .get(a)
+                .ok_or_else(|| StoreError::Engine("index".into()))?
+                .oid;
+            for key in keys_for(a) {
+                acc = union(acc, &self.ids(&keys::eq_prefix(oid, &key))?);
+            }
+        }
+        Ok(Plan::Ids(acc))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_operations() {
+        assert_eq!(intersect(&[1, 3, 5, 7], &[2, 3, 7, 9]), [3, 7]);
+        assert_eq!(union(vec![1, 5], &[2, 5, 9]), [1, 2, 5, 9]);
+        assert!(intersect(&[], &[1]).is_empty());
+    }
+}

@@ -1,0 +1,202 @@
+//! Read snapshots: consistent views from any thread.
+
+use std::sync::{PoisonError, RwLockReadGuard};
+
+use heed::{RoTxn, WithoutTls};
+use meridian_model::dn::Dn;
+use meridian_model::entry::Entry;
+use meridian_model::filter::CompiledFilter;
+use meridian_proto::{Filter, Scope};
+
+use crate::apply::{self, ROOT_ID};
+use crate::keys::{self, EntryId};
+use crate::plan::{Plan, Planner};
+use crate::{Inner, StoreError};
+
+/// A read transaction. Field order matters: the transaction ends before
+/// the resize guard is released.
+pub struct Snapshot<'s> {
+    txn: RoTxn<'s, WithoutTls>,
+    inner: &'s Inner,
+    _resize: RwLockReadGuard<'s, ()>,
+}
+
+/// How a search was served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SearchReport {
+    /// Entries read and evaluated.
+    pub candidates: usize,
+    /// Entries that matched.
+    pub matched: usize,
+    /// True if the indexes narrowed the candidates (false: a scan).
+    pub indexed: bool,
+}
+
+impl<'s> Snapshot<'s> {
+    pub(crate) fn new(inner: &'s Inner) -> Result<Snapshot<'s>, StoreError> {
+        let guard = inner.resize.read().unwrap_or_else(PoisonError::into_inner);
+        let txn = inner.env.read_txn()?;
+        Ok(Snapshot {
+            txn,
+            inner,
+            _resize: guard,
+        })
+    }
+
+    pub(crate) fn parts(&self) -> (&RoTxn<'s, WithoutTls>, &'s Inner) {
+        (&self.txn, self.inner)
+    }
+
+    /// The ID of `dn`.
+    pub fn id(&self, dn: &Dn) -> Result<Option<EntryId>, StoreError> {
+        apply::lookup(&self.txn, &self.inner.dbs, dn)
+    }
+
+    /// The entry at `dn`.
+    pub fn get(&self, dn: &Dn) -> Result<Option<(EntryId, Entry)>, StoreError> {
+        match self.id(dn)? {
+            Some(id) => Ok(Some((id, self.entry(id)?))),
+            None => Ok(None),
+        }
+    }
+
+    /// The entry with ID `id` (which must exist).
+    pub fn entry(&self, id: EntryId) -> Result<Entry, StoreError> {
+        apply::load(&self.txn, &self.inner.dbs, &self.inner.schema, id)
+    }
+
+    /// The deepest existing ancestor of a missing `dn` (matchedDN).
+    pub fn matched(&self, dn: &Dn) -> Result<String, StoreError> {
+        apply::matched(&self.txn, &self.inner.dbs, dn)
+    }
+
+    /// Children of an entry (`None` for the root: the suffix entries).
+    pub fn children(&self, id: Option<EntryId>) -> Result<Vec<EntryId>, StoreError> {
+        let parent = id.unwrap_or(ROOT_ID);
+        let mut out = Vec::new();
+        for item in self
+            .inner
+            .dbs
+            .children
+            .prefix_iter(&self.txn, &parent.to_be_bytes())?
+        {
+            let (key, _) = item?;
+            if let Some(child) = key.get(8..).and_then(keys::id_from) {
+                out.push(child);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Number of entries in the store.
+    pub fn len(&self) -> Result<u64, StoreError> {
+        Ok(self.inner.dbs.id2entry.len(&self.txn)?)
+    }
+
+    /// True if the store holds no entry.
+    pub fn is_empty(&self) -> Result<bool, StoreError> {
+        Ok(self.len()? == 0)
+    }
+
+    /// IDs in scope, in DN order for subtrees.
+    fn scope_ids(
+        &self,
+        base: &Dn,
+        base_id: Option<EntryId>,
+        scope: Scope,
+    ) -> Result<Vec<EntryId>, StoreError> {
+        match scope {
+            Scope::Base => Ok(base_id.into_iter().collect()),
+            Scope::OneLevel => self.children(base_id),
+            Scope::Subtree | Scope::Subordinate => {
+                let prefix = keys::dn_key(base);
+                let mut out = Vec::new();
+                // LMDB refuses an empty key: the root's subtree is everything.
+                type Items<'t> = Box<dyn Iterator<Item = heed::Result<(&'t [u8], &'t [u8])>> + 't>;
+                let iter: Items<'_> = if prefix.is_empty() {
+                    Box::new(self.inner.dbs.dn2id.iter(&self.txn)?)
+                } else {
+                    Box::new(self.inner.dbs.dn2id.prefix_iter(&self.txn, &prefix)?)
+                };
+                for item in iter {
+                    let (key, value) = item?;
+                    if scope == Scope::Subordinate && key == prefix.as_slice() {
+                        continue;
+                    }
+                    if let Some(id) = keys::id_from(value) {
+                        out.push(id);
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// Runs a search: every entry in scope that matches `filter` is passed
+    /// to `each`, which returns false to stop (size limit, abandon).
+    /// The base must exist unless it is the root; a missing base is
+    /// noSuchObject with its matchedDN.
+    pub fn search(
+        &self,
+        base: &Dn,
+        scope: Scope,
+        filter: &Filter<'_>,
+        mut each: impl FnMut(EntryId, &Entry) -> bool,
+    ) -> Result<SearchReport, StoreError> {
+        let schema = &self.inner.schema;
+        let base_id = if base.is_root() {
+            None
+        } else {
+            match self.id(base)? {
+                Some(id) => Some(id),
+                None => {
+                    return Err(StoreError::NoSuchObject {
+                        dn: base.original().to_owned(),
+                        matched: self.matched(base)?,
+                    });
+                }
+            }
+        };
+        let planner = Planner {
+            txn: &self.txn,
+            dbs: &self.inner.dbs,
+            indexes: &self.inner.indexes,
+            schema,
+        };
+        let plan = if scope == Scope::Base {
+            Plan::All
+        } else {
+            planner.plan(filter)?
+        };
+        let compiled = CompiledFilter::compile(filter, schema);
+        let mut report = SearchReport {
+            indexed: matches!(plan, Plan::Ids(_)),
+            ..SearchReport::default()
+        };
+        let in_scope = |entry: &Entry| match scope {
+            Scope::Base => true,
+            Scope::OneLevel => entry
+                .dn
+                .parent()
+                .is_some_and(|p| p.normalized() == base.normalized()),
+            Scope::Subtree => entry.dn.is_within(base),
+            Scope::Subordinate => entry.dn.is_descendant_of(base),
+        };
+        let ids = match plan {
+            Plan::All => self.scope_ids(base, base_id, scope)?,
+            Plan::Ids(ids) => ids,
+        };
+        for id in ids {
+            let entry = self.entry(id)?;
+            report.candidates += 1;
+            if !in_scope(&entry) || !compiled.matches(&entry, schema) {
+                continue;
+            }
+            report.matched += 1;
+            if !each(id, &entry) {
+                break;
+            }
+        }
+        Ok(report)
+    }
+}

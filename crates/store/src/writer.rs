@@ -1,0 +1,145 @@
+//! The writer thread: group commit.
+//!
+//! It takes every job waiting (up to `storage.max_batch`), applies each
+//! command in a nested transaction of one write transaction, so a failing
+//! command rolls back alone and the others commit, then commits once and
+//! only then answers every job. LMDB write transactions must stay on the
+//! thread that began them (heed issue 339): this thread is the only one
+//! that writes.
+
+use std::sync::PoisonError;
+use std::sync::atomic::Ordering;
+
+use tokio::sync::mpsc;
+
+use crate::apply::{self, Context};
+use crate::{Inner, Job, Outcome, StoreError};
+
+/// Largest map the writer grows to: beyond this a full map is a full disk
+/// in practice, and writes are refused instead.
+const MAX_MAP_BYTES: usize = 1 << 42;
+
+pub(crate) fn run(inner: &Inner, mut receiver: mpsc::Receiver<Job>) {
+    let mut batch: Vec<Job> = Vec::with_capacity(inner.max_batch);
+    while let Some(first) = receiver.blocking_recv() {
+        batch.push(first);
+        while batch.len() < inner.max_batch {
+            match receiver.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let results = commit_batch(inner, &batch);
+        for (job, result) in batch.drain(..).zip(results) {
+            // A caller that went away does not need its answer.
+            let _ = job.reply.send(result);
+        }
+    }
+    tracing::debug!("writer thread stopped");
+}
+
+fn refused(inner: &Inner) -> Option<String> {
+    inner
+        .refused
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+}
+
+fn all(batch: &[Job], error: &StoreError) -> Vec<Result<Outcome, StoreError>> {
+    batch.iter().map(|_| Err(error.clone())).collect()
+}
+
+fn commit_batch(inner: &Inner, batch: &[Job]) -> Vec<Result<Outcome, StoreError>> {
+    if let Some(message) = refused(inner) {
+        return all(batch, &StoreError::WritesRefused(message));
+    }
+    let ctx = Context {
+        dbs: &inner.dbs,
+        schema: &inner.schema,
+        indexes: &inner.indexes,
+        suffixes: &inner.suffixes,
+    };
+    loop {
+        match try_commit(inner, &ctx, batch) {
+            Ok(results) => {
+                inner.commits.fetch_add(1, Ordering::Relaxed);
+                return results;
+            }
+            Err(StoreError::MapFull) => {
+                if let Err(e) = grow(inner) {
+                    return all(batch, &e);
+                }
+            }
+            Err(StoreError::Engine(message)) if is_disk_full(&message) => {
+                // Not latched: once space is freed, the next batch succeeds.
+                let e = StoreError::WritesRefused(format!(
+                    "the disk is full ({message}); writes are refused until space is freed, reads go on"
+                ));
+                tracing::error!("{e}");
+                return all(batch, &e);
+            }
+            Err(e) => {
+                let message = format!("a storage I/O error stopped writes until restart: {e}");
+                tracing::error!("{message}");
+                *inner.refused.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some(message.clone());
+                return all(batch, &StoreError::WritesRefused(message));
+            }
+        }
+    }
+}
+
+fn is_disk_full(message: &str) -> bool {
+    message.contains("No space left")
+        || message.contains("ENOSPC")
+        || message.contains("os error 28")
+}
+
+/// Applies the batch and commits. `Err` only for failures of the whole
+/// transaction; each command's own failure is in the returned list.
+fn try_commit(
+    inner: &Inner,
+    ctx: &Context<'_>,
+    batch: &[Job],
+) -> Result<Vec<Result<Outcome, StoreError>>, StoreError> {
+    let mut wtxn = inner.env.write_txn()?;
+    let mut results = Vec::with_capacity(batch.len());
+    for job in batch {
+        let mut nested = inner.env.nested_write_txn(&mut wtxn)?;
+        match apply::apply(&mut nested, ctx, &job.command) {
+            Ok(outcome) => {
+                nested.commit()?;
+                results.push(Ok(outcome));
+            }
+            // The whole transaction must be retried in a bigger map.
+            Err(StoreError::MapFull) => return Err(StoreError::MapFull),
+            Err(e) => {
+                nested.abort();
+                results.push(Err(e));
+            }
+        }
+    }
+    wtxn.commit()?;
+    Ok(results)
+}
+
+/// Doubles the map. Waits for readers to finish their snapshots: LMDB
+/// allows a resize only with no transaction open in this process.
+fn grow(inner: &Inner) -> Result<(), StoreError> {
+    let current = inner.env.info().map_size;
+    let next = current.saturating_mul(2);
+    if next > MAX_MAP_BYTES {
+        return Err(StoreError::WritesRefused(format!(
+            "the database map is full at {current} bytes and may not grow further"
+        )));
+    }
+    let _exclusive = inner.resize.write().unwrap_or_else(PoisonError::into_inner);
+    // SAFETY: no transaction of this process is open: the writer holds
+    // none between batches, and readers hold the resize lock shared for
+    // the lifetime of theirs, which we now hold exclusively.
+    #[allow(unsafe_code)]
+    unsafe { inner.env.resize(next) }?;
+    tracing::info!(from = current, to = next, "database map grown");
+    Ok(())
+}
