@@ -71,7 +71,7 @@ fn commit_batch(inner: &Inner, batch: &[Job]) -> Vec<Result<Outcome, StoreError>
                     return all(batch, &e);
                 }
             }
-            Err(StoreError::Engine(message)) if is_disk_full(&message) => {
+            Err(StoreError::Engine(message)) if is_disk_full(&message, inner) => {
                 // Not latched: once space is freed, the next batch succeeds.
                 let e = StoreError::WritesRefused(format!(
                     "the disk is full ({message}); writes are refused until space is freed, reads go on"
@@ -90,10 +90,37 @@ fn commit_batch(inner: &Inner, batch: &[Job]) -> Vec<Result<Outcome, StoreError>
     }
 }
 
-fn is_disk_full(message: &str) -> bool {
-    message.contains("No space left")
-        || message.contains("ENOSPC")
-        || message.contains("os error 28")
+/// Free space below which a failed write is taken for a full disk.
+const DISK_FULL_BYTES: u64 = 16 << 20;
+
+/// ENOSPC, or an EIO on a file system with (almost) no space left: LMDB
+/// reports a short write as EIO, which is what a full disk produces.
+fn is_disk_full(message: &str, inner: &Inner) -> bool {
+    if message.contains("os error 28") {
+        return true;
+    }
+    message.contains("os error 5")
+        && free_bytes(inner.env.path()).is_some_and(|free| free < DISK_FULL_BYTES)
+}
+
+/// Bytes available to unprivileged users on the file system of `path`.
+fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c_path` is a valid NUL-terminated string and `stat` points
+    // to writable memory of the right type; statvfs initialises it fully
+    // when it returns 0, and we read it only then.
+    #[allow(unsafe_code)]
+    let stat = unsafe {
+        if libc::statvfs(c_path.as_ptr(), stat.as_mut_ptr()) != 0 {
+            return None;
+        }
+        stat.assume_init()
+    };
+    // fsblkcnt_t and c_ulong are u64 on 64-bit Linux, narrower elsewhere.
+    #[allow(clippy::useless_conversion)]
+    Some(u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)))
 }
 
 /// Applies the batch and commits. `Err` only for failures of the whole

@@ -1,0 +1,149 @@
+//! A full disk: writes are refused with unwillingToPerform and a message,
+//! reads go on, nothing is corrupted, and writes resume once space is
+//! freed. Runs on a 6 MiB tmpfs the test mounts (root only; CI runs as
+//! root).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::process::Command as Process;
+use std::sync::Arc;
+
+use meridian_config::StorageConfig;
+use meridian_model::Schema;
+use meridian_model::dn::Dn;
+use meridian_model::entry::Entry;
+use meridian_proto::ResultCode;
+use meridian_store::{Command, Store, StoreError, StoreOptions};
+
+const SUFFIX: &str = "dc=example,dc=com";
+
+struct Mount(std::path::PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Process::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn entry(schema: &Schema, dn: &str, attrs: &[(&str, &[&str])]) -> Entry {
+    let dn = Dn::parse(dn.as_bytes(), schema).unwrap();
+    Entry::new(
+        dn,
+        attrs
+            .iter()
+            .map(|(n, vs)| (n.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
+        schema,
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_full_disk_refuses_writes_and_keeps_reads() {
+    if !is_root() {
+        eprintln!("skipped: mounting a tmpfs needs root (CI runs as root)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("meridian-diskfull-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let status = Process::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=6m", "tmpfs"])
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "mount tmpfs failed");
+    let mount = Mount(dir.clone());
+    // A filler file, removed later to free space.
+    std::fs::write(dir.join("filler"), vec![0u8; 1 << 20]).unwrap();
+
+    let schema = Arc::new(Schema::builtin().unwrap());
+    let store = Store::open(
+        StoreOptions {
+            path: dir.join("db"),
+            storage: StorageConfig {
+                map_size_bytes: 64 << 20,
+                ..StorageConfig::default()
+            },
+            suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+        },
+        Arc::clone(&schema),
+    )
+    .unwrap();
+    store
+        .execute_blocking(Command::Add {
+            entry: entry(
+                &schema,
+                SUFFIX,
+                &[
+                    ("objectClass", &["dcObject", "organization"]),
+                    ("dc", &["example"]),
+                    ("o", &["x"]),
+                ],
+            ),
+        })
+        .unwrap();
+    let big = "v".repeat(200_000);
+    let mut added = 0;
+    let refusal = loop {
+        let uid = format!("u{added}");
+        let result = store.execute_blocking(Command::Add {
+            entry: entry(
+                &schema,
+                &format!("uid={uid},{SUFFIX}"),
+                &[
+                    ("objectClass", &["account"]),
+                    ("uid", &[&uid]),
+                    ("description", &[&big]),
+                ],
+            ),
+        });
+        match result {
+            Ok(_) => added += 1,
+            Err(e) => break e,
+        }
+        assert!(added < 1000, "the disk never filled");
+    };
+    assert!(added > 3, "only {added} adds before the disk filled");
+    assert!(
+        matches!(refusal, StoreError::WritesRefused(_)),
+        "{refusal:?}"
+    );
+    assert_eq!(refusal.code(), ResultCode::UNWILLING_TO_PERFORM);
+    assert!(refusal.to_string().contains("disk is full"), "{refusal}");
+
+    // Reads go on and everything acknowledged is intact.
+    {
+        let snap = store.snapshot().unwrap();
+        assert_eq!(snap.len().unwrap(), added as u64 + 1);
+        assert!(snap.check().unwrap().is_empty());
+    }
+    // Free space: writes resume.
+    std::fs::remove_file(dir.join("filler")).unwrap();
+    store
+        .execute_blocking(Command::Add {
+            entry: entry(
+                &schema,
+                &format!("uid=after,{SUFFIX}"),
+                &[("objectClass", &["account"]), ("uid", &["after"])],
+            ),
+        })
+        .unwrap();
+    store.close();
+    drop(mount);
+}
