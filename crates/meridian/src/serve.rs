@@ -2,73 +2,46 @@
 //! administrator, and run the server until SIGINT or SIGTERM.
 
 use std::io::Write as _;
-use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Args;
-use meridian_config::Config;
-use meridian_model::Schema;
 use meridian_model::dn::Dn;
 use meridian_server::{AdminCredentials, PASSWORD_ENV, PasswordSource, Server};
+
+use crate::setup::{CommonArgs, Setup};
 
 /// Flags of `meridian serve`. Each one overrides the config key it names,
 /// so a throwaway server needs no file at all.
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
-    /// TOML config file (every key has a default; see docs/configuration.md).
-    #[arg(long, short = 'c')]
-    config: Option<PathBuf>,
+    #[command(flatten)]
+    common: CommonArgs,
     /// Address to listen on, e.g. 127.0.0.1:3389 (`server.listen`).
     #[arg(long)]
     listen: Option<String>,
-    /// Data directory (`directory.data_dir`).
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
-    /// Naming context served (`directory.suffix`).
-    #[arg(long)]
-    suffix: Option<String>,
     /// Administrator DN (`directory.admin_dn`).
     #[arg(long)]
     admin_dn: Option<String>,
-    /// Extra schema file, loaded after `directory.schema_files`; repeatable.
-    #[arg(long = "schema", value_name = "FILE")]
-    schema: Vec<PathBuf>,
 }
 
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let mut config = match &args.config {
-        Some(path) => Config::load(path)?,
-        None => Config::default(),
-    };
-    if let Some(listen) = args.listen {
-        config.server.listen = listen;
-    }
-    if let Some(dir) = args.data_dir {
-        config.directory.data_dir = dir;
-    }
-    if let Some(suffix) = args.suffix {
-        config.directory.suffix = suffix;
-    }
-    if let Some(admin_dn) = args.admin_dn {
-        config.directory.admin_dn = admin_dn;
-    }
-    config.directory.schema_files.extend(args.schema);
-    config.validate()?;
+    let ServeArgs {
+        common,
+        listen,
+        admin_dn,
+    } = args;
+    let Setup { config, schema, .. } = common.load(|config| {
+        if let Some(listen) = listen {
+            config.server.listen = listen;
+        }
+        if let Some(admin_dn) = admin_dn {
+            config.directory.admin_dn = admin_dn;
+        }
+    })?;
     init_logging(&config.log.level)?;
 
-    let mut schema = Schema::builtin().context("built-in schema")?;
-    for file in &config.directory.schema_files {
-        schema.load_file(file).context("schema")?;
-    }
-    let schema = Arc::new(schema);
-
-    // Schema-aware checks of the configured DNs (the config layer only
-    // checks their syntax): every attribute type must be known.
     let admin_dn = Dn::parse(config.directory.admin_dn.as_bytes(), &schema)
         .map_err(|e| anyhow::anyhow!("config key `directory.admin_dn`: {e}"))?;
-    Dn::parse(config.directory.suffix.as_bytes(), &schema)
-        .map_err(|e| anyhow::anyhow!("config key `directory.suffix`: {e}"))?;
     let env_password = std::env::var(PASSWORD_ENV).ok().filter(|p| !p.is_empty());
     let (admin, source) = AdminCredentials::load(
         &admin_dn,

@@ -37,7 +37,51 @@ pub(crate) fn apply(
             operational,
             permissive,
         } => modify(txn, ctx, dn, changes, operational, *permissive),
+        Command::RebuildIndexes => rebuild_indexes(txn, ctx),
     }
+}
+
+/// Entries read per step of a rebuild: the transaction cannot iterate one
+/// database while writing another, so entries are read in chunks.
+const REBUILD_CHUNK: usize = 1024;
+
+fn rebuild_indexes(txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<Outcome, StoreError> {
+    let dbs = ctx.dbs;
+    dbs.index.clear(txn)?;
+    let mut next: EntryId = 0;
+    let mut count = 0u64;
+    loop {
+        let mut chunk: Vec<(EntryId, Vec<u8>)> = Vec::with_capacity(REBUILD_CHUNK);
+        let start = keys::id_key(next);
+        use std::ops::Bound;
+        let from: (Bound<&[u8]>, Bound<&[u8]>) = (Bound::Included(&start[..]), Bound::Unbounded);
+        for item in dbs.id2entry.range(txn, &from)? {
+            let (key, value) = item?;
+            let Some(id) = keys::id_from(key) else {
+                continue;
+            };
+            chunk.push((id, value.to_vec()));
+            if chunk.len() == REBUILD_CHUNK {
+                break;
+            }
+        }
+        let Some(&(last, _)) = chunk.last() else {
+            break;
+        };
+        for (id, bytes) in &chunk {
+            let entry = codec::decode(bytes, ctx.schema)?;
+            write_index(
+                txn,
+                dbs,
+                ctx.indexes.entry_keys(&entry, ctx.schema),
+                *id,
+                true,
+            )?;
+            count += 1;
+        }
+        next = last + 1;
+    }
+    Ok(Outcome::Reindexed(count))
 }
 
 /// The ID of `dn`, if it exists.

@@ -38,6 +38,9 @@ pub enum Command {
         /// Permissive modify (control 1.2.840.113556.1.4.1413).
         permissive: bool,
     },
+    /// Drop every index key and rebuild them from the entries and the
+    /// configured indexes (after the config adds or removes an index).
+    RebuildIndexes,
 }
 
 /// What a successful command did.
@@ -49,4 +52,6 @@ pub enum Outcome {
     Deleted,
     /// Modified.
     Modified,
+    /// Indexes rebuilt over this many entries.
+    Reindexed(u64),
 }

@@ -83,12 +83,27 @@ pub struct StoreOptions {
     pub suffixes: Vec<Dn>,
 }
 
-/// A store: cheap to clone, shared by all connections.
+/// A store: cheap to clone, shared by all connections. When the last
+/// clone is dropped, the writer finishes the commands already queued and
+/// its thread is joined, so the environment is closed when drop returns.
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
+    // Declared before `writer`: the channel must close before the join.
     sender: mpsc::Sender<Job>,
-    writer: Arc<Mutex<Option<std::thread::JoinHandle<()>>>>,
+    // Held only for its Drop, which joins the writer thread.
+    _writer: Arc<WriterThread>,
+}
+
+struct WriterThread(Mutex<Option<std::thread::JoinHandle<()>>>);
+
+impl Drop for WriterThread {
+    fn drop(&mut self) {
+        let handle = self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -178,7 +193,7 @@ impl Store {
         Ok(Store {
             inner,
             sender,
-            writer: Arc::new(Mutex::new(Some(handle))),
+            _writer: Arc::new(WriterThread(Mutex::new(Some(handle)))),
         })
     }
 
@@ -223,19 +238,10 @@ impl Store {
         self.inner.env.info().map_size
     }
 
-    /// Stops the writer after the commands already queued, and waits.
+    /// Drops this handle; if it is the last one, waits for the writer to
+    /// finish the queued commands and stop (see the type's doc).
     pub fn close(self) {
-        let Store {
-            inner,
-            sender,
-            writer,
-        } = self;
-        drop(sender);
-        let handle = writer.lock().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some(handle) = handle {
-            let _ = handle.join();
-        }
-        drop(inner);
+        drop(self);
     }
 }
 

@@ -27,11 +27,14 @@ struct Fixture {
     store: Store,
     schema: Arc<Schema>,
     dir: PathBuf,
+    keep: bool,
 }
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
@@ -67,7 +70,12 @@ fn open(backend: Backend, tag: &str, tweak: impl FnOnce(&mut StorageConfig)) -> 
         Arc::clone(&schema),
     )
     .unwrap();
-    Fixture { store, schema, dir }
+    Fixture {
+        store,
+        schema,
+        dir,
+        keep: false,
+    }
 }
 
 fn entry(schema: &Schema, dn: &str, attrs: &[(&str, &[&str])]) -> Entry {
@@ -549,6 +557,51 @@ mod planner_properties {
             });
         }
     }
+}
+
+#[test]
+fn indexes_added_later_are_built_by_a_rebuild() {
+    let dir;
+    {
+        let f = open(Backend::Mdb, "reindex", |s| {
+            s.indexes.remove("uid");
+        });
+        base_tree(&f);
+        for i in 0..30u32 {
+            person(&f, &format!("r{i}"), "Doe", 3000 + i);
+        }
+        assert!(!search(&f, SUFFIX, Scope::Subtree, "(uid=r7)").1);
+        dir = f.dir.clone();
+        let mut f = f;
+        // Keep the files; dropping the store closes the environment.
+        f.keep = true;
+    }
+    // Reopen the same files with the uid index configured.
+    let schema = Arc::new(Schema::builtin().unwrap());
+    let store = Store::open(
+        StoreOptions {
+            path: dir.clone(),
+            storage: StorageConfig::default(),
+            suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+        },
+        Arc::clone(&schema),
+    )
+    .unwrap();
+    let f = Fixture {
+        store,
+        schema,
+        dir,
+        keep: false,
+    };
+    // Before the rebuild the index is empty, and the check says so.
+    assert!(!f.store.snapshot().unwrap().check().unwrap().is_empty());
+    assert_eq!(
+        f.store.execute_blocking(Command::RebuildIndexes).unwrap(),
+        Outcome::Reindexed(33)
+    );
+    assert!(f.store.snapshot().unwrap().check().unwrap().is_empty());
+    let (found, indexed) = search(&f, SUFFIX, Scope::Subtree, "(uid=r7)");
+    assert_eq!((found.len(), indexed), (1, true));
 }
 
 #[test]

@@ -1,0 +1,90 @@
+//! What every subcommand that touches the directory shares: the config
+//! file and the flags that override it, the schema, and the store.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Args;
+use meridian_config::Config;
+use meridian_model::Schema;
+use meridian_model::dn::Dn;
+use meridian_store::{Store, StoreOptions};
+
+/// Flags shared by `serve`, `check` and `reindex`. Each overrides the
+/// config key it names, so a throwaway setup needs no file at all.
+#[derive(Debug, Args)]
+pub(crate) struct CommonArgs {
+    /// TOML config file (every key has a default; see docs/configuration.md).
+    #[arg(long, short = 'c')]
+    config: Option<PathBuf>,
+    /// Data directory (`directory.data_dir`).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Naming context (`directory.suffix`).
+    #[arg(long)]
+    suffix: Option<String>,
+    /// Extra schema file, loaded after `directory.schema_files`; repeatable.
+    #[arg(long = "schema", value_name = "FILE")]
+    schema: Vec<PathBuf>,
+}
+
+/// The loaded configuration and schema.
+pub(crate) struct Setup {
+    pub(crate) config: Config,
+    pub(crate) schema: Arc<Schema>,
+    pub(crate) suffix: Dn,
+}
+
+impl CommonArgs {
+    /// Reads the config, applies the flags (and `extra`, for flags of one
+    /// subcommand), validates, and loads the schema.
+    pub(crate) fn load(self, extra: impl FnOnce(&mut Config)) -> anyhow::Result<Setup> {
+        let mut config = match &self.config {
+            Some(path) => Config::load(path)?,
+            None => Config::default(),
+        };
+        if let Some(dir) = self.data_dir {
+            config.directory.data_dir = dir;
+        }
+        if let Some(suffix) = self.suffix {
+            config.directory.suffix = suffix;
+        }
+        config.directory.schema_files.extend(self.schema);
+        extra(&mut config);
+        config.validate()?;
+        let mut schema = Schema::builtin().context("built-in schema")?;
+        for file in &config.directory.schema_files {
+            schema.load_file(file).context("schema")?;
+        }
+        // Schema-aware check of the suffix (the config layer only checks
+        // its syntax): every attribute type must be known.
+        let suffix = Dn::parse(config.directory.suffix.as_bytes(), &schema)
+            .map_err(|e| anyhow::anyhow!("config key `directory.suffix`: {e}"))?;
+        Ok(Setup {
+            config,
+            schema: Arc::new(schema),
+            suffix,
+        })
+    }
+}
+
+impl Setup {
+    /// Where the store's files live.
+    pub(crate) fn store_path(&self) -> PathBuf {
+        self.config.directory.data_dir.join("db")
+    }
+
+    /// Opens the store.
+    pub(crate) fn open_store(&self) -> anyhow::Result<Store> {
+        Store::open(
+            StoreOptions {
+                path: self.store_path(),
+                storage: self.config.storage.clone(),
+                suffixes: vec![self.suffix.clone()],
+            },
+            Arc::clone(&self.schema),
+        )
+        .with_context(|| format!("opening the store in {}", self.store_path().display()))
+    }
+}
