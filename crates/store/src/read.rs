@@ -47,6 +47,32 @@ impl<'s> Snapshot<'s> {
         (&self.txn, self.inner)
     }
 
+    /// Benchmark ceiling: the bytes of the stored entry at `dn`, looked up
+    /// through `dn2id` and `id2entry` with no decoding. Raw LMDB cost.
+    #[doc(hidden)]
+    pub fn raw_get_len(&self, dn: &Dn) -> Result<Option<usize>, StoreError> {
+        let Some(id) = self.id(dn)? else {
+            return Ok(None);
+        };
+        Ok(self
+            .inner
+            .dbs
+            .id2entry
+            .get(&self.txn, &keys::id_key(id))?
+            .map(<[u8]>::len))
+    }
+
+    /// Benchmark ceiling: walks every stored entry without decoding and
+    /// returns the bytes seen. Raw LMDB cost of a full scan.
+    #[doc(hidden)]
+    pub fn raw_scan_len(&self) -> Result<usize, StoreError> {
+        let mut total = 0;
+        for item in self.inner.dbs.id2entry.iter(&self.txn)? {
+            total += item?.1.len();
+        }
+        Ok(total)
+    }
+
     /// The ID of `dn`.
     pub fn id(&self, dn: &Dn) -> Result<Option<EntryId>, StoreError> {
         apply::lookup(&self.txn, &self.inner.dbs, dn)

@@ -1,0 +1,204 @@
+//! Store benchmarks (issue 4). Results and commands: `docs/BENCHMARKS.md`.
+//!
+//! Dataset: `MERIDIAN_BENCH_ENTRIES` posixAccount+inetOrgPerson entries
+//! (default 50,000) under one suffix, durable LMDB in a temporary
+//! directory, default indexes. Raw LMDB figures on the same environment
+//! (lookups and a scan without decoding) are the ceiling.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Instant;
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use meridian_config::StorageConfig;
+use meridian_model::Schema;
+use meridian_model::dn::Dn;
+use meridian_model::entry::Entry;
+use meridian_model::modify::{ModOp, Modification};
+use meridian_proto::{Depth, Filter, Scope, filter_str};
+use meridian_store::{Command, Store, StoreOptions};
+
+const SUFFIX: &str = "dc=example,dc=com";
+
+fn entry(schema: &Schema, dn: &str, attrs: &[(&str, &[&str])]) -> Entry {
+    let dn = Dn::parse(dn.as_bytes(), schema).unwrap();
+    Entry::new(
+        dn,
+        attrs
+            .iter()
+            .map(|(n, vs)| (n.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
+        schema,
+    )
+    .unwrap()
+}
+
+fn populate(store: &Store, schema: &Arc<Schema>, n: usize, runtime: &tokio::runtime::Runtime) {
+    store
+        .execute_blocking(Command::Add {
+            entry: entry(
+                schema,
+                SUFFIX,
+                &[
+                    ("objectClass", &["dcObject", "organization"]),
+                    ("dc", &["example"]),
+                    ("o", &["x"]),
+                ],
+            ),
+        })
+        .unwrap();
+    runtime.block_on(async {
+        for chunk in (0..n).collect::<Vec<_>>().chunks(2000) {
+            let mut tasks = Vec::with_capacity(chunk.len());
+            for &i in chunk {
+                let store = store.clone();
+                let schema = Arc::clone(schema);
+                tasks.push(tokio::spawn(async move {
+                    let uid = format!("user.{i}");
+                    let num = (10_000 + i).to_string();
+                    let e = entry(
+                        &schema,
+                        &format!("uid={uid},{SUFFIX}"),
+                        &[
+                            ("objectClass", &["inetOrgPerson", "posixAccount"]),
+                            ("uid", &[&uid]),
+                            ("cn", &[&format!("User {i}")]),
+                            ("sn", &["User"]),
+                            ("mail", &[&format!("{uid}@example.com")]),
+                            ("uidNumber", &[&num]),
+                            ("gidNumber", &["100"]),
+                            ("homeDirectory", &[&format!("/home/{uid}")]),
+                            ("loginShell", &["/bin/bash"]),
+                            ("description", &["0"]),
+                        ],
+                    );
+                    store.execute(Command::Add { entry: e }).await.unwrap();
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+        }
+    });
+}
+
+fn bench(c: &mut Criterion) {
+    let n: usize = std::env::var("MERIDIAN_BENCH_ENTRIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50_000);
+    let schema = Arc::new(Schema::builtin().unwrap());
+    let dir = std::env::temp_dir().join(format!("meridian-bench-store-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::open(
+        StoreOptions {
+            path: dir.clone(),
+            storage: StorageConfig::default(),
+            suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+        },
+        Arc::clone(&schema),
+    )
+    .unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    populate(&store, &schema, n, &runtime);
+    eprintln!(
+        "loaded {n} entries in {:.1} s ({:.0} adds/s, durable, group commit)",
+        started.elapsed().as_secs_f64(),
+        n as f64 / started.elapsed().as_secs_f64()
+    );
+
+    let dns: Vec<Dn> = (0..1024)
+        .map(|i| {
+            Dn::parse(
+                format!("uid=user.{},{SUFFIX}", (i * 7919) % n).as_bytes(),
+                &schema,
+            )
+            .unwrap()
+        })
+        .collect();
+    let mut next = 0usize;
+    c.bench_function("get_by_dn_decoded", |b| {
+        b.iter(|| {
+            next = (next + 1) % dns.len();
+            let snap = store.snapshot().unwrap();
+            black_box(snap.get(&dns[next]).unwrap().unwrap());
+        })
+    });
+    c.bench_function("get_by_dn_raw_lmdb", |b| {
+        b.iter(|| {
+            next = (next + 1) % dns.len();
+            let snap = store.snapshot().unwrap();
+            black_box(snap.raw_get_len(&dns[next]).unwrap().unwrap());
+        })
+    });
+
+    let base = Dn::parse(SUFFIX.as_bytes(), &schema).unwrap();
+    let ber = filter_str::parse(&format!("(homeDirectory=/home/user.{})", n - 1), 8).unwrap();
+    let unindexed = Filter::from_ber(&ber, Depth::new(8)).unwrap();
+    let mut group = c.benchmark_group("scan");
+    group.sample_size(10);
+    group.bench_function("unindexed_subtree_search", |b| {
+        b.iter(|| {
+            let snap = store.snapshot().unwrap();
+            let report = snap
+                .search(&base, Scope::Subtree, &unindexed, |_, _| true)
+                .unwrap();
+            assert_eq!(report.matched, 1);
+        })
+    });
+    group.bench_function("raw_lmdb_scan", |b| {
+        b.iter(|| black_box(store.snapshot().unwrap().raw_scan_len().unwrap()))
+    });
+    group.bench_function("batch_of_1000_durable_modifies", |b| {
+        let mut round = 0u64;
+        b.iter_batched(
+            || {
+                round += 1;
+                round
+            },
+            |round| {
+                runtime.block_on(async {
+                    let mut tasks = Vec::with_capacity(1000);
+                    for i in 0..1000usize {
+                        let store = store.clone();
+                        let dn = Dn::parse(
+                            format!("uid=user.{},{SUFFIX}", (i * 31) % n).as_bytes(),
+                            &schema,
+                        )
+                        .unwrap();
+                        tasks.push(tokio::spawn(async move {
+                            store
+                                .execute(Command::Modify {
+                                    dn,
+                                    changes: vec![Modification {
+                                        op: ModOp::Replace,
+                                        attr: "description".into(),
+                                        values: vec![round.to_string().into_bytes()],
+                                    }],
+                                    operational: vec![],
+                                    permissive: false,
+                                })
+                                .await
+                                .unwrap();
+                        }));
+                    }
+                    for t in tasks {
+                        t.await.unwrap();
+                    }
+                })
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
