@@ -5,7 +5,12 @@
 //! directory, default indexes. Raw LMDB figures on the same environment
 //! (lookups and a scan without decoding) are the ceiling.
 
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing
+)]
 
 use std::hint::black_box;
 use std::sync::Arc;
