@@ -56,19 +56,19 @@ enum Node {
     Or(Vec<Node>),
     Not(Box<Node>),
     Compare {
-        desc: Description,
+        desc: Wanted,
         rule: &'static RuleInfo,
         key: Vec<u8>,
         want: Want,
     },
     Substrings {
-        desc: Description,
+        desc: Wanted,
         rule: &'static RuleInfo,
         parts: Vec<(Part, Vec<u8>)>,
     },
-    Present(Description),
+    Present(Wanted),
     Approx {
-        desc: Description,
+        desc: Wanted,
         rule: &'static RuleInfo,
         key: Vec<u8>,
     },
@@ -81,7 +81,7 @@ enum Node {
     /// `(objectClass=x)`: TRUE when the entry belongs to `x` or a
     /// subclass of it, as slapd's objectSubClassMatch does (an
     /// inetOrgPerson is a person).
-    ObjectClass(crate::schema::ClassId),
+    ObjectClass(crate::schema::ClassId, Wanted),
     /// Always Undefined (unknown type, missing rule, invalid assertion).
     Undefined,
     /// Always FALSE (`present` of an unknown type).
@@ -119,12 +119,12 @@ impl CompiledFilter {
     }
 
     /// Evaluates the filter against `entry`.
-    pub fn evaluate(&self, entry: &Entry, schema: &Schema) -> Ternary {
+    pub fn evaluate<T: Target + ?Sized>(&self, entry: &T, schema: &Schema) -> Ternary {
         eval(&self.root, entry, schema)
     }
 
     /// True if the entry matches (TRUE; FALSE and Undefined do not).
-    pub fn matches(&self, entry: &Entry, schema: &Schema) -> bool {
+    pub fn matches<T: Target + ?Sized>(&self, entry: &T, schema: &Schema) -> bool {
         self.evaluate(entry, schema) == Ternary::True
     }
 }
@@ -146,7 +146,9 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
             Some(f) => Node::Not(Box::new(compile(&f, schema))),
             None => Node::Undefined,
         },
-        Filter::Present(attr) => desc(attr).map_or(Node::False, Node::Present),
+        Filter::Present(attr) => {
+            desc(attr).map_or(Node::False, |d| Node::Present(Wanted::new(d, schema)))
+        }
         Filter::Equality(ava) | Filter::GreaterOrEqual(ava) | Filter::LessOrEqual(ava) => {
             let (kind, want) = match filter {
                 Filter::Equality(_) => (RuleKind::Equality, Want::Equal),
@@ -161,7 +163,7 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
                     .ok()
                     .and_then(|n| schema.class_id(n.trim()))
                 {
-                    Some(class) => Node::ObjectClass(class),
+                    Some(class) => Node::ObjectClass(class, Wanted::new(d, schema)),
                     // An unknown class is an assertion value the rule
                     // cannot take: Undefined, as in slapd.
                     None => Node::Undefined,
@@ -172,7 +174,7 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
             };
             match rule.key(ava.value, schema) {
                 Some(key) => Node::Compare {
-                    desc: d,
+                    desc: Wanted::new(d, schema),
                     rule,
                     key,
                     want,
@@ -188,7 +190,11 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
                 return Node::Undefined;
             };
             match approx_key(rule.norm, ava.value, schema) {
-                Some(key) => Node::Approx { desc: d, rule, key },
+                Some(key) => Node::Approx {
+                    desc: Wanted::new(d, schema),
+                    rule,
+                    key,
+                },
                 None => Node::Undefined,
             }
         }
@@ -210,7 +216,7 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
                 .collect();
             match rule.substring_parts(&parts, schema) {
                 Some(parts) => Node::Substrings {
-                    desc: d,
+                    desc: Wanted::new(d, schema),
                     rule,
                     parts,
                 },
@@ -254,21 +260,147 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
     }
 }
 
-/// Combines per-value results: TRUE if any is TRUE, else Undefined if any
-/// is, else FALSE.
-fn any_value(results: impl Iterator<Item = Ternary>) -> Ternary {
-    let mut undefined = false;
-    for r in results {
-        match r {
-            Ternary::True => return Ternary::True,
-            Ternary::Undefined => undefined = true,
-            Ternary::False => {}
+/// What a filter is evaluated against: an [`Entry`], or any other view of
+/// one (the store evaluates filters on stored bytes, without building an
+/// `Entry` for every candidate).
+pub trait Target {
+    /// Calls `visit` with each attribute (its name and values) until it
+    /// returns false.
+    fn visit_attributes(
+        &self,
+        schema: &Schema,
+        visit: &mut dyn FnMut(AttrName<'_>, &mut dyn Iterator<Item = &[u8]>) -> bool,
+    );
+
+    /// The `(type, value)` pairs of the entry's DN, for `dnAttributes`.
+    fn dn_values(&self, schema: &Schema) -> Vec<(AttrId, Vec<u8>)>;
+}
+
+/// An attribute's name as a [`Target`] has it: already resolved, or the
+/// raw description bytes of a stored entry (resolved only if needed: most
+/// filter items just compare names).
+#[derive(Debug, Clone, Copy)]
+pub enum AttrName<'a> {
+    /// A resolved description.
+    Resolved(&'a Description),
+    /// `type;options` as stored.
+    Raw(&'a [u8]),
+}
+
+impl AttrName<'_> {
+    fn resolve(self, schema: &Schema) -> Option<Description> {
+        match self {
+            AttrName::Resolved(d) => Some(d.clone()),
+            AttrName::Raw(raw) => Description::parse(raw, schema).ok(),
         }
     }
-    if undefined {
-        Ternary::Undefined
-    } else {
-        Ternary::False
+}
+
+/// The attribute a filter item is about, with every spelling that names
+/// it or one of its subtypes (names and OIDs, lower case), so raw names
+/// are matched by comparing bytes, not by schema lookups.
+#[derive(Debug, Clone)]
+struct Wanted {
+    desc: Description,
+    spellings: Vec<String>,
+}
+
+impl Wanted {
+    fn new(desc: Description, schema: &Schema) -> Wanted {
+        let spellings = schema.family_spellings(desc.attr).to_vec();
+        Wanted { desc, spellings }
+    }
+
+    fn matches(&self, name: AttrName<'_>, schema: &Schema) -> bool {
+        match name {
+            AttrName::Resolved(d) => d.is_matched_by(&self.desc, schema),
+            AttrName::Raw(raw) => {
+                let mut parts = raw.split(|b| *b == b';');
+                let base = parts.next().unwrap_or_default();
+                if !self
+                    .spellings
+                    .iter()
+                    .any(|s| s.as_bytes().eq_ignore_ascii_case(base))
+                {
+                    return false;
+                }
+                // Every option asked for must be on the attribute.
+                let options: Vec<&[u8]> = parts.collect();
+                self.desc.options.iter().all(|want| {
+                    options
+                        .iter()
+                        .any(|o| o.eq_ignore_ascii_case(want.as_bytes()))
+                })
+            }
+        }
+    }
+}
+
+impl<T: Target + ?Sized> Target for &T {
+    fn visit_attributes(
+        &self,
+        schema: &Schema,
+        visit: &mut dyn FnMut(AttrName<'_>, &mut dyn Iterator<Item = &[u8]>) -> bool,
+    ) {
+        (**self).visit_attributes(schema, visit);
+    }
+
+    fn dn_values(&self, schema: &Schema) -> Vec<(AttrId, Vec<u8>)> {
+        (**self).dn_values(schema)
+    }
+}
+
+impl Target for Entry {
+    fn visit_attributes(
+        &self,
+        _schema: &Schema,
+        visit: &mut dyn FnMut(AttrName<'_>, &mut dyn Iterator<Item = &[u8]>) -> bool,
+    ) {
+        for a in &self.attributes {
+            if !visit(
+                AttrName::Resolved(&a.desc),
+                &mut a.values.iter().map(Vec::as_slice),
+            ) {
+                return;
+            }
+        }
+    }
+
+    fn dn_values(&self, _schema: &Schema) -> Vec<(AttrId, Vec<u8>)> {
+        self.dn.rdn_values().iter().flatten().cloned().collect()
+    }
+}
+
+/// Accumulates per-value results: TRUE if any is TRUE (and stops), else
+/// Undefined if any is, else FALSE.
+#[derive(Debug, Clone, Copy, Default)]
+struct AnyValue {
+    truth: bool,
+    undefined: bool,
+}
+
+impl AnyValue {
+    /// Adds one result; returns false once TRUE is reached.
+    fn add(&mut self, r: Ternary) -> bool {
+        match r {
+            Ternary::True => {
+                self.truth = true;
+                return false;
+            }
+            Ternary::Undefined => self.undefined = true,
+            Ternary::False => {}
+        }
+        true
+    }
+
+    fn result(self) -> Ternary {
+        if self.truth {
+            Ternary::True
+        } else if self.undefined {
+            Ternary::Undefined
+        } else {
+            Ternary::False
+        }
     }
 }
 
@@ -285,17 +417,29 @@ fn compare(rule: &RuleInfo, value: &[u8], key: &[u8], want: Want, schema: &Schem
     if hit { Ternary::True } else { Ternary::False }
 }
 
-fn values<'e>(
-    entry: &'e Entry,
-    desc: &'e Description,
-    schema: &'e Schema,
-) -> impl Iterator<Item = &'e [u8]> {
-    entry
-        .matching(desc, schema)
-        .flat_map(|a| a.values.iter().map(Vec::as_slice))
+/// Folds `test` over the values of the attributes `wanted` matches.
+fn over_values<T: Target + ?Sized>(
+    target: &T,
+    wanted: &Wanted,
+    schema: &Schema,
+    mut test: impl FnMut(&[u8]) -> Ternary,
+) -> Ternary {
+    let mut acc = AnyValue::default();
+    target.visit_attributes(schema, &mut |name, values| {
+        if !wanted.matches(name, schema) {
+            return true;
+        }
+        for v in values {
+            if !acc.add(test(v)) {
+                return false;
+            }
+        }
+        true
+    });
+    acc.result()
 }
 
-fn eval(node: &Node, entry: &Entry, schema: &Schema) -> Ternary {
+fn eval<T: Target + ?Sized>(node: &Node, entry: &T, schema: &Schema) -> Ternary {
     match node {
         Node::And(children) => {
             let mut undefined = false;
@@ -312,38 +456,47 @@ fn eval(node: &Node, entry: &Entry, schema: &Schema) -> Ternary {
                 Ternary::True
             }
         }
-        Node::Or(children) => any_value(children.iter().map(|c| eval(c, entry, schema))),
-        Node::Not(child) => eval(child, entry, schema).not(),
-        Node::Present(desc) => {
-            if entry.matching(desc, schema).next().is_some() {
-                Ternary::True
-            } else {
-                Ternary::False
+        Node::Or(children) => {
+            let mut acc = AnyValue::default();
+            for child in children {
+                if !acc.add(eval(child, entry, schema)) {
+                    break;
+                }
             }
+            acc.result()
+        }
+        Node::Not(child) => eval(child, entry, schema).not(),
+        Node::Present(wanted) => {
+            let mut found = false;
+            entry.visit_attributes(schema, &mut |name, _| {
+                found = wanted.matches(name, schema);
+                !found
+            });
+            if found { Ternary::True } else { Ternary::False }
         }
         Node::Compare {
             desc,
             rule,
             key,
             want,
-        } => any_value(values(entry, desc, schema).map(|v| compare(rule, v, key, *want, schema))),
+        } => over_values(entry, desc, schema, |v| {
+            compare(rule, v, key, *want, schema)
+        }),
         Node::Approx { desc, rule, key } => {
-            any_value(
-                values(entry, desc, schema).map(|v| match approx_key(rule.norm, v, schema) {
+            over_values(entry, desc, schema, |v| {
+                match approx_key(rule.norm, v, schema) {
                     Some(k) if k == *key => Ternary::True,
                     Some(_) => Ternary::False,
                     None => Ternary::Undefined,
-                }),
-            )
+                }
+            })
         }
         Node::Substrings { desc, rule, parts } => {
-            any_value(
-                values(entry, desc, schema).map(|v| match rule.key(v, schema) {
-                    Some(k) if substrings_match(&k, parts) => Ternary::True,
-                    Some(_) => Ternary::False,
-                    None => Ternary::Undefined,
-                }),
-            )
+            over_values(entry, desc, schema, |v| match rule.key(v, schema) {
+                Some(k) if substrings_match(&k, parts) => Ternary::True,
+                Some(_) => Ternary::False,
+                None => Ternary::Undefined,
+            })
         }
         Node::Extensible {
             desc,
@@ -352,8 +505,8 @@ fn eval(node: &Node, entry: &Entry, schema: &Schema) -> Ternary {
             dn_attributes,
         } => {
             let want = if rule.kind == RuleKind::Ordering {
-                // An ordering rule used as a match means "less than or
-                // equal" is not defined by the RFC; X.501 uses "less".
+                // X.501 reads an ordering rule used as a match as "less
+                // than or equal" for the assertion.
                 Want::LessOrEqual
             } else {
                 Want::Equal
@@ -366,44 +519,46 @@ fn eval(node: &Node, entry: &Entry, schema: &Schema) -> Ternary {
                     .attr(attr)
                     .is_some_and(|a| a.syntax_oid == rule.syntax),
             };
-            let from_entry = entry
-                .attributes
-                .iter()
-                .filter(|a| {
-                    applies(a.desc.attr)
-                        && desc
-                            .as_ref()
-                            .is_none_or(|d| a.desc.is_matched_by(d, schema))
-                })
-                .flat_map(|a| a.values.iter())
-                .map(|v| compare(rule, v, key, want, schema));
-            let from_dn: Vec<Ternary> = if *dn_attributes {
-                entry
-                    .dn
-                    .rdn_values()
-                    .iter()
-                    .flatten()
-                    .filter(|(attr, _)| applies(*attr))
-                    .map(|(_, v)| compare(rule, v, key, want, schema))
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            any_value(from_entry.chain(from_dn))
+            let mut acc = AnyValue::default();
+            entry.visit_attributes(schema, &mut |name, values| {
+                // Extensible matches are rare: resolving every name is fine.
+                let Some(d) = name.resolve(schema) else {
+                    return true;
+                };
+                if !applies(d.attr) || desc.as_ref().is_some_and(|w| !d.is_matched_by(w, schema)) {
+                    return true;
+                }
+                for v in values {
+                    if !acc.add(compare(rule, v, key, want, schema)) {
+                        return false;
+                    }
+                }
+                true
+            });
+            if *dn_attributes && !acc.truth {
+                for (attr, v) in entry.dn_values(schema) {
+                    if applies(attr) && !acc.add(compare(rule, &v, key, want, schema)) {
+                        break;
+                    }
+                }
+            }
+            acc.result()
         }
-        Node::ObjectClass(class) => {
-            let oc = schema.attribute_id("objectClass");
-            let member = entry
-                .attributes
-                .iter()
-                .filter(|a| Some(a.desc.attr) == oc)
-                .flat_map(|a| a.values.iter())
-                .filter_map(|v| {
-                    std::str::from_utf8(v)
-                        .ok()
-                        .and_then(|n| schema.class_id(n.trim()))
-                })
-                .any(|c| schema.class_inherits(c, *class));
+        Node::ObjectClass(class, wanted) => {
+            let mut member = false;
+            entry.visit_attributes(schema, &mut |name, values| {
+                if !wanted.matches(name, schema) {
+                    return true;
+                }
+                member = values
+                    .filter_map(|v| {
+                        std::str::from_utf8(v)
+                            .ok()
+                            .and_then(|n| schema.class_id(n.trim()))
+                    })
+                    .any(|c| schema.class_inherits(c, *class));
+                !member
+            });
             if member {
                 Ternary::True
             } else {
@@ -460,6 +615,25 @@ mod tests {
         let ber = filter_str::parse(filter, 32).unwrap();
         let f = Filter::from_ber(&ber, Depth::new(32)).unwrap();
         CompiledFilter::compile(&f, &schema).evaluate(&person(&schema), &schema)
+    }
+
+    #[test]
+    fn family_spellings_cover_subtypes() {
+        let schema = Schema::builtin().unwrap();
+        let name = schema.family_spellings(schema.attribute_id("name").unwrap());
+        for expected in [
+            "name",
+            "2.5.4.41",
+            "cn",
+            "commonname",
+            "2.5.4.3",
+            "sn",
+            "surname",
+        ] {
+            assert!(name.iter().any(|s| s == expected), "{expected}");
+        }
+        let cn = schema.family_spellings(schema.attribute_id("cn").unwrap());
+        assert!(!cn.iter().any(|s| s == "sn"));
     }
 
     #[test]

@@ -143,8 +143,14 @@ fn ascii_collapse(bytes: &[u8], fold: bool, part: Part, out: &mut String) {
     let mut leading = false;
     let mut pending = false;
     for &b in bytes {
-        let Some(c) = mapped(char::from(b)) else {
-            continue;
+        // Printable ASCII other than space maps to itself.
+        let c = if (0x21..0x7f).contains(&b) {
+            char::from(b)
+        } else {
+            match mapped(char::from(b)) {
+                Some(c) => c,
+                None => continue,
+            }
         };
         if c == ' ' {
             if out.is_empty() {

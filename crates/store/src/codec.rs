@@ -16,6 +16,8 @@
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
 use meridian_model::entry::Entry;
+use meridian_model::filter::{AttrName, Target};
+use meridian_model::schema::AttrId;
 
 use crate::StoreError;
 
@@ -60,6 +62,13 @@ fn corrupt(what: &str) -> StoreError {
 
 impl<'a> Cursor<'a> {
     fn varint(&mut self) -> Result<u64, StoreError> {
+        // Nearly every length is below 128: one byte (the scan's hot path).
+        if let Some((&b, rest)) = self.data.split_first() {
+            if b < 0x80 {
+                self.data = rest;
+                return Ok(u64::from(b));
+            }
+        }
         let mut v: u64 = 0;
         for shift in (0..64).step_by(7) {
             let (&b, rest) = self
@@ -123,6 +132,89 @@ pub fn decode(bytes: &[u8], schema: &Schema) -> Result<Entry, StoreError> {
         return Err(corrupt("trailing bytes"));
     }
     Ok(Entry::new(dn, attrs, schema)?)
+}
+
+/// A stored entry evaluated where it lies: filters run on the record's
+/// bytes, and only entries that match are decoded into an [`Entry`].
+/// A malformed record yields no attributes (the full decode reports it).
+#[derive(Debug, Clone, Copy)]
+pub struct RawEntry<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> RawEntry<'a> {
+    /// Wraps a stored record.
+    pub fn new(bytes: &'a [u8]) -> Self {
+        RawEntry { bytes }
+    }
+
+    /// The cursor positioned at the attribute count.
+    fn attributes_cursor(&self) -> Option<Cursor<'a>> {
+        let (&version, rest) = self.bytes.split_first()?;
+        if version != VERSION {
+            return None;
+        }
+        let mut c = Cursor { data: rest };
+        c.bytes().ok()?;
+        Some(c)
+    }
+}
+
+/// The values of one stored attribute, read lazily.
+struct Values<'a> {
+    cursor: Cursor<'a>,
+    left: u64,
+}
+
+impl<'a> Iterator for Values<'a> {
+    type Item = &'a [u8];
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        self.cursor.bytes().ok()
+    }
+}
+
+impl Target for RawEntry<'_> {
+    fn visit_attributes(
+        &self,
+        _schema: &Schema,
+        visit: &mut dyn FnMut(AttrName<'_>, &mut dyn Iterator<Item = &[u8]>) -> bool,
+    ) {
+        let Some(mut c) = self.attributes_cursor() else {
+            return;
+        };
+        let Ok(count) = c.varint() else { return };
+        for _ in 0..count {
+            let Ok(name) = c.bytes() else { return };
+            let Ok(n) = c.varint() else { return };
+            let values_start = Cursor { data: c.data };
+            // Skip the values on the main cursor first.
+            for _ in 0..n {
+                if c.bytes().is_err() {
+                    return;
+                }
+            }
+            let mut values = Values {
+                cursor: values_start,
+                left: n,
+            };
+            if !visit(AttrName::Raw(name), &mut values) {
+                return;
+            }
+        }
+    }
+
+    fn dn_values(&self, schema: &Schema) -> Vec<(AttrId, Vec<u8>)> {
+        decode_dn(self.bytes)
+            .ok()
+            .filter(|dn| !dn.is_empty())
+            .and_then(|dn| Dn::parse(dn, schema).ok())
+            .map(|dn| dn.rdn_values().iter().flatten().cloned().collect())
+            .unwrap_or_default()
+    }
 }
 
 #[cfg(test)]

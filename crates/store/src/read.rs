@@ -11,7 +11,7 @@ use meridian_proto::{Filter, Scope};
 use crate::apply::{self, ROOT_ID};
 use crate::keys::{self, EntryId};
 use crate::plan::{Plan, Planner};
-use crate::{Inner, StoreError};
+use crate::{Inner, StoreError, codec};
 
 /// A read transaction. Field order matters: the transaction ends before
 /// the resize guard is released.
@@ -199,28 +199,73 @@ impl<'s> Snapshot<'s> {
             indexed: matches!(plan, Plan::Ids(_)),
             ..SearchReport::default()
         };
-        let in_scope = |entry: &Entry| match scope {
-            Scope::Base => true,
-            Scope::OneLevel => entry
-                .dn
-                .parent()
-                .is_some_and(|p| p.normalized() == base.normalized()),
-            Scope::Subtree => entry.dn.is_within(base),
-            Scope::Subordinate => entry.dn.is_descendant_of(base),
-        };
-        let ids = match plan {
-            Plan::All => self.scope_ids(base, base_id, scope)?,
-            Plan::Ids(ids) => ids,
-        };
-        for id in ids {
-            let entry = self.entry(id)?;
-            report.candidates += 1;
-            if !in_scope(&entry) || !compiled.matches(&entry, schema) {
-                continue;
+        // Candidates from an index may lie outside the scope; the ones from
+        // walking the scope cannot.
+        let check_scope = matches!(plan, Plan::Ids(_));
+        let in_scope = |bytes: &[u8]| -> Result<bool, StoreError> {
+            if !check_scope {
+                return Ok(true);
             }
+            let text = codec::decode_dn(bytes)?;
+            let dn = if text.is_empty() {
+                Dn::root()
+            } else {
+                Dn::parse(text, schema)?
+            };
+            Ok(match scope {
+                Scope::Base => true,
+                Scope::OneLevel => dn
+                    .parent()
+                    .is_some_and(|p| p.normalized() == base.normalized()),
+                Scope::Subtree => dn.is_within(base),
+                Scope::Subordinate => dn.is_descendant_of(base),
+            })
+        };
+        // Evaluate on the stored bytes; decode only what matches.
+        let mut visit = |id: EntryId, bytes: &[u8]| -> Result<bool, StoreError> {
+            report.candidates += 1;
+            if !in_scope(bytes)? || !compiled.matches(&codec::RawEntry::new(bytes), schema) {
+                return Ok(true);
+            }
+            let entry = codec::decode(bytes, schema)?;
             report.matched += 1;
-            if !each(id, &entry) {
-                break;
+            Ok(each(id, &entry))
+        };
+        // A scan of everything under the only naming context (or the root)
+        // reads id2entry in order instead of looking entries up one by one.
+        let whole_store = matches!(plan, Plan::All)
+            && scope == Scope::Subtree
+            && (base.is_root()
+                || (self.inner.suffixes.len() == 1
+                    && self
+                        .inner
+                        .suffixes
+                        .iter()
+                        .all(|s| s.normalized() == base.normalized())));
+        if whole_store {
+            for item in self.inner.dbs.id2entry.iter(&self.txn)? {
+                let (key, bytes) = item?;
+                let Some(id) = keys::id_from(key) else {
+                    continue;
+                };
+                if !visit(id, bytes)? {
+                    break;
+                }
+            }
+        } else {
+            let ids = match plan {
+                Plan::All => self.scope_ids(base, base_id, scope)?,
+                Plan::Ids(ids) => ids,
+            };
+            for id in ids {
+                let Some(bytes) = self.inner.dbs.id2entry.get(&self.txn, &keys::id_key(id))? else {
+                    return Err(StoreError::Engine(format!(
+                        "entry {id} is indexed but missing"
+                    )));
+                };
+                if !visit(id, bytes)? {
+                    break;
+                }
             }
         }
         Ok(report)

@@ -12,6 +12,8 @@ mod load;
 
 use std::collections::HashMap;
 
+use crate::fxhash::FxBuildHasher;
+
 pub use load::SchemaError;
 
 use crate::rules::{RULES, RuleInfo};
@@ -129,8 +131,11 @@ impl ObjectClass {
 pub struct Schema {
     attributes: Vec<AttributeType>,
     classes: Vec<ObjectClass>,
-    attr_index: HashMap<String, AttrId>,
-    class_index: HashMap<String, ClassId>,
+    attr_index: HashMap<String, AttrId, FxBuildHasher>,
+    /// For each attribute type, the lower-case names and OIDs of it and
+    /// all its subtypes (what a filter on it matches).
+    family_spellings: Vec<Vec<String>>,
+    class_index: HashMap<String, ClassId, FxBuildHasher>,
     /// OpenLDAP `objectidentifier` macros, lower-cased names.
     macros: HashMap<String, String>,
     /// Syntaxes declared by loaded files beyond the built-in table.
@@ -201,6 +206,13 @@ impl Schema {
         &self.extra_syntaxes
     }
 
+    /// The lower-case names and OIDs of `attr` and all its subtypes.
+    pub fn family_spellings(&self, attr: AttrId) -> &[String] {
+        self.family_spellings
+            .get(attr.0 as usize)
+            .map_or(&[], Vec::as_slice)
+    }
+
     /// True if `sub` is `sup` or has it in its superior chain (so a filter
     /// on `name` also matches `cn`).
     pub fn is_subtype(&self, sub: AttrId, sup: AttrId) -> bool {
@@ -255,10 +267,24 @@ impl Schema {
                 ));
             }
         }
-        for key in keys {
-            self.attr_index.insert(key, id);
+        for key in &keys {
+            self.attr_index.insert(key.clone(), id);
         }
+        let mut ancestor = Some(id);
+        self.family_spellings.push(Vec::new());
+        let sup = a.sup;
         self.attributes.push(a);
+        // The new type is a subtype of every type up its superior chain.
+        while let Some(x) = ancestor {
+            if let Some(list) = self.family_spellings.get_mut(x.0 as usize) {
+                list.extend(keys.iter().cloned());
+            }
+            ancestor = if x == id {
+                sup
+            } else {
+                self.attr(x).and_then(|t| t.sup)
+            };
+        }
         Ok(id)
     }
 
@@ -282,11 +308,22 @@ impl Schema {
 /// Case-insensitive lookup in an index keyed by lower-case names, without
 /// allocating for names that are already lower case (most of them: this
 /// sits on the path of every DN and filter).
-fn lookup<T: Copy>(index: &HashMap<String, T>, name: &str) -> Option<T> {
-    if name.bytes().any(|c| c.is_ascii_uppercase()) {
-        index.get(&name.to_ascii_lowercase()).copied()
-    } else {
-        index.get(name).copied()
+fn lookup<T: Copy>(index: &HashMap<String, T, FxBuildHasher>, name: &str) -> Option<T> {
+    if !name.bytes().any(|c| c.is_ascii_uppercase()) {
+        return index.get(name).copied();
+    }
+    // Lower-case short names on the stack: no allocation per lookup.
+    let mut buf = [0u8; 64];
+    match buf.get_mut(..name.len()) {
+        Some(dst) => {
+            dst.copy_from_slice(name.as_bytes());
+            dst.make_ascii_lowercase();
+            // ASCII lower-casing keeps UTF-8 valid.
+            std::str::from_utf8(dst)
+                .ok()
+                .and_then(|n| index.get(n).copied())
+        }
+        None => index.get(&name.to_ascii_lowercase()).copied(),
     }
 }
 
