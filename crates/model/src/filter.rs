@@ -260,17 +260,18 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
     }
 }
 
+/// The visitor a [`Target`] calls for each attribute: its name and a
+/// lazy iterator over its values; returns false to stop.
+pub type AttributeVisitor<'v> =
+    dyn FnMut(AttrName<'_>, &mut dyn Iterator<Item = &[u8]>) -> bool + 'v;
+
 /// What a filter is evaluated against: an [`Entry`], or any other view of
 /// one (the store evaluates filters on stored bytes, without building an
 /// `Entry` for every candidate).
 pub trait Target {
     /// Calls `visit` with each attribute (its name and values) until it
     /// returns false.
-    fn visit_attributes(
-        &self,
-        schema: &Schema,
-        visit: &mut dyn FnMut(AttrName<'_>, &mut dyn Iterator<Item = &[u8]>) -> bool,
-    );
+    fn visit_attributes(&self, schema: &Schema, visit: &mut AttributeVisitor<'_>);
 
     /// The `(type, value)` pairs of the entry's DN, for `dnAttributes`.
     fn dn_values(&self, schema: &Schema) -> Vec<(AttrId, Vec<u8>)>;
@@ -337,11 +338,7 @@ impl Wanted {
 }
 
 impl<T: Target + ?Sized> Target for &T {
-    fn visit_attributes(
-        &self,
-        schema: &Schema,
-        visit: &mut dyn FnMut(AttrName<'_>, &mut dyn Iterator<Item = &[u8]>) -> bool,
-    ) {
+    fn visit_attributes(&self, schema: &Schema, visit: &mut AttributeVisitor<'_>) {
         (**self).visit_attributes(schema, visit);
     }
 
@@ -351,11 +348,7 @@ impl<T: Target + ?Sized> Target for &T {
 }
 
 impl Target for Entry {
-    fn visit_attributes(
-        &self,
-        _schema: &Schema,
-        visit: &mut dyn FnMut(AttrName<'_>, &mut dyn Iterator<Item = &[u8]>) -> bool,
-    ) {
+    fn visit_attributes(&self, _schema: &Schema, visit: &mut AttributeVisitor<'_>) {
         for a in &self.attributes {
             if !visit(
                 AttrName::Resolved(&a.desc),

@@ -16,7 +16,7 @@
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
 use meridian_model::entry::Entry;
-use meridian_model::filter::{AttrName, Target};
+use meridian_model::filter::{AttrName, AttributeVisitor, Target};
 use meridian_model::schema::AttrId;
 
 use crate::StoreError;
@@ -178,11 +178,7 @@ impl<'a> Iterator for Values<'a> {
 }
 
 impl Target for RawEntry<'_> {
-    fn visit_attributes(
-        &self,
-        _schema: &Schema,
-        visit: &mut dyn FnMut(AttrName<'_>, &mut dyn Iterator<Item = &[u8]>) -> bool,
-    ) {
+    fn visit_attributes(&self, _schema: &Schema, visit: &mut AttributeVisitor<'_>) {
         let Some(mut c) = self.attributes_cursor() else {
             return;
         };
