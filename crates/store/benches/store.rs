@@ -2,7 +2,8 @@
 //!
 //! Dataset: `MERIDIAN_BENCH_ENTRIES` posixAccount+inetOrgPerson entries
 //! (default 50,000) under one suffix, durable LMDB in a temporary
-//! directory, default indexes. Raw LMDB figures on the same environment
+//! directory (`MERIDIAN_BENCH_BACKEND=memory` for the memory flavour),
+//! default indexes. Raw LMDB figures on the same environment
 //! (lookups and a scan without decoding) are the ceiling.
 
 #![allow(
@@ -99,7 +100,13 @@ fn bench(c: &mut Criterion) {
     let store = Store::open(
         StoreOptions {
             path: dir.clone(),
-            storage: StorageConfig::default(),
+            storage: StorageConfig {
+                backend: match std::env::var("MERIDIAN_BENCH_BACKEND").as_deref() {
+                    Ok("memory") => meridian_config::Backend::Memory,
+                    _ => meridian_config::Backend::Mdb,
+                },
+                ..StorageConfig::default()
+            },
             suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
         },
         Arc::clone(&schema),
