@@ -259,7 +259,8 @@ impl Entry {
                     ));
                 }
             }
-            if let Some(rule) = at.equality {
+            // One value cannot be a duplicate; its syntax was checked above.
+            if let (Some(rule), true) = (at.equality, attr.values.len() > 1) {
                 let mut keys: Vec<Vec<u8>> = Vec::with_capacity(attr.values.len());
                 for (i, value) in attr.values.iter().enumerate() {
                     let key = rule.key(value, schema).ok_or_else(|| {

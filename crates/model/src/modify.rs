@@ -46,8 +46,19 @@ pub fn apply(
     schema: &Schema,
     permissive: bool,
 ) -> Result<Entry, ModelError> {
+    apply_parts(entry, &[changes], schema, permissive)
+}
+
+/// [`apply`] over several lists of changes in order (the client's, then
+/// the server's operational ones), copying the entry once.
+pub fn apply_parts(
+    entry: &Entry,
+    parts: &[&[Modification]],
+    schema: &Schema,
+    permissive: bool,
+) -> Result<Entry, ModelError> {
     let mut out = entry.clone();
-    for change in changes {
+    for change in parts.iter().flat_map(|p| p.iter()) {
         let desc = Description::parse(change.attr.as_bytes(), schema)?;
         let at = schema
             .attr(desc.attr)

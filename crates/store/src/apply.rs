@@ -1,7 +1,7 @@
 //! Applying one command inside a write transaction.
 
 use heed::RwTxn;
-use meridian_model::entry::{Entry, Writer};
+use meridian_model::entry::{Description, Entry, Writer};
 use meridian_model::modify::{self, ModOp, Modification};
 use meridian_model::{ModelError, Schema};
 use meridian_proto::ResultCode;
@@ -288,7 +288,6 @@ fn modify(
         return Err(no_such(txn, dbs, dn));
     };
     let old = load(txn, dbs, ctx.schema, id)?;
-    let mut new = modify::apply(&old, changes, ctx.schema, permissive)?;
     let replacements: Vec<Modification> = operational
         .iter()
         .map(|(attr, values)| Modification {
@@ -297,12 +296,20 @@ fn modify(
             values: values.clone(),
         })
         .collect();
-    new = modify::apply(&new, &replacements, ctx.schema, false)?;
+    let new = modify::apply_parts(&old, &[changes, &replacements], ctx.schema, permissive)?;
     new.check(ctx.schema, Writer::Server)?;
-    let old_keys = ctx.indexes.entry_keys(&old, ctx.schema);
-    let new_keys = ctx.indexes.entry_keys(&new, ctx.schema);
-    write_index(txn, dbs, old_keys.difference(&new_keys).cloned(), id, false)?;
-    write_index(txn, dbs, new_keys.difference(&old_keys).cloned(), id, true)?;
+    // Index keys can only change if an indexed type was touched.
+    let touches_index = changes
+        .iter()
+        .chain(&replacements)
+        .filter_map(|m| Description::parse(m.attr.as_bytes(), ctx.schema).ok())
+        .any(|d| ctx.indexes.get(d.attr).is_some());
+    if touches_index {
+        let old_keys = ctx.indexes.entry_keys(&old, ctx.schema);
+        let new_keys = ctx.indexes.entry_keys(&new, ctx.schema);
+        write_index(txn, dbs, old_keys.difference(&new_keys).cloned(), id, false)?;
+        write_index(txn, dbs, new_keys.difference(&old_keys).cloned(), id, true)?;
+    }
     dbs.id2entry
         .put(txn, &keys::id_key(id), &codec::encode(&new))?;
     Ok(Outcome::Modified)
