@@ -138,12 +138,22 @@ impl Dn {
         self.rdns.first().map(String::as_str)
     }
 
-    /// The parent, or `None` for the root. Its original form is the
-    /// normalised one (the client's spelling of a parent is unknown).
+    /// The parent, or `None` for the root. Its original form keeps the
+    /// client's spelling of the remaining RDNs (re-escaped per RFC 4514).
     pub fn parent(&self) -> Option<Dn> {
         let (_, rest) = self.rdns.split_first()?;
+        let original = SyntacticDn::parse(&self.original)
+            .ok()
+            .filter(|d| d.rdns.len() == self.rdns.len())
+            .map(|d| {
+                SyntacticDn {
+                    rdns: d.rdns.into_iter().skip(1).collect(),
+                }
+                .to_string()
+            })
+            .unwrap_or_else(|| rest.join(","));
         Some(Dn {
-            original: rest.join(","),
+            original,
             rdns: rest.to_vec(),
             avas: self.avas.get(1..).unwrap_or_default().to_vec(),
         })

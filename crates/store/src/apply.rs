@@ -1,6 +1,7 @@
 //! Applying one command inside a write transaction.
 
 use heed::RwTxn;
+use meridian_model::dn::Dn;
 use meridian_model::entry::{Description, Entry, Writer};
 use meridian_model::modify::{self, ModOp, Modification};
 use meridian_model::{ModelError, Schema};
@@ -37,8 +38,180 @@ pub(crate) fn apply(
             operational,
             permissive,
         } => modify(txn, ctx, dn, changes, operational, *permissive),
+        Command::ModifyDn {
+            dn,
+            new_rdn,
+            delete_old_rdn,
+            new_superior,
+            operational,
+        } => modify_dn(
+            txn,
+            ctx,
+            dn,
+            new_rdn,
+            *delete_old_rdn,
+            new_superior.as_ref(),
+            operational,
+        ),
         Command::RebuildIndexes => rebuild_indexes(txn, ctx),
     }
+}
+
+fn unwilling(message: String) -> StoreError {
+    ModelError::new(ResultCode::UNWILLING_TO_PERFORM, message).into()
+}
+
+fn modify_dn(
+    txn: &mut RwTxn<'_>,
+    ctx: &Context<'_>,
+    dn: &Dn,
+    new_rdn: &str,
+    delete_old_rdn: bool,
+    new_superior: Option<&Dn>,
+    operational: &[(String, Vec<Vec<u8>>)],
+) -> Result<Outcome, StoreError> {
+    let dbs = ctx.dbs;
+    let schema = ctx.schema;
+    let Some(id) = lookup(txn, dbs, dn)? else {
+        return Err(no_such(txn, dbs, dn));
+    };
+    if ctx
+        .suffixes
+        .iter()
+        .any(|s| s.normalized() == dn.normalized())
+    {
+        return Err(unwilling(format!(
+            "{} is a naming context and cannot be renamed",
+            dn.original()
+        )));
+    }
+    let rdn = Dn::parse(new_rdn.as_bytes(), schema)?;
+    if rdn.rdns().len() != 1 {
+        return Err(ModelError::new(
+            ResultCode::INVALID_DN_SYNTAX,
+            format!("newrdn {new_rdn:?} must be exactly one RDN"),
+        )
+        .into());
+    }
+    let old_parent = dn.parent().unwrap_or_else(Dn::root);
+    let parent = new_superior.cloned().unwrap_or_else(|| old_parent.clone());
+    if parent.is_within(dn) {
+        return Err(unwilling(format!(
+            "cannot move {} below itself",
+            dn.original()
+        )));
+    }
+    let parent_id = if parent.is_root() {
+        return Err(unwilling("an entry cannot be moved to the root".into()));
+    } else {
+        match lookup(txn, dbs, &parent)? {
+            Some(pid) => pid,
+            None => return Err(no_such(txn, dbs, &parent)),
+        }
+    };
+    let new_text = format!("{new_rdn},{}", parent.original());
+    let new_dn = Dn::parse(new_text.as_bytes(), schema)?;
+    let renamed_in_place = new_dn.normalized() == dn.normalized();
+    if !renamed_in_place && lookup(txn, dbs, &new_dn)?.is_some() {
+        return Err(StoreError::AlreadyExists(new_dn.original().to_owned()));
+    }
+    let old = load(txn, dbs, schema, id)?;
+    // New RDN values are added; old ones removed when asked (unless they
+    // are also in the new RDN); then the operational attributes.
+    let mut changes: Vec<Modification> = Vec::new();
+    let new_values = new_dn.rdn_values().first().cloned().unwrap_or_default();
+    let old_values = dn.rdn_values().first().cloned().unwrap_or_default();
+    let name_of = |attr| {
+        schema
+            .attr(attr)
+            .map_or(String::new(), |a| a.name().to_owned())
+    };
+    if delete_old_rdn {
+        for (attr, value) in &old_values {
+            let rule = schema.attr(*attr).and_then(|a| a.equality);
+            let key = |v: &[u8]| rule.map_or_else(|| Some(v.to_vec()), |r| r.key(v, schema));
+            let kept = new_values
+                .iter()
+                .any(|(a, v)| a == attr && key(v) == key(value));
+            if !kept {
+                changes.push(Modification {
+                    op: ModOp::Delete,
+                    attr: name_of(*attr),
+                    values: vec![value.clone()],
+                });
+            }
+        }
+    }
+    // The new RDN's values first, so removing the old ones never leaves
+    // the (new) RDN without its values.
+    let staged = Entry {
+        dn: new_dn.clone(),
+        ..old.clone()
+    }
+    .with_rdn_values(schema);
+    let staged = modify::apply(&staged, &changes, schema, true)?;
+    let replacements: Vec<Modification> = operational
+        .iter()
+        .map(|(attr, values)| Modification {
+            op: ModOp::Replace,
+            attr: attr.clone(),
+            values: values.clone(),
+        })
+        .collect();
+    let new = modify::apply(&staged, &replacements, schema, false)?;
+    new.check(schema, Writer::Server)?;
+
+    let old_keys = ctx.indexes.entry_keys(&old, schema);
+    let new_keys = ctx.indexes.entry_keys(&new, schema);
+    write_index(txn, dbs, old_keys.difference(&new_keys).cloned(), id, false)?;
+    write_index(txn, dbs, new_keys.difference(&old_keys).cloned(), id, true)?;
+    dbs.id2entry
+        .put(txn, &keys::id_key(id), &codec::encode(&new))?;
+    let old_parent_id = parent_id_of(txn, ctx, dn)?;
+    dbs.children
+        .delete(txn, &keys::child_key(old_parent_id, id))?;
+    dbs.children
+        .put(txn, &keys::child_key(parent_id, id), &[])?;
+
+    // Move the subtree: descendants keep their IDs and children links;
+    // their dn2id keys and stored DNs follow.
+    let old_prefix = keys::dn_key(dn);
+    let new_prefix = keys::dn_key(&new_dn);
+    let mut moved: Vec<(Vec<u8>, EntryId)> = Vec::new();
+    for item in dbs.dn2id.prefix_iter(txn, &old_prefix)? {
+        let (key, value) = item?;
+        if let Some(child) = keys::id_from(value) {
+            moved.push((key.to_vec(), child));
+        }
+    }
+    let depth = dn.rdns().len();
+    let mut descendants = 0u64;
+    for (key, child) in moved {
+        dbs.dn2id.delete(txn, &key)?;
+        let mut new_key = new_prefix.clone();
+        new_key.extend_from_slice(key.get(old_prefix.len()..).unwrap_or_default());
+        dbs.dn2id.put(txn, &new_key, &keys::id_key(child))?;
+        if child == id {
+            continue;
+        }
+        let mut entry = load(txn, dbs, schema, child)?;
+        let syntactic = meridian_proto::dn::Dn::parse(entry.dn.original())
+            .map_err(|e| StoreError::Engine(format!("stored DN of entry {child}: {e}")))?;
+        let relative = meridian_proto::dn::Dn {
+            rdns: syntactic
+                .rdns
+                .iter()
+                .take(syntactic.rdns.len().saturating_sub(depth))
+                .cloned()
+                .collect(),
+        };
+        let text = format!("{relative},{}", new_dn.original());
+        entry.dn = Dn::parse(text.as_bytes(), schema)?;
+        dbs.id2entry
+            .put(txn, &keys::id_key(child), &codec::encode(&entry))?;
+        descendants += 1;
+    }
+    Ok(Outcome::Renamed(descendants))
 }
 
 /// Entries read per step of a rebuild: the transaction cannot iterate one
@@ -214,7 +387,7 @@ pub(crate) fn load(
     codec::decode(bytes, schema)
 }
 
-fn parent_id(
+fn parent_id_of(
     txn: &heed::RoTxn<'_>,
     ctx: &Context<'_>,
     dn: &meridian_model::dn::Dn,
@@ -261,7 +434,7 @@ fn delete(
         return Err(StoreError::NotAllowedOnNonLeaf(dn.original().to_owned()));
     }
     let entry = load(txn, dbs, ctx.schema, id)?;
-    let parent = parent_id(txn, ctx, dn)?;
+    let parent = parent_id_of(txn, ctx, dn)?;
     write_index(
         txn,
         dbs,

@@ -38,6 +38,21 @@ pub enum Command {
         /// Permissive modify (control 1.2.840.113556.1.4.1413).
         permissive: bool,
     },
+    /// Rename an entry and/or move it (with its whole subtree) under a new
+    /// superior (RFC 4511 section 4.9).
+    ModifyDn {
+        /// The entry.
+        dn: Dn,
+        /// The new RDN, as the client wrote it (`cn=New Name`).
+        new_rdn: String,
+        /// Remove the old RDN's values from the entry.
+        delete_old_rdn: bool,
+        /// The new parent, if moving.
+        new_superior: Option<Dn>,
+        /// Operational attributes to set on the entry (modifyTimestamp,
+        /// modifiersName, entryCSN).
+        operational: Vec<(String, Vec<Vec<u8>>)>,
+    },
     /// Drop every index key and rebuild them from the entries and the
     /// configured indexes (after the config adds or removes an index).
     RebuildIndexes,
@@ -52,6 +67,8 @@ pub enum Outcome {
     Deleted,
     /// Modified.
     Modified,
+    /// Renamed or moved; the number of descendants whose DN changed too.
+    Renamed(u64),
     /// Indexes rebuilt over this many entries.
     Reindexed(u64),
 }

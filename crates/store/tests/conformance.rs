@@ -559,6 +559,166 @@ mod planner_properties {
     }
 }
 
+fn modify_dn(
+    f: &Fixture,
+    dn_text: &str,
+    new_rdn: &str,
+    delete_old: bool,
+    superior: Option<&str>,
+) -> Result<Outcome, StoreError> {
+    f.store.execute_blocking(Command::ModifyDn {
+        dn: dn(f, dn_text),
+        new_rdn: new_rdn.into(),
+        delete_old_rdn: delete_old,
+        new_superior: superior.map(|s| dn(f, s)),
+        operational: vec![("modifyTimestamp".into(), vec![b"20261122020202Z".to_vec()])],
+    })
+}
+
+#[test]
+fn rename_and_move_with_subtrees() {
+    for backend in backends() {
+        let f = open(backend, "moddn", |_| {});
+        base_tree(&f);
+        person(&f, "a", "Doe", 1);
+        let people = format!("ou=People,{SUFFIX}");
+        let groups = format!("ou=Groups,{SUFFIX}");
+        // Rename a leaf, dropping the old RDN value.
+        assert_eq!(
+            modify_dn(&f, &format!("uid=a,{people}"), "uid=b", true, None).unwrap(),
+            Outcome::Renamed(0)
+        );
+        let snap = f.store.snapshot().unwrap();
+        assert!(
+            snap.get(&dn(&f, &format!("uid=a,{people}")))
+                .unwrap()
+                .is_none()
+        );
+        let (_, e) = snap
+            .get(&dn(&f, &format!("uid=b,{people}")))
+            .unwrap()
+            .unwrap();
+        let uid = f.schema.attribute_id("uid").unwrap();
+        assert_eq!(e.get(uid).unwrap().values, [b"b".to_vec()]);
+        assert_eq!(e.dn.original(), format!("uid=b,{people}"));
+        drop(snap);
+        assert_eq!(search(&f, SUFFIX, Scope::Subtree, "(uid=a)").0.len(), 0);
+        assert_eq!(search(&f, SUFFIX, Scope::Subtree, "(uid=b)").0.len(), 1);
+        // Keep the old value when asked.
+        modify_dn(&f, &format!("uid=b,{people}"), "uid=c", false, None).unwrap();
+        let (_, e) = f
+            .store
+            .snapshot()
+            .unwrap()
+            .get(&dn(&f, &format!("uid=c,{people}")))
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.get(uid).unwrap().values.len(), 2);
+        // Move a whole subtree under ou=Groups, renaming its root.
+        for i in 0..3 {
+            person(&f, &format!("m{i}"), "Doe", 10 + i);
+        }
+        assert_eq!(
+            modify_dn(&f, &people, "ou=Staff", true, Some(&groups)).unwrap(),
+            Outcome::Renamed(4)
+        );
+        let staff = format!("ou=Staff,{groups}");
+        assert_eq!(
+            search(&f, &staff, Scope::OneLevel, "(objectClass=*)")
+                .0
+                .len(),
+            4
+        );
+        assert_eq!(
+            search(&f, &staff, Scope::Subtree, "(uid=m1)").0,
+            [format!("uid=m1,{staff}").to_lowercase()]
+                .into_iter()
+                .collect()
+        );
+        assert!(
+            search(&f, SUFFIX, Scope::OneLevel, "(ou=people)")
+                .0
+                .is_empty()
+        );
+        let (_, e) = f
+            .store
+            .snapshot()
+            .unwrap()
+            .get(&dn(&f, &format!("uid=m2,{staff}")))
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.dn.original(), format!("uid=m2,{staff}"));
+        assert!(
+            f.store.snapshot().unwrap().check().unwrap().is_empty(),
+            "{:?}",
+            f.store.snapshot().unwrap().check()
+        );
+        // Errors.
+        let code = |r: Result<Outcome, StoreError>| r.unwrap_err().code();
+        person_at(&f, &staff, "x");
+        assert_eq!(
+            code(modify_dn(
+                &f,
+                &format!("uid=x,{staff}"),
+                "uid=m0",
+                true,
+                None
+            )),
+            ResultCode::ENTRY_ALREADY_EXISTS
+        );
+        assert_eq!(
+            code(modify_dn(
+                &f,
+                &format!("uid=nobody,{staff}"),
+                "uid=y",
+                true,
+                None
+            )),
+            ResultCode::NO_SUCH_OBJECT
+        );
+        assert_eq!(
+            code(modify_dn(
+                &f,
+                &format!("uid=x,{staff}"),
+                "uid=y",
+                true,
+                Some(&format!("ou=Nowhere,{SUFFIX}"))
+            )),
+            ResultCode::NO_SUCH_OBJECT
+        );
+        assert_eq!(
+            code(modify_dn(&f, &groups, "ou=G2", true, Some(&staff))),
+            ResultCode::UNWILLING_TO_PERFORM
+        );
+        assert_eq!(
+            code(modify_dn(&f, SUFFIX, "dc=other", true, None)),
+            ResultCode::UNWILLING_TO_PERFORM
+        );
+        assert_eq!(
+            code(modify_dn(
+                &f,
+                &format!("uid=x,{staff}"),
+                "uid=y+cn=z,ou=extra",
+                true,
+                None
+            )),
+            ResultCode::INVALID_DN_SYNTAX
+        );
+        // Case-only rename of itself is allowed.
+        modify_dn(&f, &format!("uid=x,{staff}"), "uid=X", true, None).unwrap();
+        assert!(f.store.snapshot().unwrap().check().unwrap().is_empty());
+    }
+}
+
+fn person_at(f: &Fixture, parent: &str, uid: &str) {
+    add(
+        f,
+        &format!("uid={uid},{parent}"),
+        &[("objectClass", &["account"]), ("uid", &[uid])],
+    )
+    .unwrap();
+}
+
 #[test]
 fn indexes_added_later_are_built_by_a_rebuild() {
     let dir;
