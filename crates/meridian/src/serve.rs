@@ -8,7 +8,12 @@ use clap::Args;
 use meridian_model::dn::Dn;
 use meridian_server::{AdminCredentials, PASSWORD_ENV, PasswordSource, Server};
 
-use crate::setup::{CommonArgs, Setup};
+use std::sync::Arc;
+
+use meridian_directory::clock::SystemClock;
+use meridian_directory::{Directory, Limits};
+
+use crate::setup::CommonArgs;
 
 /// Flags of `meridian serve`. Each one overrides the config key it names,
 /// so a throwaway server needs no file at all.
@@ -30,7 +35,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         listen,
         admin_dn,
     } = args;
-    let Setup { config, schema, .. } = common.load(|config| {
+    let setup = common.load(|config| {
         if let Some(listen) = listen {
             config.server.listen = listen;
         }
@@ -38,9 +43,11 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             config.directory.admin_dn = admin_dn;
         }
     })?;
+    let config = &setup.config;
+    let schema = &setup.schema;
     init_logging(&config.log.level)?;
 
-    let admin_dn = Dn::parse(config.directory.admin_dn.as_bytes(), &schema)
+    let admin_dn = Dn::parse(config.directory.admin_dn.as_bytes(), schema)
         .map_err(|e| anyhow::anyhow!("config key `directory.admin_dn`: {e}"))?;
     let env_password = std::env::var(PASSWORD_ENV).ok().filter(|p| !p.is_empty());
     let (admin, source) = AdminCredentials::load(
@@ -75,7 +82,14 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let runtime = runtime.build().context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let server = Server::bind(&config, admin, schema).await?;
+        let store = setup.open_store()?;
+        let directory = Arc::new(Directory::new(
+            store,
+            admin_dn.clone(),
+            Arc::new(SystemClock),
+            Limits::default(),
+        ));
+        let server = Server::bind(config, admin, directory).await?;
         let addr = server.local_addr()?;
         tracing::info!(%addr, suffix = %config.directory.suffix, "meridian listening");
         // A stable line on stdout for scripts and tests started on port 0.

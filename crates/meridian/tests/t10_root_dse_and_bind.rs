@@ -114,30 +114,39 @@ fn wrong_password_and_unknown_dn_both_get_invalid_credentials() {
 }
 
 #[test]
-fn unimplemented_operations_and_critical_controls_are_answered_not_dropped() {
+fn writes_need_the_administrator_and_critical_controls_are_answered() {
     let server = Server::start("");
     let url = server.url();
-    let mut child = std::process::Command::new("ldapadd")
-        .args(["-x", "-H", &url, "-D", ADMIN_DN, "-w", ADMIN_PASSWORD])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write as _;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"dn: cn=x,dc=example,dc=com\nobjectClass: person\ncn: x\nsn: y\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(53), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("not implemented yet"),
-        "{}",
-        text(&out.stderr)
-    );
+    // Anonymous: refused with a reason; the administrator: the missing
+    // parent is reported (an empty database has no suffix entry yet).
+    for (bind, code, message) in [
+        (vec![], 50, "only the administrator may write"),
+        (
+            vec!["-D", ADMIN_DN, "-w", ADMIN_PASSWORD],
+            32,
+            "no such entry",
+        ),
+    ] {
+        let mut args = vec!["-x", "-H", &url];
+        args.extend(bind);
+        let mut child = std::process::Command::new("ldapadd")
+            .args(&args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"dn: cn=x,dc=example,dc=com\nobjectClass: person\ncn: x\nsn: y\n")
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(code), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(message), "{}", text(&out.stderr));
+    }
 
     let out = ldap_tool(
         "ldapsearch",

@@ -165,7 +165,7 @@ fn truncated_pdus_wait_then_close_cleanly() {
     let pdu = client.read_pdu().unwrap();
     let msg = LdapMessage::decode(&pdu, &DecodeLimits::default()).unwrap();
     assert!(
-        matches!(msg.op, ProtocolOp::DelResponse(r) if r.code == ResultCode::UNWILLING_TO_PERFORM)
+        matches!(msg.op, ProtocolOp::DelResponse(r) if r.code == ResultCode::INSUFFICIENT_ACCESS_RIGHTS)
     );
     still_serving(&server);
 }

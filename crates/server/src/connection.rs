@@ -80,10 +80,19 @@ pub(crate) async fn serve_connection(
         End::Shutdown => Some((ResultCode::UNAVAILABLE, "the server is shutting down")),
         _ => None,
     };
-    if let Some((code, message)) = notice {
-        encode_notice_of_disconnection(&mut reader.batch.bytes, code, message.as_bytes());
-    }
     out.push(&mut reader.batch);
+    // Writes still running on their own tasks answer through `out`; every
+    // answer written returns its permit, so holding all permits means
+    // every in-flight operation has finished and been flushed.
+    if !matches!(end, End::WriterGone | End::Io(_)) {
+        let all = u32::try_from(ctx.max_outstanding).unwrap_or(u32::MAX);
+        let _ = tokio::time::timeout(ctx.shutdown_grace, out.wait_idle(all)).await;
+    }
+    if let Some((code, message)) = notice {
+        let mut goodbye = Batch::default();
+        encode_notice_of_disconnection(&mut goodbye.bytes, code, message.as_bytes());
+        out.push(&mut goodbye);
+    }
     out.close();
     match &end {
         End::Protocol(reason) => {
@@ -102,7 +111,7 @@ struct Reader<'c> {
     batch: Batch,
     session: Session,
     ctx: &'c ServerContext,
-    out: &'c Outbound,
+    out: &'c Arc<Outbound>,
 }
 
 impl Reader<'_> {
@@ -148,12 +157,12 @@ impl Reader<'_> {
             let action = match LdapMessage::decode(pdu, &self.ctx.limits) {
                 Ok(msg) => self
                     .session
-                    .handle(self.ctx, &msg, &mut self.batch, started),
+                    .handle(self.ctx, self.out, &msg, &mut self.batch, started),
                 Err(e) => return Some(End::Protocol(e.to_string())),
             };
             self.buf.advance(len);
             match action {
-                Action::Responded => {}
+                Action::Responded | Action::Spawned => {}
                 Action::NoResponse => self.out.release(1),
                 Action::Unbind => {
                     self.out.release(1);

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use meridian_config::Config;
+use meridian_directory::Directory;
 use meridian_model::Schema;
 use meridian_proto::message::encode_notice_of_disconnection;
 use meridian_proto::{DecodeLimits, ResultCode};
@@ -33,10 +34,13 @@ pub(crate) struct ServerContext {
     pub(crate) limits: DecodeLimits,
     pub(crate) published: root_dse::PublishedEntries,
     pub(crate) schema: Arc<Schema>,
+    pub(crate) directory: Arc<Directory>,
     pub(crate) admin: AdminCredentials,
     pub(crate) access_log: bool,
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) max_outstanding: usize,
+    /// How long a closing connection waits for its in-flight operations.
+    pub(crate) shutdown_grace: Duration,
     pub(crate) queue_flush: Duration,
 }
 
@@ -74,8 +78,9 @@ impl Server {
     pub async fn bind(
         config: &Config,
         admin: AdminCredentials,
-        schema: Arc<Schema>,
+        directory: Arc<Directory>,
     ) -> Result<Server, StartError> {
+        let schema = Arc::clone(directory.schema());
         let s = &config.server;
         let addr: SocketAddr = s
             .listen
@@ -90,11 +95,13 @@ impl Server {
             published: root_dse::PublishedEntries::new(&config.directory.suffix, &schema)
                 .map_err(|e| StartError::Schema(e.to_string()))?,
             schema,
+            directory,
             admin,
             access_log: config.log.access,
             idle_timeout: (s.idle_timeout_secs > 0)
                 .then(|| Duration::from_secs(s.idle_timeout_secs)),
             max_outstanding: s.max_outstanding_per_connection,
+            shutdown_grace: Duration::from_secs(s.shutdown_grace_secs),
             queue_flush: Duration::from_millis(s.queue_length_flush_ms),
         };
         Ok(Server {

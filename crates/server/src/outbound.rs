@@ -106,6 +106,15 @@ impl Outbound {
         }
     }
 
+    /// Waits until `all` permits (the configured maximum) are free again:
+    /// no request of the connection is in flight or unwritten. Returns at
+    /// once if the writer has stopped.
+    pub(crate) async fn wait_idle(&self, all: u32) {
+        if let Ok(permits) = self.permits.acquire_many(all).await {
+            drop(permits);
+        }
+    }
+
     /// Gives back permits for requests that turned out to need no response
     /// (abandon, unbind).
     pub(crate) fn release(&self, n: usize) {

@@ -4,7 +4,7 @@
 //! 4.2). Both are model entries, so filters and attribute selection work
 //! on them exactly as on stored entries.
 
-use meridian_ber::{Tag, Writer};
+use meridian_directory::encode::{Projection, encode_entry};
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
 use meridian_model::entry::Entry;
@@ -14,7 +14,6 @@ use meridian_model::subschema::{SUBSCHEMA_DN, subschema_attributes};
 use meridian_proto::SearchRequest;
 use meridian_proto::controls::oid as control_oid;
 use meridian_proto::extended::oid as extended_oid;
-use meridian_proto::message::tags;
 
 /// "All operational attributes" (`+`, RFC 3673).
 const FEATURE_ALL_OPERATIONAL: &str = "1.3.6.1.4.1.4203.1.5.1";
@@ -30,7 +29,8 @@ pub(crate) struct PublishedEntries {
 
 impl PublishedEntries {
     /// The controls a client may mark critical and get served.
-    pub(crate) const SUPPORTED_CONTROLS: &'static [&'static [u8]] = &[control_oid::QUEUE_LENGTH];
+    pub(crate) const SUPPORTED_CONTROLS: &'static [&'static [u8]] =
+        &[control_oid::QUEUE_LENGTH, control_oid::PERMISSIVE_MODIFY];
     /// The extended operations served.
     pub(crate) const SUPPORTED_EXTENSIONS: &'static [&'static [u8]] = &[extended_oid::WHO_AM_I];
 
@@ -91,14 +91,12 @@ impl PublishedEntries {
             return;
         }
         let selection = Selection::parse(request.attributes.iter(), schema);
-        encode_entry(
-            buf,
-            message_id,
-            entry,
-            &selection,
-            request.types_only,
+        let projection = Projection {
+            selection: &selection,
+            types_only: request.types_only,
             schema,
-        );
+        };
+        encode_entry(buf, message_id, entry, projection, |_| true, &[]);
     }
 }
 
@@ -119,42 +117,6 @@ fn build(
             .map(|(name, values)| (name.as_bytes(), values.iter().map(String::as_bytes))),
         schema,
     )
-}
-
-/// Appends a SearchResultEntry with the selected attributes of `entry`.
-pub(crate) fn encode_entry(
-    buf: &mut Vec<u8>,
-    message_id: i32,
-    entry: &Entry,
-    selection: &Selection,
-    types_only: bool,
-    schema: &Schema,
-) {
-    let mut w = Writer::new(buf);
-    let msg = w.start(Tag::SEQUENCE);
-    w.integer(Tag::INTEGER, i64::from(message_id));
-    let op = w.start(tags::SEARCH_RESULT_ENTRY);
-    w.octets(Tag::OCTET_STRING, entry.dn.original().as_bytes());
-    let attrs = w.start(Tag::SEQUENCE);
-    for attribute in entry
-        .attributes
-        .iter()
-        .filter(|a| selection.wants(a, schema))
-    {
-        let m = w.start(Tag::SEQUENCE);
-        w.octets(Tag::OCTET_STRING, attribute.name.as_bytes());
-        let set = w.start(Tag::SET);
-        if !types_only {
-            for value in &attribute.values {
-                w.octets(Tag::OCTET_STRING, value);
-            }
-        }
-        w.end(set);
-        w.end(m);
-    }
-    w.end(attrs);
-    w.end(op);
-    w.end(msg);
 }
 
 #[cfg(test)]

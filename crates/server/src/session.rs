@@ -10,6 +10,9 @@
 use std::time::Instant;
 
 use meridian_ber::{Tag, Writer};
+use std::sync::Arc;
+
+use meridian_directory::{Directory, Identity, Outcome};
 use meridian_model::dn::Dn;
 use meridian_proto::controls::{QueueLength, oid as control_oid};
 use meridian_proto::extended::oid as extended_oid;
@@ -20,7 +23,7 @@ use meridian_proto::{
 };
 
 use crate::ServerContext;
-use crate::outbound::Batch;
+use crate::outbound::{Batch, Outbound};
 
 /// What the connection must do after [`Session::handle`].
 #[derive(Debug)]
@@ -36,6 +39,9 @@ pub(crate) enum Action {
         password: Vec<u8>,
         started: Instant,
     },
+    /// A write was handed to a task; it answers through the outbound
+    /// buffer itself and returns its permit then.
+    Spawned,
     /// The client ended the session.
     Unbind,
     /// The client broke the protocol: Notice of Disconnection and close.
@@ -46,16 +52,15 @@ pub(crate) enum Action {
 #[derive(Debug)]
 pub(crate) struct Session {
     pub(crate) conn_id: u64,
-    /// The DN of the bound identity as the client gave it; `None` when
-    /// anonymous.
-    bound_dn: Option<String>,
+    /// Who the client is (RFC 4513 authorization identity).
+    identity: Identity,
 }
 
 impl Session {
     pub(crate) fn new(conn_id: u64) -> Self {
         Session {
             conn_id,
-            bound_dn: None,
+            identity: Identity::Anonymous,
         }
     }
 
@@ -63,6 +68,7 @@ impl Session {
     pub(crate) fn handle(
         &mut self,
         ctx: &ServerContext,
+        out: &Arc<Outbound>,
         msg: &LdapMessage<'_>,
         batch: &mut Batch,
         started: Instant,
@@ -106,20 +112,52 @@ impl Session {
             Ok(bundle) => reply.batch.bundle += bundle,
             Err((code, message)) => return reply.result(op_dn(op), code, message.as_bytes()),
         }
-        match op {
-            ProtocolOp::BindRequest(bind) => self.bind(bind, reply),
-            ProtocolOp::SearchRequest(search) => search_request(search, reply),
-            ProtocolOp::ExtendedRequest(ext) => self.extended(ext, reply),
+        let permissive = msg
+            .controls
+            .iter()
+            .any(|c| c.oid == control_oid::PERMISSIVE_MODIFY);
+        let prepared = match op {
+            ProtocolOp::BindRequest(bind) => return self.bind(bind, reply),
+            ProtocolOp::SearchRequest(search) => return self.search_request(search, reply),
+            ProtocolOp::ExtendedRequest(ext) => return self.extended(ext, reply),
+            ProtocolOp::CompareRequest(cmp) => {
+                let outcome = ctx.directory.compare(&self.identity, cmp);
+                return reply.outcome(cmp.dn, &outcome);
+            }
+            ProtocolOp::AddRequest(add) => ctx.directory.prepare_add(&self.identity, add),
+            ProtocolOp::DelRequest(dn) => ctx.directory.prepare_delete(&self.identity, dn),
+            ProtocolOp::ModifyRequest(m) => {
+                ctx.directory.prepare_modify(&self.identity, m, permissive)
+            }
+            ProtocolOp::ModifyDnRequest(m) => ctx.directory.prepare_modify_dn(&self.identity, m),
             _ => {
-                let message = format!(
-                    "{} is not implemented yet: this build serves the root DSE, binds and WhoAmI only",
-                    op_description(op)
-                );
-                reply.result(
+                let message = format!("{} is not supported", op_description(op));
+                return reply.result(
                     op_dn(op),
                     ResultCode::UNWILLING_TO_PERFORM,
                     message.as_bytes(),
-                )
+                );
+            }
+        };
+        match prepared {
+            Err(outcome) => reply.outcome(op_dn(op), &outcome),
+            Ok(command) => {
+                // The write runs on its own task so the connection keeps
+                // reading (pipelining); its answer goes straight to the
+                // outbound buffer, possibly out of order.
+                let spawned = SpawnedWrite {
+                    directory: Arc::clone(&ctx.directory),
+                    outbound: Arc::clone(out),
+                    access_log: ctx.access_log,
+                    conn: self.conn_id,
+                    id,
+                    tag: response_tag,
+                    op_name: op.name(),
+                    dn: op_dn(op).to_vec(),
+                    started,
+                };
+                tokio::spawn(spawned.run(command));
+                Action::Spawned
             }
         }
     }
@@ -127,7 +165,7 @@ impl Session {
     fn bind(&mut self, bind: &BindRequest<'_>, reply: Reply<'_>) -> Action {
         // RFC 4513 section 5: a bind, whatever its outcome, first drops the
         // current authorization.
-        self.bound_dn = None;
+        self.identity = Identity::Anonymous;
         if bind.version != 3 {
             return reply.result(
                 bind.name,
@@ -210,7 +248,9 @@ impl Session {
         };
         let dn = ctx.admin.dn().as_bytes();
         if verified {
-            self.bound_dn = Some(ctx.admin.dn().to_owned());
+            if let Ok(dn) = Dn::parse(ctx.admin.dn().as_bytes(), &ctx.schema) {
+                self.identity = ctx.directory.identity_for(dn);
+            }
             reply.result(dn, ResultCode::SUCCESS, b"");
         } else {
             reply.result(dn, ResultCode::INVALID_CREDENTIALS, b"");
@@ -228,11 +268,10 @@ impl Session {
                 );
             }
             // RFC 4532: "dn:" and the DN, or empty for anonymous.
-            let authz = self
-                .bound_dn
-                .as_ref()
-                .map(|dn| format!("dn:{dn}"))
-                .unwrap_or_default();
+            let authz = match &self.identity {
+                Identity::Anonymous => String::new(),
+                Identity::Admin(dn) | Identity::User(dn) => format!("dn:{}", dn.original()),
+            };
             return reply.extended(ResultCode::SUCCESS, b"", Some(authz.as_bytes()));
         }
         let pending = [
@@ -250,6 +289,28 @@ impl Session {
             String::from_utf8_lossy(name)
         );
         reply.extended(ResultCode::PROTOCOL_ERROR, message.as_bytes(), None)
+    }
+
+    fn search_request(&self, search: &SearchRequest<'_>, reply: Reply<'_>) -> Action {
+        let ctx = reply.ctx;
+        let base = if search.base.is_empty() {
+            Ok(Dn::root())
+        } else {
+            Dn::parse(search.base, &ctx.schema)
+        };
+        let base = match base {
+            Ok(dn) => dn,
+            Err(e) => return reply.result(search.base, e.code, e.message.as_bytes()),
+        };
+        if let (Scope::Base, Some(entry)) = (search.scope, ctx.published.lookup(&base)) {
+            ctx.published
+                .search(entry, search, &ctx.schema, reply.id, &mut reply.batch.bytes);
+            return reply.result(b"", ResultCode::SUCCESS, b"");
+        }
+        let outcome =
+            ctx.directory
+                .search(&self.identity, search, reply.id, &mut reply.batch.bytes);
+        reply.outcome(search.base, &outcome)
     }
 
     fn log(
@@ -287,32 +348,6 @@ fn log_access(
     }
 }
 
-fn search_request(search: &SearchRequest<'_>, reply: Reply<'_>) -> Action {
-    let ctx = reply.ctx;
-    let base = match Dn::parse(search.base, &ctx.schema) {
-        Ok(dn) => dn,
-        Err(e) => return reply.result(search.base, e.code, e.message.as_bytes()),
-    };
-    let published = match (search.scope, ctx.published.lookup(&base)) {
-        (Scope::Base, Some(entry)) => entry,
-        _ => {
-            return reply.result(
-                search.base,
-                ResultCode::UNWILLING_TO_PERFORM,
-                b"searching the directory is not implemented yet: only the root DSE (base \"\") and cn=Subschema can be read, with scope base",
-            );
-        }
-    };
-    ctx.published.search(
-        published,
-        search,
-        &ctx.schema,
-        reply.id,
-        &mut reply.batch.bytes,
-    );
-    reply.result(b"", ResultCode::SUCCESS, b"")
-}
-
 /// Encodes the final response of one operation and logs it.
 struct Reply<'a> {
     ctx: &'a ServerContext,
@@ -325,6 +360,20 @@ struct Reply<'a> {
 }
 
 impl Reply<'_> {
+    fn outcome(self, dn: &[u8], outcome: &Outcome) -> Action {
+        if self.tag == tags::EXTENDED_RESPONSE {
+            return self.extended(outcome.code, outcome.message.as_bytes(), None);
+        }
+        let result = LdapResult {
+            code: outcome.code,
+            matched_dn: outcome.matched.as_bytes(),
+            message: outcome.message.as_bytes(),
+            referral: None,
+        };
+        encode_result(&mut self.batch.bytes, self.id, self.tag, &result);
+        self.done(dn, outcome.code)
+    }
+
     fn result(self, dn: &[u8], code: ResultCode, message: &[u8]) -> Action {
         if self.tag == tags::EXTENDED_RESPONSE {
             return self.extended(code, message, None);
@@ -366,6 +415,46 @@ impl Reply<'_> {
             self.started,
         );
         Action::Responded
+    }
+}
+
+/// A write running on its own task.
+struct SpawnedWrite {
+    directory: Arc<Directory>,
+    outbound: Arc<Outbound>,
+    access_log: bool,
+    conn: u64,
+    id: i32,
+    tag: Tag,
+    op_name: &'static str,
+    dn: Vec<u8>,
+    started: Instant,
+}
+
+impl SpawnedWrite {
+    async fn run(self, command: meridian_store::Command) {
+        let outcome = self.directory.execute(command).await;
+        let mut batch = Batch::default();
+        let result = LdapResult {
+            code: outcome.code,
+            matched_dn: outcome.matched.as_bytes(),
+            message: outcome.message.as_bytes(),
+            referral: None,
+        };
+        encode_result(&mut batch.bytes, self.id, self.tag, &result);
+        batch.completed = 1;
+        self.outbound.push(&mut batch);
+        if self.access_log {
+            tracing::info!(
+                target: "meridian::access",
+                conn = self.conn,
+                msgid = self.id,
+                op = self.op_name,
+                dn = %String::from_utf8_lossy(&self.dn),
+                result = i64::from(outcome.code.0),
+                etime_us = self.started.elapsed().as_micros() as u64,
+            );
+        }
     }
 }
 
@@ -422,6 +511,14 @@ fn check_controls(msg: &LdapMessage<'_>) -> Result<u64, (ResultCode, String)> {
                 )
             })?;
             bundle = u64::from(ql.count);
+        } else if control.oid == control_oid::PERMISSIVE_MODIFY {
+            // Served by modify (see `handle`); it takes no value.
+            if control.value.is_some() {
+                return Err((
+                    ResultCode::PROTOCOL_ERROR,
+                    "the permissive modify control takes no value".to_owned(),
+                ));
+            }
         } else if control.critical {
             return Err((
                 ResultCode::UNAVAILABLE_CRITICAL_EXTENSION,

@@ -1,0 +1,75 @@
+//! SearchResultEntry encoding with attribute selection.
+
+use meridian_ber::{Tag, Writer};
+use meridian_model::Schema;
+use meridian_model::entry::Entry;
+use meridian_model::selection::Selection;
+use meridian_proto::message::tags;
+
+/// What of an entry a search returns.
+#[derive(Debug, Clone, Copy)]
+pub struct Projection<'a> {
+    /// The requested attributes.
+    pub selection: &'a Selection,
+    /// Names only, no values.
+    pub types_only: bool,
+    /// The schema (for subtype and operational decisions).
+    pub schema: &'a Schema,
+}
+
+/// Appends a SearchResultEntry: the selected attributes of `entry` that
+/// `visible` allows, then `computed` operational attributes (name,
+/// values) that were asked for.
+pub fn encode_entry(
+    buf: &mut Vec<u8>,
+    message_id: i32,
+    entry: &Entry,
+    projection: Projection<'_>,
+    visible: impl Fn(&meridian_model::entry::Attribute) -> bool,
+    computed: &[(&str, Vec<Vec<u8>>)],
+) {
+    let Projection {
+        selection,
+        types_only,
+        schema,
+    } = projection;
+    let mut w = Writer::new(buf);
+    let msg = w.start(Tag::SEQUENCE);
+    w.integer(Tag::INTEGER, i64::from(message_id));
+    let op = w.start(tags::SEARCH_RESULT_ENTRY);
+    w.octets(Tag::OCTET_STRING, entry.dn.original().as_bytes());
+    let attrs = w.start(Tag::SEQUENCE);
+    let put = |w: &mut Writer<'_>, name: &[u8], values: &mut dyn Iterator<Item = &[u8]>| {
+        let m = w.start(Tag::SEQUENCE);
+        w.octets(Tag::OCTET_STRING, name);
+        let set = w.start(Tag::SET);
+        if !types_only {
+            for value in values {
+                w.octets(Tag::OCTET_STRING, value);
+            }
+        }
+        w.end(set);
+        w.end(m);
+    };
+    for attribute in entry
+        .attributes
+        .iter()
+        .filter(|a| selection.wants(a, schema) && visible(a))
+    {
+        put(
+            &mut w,
+            attribute.name.as_bytes(),
+            &mut attribute.values.iter().map(Vec::as_slice),
+        );
+    }
+    for (name, values) in computed {
+        put(
+            &mut w,
+            name.as_bytes(),
+            &mut values.iter().map(Vec::as_slice),
+        );
+    }
+    w.end(attrs);
+    w.end(op);
+    w.end(msg);
+}

@@ -1,0 +1,500 @@
+//! Meridian's directory operations: LDAP requests checked against the
+//! schema and the caller's rights, turned into store commands (writes) or
+//! snapshot searches (reads).
+//!
+//! Writes are split in two so the server never holds a borrowed request
+//! across an await: `prepare_*` (synchronous, borrows the request,
+//! chooses timestamps, entryUUID and entryCSN) returns an owned
+//! [`Command`]; [`Directory::execute`] runs it through the store's writer.
+//!
+//! Access, until configurable rules arrive: the administrator may do
+//! anything; other authenticated identities may read the tree except
+//! userPassword; anonymous may read only the root DSE and cn=Subschema
+//! (served by the server itself); writes need the administrator.
+
+pub mod clock;
+pub mod encode;
+pub mod ids;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use meridian_model::dn::Dn;
+use meridian_model::entry::{Description, Entry, Writer};
+use meridian_model::modify::{ModOp, Modification};
+use meridian_model::selection::Selection;
+use meridian_model::{ModelError, Schema};
+use meridian_proto::{
+    AddRequest, CompareRequest, ModifyDnRequest, ModifyOperation, ModifyRequest, ResultCode,
+    SearchRequest,
+};
+use meridian_store::{Command, Store, StoreError};
+
+use crate::clock::{Clock, generalized_time};
+use crate::encode::{Projection, encode_entry};
+use crate::ids::{CsnSource, uuid_v4};
+
+/// Who is asking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    /// Not bound, or bound anonymously.
+    Anonymous,
+    /// The configured administrator.
+    Admin(Dn),
+    /// Another authenticated identity.
+    User(Dn),
+}
+
+impl Identity {
+    fn dn_text(&self) -> &str {
+        match self {
+            Identity::Anonymous => "",
+            Identity::Admin(dn) | Identity::User(dn) => dn.original(),
+        }
+    }
+}
+
+/// An LDAPResult to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// resultCode.
+    pub code: ResultCode,
+    /// matchedDN.
+    pub matched: String,
+    /// diagnosticMessage.
+    pub message: String,
+}
+
+impl Outcome {
+    /// success.
+    pub fn success() -> Self {
+        Self::new(ResultCode::SUCCESS, "")
+    }
+
+    /// A result without matchedDN.
+    pub fn new(code: ResultCode, message: impl Into<String>) -> Self {
+        Outcome {
+            code,
+            matched: String::new(),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<ModelError> for Outcome {
+    fn from(e: ModelError) -> Self {
+        Outcome::new(e.code, e.message)
+    }
+}
+
+impl From<StoreError> for Outcome {
+    fn from(e: StoreError) -> Self {
+        let code = e.code();
+        match e {
+            StoreError::NoSuchObject { dn, matched } => Outcome {
+                code,
+                matched,
+                message: format!("no such entry: {dn}"),
+            },
+            StoreError::Model(m) => m.into(),
+            other => Outcome::new(code, other.to_string()),
+        }
+    }
+}
+
+/// Server-side search limits (RFC 4511 section 4.5.1.4), which bind
+/// everyone but the administrator.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Most entries one search returns.
+    pub size_limit: usize,
+    /// Longest a search runs.
+    pub time_limit: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        // slapd's defaults.
+        Limits {
+            size_limit: 500,
+            time_limit: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// The directory: the store, the schema, and the server's identity rules.
+#[derive(Debug)]
+pub struct Directory {
+    store: Store,
+    schema: Arc<Schema>,
+    admin: Dn,
+    clock: Arc<dyn Clock>,
+    csn: CsnSource,
+    limits: Limits,
+}
+
+const USER_PASSWORD: &str = "userPassword";
+
+fn insufficient(message: &str) -> Outcome {
+    Outcome::new(ResultCode::INSUFFICIENT_ACCESS_RIGHTS, message)
+}
+
+impl Directory {
+    /// A directory over `store`.
+    pub fn new(store: Store, admin: Dn, clock: Arc<dyn Clock>, limits: Limits) -> Self {
+        let schema = Arc::clone(store.schema());
+        Directory {
+            store,
+            schema,
+            admin,
+            clock,
+            csn: CsnSource::new(0),
+            limits,
+        }
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
+    /// The identity a successful bind as `dn` gives.
+    pub fn identity_for(&self, dn: Dn) -> Identity {
+        if dn.normalized() == self.admin.normalized() {
+            Identity::Admin(dn)
+        } else {
+            Identity::User(dn)
+        }
+    }
+
+    fn dn(&self, text: &[u8]) -> Result<Dn, Outcome> {
+        if text.is_empty() {
+            return Ok(Dn::root());
+        }
+        Dn::parse(text, &self.schema).map_err(Outcome::from)
+    }
+
+    fn require_admin(who: &Identity) -> Result<(), Outcome> {
+        match who {
+            Identity::Admin(_) => Ok(()),
+            _ => Err(insufficient(
+                "only the administrator may write: access rules are not configurable yet",
+            )),
+        }
+    }
+
+    fn require_reader(who: &Identity) -> Result<(), Outcome> {
+        match who {
+            Identity::Anonymous => Err(insufficient(
+                "anonymous clients may read only the root DSE and cn=Subschema; bind first",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Timestamps, CSN and names for a write by `who`.
+    fn stamp(&self, who: &Identity) -> (String, String, String) {
+        let (seconds, micros) = generalized_time(self.clock.now());
+        let csn = self.csn.next(&seconds, micros);
+        (seconds, csn, who.dn_text().to_owned())
+    }
+
+    /// Checks an add and builds its command (operational attributes set).
+    pub fn prepare_add(&self, who: &Identity, req: &AddRequest<'_>) -> Result<Command, Outcome> {
+        Self::require_admin(who)?;
+        let dn = self.dn(req.dn)?;
+        let entry = Entry::new(
+            dn,
+            req.attributes.iter().map(|a| (a.ty, a.values.iter())),
+            &self.schema,
+        )?
+        .with_rdn_values(&self.schema);
+        let checked = entry.check(&self.schema, Writer::Client)?;
+        let structural = self
+            .schema
+            .class_by_id(checked.structural)
+            .map(|c| c.name().to_owned())
+            .unwrap_or_default();
+        let (now, csn, creator) = self.stamp(who);
+        let uuid = uuid_v4().map_err(|e| {
+            Outcome::new(
+                ResultCode::OTHER,
+                format!("no randomness for entryUUID: {e}"),
+            )
+        })?;
+        let mut entry = entry;
+        for (name, value) in [
+            ("structuralObjectClass", structural),
+            ("entryUUID", uuid),
+            ("creatorsName", creator.clone()),
+            ("createTimestamp", now.clone()),
+            ("entryCSN", csn),
+            ("modifiersName", creator),
+            ("modifyTimestamp", now),
+        ] {
+            let desc = Description::parse(name.as_bytes(), &self.schema)?;
+            entry.attributes.push(meridian_model::entry::Attribute {
+                desc,
+                name: name.to_owned(),
+                values: vec![value.into_bytes()],
+            });
+        }
+        Ok(Command::Add { entry })
+    }
+
+    /// Checks a delete and builds its command.
+    pub fn prepare_delete(&self, who: &Identity, dn: &[u8]) -> Result<Command, Outcome> {
+        Self::require_admin(who)?;
+        Ok(Command::Delete { dn: self.dn(dn)? })
+    }
+
+    fn operational_changes(&self, who: &Identity) -> Vec<(String, Vec<Vec<u8>>)> {
+        let (now, csn, modifier) = self.stamp(who);
+        vec![
+            ("modifiersName".into(), vec![modifier.into_bytes()]),
+            ("modifyTimestamp".into(), vec![now.into_bytes()]),
+            ("entryCSN".into(), vec![csn.into_bytes()]),
+        ]
+    }
+
+    /// Checks a modify and builds its command.
+    pub fn prepare_modify(
+        &self,
+        who: &Identity,
+        req: &ModifyRequest<'_>,
+        permissive: bool,
+    ) -> Result<Command, Outcome> {
+        Self::require_admin(who)?;
+        let dn = self.dn(req.dn)?;
+        let mut changes = Vec::new();
+        for change in req.changes.iter() {
+            let m = change.modification;
+            let desc = Description::parse(m.ty, &self.schema)?;
+            if let Some(at) = self.schema.attr(desc.attr) {
+                if at.no_user_modification {
+                    return Err(Outcome::new(
+                        ResultCode::CONSTRAINT_VIOLATION,
+                        format!("attribute {:?} is not user-modifiable", at.name()),
+                    ));
+                }
+            }
+            changes.push(Modification {
+                op: match change.operation {
+                    ModifyOperation::Add => ModOp::Add,
+                    ModifyOperation::Delete => ModOp::Delete,
+                    ModifyOperation::Replace => ModOp::Replace,
+                    ModifyOperation::Increment => ModOp::Increment,
+                },
+                attr: String::from_utf8_lossy(m.ty).into_owned(),
+                values: m.values.iter().map(<[u8]>::to_vec).collect(),
+            });
+        }
+        Ok(Command::Modify {
+            dn,
+            changes,
+            operational: self.operational_changes(who),
+            permissive,
+        })
+    }
+
+    /// Checks a modifyDN and builds its command.
+    pub fn prepare_modify_dn(
+        &self,
+        who: &Identity,
+        req: &ModifyDnRequest<'_>,
+    ) -> Result<Command, Outcome> {
+        Self::require_admin(who)?;
+        let dn = self.dn(req.dn)?;
+        let new_rdn = std::str::from_utf8(req.new_rdn)
+            .map_err(|_| Outcome::new(ResultCode::INVALID_DN_SYNTAX, "newrdn is not UTF-8"))?
+            .to_owned();
+        let new_superior = match req.new_superior {
+            Some(s) => Some(self.dn(s)?),
+            None => None,
+        };
+        Ok(Command::ModifyDn {
+            dn,
+            new_rdn,
+            delete_old_rdn: req.delete_old_rdn,
+            new_superior,
+            operational: self.operational_changes(who),
+        })
+    }
+
+    /// Runs a prepared write through the store's writer.
+    pub async fn execute(&self, command: Command) -> Outcome {
+        match self.store.execute(command).await {
+            Ok(_) => Outcome::success(),
+            Err(e) => e.into(),
+        }
+    }
+
+    /// Compare (RFC 4511 section 4.10).
+    pub fn compare(&self, who: &Identity, req: &CompareRequest<'_>) -> Outcome {
+        self.compare_inner(who, req).unwrap_or_else(|e| e)
+    }
+
+    fn compare_inner(&self, who: &Identity, req: &CompareRequest<'_>) -> Result<Outcome, Outcome> {
+        Self::require_reader(who)?;
+        let dn = self.dn(req.dn)?;
+        let desc = Description::parse(req.ava.attr, &self.schema)?;
+        let at = self
+            .schema
+            .attr(desc.attr)
+            .ok_or_else(|| Outcome::new(ResultCode::OTHER, "dangling attribute"))?;
+        if at.name().eq_ignore_ascii_case(USER_PASSWORD) && !matches!(who, Identity::Admin(_)) {
+            return Err(insufficient(
+                "userPassword can only be compared by the administrator",
+            ));
+        }
+        let Some(rule) = at.equality else {
+            return Err(Outcome::new(
+                ResultCode::INAPPROPRIATE_MATCHING,
+                format!("{} has no equality matching rule", at.name()),
+            ));
+        };
+        let snapshot = self.store.snapshot().map_err(Outcome::from)?;
+        let Some((_, entry)) = snapshot.get(&dn).map_err(Outcome::from)? else {
+            return Err(StoreError::NoSuchObject {
+                dn: dn.original().to_owned(),
+                matched: snapshot.matched(&dn).unwrap_or_default(),
+            }
+            .into());
+        };
+        let Some(asserted) = rule.key(req.ava.value, &self.schema) else {
+            return Err(Outcome::new(
+                ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+                format!("the value is not valid for {}", rule.name),
+            ));
+        };
+        let mut present = false;
+        for attr in entry.matching(&desc, &self.schema) {
+            present = true;
+            if attr
+                .values
+                .iter()
+                .any(|v| rule.key(v, &self.schema).as_ref() == Some(&asserted))
+            {
+                return Ok(Outcome::new(ResultCode::COMPARE_TRUE, ""));
+            }
+        }
+        if present {
+            Ok(Outcome::new(ResultCode::COMPARE_FALSE, ""))
+        } else {
+            Err(Outcome::new(
+                ResultCode::NO_SUCH_ATTRIBUTE,
+                format!("the entry has no {} attribute", at.name()),
+            ))
+        }
+    }
+
+    /// Search below the root DSE: entries are appended to `buf` as
+    /// SearchResultEntry messages; the returned outcome is the
+    /// SearchResultDone's result.
+    pub fn search(
+        &self,
+        who: &Identity,
+        req: &SearchRequest<'_>,
+        message_id: i32,
+        buf: &mut Vec<u8>,
+    ) -> Outcome {
+        self.search_inner(who, req, message_id, buf)
+            .unwrap_or_else(|e| e)
+    }
+
+    fn search_inner(
+        &self,
+        who: &Identity,
+        req: &SearchRequest<'_>,
+        message_id: i32,
+        buf: &mut Vec<u8>,
+    ) -> Result<Outcome, Outcome> {
+        Self::require_reader(who)?;
+        let base = self.dn(req.base)?;
+        let admin = matches!(who, Identity::Admin(_));
+        // The client's limits, capped by the server's for everyone but the
+        // administrator; 0 from the client means "no client limit".
+        let client_size = usize::try_from(req.size_limit).unwrap_or(usize::MAX);
+        let size_limit = match (client_size, admin) {
+            (0, true) => usize::MAX,
+            (0, false) => self.limits.size_limit,
+            (n, true) => n,
+            (n, false) => n.min(self.limits.size_limit),
+        };
+        let client_time = Duration::from_secs(u64::try_from(req.time_limit).unwrap_or(0));
+        let time_limit = match (client_time.is_zero(), admin) {
+            (true, true) => Duration::MAX,
+            (true, false) => self.limits.time_limit,
+            (false, true) => client_time,
+            (false, false) => client_time.min(self.limits.time_limit),
+        };
+        let started = Instant::now();
+        let selection = Selection::parse(req.attributes.iter(), &self.schema);
+        let projection = Projection {
+            selection: &selection,
+            types_only: req.types_only,
+            schema: &self.schema,
+        };
+        let computed_wanted = |name: &str| {
+            self.schema
+                .attribute_id(name)
+                .is_some_and(|id| selection.names(id, &self.schema))
+        };
+        let want_entry_dn = computed_wanted("entryDN");
+        let want_has = computed_wanted("hasSubordinates");
+        let want_num = computed_wanted("numSubordinates");
+        let want_subschema = computed_wanted("subschemaSubentry");
+        let snapshot = self.store.snapshot().map_err(Outcome::from)?;
+        let mut sent = 0usize;
+        let mut stopped: Option<Outcome> = None;
+        let visible = |a: &meridian_model::entry::Attribute| {
+            admin
+                || self
+                    .schema
+                    .attr(a.desc.attr)
+                    .is_none_or(|t| t.name() != USER_PASSWORD)
+        };
+        snapshot
+            .search(&base, req.scope, &req.filter, |id, entry| {
+                if sent >= size_limit {
+                    stopped = Some(Outcome::new(
+                        ResultCode::SIZE_LIMIT_EXCEEDED,
+                        format!("size limit of {size_limit} entries reached"),
+                    ));
+                    return false;
+                }
+                if started.elapsed() > time_limit {
+                    stopped = Some(Outcome::new(
+                        ResultCode::TIME_LIMIT_EXCEEDED,
+                        "time limit reached",
+                    ));
+                    return false;
+                }
+                let mut computed: Vec<(&str, Vec<Vec<u8>>)> = Vec::new();
+                if want_entry_dn {
+                    computed.push(("entryDN", vec![entry.dn.original().as_bytes().to_vec()]));
+                }
+                if want_has || want_num {
+                    let children = snapshot.children(Some(id)).map(|c| c.len()).unwrap_or(0);
+                    if want_has {
+                        let v: &[u8] = if children > 0 { b"TRUE" } else { b"FALSE" };
+                        computed.push(("hasSubordinates", vec![v.to_vec()]));
+                    }
+                    if want_num {
+                        computed.push(("numSubordinates", vec![children.to_string().into_bytes()]));
+                    }
+                }
+                if want_subschema {
+                    computed.push((
+                        "subschemaSubentry",
+                        vec![meridian_model::subschema::SUBSCHEMA_DN.as_bytes().to_vec()],
+                    ));
+                }
+                encode_entry(buf, message_id, entry, projection, visible, &computed);
+                sent += 1;
+                true
+            })
+            .map_err(Outcome::from)?;
+        Ok(stopped.unwrap_or_else(Outcome::success))
+    }
+}
