@@ -169,6 +169,9 @@ pub struct DirectoryConfig {
     /// Schema files loaded after the built-in schema, in order (OpenLDAP
     /// `.schema` format or LDIF subschema entries).
     pub schema_files: Vec<PathBuf>,
+    /// Accept userPassword values stored without a scheme (clear text) at
+    /// bind. Off: clear-text values never authenticate.
+    pub allow_cleartext_passwords: bool,
 }
 
 /// `[log]`.
@@ -211,6 +214,7 @@ impl Default for DirectoryConfig {
             admin_dn: "cn=admin,dc=example,dc=com".into(),
             data_dir: PathBuf::from("./meridian-data"),
             schema_files: Vec::new(),
+            allow_cleartext_passwords: false,
         }
     }
 }

@@ -15,6 +15,7 @@
 pub mod clock;
 pub mod encode;
 pub mod ids;
+pub mod password;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -319,6 +320,75 @@ impl Directory {
             new_superior,
             operational: self.operational_changes(who),
         })
+    }
+
+    /// The userPassword values of the entry at `dn` (for a bind), or
+    /// `None` if there is no such entry.
+    pub fn user_passwords(&self, dn: &Dn) -> Result<Option<Vec<Vec<u8>>>, Outcome> {
+        let snapshot = self.store.snapshot().map_err(Outcome::from)?;
+        let Some((_, entry)) = snapshot.get(dn).map_err(Outcome::from)? else {
+            return Ok(None);
+        };
+        let attr = self
+            .schema
+            .attribute_id(USER_PASSWORD)
+            .ok_or_else(|| Outcome::new(ResultCode::OTHER, "schema has no userPassword"))?;
+        Ok(Some(
+            entry
+                .get(attr)
+                .map(|a| a.values.clone())
+                .unwrap_or_default(),
+        ))
+    }
+
+    /// Replaces clear-text userPassword values in a command by their
+    /// `{ARGON2}` hash. CPU-heavy by design: call it off the async
+    /// workers (the server uses the blocking pool).
+    pub fn hash_passwords(&self, command: Command) -> Result<Command, Outcome> {
+        let is_password = |name: &str| {
+            Description::parse(name.as_bytes(), &self.schema)
+                .ok()
+                .and_then(|d| self.schema.attr(d.attr))
+                .is_some_and(|a| a.name() == USER_PASSWORD)
+        };
+        let hash_all = |values: &mut Vec<Vec<u8>>| -> Result<(), Outcome> {
+            for v in values.iter_mut() {
+                if !password::is_hashed(v) {
+                    *v = password::hash(v).map_err(|e| {
+                        Outcome::new(ResultCode::OTHER, format!("hashing a password: {e}"))
+                    })?;
+                }
+            }
+            Ok(())
+        };
+        match command {
+            Command::Add { mut entry } => {
+                for attr in entry.attributes.iter_mut().filter(|a| is_password(&a.name)) {
+                    hash_all(&mut attr.values)?;
+                }
+                Ok(Command::Add { entry })
+            }
+            Command::Modify {
+                dn,
+                mut changes,
+                operational,
+                permissive,
+            } => {
+                for change in changes
+                    .iter_mut()
+                    .filter(|c| matches!(c.op, ModOp::Add | ModOp::Replace) && is_password(&c.attr))
+                {
+                    hash_all(&mut change.values)?;
+                }
+                Ok(Command::Modify {
+                    dn,
+                    changes,
+                    operational,
+                    permissive,
+                })
+            }
+            other => Ok(other),
+        }
     }
 
     /// Runs a prepared write through the store's writer.

@@ -169,6 +169,24 @@ impl Reader<'_> {
                     return Some(End::Unbind);
                 }
                 Action::Disconnect(reason) => return Some(End::Protocol(reason.to_owned())),
+                Action::VerifyUser {
+                    message_id,
+                    dn,
+                    stored,
+                    password,
+                    started,
+                } => {
+                    self.out.push(&mut self.batch);
+                    let verified = self.ctx.verify_password(stored, password).await;
+                    self.session.finish_user_bind(
+                        self.ctx,
+                        message_id,
+                        dn,
+                        verified,
+                        &mut self.batch,
+                        started,
+                    );
+                }
                 Action::VerifyAdmin {
                     message_id,
                     password,

@@ -39,9 +39,31 @@ pub(crate) struct ServerContext {
     pub(crate) access_log: bool,
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) max_outstanding: usize,
+    /// Password checks running at once (they are memory- and CPU-hard).
+    pub(crate) password_checks: Arc<Semaphore>,
+    /// Clear-text userPassword values are accepted at bind.
+    pub(crate) allow_cleartext: bool,
     /// How long a closing connection waits for its in-flight operations.
     pub(crate) shutdown_grace: Duration,
     pub(crate) queue_flush: Duration,
+}
+
+impl ServerContext {
+    /// Checks `password` against a user's stored userPassword values on
+    /// the blocking pool, at most one check per CPU at a time.
+    pub(crate) async fn verify_password(&self, stored: Vec<Vec<u8>>, password: Vec<u8>) -> bool {
+        let Ok(_permit) = self.password_checks.acquire().await else {
+            return false;
+        };
+        let cleartext = self.allow_cleartext;
+        tokio::task::spawn_blocking(move || {
+            stored
+                .iter()
+                .any(|value| meridian_directory::password::verify(value, &password, cleartext))
+        })
+        .await
+        .unwrap_or(false)
+    }
 }
 
 /// Why the server could not start.
@@ -102,6 +124,10 @@ impl Server {
                 .then(|| Duration::from_secs(s.idle_timeout_secs)),
             max_outstanding: s.max_outstanding_per_connection,
             shutdown_grace: Duration::from_secs(s.shutdown_grace_secs),
+            password_checks: Arc::new(Semaphore::new(
+                std::thread::available_parallelism().map_or(1, usize::from),
+            )),
+            allow_cleartext: config.directory.allow_cleartext_passwords,
             queue_flush: Duration::from_millis(s.queue_length_flush_ms),
         };
         Ok(Server {

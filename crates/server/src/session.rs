@@ -39,6 +39,15 @@ pub(crate) enum Action {
         password: Vec<u8>,
         started: Instant,
     },
+    /// Verify `password` against a user's stored values, then call
+    /// [`Session::finish_user_bind`].
+    VerifyUser {
+        message_id: i32,
+        dn: Dn,
+        stored: Vec<Vec<u8>>,
+        password: Vec<u8>,
+        started: Instant,
+    },
     /// A write was handed to a task; it answers through the outbound
     /// buffer itself and returns its permit then.
     Spawned,
@@ -218,8 +227,19 @@ impl Session {
             }
         };
         if !reply.ctx.admin.is_admin_dn(&dn) {
-            // Same answer as a wrong password: no user enumeration.
-            return reply.result(bind.name, ResultCode::INVALID_CREDENTIALS, b"");
+            return match reply.ctx.directory.user_passwords(&dn) {
+                Ok(Some(stored)) if !stored.is_empty() => Action::VerifyUser {
+                    message_id: reply.id,
+                    dn,
+                    stored,
+                    password: password.to_vec(),
+                    started: reply.started,
+                },
+                // Unknown DN or no password: the same answer as a wrong
+                // password, so binds cannot enumerate entries.
+                Ok(_) => reply.result(bind.name, ResultCode::INVALID_CREDENTIALS, b""),
+                Err(outcome) => reply.outcome(bind.name, &outcome),
+            };
         }
         Action::VerifyAdmin {
             message_id: reply.id,
@@ -254,6 +274,34 @@ impl Session {
             reply.result(dn, ResultCode::SUCCESS, b"");
         } else {
             reply.result(dn, ResultCode::INVALID_CREDENTIALS, b"");
+        }
+    }
+
+    /// Completes a bind handed out as [`Action::VerifyUser`].
+    pub(crate) fn finish_user_bind(
+        &mut self,
+        ctx: &ServerContext,
+        message_id: i32,
+        dn: Dn,
+        verified: bool,
+        batch: &mut Batch,
+        started: Instant,
+    ) {
+        let reply = Reply {
+            ctx,
+            session_conn: self.conn_id,
+            batch,
+            id: message_id,
+            tag: tags::BIND_RESPONSE,
+            op_name: "BIND",
+            started,
+        };
+        let name = dn.original().as_bytes().to_vec();
+        if verified {
+            self.identity = ctx.directory.identity_for(dn);
+            reply.result(&name, ResultCode::SUCCESS, b"");
+        } else {
+            reply.result(&name, ResultCode::INVALID_CREDENTIALS, b"");
         }
     }
 
@@ -433,7 +481,14 @@ struct SpawnedWrite {
 
 impl SpawnedWrite {
     async fn run(self, command: meridian_store::Command) {
-        let outcome = self.directory.execute(command).await;
+        // Password hashing is deliberately slow: keep it off the workers.
+        let directory = Arc::clone(&self.directory);
+        let hashed = tokio::task::spawn_blocking(move || directory.hash_passwords(command)).await;
+        let outcome = match hashed {
+            Ok(Ok(command)) => self.directory.execute(command).await,
+            Ok(Err(outcome)) => outcome,
+            Err(e) => Outcome::new(ResultCode::OTHER, format!("password hashing failed: {e}")),
+        };
         let mut batch = Batch::default();
         let result = LdapResult {
             code: outcome.code,

@@ -1,0 +1,159 @@
+//! Users: passwords hashed on write ({ARGON2}), binds with them and with
+//! hashes made by OpenLDAP's slappasswd ({SSHA}), what a bound user may
+//! read and write.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod support;
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use support::*;
+
+fn tool(
+    server: &Server,
+    tool: &str,
+    bind: &[&str],
+    extra: &[&str],
+    stdin: Option<&str>,
+) -> (i32, String) {
+    let url = server.url();
+    let mut args = vec!["-x", "-H", &url];
+    args.extend_from_slice(bind);
+    args.extend_from_slice(extra);
+    let mut child = Command::new(tool)
+        .args(&args)
+        .env("LDAPNOINIT", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).unwrap();
+    }
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!("{}{}", text(&out.stdout), text(&out.stderr)),
+    )
+}
+
+#[test]
+fn users_bind_with_hashed_passwords_and_read_but_not_write() {
+    let server = Server::start("");
+    let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let ssha = Command::new("slappasswd")
+        .args(["-s", "imported", "-h", "{SSHA}"])
+        .output()
+        .unwrap();
+    assert!(ssha.status.success(), "slappasswd missing (install slapd)");
+    let ssha = text(&ssha.stdout).trim().to_owned();
+    let ldif = format!(
+        "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
+         dn: uid=alice,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: alice\ncn: Alice\nsn: A\nuserPassword: wonderland\n\n\
+         dn: uid=bob,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: bob\ncn: Bob\nsn: B\nuserPassword: {ssha}\n"
+    );
+    let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(&ldif));
+    assert_eq!(rc, 0, "{out}");
+
+    // Stored hashed; the administrator sees the hash, never the clear text.
+    let (_, out) = tool(
+        &server,
+        "ldapsearch",
+        &admin,
+        &[
+            "-LLL",
+            "-b",
+            "uid=alice,dc=example,dc=com",
+            "-s",
+            "base",
+            "userPassword",
+        ],
+        None,
+    );
+    let encoded = out
+        .lines()
+        .find_map(|l| l.strip_prefix("userPassword:: "))
+        .unwrap_or_default()
+        .to_owned();
+    let decoded = meridian_directory::password::base64::decode(
+        encoded.as_bytes(),
+        meridian_directory::password::base64::STANDARD,
+    )
+    .unwrap();
+    assert!(decoded.starts_with(b"{ARGON2}$argon2id$"), "{out}");
+
+    // Binds: our hash, slappasswd's hash, wrong password, unknown DN.
+    let alice = ["-D", "uid=alice,dc=example,dc=com", "-w", "wonderland"];
+    let (rc, out) = tool(&server, "ldapwhoami", &alice, &[], None);
+    assert_eq!((rc, out.trim()), (0, "dn:uid=alice,dc=example,dc=com"));
+    let (rc, out) = tool(
+        &server,
+        "ldapwhoami",
+        &["-D", "UID=Bob,DC=Example,DC=com", "-w", "imported"],
+        &[],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    for (dn, pw) in [
+        ("uid=alice,dc=example,dc=com", "wrong"),
+        ("uid=nobody,dc=example,dc=com", "x"),
+        ("uid=bob,dc=example,dc=com", ssha.as_str()),
+    ] {
+        let (rc, out) = tool(&server, "ldapwhoami", &["-D", dn, "-w", pw], &[], None);
+        assert_eq!(rc, 49, "{dn}: {out}");
+    }
+
+    // A user reads the tree, without anyone's userPassword, and may not write.
+    let (rc, out) = tool(
+        &server,
+        "ldapsearch",
+        &alice,
+        &["-LLL", "-b", "dc=example,dc=com", "(uid=*)", "*"],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(
+        out.contains("dn: uid=bob,dc=example,dc=com") && !out.contains("userPassword"),
+        "{out}"
+    );
+    let (rc, out) = tool(
+        &server,
+        "ldapmodify",
+        &alice,
+        &[],
+        Some("dn: uid=bob,dc=example,dc=com\nchangetype: modify\nreplace: sn\nsn: X\n"),
+    );
+    assert_eq!(rc, 50, "{out}");
+
+    // Changing a password through modify hashes the new one too.
+    let (rc, out) = tool(
+        &server,
+        "ldapmodify",
+        &admin,
+        &[],
+        Some(
+            "dn: uid=alice,dc=example,dc=com\nchangetype: modify\nreplace: userPassword\nuserPassword: looking-glass\n",
+        ),
+    );
+    assert_eq!(rc, 0, "{out}");
+    let (rc, _) = tool(
+        &server,
+        "ldapwhoami",
+        &["-D", "uid=alice,dc=example,dc=com", "-w", "looking-glass"],
+        &[],
+        None,
+    );
+    assert_eq!(rc, 0);
+    let (rc, _) = tool(&server, "ldapwhoami", &alice, &[], None);
+    assert_eq!(rc, 49);
+}
