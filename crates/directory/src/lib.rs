@@ -35,6 +35,67 @@ use crate::clock::{Clock, generalized_time};
 use crate::encode::{Projection, encode_entry};
 use crate::ids::{CsnSource, uuid_v4};
 
+/// A password change checked by [`Directory::prepare_password_modify`];
+/// [`PasswordChange::into_command`] finishes it on the blocking pool.
+#[derive(Debug)]
+pub struct PasswordChange {
+    target: Dn,
+    old: Option<Vec<u8>>,
+    stored: Vec<Vec<u8>>,
+    new: Vec<u8>,
+    /// True when the server chose the new password (returned to the client).
+    pub generated: bool,
+    operational: Vec<(String, Vec<Vec<u8>>)>,
+}
+
+impl PasswordChange {
+    /// The new password in clear text (for genPasswd).
+    pub fn new_password(&self) -> &[u8] {
+        &self.new
+    }
+
+    /// Checks the old password if required and hashes the new one. Slow
+    /// by design: run it on the blocking pool.
+    pub fn into_command(self, allow_cleartext: bool) -> Result<Command, Outcome> {
+        if let Some(old) = &self.old {
+            if !self
+                .stored
+                .iter()
+                .any(|v| password::verify(v, old, allow_cleartext))
+            {
+                return Err(Outcome::new(
+                    ResultCode::INVALID_CREDENTIALS,
+                    "the old password is wrong",
+                ));
+            }
+        }
+        let hashed = password::hash(&self.new)
+            .map_err(|e| Outcome::new(ResultCode::OTHER, format!("hashing: {e}")))?;
+        Ok(Command::Modify {
+            dn: self.target,
+            changes: vec![Modification {
+                op: ModOp::Replace,
+                attr: USER_PASSWORD.into(),
+                values: vec![hashed],
+            }],
+            operational: self.operational,
+            permissive: false,
+        })
+    }
+}
+
+/// 20 characters from a 64-symbol alphabet (120 bits).
+fn generate_password() -> Result<Vec<u8>, Outcome> {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut random = [0u8; 20];
+    getrandom::fill(&mut random)
+        .map_err(|e| Outcome::new(ResultCode::OTHER, format!("no randomness: {e}")))?;
+    Ok(random
+        .iter()
+        .filter_map(|b| ALPHABET.get(usize::from(b & 63)).copied())
+        .collect())
+}
+
 /// Who is asking.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Identity {
@@ -389,6 +450,72 @@ impl Directory {
             }
             other => Ok(other),
         }
+    }
+
+    /// Checks a Password Modify request (RFC 3062) up to what needs the
+    /// blocking pool (old password check, hashing): the administrator may
+    /// change anyone's password, a user only its own and only with its
+    /// old password.
+    pub fn prepare_password_modify(
+        &self,
+        who: &Identity,
+        user: Option<&[u8]>,
+        old: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<PasswordChange, Outcome> {
+        let target = match user {
+            Some(id) => {
+                // An authzId "dn:..." or a plain DN.
+                let text = id.strip_prefix(b"dn:").unwrap_or(id);
+                self.dn(text)?
+            }
+            None => match who {
+                Identity::Admin(dn) | Identity::User(dn) => dn.clone(),
+                Identity::Anonymous => {
+                    return Err(Outcome::new(
+                        ResultCode::UNWILLING_TO_PERFORM,
+                        "bind first, or name the user whose password to change",
+                    ));
+                }
+            },
+        };
+        let check_old = match who {
+            Identity::Admin(_) => false,
+            Identity::User(dn) if dn.normalized() == target.normalized() => true,
+            _ => {
+                return Err(insufficient(
+                    "only the administrator may change another user's password",
+                ));
+            }
+        };
+        if check_old && old.is_none() {
+            return Err(Outcome::new(
+                ResultCode::UNWILLING_TO_PERFORM,
+                "changing your own password needs the old one (oldPasswd)",
+            ));
+        }
+        let stored = self.user_passwords(&target)?.ok_or_else(|| {
+            Outcome::from(StoreError::NoSuchObject {
+                dn: target.original().to_owned(),
+                matched: String::new(),
+            })
+        })?;
+        let (new, generated) = match new {
+            Some(n) if !n.is_empty() => (n.to_vec(), false),
+            _ => (generate_password()?, true),
+        };
+        Ok(PasswordChange {
+            target,
+            old: if check_old {
+                old.map(<[u8]>::to_vec)
+            } else {
+                None
+            },
+            stored,
+            new,
+            generated,
+            operational: self.operational_changes(who),
+        })
     }
 
     /// Runs a prepared write through the store's writer.

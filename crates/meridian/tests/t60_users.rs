@@ -156,4 +156,81 @@ fn users_bind_with_hashed_passwords_and_read_but_not_write() {
     assert_eq!(rc, 0);
     let (rc, _) = tool(&server, "ldapwhoami", &alice, &[], None);
     assert_eq!(rc, 49);
+
+    // Password Modify (ldappasswd): the administrator for anyone, with a
+    // generated password when none is given; a user for itself, with the
+    // old password.
+    let (rc, out) = tool(
+        &server,
+        "ldappasswd",
+        &admin,
+        &["-s", "builder", "uid=bob,dc=example,dc=com"],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    let (rc, _) = tool(
+        &server,
+        "ldapwhoami",
+        &["-D", "uid=bob,dc=example,dc=com", "-w", "builder"],
+        &[],
+        None,
+    );
+    assert_eq!(rc, 0);
+    let (rc, out) = tool(
+        &server,
+        "ldappasswd",
+        &admin,
+        &["uid=bob,dc=example,dc=com"],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    let generated = out
+        .lines()
+        .find_map(|l| l.strip_prefix("New password: "))
+        .unwrap_or_else(|| panic!("{out}"))
+        .trim()
+        .to_owned();
+    let (rc, _) = tool(
+        &server,
+        "ldapwhoami",
+        &["-D", "uid=bob,dc=example,dc=com", "-w", &generated],
+        &[],
+        None,
+    );
+    assert_eq!(rc, 0);
+    let alice = ["-D", "uid=alice,dc=example,dc=com", "-w", "looking-glass"];
+    // ldappasswd exits 1 on any failure and prints the result code.
+    for (extra, code) in [
+        (vec!["-s", "x"], "(53)"),
+        (vec!["-a", "wrong", "-s", "x"], "(49)"),
+        (
+            vec![
+                "-a",
+                "looking-glass",
+                "-s",
+                "x",
+                "uid=bob,dc=example,dc=com",
+            ],
+            "(50)",
+        ),
+    ] {
+        let (rc, out) = tool(&server, "ldappasswd", &alice, &extra, None);
+        assert!(rc != 0 && out.contains(code), "{extra:?}: {out}");
+    }
+    let (rc, out) = tool(
+        &server,
+        "ldappasswd",
+        &alice,
+        &["-a", "looking-glass", "-s", "rabbit-hole"],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    let (rc, _) = tool(
+        &server,
+        "ldapwhoami",
+        &["-D", "uid=alice,dc=example,dc=com", "-w", "rabbit-hole"],
+        &[],
+        None,
+    );
+    assert_eq!(rc, 0);
 }

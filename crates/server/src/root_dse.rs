@@ -32,7 +32,8 @@ impl PublishedEntries {
     pub(crate) const SUPPORTED_CONTROLS: &'static [&'static [u8]] =
         &[control_oid::QUEUE_LENGTH, control_oid::PERMISSIVE_MODIFY];
     /// The extended operations served.
-    pub(crate) const SUPPORTED_EXTENSIONS: &'static [&'static [u8]] = &[extended_oid::WHO_AM_I];
+    pub(crate) const SUPPORTED_EXTENSIONS: &'static [&'static [u8]] =
+        &[extended_oid::WHO_AM_I, extended_oid::PASSWORD_MODIFY];
 
     pub(crate) fn new(suffix: &str, schema: &Schema) -> Result<Self, meridian_model::ModelError> {
         let text = |values: &[&[u8]]| {

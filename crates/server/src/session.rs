@@ -15,7 +15,9 @@ use std::sync::Arc;
 use meridian_directory::{Directory, Identity, Outcome};
 use meridian_model::dn::Dn;
 use meridian_proto::controls::{QueueLength, oid as control_oid};
-use meridian_proto::extended::oid as extended_oid;
+use meridian_proto::extended::{
+    PasswordModifyRequest, encode_password_modify_response, oid as extended_oid,
+};
 use meridian_proto::message::{encode_result, tags};
 use meridian_proto::{
     Authentication, BindRequest, ExtendedRequest, LdapMessage, LdapResult, ProtocolOp, ResultCode,
@@ -128,7 +130,7 @@ impl Session {
         let prepared = match op {
             ProtocolOp::BindRequest(bind) => return self.bind(bind, reply),
             ProtocolOp::SearchRequest(search) => return self.search_request(search, reply),
-            ProtocolOp::ExtendedRequest(ext) => return self.extended(ext, reply),
+            ProtocolOp::ExtendedRequest(ext) => return self.extended(ext, reply, out),
             ProtocolOp::CompareRequest(cmp) => {
                 let outcome = ctx.directory.compare(&self.identity, cmp);
                 return reply.outcome(cmp.dn, &outcome);
@@ -305,7 +307,66 @@ impl Session {
         }
     }
 
-    fn extended(&mut self, ext: &ExtendedRequest<'_>, reply: Reply<'_>) -> Action {
+    /// Password Modify (RFC 3062): checked here, finished on a task (the
+    /// old-password check and the hashing are slow by design).
+    fn password_modify(
+        &self,
+        ext: &ExtendedRequest<'_>,
+        reply: Reply<'_>,
+        out: &Arc<Outbound>,
+    ) -> Action {
+        let request = match PasswordModifyRequest::decode(ext.value) {
+            Ok(r) => r,
+            Err(e) => {
+                let message = format!("malformed Password Modify request: {e}");
+                return reply.extended(ResultCode::PROTOCOL_ERROR, message.as_bytes(), None);
+            }
+        };
+        let ctx = reply.ctx;
+        let change = match ctx.directory.prepare_password_modify(
+            &self.identity,
+            request.user,
+            request.old_password,
+            request.new_password,
+        ) {
+            Ok(change) => change,
+            Err(outcome) => return reply.extended(outcome.code, outcome.message.as_bytes(), None),
+        };
+        let directory = Arc::clone(&ctx.directory);
+        let outbound = Arc::clone(out);
+        let (id, allow_cleartext) = (reply.id, ctx.allow_cleartext);
+        tokio::spawn(async move {
+            let generated = change.generated.then(|| change.new_password().to_vec());
+            let command =
+                tokio::task::spawn_blocking(move || change.into_command(allow_cleartext)).await;
+            let outcome = match command {
+                Ok(Ok(command)) => directory.execute(command).await,
+                Ok(Err(outcome)) => outcome,
+                Err(e) => Outcome::new(ResultCode::OTHER, format!("password change failed: {e}")),
+            };
+            let mut value = Vec::new();
+            if let (Some(password), ResultCode::SUCCESS) = (&generated, outcome.code) {
+                encode_password_modify_response(&mut value, password);
+            }
+            let mut batch = Batch::default();
+            encode_extended(
+                &mut batch.bytes,
+                id,
+                &outcome,
+                (!value.is_empty()).then_some(value.as_slice()),
+            );
+            batch.completed = 1;
+            outbound.push(&mut batch);
+        });
+        Action::Spawned
+    }
+
+    fn extended(
+        &mut self,
+        ext: &ExtendedRequest<'_>,
+        reply: Reply<'_>,
+        out: &Arc<Outbound>,
+    ) -> Action {
         let name = ext.name;
         if name == extended_oid::WHO_AM_I {
             if ext.value.is_some() {
@@ -322,9 +383,11 @@ impl Session {
             };
             return reply.extended(ResultCode::SUCCESS, b"", Some(authz.as_bytes()));
         }
+        if name == extended_oid::PASSWORD_MODIFY {
+            return self.password_modify(ext, reply, out);
+        }
         let pending = [
             (extended_oid::START_TLS, "StartTLS"),
-            (extended_oid::PASSWORD_MODIFY, "Password Modify"),
             (extended_oid::CANCEL, "Cancel"),
             (extended_oid::REFRESH, "Refresh"),
         ];
@@ -464,6 +527,25 @@ impl Reply<'_> {
         );
         Action::Responded
     }
+}
+
+/// Appends an ExtendedResponse with an optional responseValue.
+fn encode_extended(buf: &mut Vec<u8>, id: i32, outcome: &Outcome, value: Option<&[u8]>) {
+    LdapMessage {
+        message_id: id,
+        op: ProtocolOp::ExtendedResponse(meridian_proto::ExtendedResponse {
+            result: LdapResult {
+                code: outcome.code,
+                matched_dn: outcome.matched.as_bytes(),
+                message: outcome.message.as_bytes(),
+                referral: None,
+            },
+            name: None,
+            value,
+        }),
+        controls: meridian_proto::Seq::empty(),
+    }
+    .encode(buf);
 }
 
 /// A write running on its own task.
