@@ -65,6 +65,12 @@ def test_every_operation(server, strategy):
         conn.search(f"ou=People,{SUFFIX}", "(uidNumber>=1015)", LEVEL, attributes=["1.1"])
         assert len(conn.response) == 5
 
+    # Paged results: ldap3's paged_search follows the cookies.
+    if conn.strategy.sync:
+        paged = list(conn.extend.standard.paged_search(f"ou=People,{SUFFIX}", "(uid=*)", LEVEL, attributes=["uid"], paged_size=7, generator=True))
+        assert len(paged) == 20
+        assert len({e["dn"] for e in paged}) == 20
+
     # Modify (replace and increment), then compare.
     r = wait(conn, conn.modify(f"uid=user3,ou=People,{SUFFIX}", {"sn": [(MODIFY_REPLACE, ["Three"])], "uidNumber": [(MODIFY_INCREMENT, [100])]}))
     assert r["result"] == 0, r

@@ -96,6 +96,58 @@ fn generate_password() -> Result<Vec<u8>, Outcome> {
         .collect())
 }
 
+/// The paged results control of a search request (RFC 2696).
+#[derive(Debug, Clone, Copy)]
+pub struct PageRequest<'a> {
+    /// Entries per page; 0 ends the paged search.
+    pub size: i32,
+    /// Empty for the first page, else the cookie of the previous one.
+    pub cookie: &'a [u8],
+}
+
+/// A cookie: version 1, the last entry ID sent, and a fingerprint of the
+/// search it belongs to. No server state: nothing is held between pages.
+fn encode_cookie(last: meridian_store::EntryId, fingerprint: u64) -> Vec<u8> {
+    let mut c = Vec::with_capacity(17);
+    c.push(1);
+    c.extend_from_slice(&last.to_be_bytes());
+    c.extend_from_slice(&fingerprint.to_be_bytes());
+    c
+}
+
+fn decode_cookie(cookie: &[u8], fingerprint: u64) -> Option<meridian_store::EntryId> {
+    let (&version, rest) = cookie.split_first()?;
+    if version != 1 || rest.len() != 16 {
+        return None;
+    }
+    let (last, fp) = rest.split_at(8);
+    let fp = u64::from_be_bytes(fp.try_into().ok()?);
+    let last = u64::from_be_bytes(last.try_into().ok()?);
+    (fp == fingerprint).then_some(last)
+}
+
+/// FNV-1a over what defines a search (base, scope, filter, attributes),
+/// so a cookie cannot be replayed against a different one.
+fn fingerprint(req: &SearchRequest<'_>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h ^= 0xff;
+    };
+    eat(req.base);
+    eat(&[req.scope as u8, u8::from(req.types_only)]);
+    let mut filter = Vec::new();
+    req.filter.to_ber(&mut filter);
+    eat(&filter);
+    for a in req.attributes.iter() {
+        eat(a);
+    }
+    h
+}
+
 /// Who is asking.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Identity {
@@ -587,16 +639,21 @@ impl Directory {
 
     /// Search below the root DSE: entries are appended to `buf` as
     /// SearchResultEntry messages; the returned outcome is the
-    /// SearchResultDone's result.
+    /// SearchResultDone's result. With `page` (the paged results control,
+    /// RFC 2696) it returns one page and the cookie for the next one
+    /// (empty when the search is done).
     pub fn search(
         &self,
         who: &Identity,
         req: &SearchRequest<'_>,
         message_id: i32,
         buf: &mut Vec<u8>,
-    ) -> Outcome {
-        self.search_inner(who, req, message_id, buf)
-            .unwrap_or_else(|e| e)
+        page: Option<PageRequest<'_>>,
+    ) -> (Outcome, Option<Vec<u8>>) {
+        match self.search_inner(who, req, message_id, buf, page) {
+            Ok(done) => done,
+            Err(e) => (e, page.map(|_| Vec::new())),
+        }
     }
 
     fn search_inner(
@@ -605,7 +662,8 @@ impl Directory {
         req: &SearchRequest<'_>,
         message_id: i32,
         buf: &mut Vec<u8>,
-    ) -> Result<Outcome, Outcome> {
+        page: Option<PageRequest<'_>>,
+    ) -> Result<(Outcome, Option<Vec<u8>>), Outcome> {
         Self::require_reader(who)?;
         let base = self.dn(req.base)?;
         let admin = matches!(who, Identity::Admin(_));
@@ -625,6 +683,30 @@ impl Directory {
             (false, true) => client_time,
             (false, false) => client_time.min(self.limits.time_limit),
         };
+        // Paging: resume after the cookie's entry, stop after one page.
+        let fingerprint = fingerprint(req);
+        let (after, page_size) = match page {
+            None => (None, None),
+            Some(p) if p.size <= 0 => {
+                // Size 0 ends a paged search (RFC 2696 section 3).
+                return Ok((Outcome::success(), Some(Vec::new())));
+            }
+            Some(p) => {
+                let after = if p.cookie.is_empty() {
+                    None
+                } else {
+                    Some(decode_cookie(p.cookie, fingerprint).ok_or_else(|| {
+                        Outcome::new(
+                            ResultCode::UNWILLING_TO_PERFORM,
+                            "the paged results cookie does not belong to this search",
+                        )
+                    })?)
+                };
+                (after, Some(usize::try_from(p.size).unwrap_or(usize::MAX)))
+            }
+        };
+        let mut last_sent: Option<meridian_store::EntryId> = None;
+        let mut more = false;
         let started = Instant::now();
         let selection = Selection::parse(req.attributes.iter(), &self.schema);
         let projection = Projection {
@@ -652,7 +734,11 @@ impl Directory {
                     .is_none_or(|t| t.name() != USER_PASSWORD)
         };
         snapshot
-            .search(&base, req.scope, &req.filter, |id, entry| {
+            .search_after(&base, req.scope, &req.filter, after, |id, entry| {
+                if page_size.is_some_and(|p| sent >= p) {
+                    more = true;
+                    return false;
+                }
                 if sent >= size_limit {
                     stopped = Some(Outcome::new(
                         ResultCode::SIZE_LIMIT_EXCEEDED,
@@ -689,9 +775,14 @@ impl Directory {
                 }
                 encode_entry(buf, message_id, entry, projection, visible, &computed);
                 sent += 1;
+                last_sent = Some(id);
                 true
             })
             .map_err(Outcome::from)?;
-        Ok(stopped.unwrap_or_else(Outcome::success))
+        let cookie = page_size.map(|_| match (more, last_sent) {
+            (true, Some(last)) => encode_cookie(last, fingerprint),
+            _ => Vec::new(),
+        });
+        Ok((stopped.unwrap_or_else(Outcome::success), cookie))
     }
 }

@@ -143,6 +143,24 @@ fn every_write_and_read_through_openldap_tools() {
     );
     assert_eq!(rc, 4, "{out}");
     assert_eq!(out.matches("dn: ").count(), 1, "{out}");
+    // Paged results (RFC 2696): ldapsearch follows the cookies.
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &[
+            "-LLL",
+            "-E",
+            "pr=1/noprompt",
+            "-b",
+            "dc=example,dc=com",
+            "(objectClass=*)",
+            "1.1",
+        ],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(out.matches("dn: ").count(), 4, "{out}");
+    assert_eq!(out.matches("# pagedresults: cookie=").count(), 4, "{out}");
     // A missing base: noSuchObject with the matched DN.
     let (rc, out) = admin_tool(
         &server,

@@ -29,8 +29,11 @@ pub(crate) struct PublishedEntries {
 
 impl PublishedEntries {
     /// The controls a client may mark critical and get served.
-    pub(crate) const SUPPORTED_CONTROLS: &'static [&'static [u8]] =
-        &[control_oid::QUEUE_LENGTH, control_oid::PERMISSIVE_MODIFY];
+    pub(crate) const SUPPORTED_CONTROLS: &'static [&'static [u8]] = &[
+        control_oid::QUEUE_LENGTH,
+        control_oid::PAGED_RESULTS,
+        control_oid::PERMISSIVE_MODIFY,
+    ];
     /// The extended operations served.
     pub(crate) const SUPPORTED_EXTENSIONS: &'static [&'static [u8]] =
         &[extended_oid::WHO_AM_I, extended_oid::PASSWORD_MODIFY];

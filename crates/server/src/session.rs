@@ -12,16 +12,16 @@ use std::time::Instant;
 use meridian_ber::{Tag, Writer};
 use std::sync::Arc;
 
-use meridian_directory::{Directory, Identity, Outcome};
+use meridian_directory::{Directory, Identity, Outcome, PageRequest};
 use meridian_model::dn::Dn;
-use meridian_proto::controls::{QueueLength, oid as control_oid};
+use meridian_proto::controls::{PagedResults, QueueLength, oid as control_oid};
 use meridian_proto::extended::{
     PasswordModifyRequest, encode_password_modify_response, oid as extended_oid,
 };
 use meridian_proto::message::{encode_result, tags};
 use meridian_proto::{
-    Authentication, BindRequest, ExtendedRequest, LdapMessage, LdapResult, ProtocolOp, ResultCode,
-    Scope, SearchRequest,
+    Authentication, BindRequest, Control, ExtendedRequest, LdapMessage, LdapResult, ProtocolOp,
+    ResultCode, Scope, SearchRequest,
 };
 
 use crate::ServerContext;
@@ -129,7 +129,9 @@ impl Session {
             .any(|c| c.oid == control_oid::PERMISSIVE_MODIFY);
         let prepared = match op {
             ProtocolOp::BindRequest(bind) => return self.bind(bind, reply),
-            ProtocolOp::SearchRequest(search) => return self.search_request(search, reply),
+            ProtocolOp::SearchRequest(search) => {
+                return self.search_request(search, &msg.controls, reply);
+            }
             ProtocolOp::ExtendedRequest(ext) => return self.extended(ext, reply, out),
             ProtocolOp::CompareRequest(cmp) => {
                 let outcome = ctx.directory.compare(&self.identity, cmp);
@@ -402,7 +404,12 @@ impl Session {
         reply.extended(ResultCode::PROTOCOL_ERROR, message.as_bytes(), None)
     }
 
-    fn search_request(&self, search: &SearchRequest<'_>, reply: Reply<'_>) -> Action {
+    fn search_request(
+        &self,
+        search: &SearchRequest<'_>,
+        controls: &meridian_proto::Seq<'_, Control<'_>>,
+        reply: Reply<'_>,
+    ) -> Action {
         let ctx = reply.ctx;
         let base = if search.base.is_empty() {
             Ok(Dn::root())
@@ -418,10 +425,23 @@ impl Session {
                 .search(entry, search, &ctx.schema, reply.id, &mut reply.batch.bytes);
             return reply.result(b"", ResultCode::SUCCESS, b"");
         }
-        let outcome =
-            ctx.directory
-                .search(&self.identity, search, reply.id, &mut reply.batch.bytes);
-        reply.outcome(search.base, &outcome)
+        let page = match paged_request(controls) {
+            Ok(page) => page,
+            Err(message) => {
+                return reply.result(search.base, ResultCode::PROTOCOL_ERROR, message.as_bytes());
+            }
+        };
+        let (outcome, cookie) = ctx.directory.search(
+            &self.identity,
+            search,
+            reply.id,
+            &mut reply.batch.bytes,
+            page,
+        );
+        match cookie {
+            Some(cookie) => reply.outcome_with_page(search.base, &outcome, &cookie),
+            None => reply.outcome(search.base, &outcome),
+        }
     }
 
     fn log(
@@ -482,6 +502,29 @@ impl Reply<'_> {
             referral: None,
         };
         encode_result(&mut self.batch.bytes, self.id, self.tag, &result);
+        self.done(dn, outcome.code)
+    }
+
+    /// A SearchResultDone carrying the paged results response control.
+    fn outcome_with_page(self, dn: &[u8], outcome: &Outcome, cookie: &[u8]) -> Action {
+        let mut value = Vec::new();
+        PagedResults { size: 0, cookie }.encode(&mut value);
+        let control = [Control {
+            oid: control_oid::PAGED_RESULTS,
+            critical: false,
+            value: Some(&value),
+        }];
+        LdapMessage {
+            message_id: self.id,
+            op: ProtocolOp::SearchResultDone(LdapResult {
+                code: outcome.code,
+                matched_dn: outcome.matched.as_bytes(),
+                message: outcome.message.as_bytes(),
+                referral: None,
+            }),
+            controls: meridian_proto::Seq::from_items(&control),
+        }
+        .encode(&mut self.batch.bytes);
         self.done(dn, outcome.code)
     }
 
@@ -634,6 +677,24 @@ fn op_dn<'a>(op: &ProtocolOp<'a>) -> &'a [u8] {
     }
 }
 
+/// The paged results control of a request, if any.
+fn paged_request<'a>(
+    controls: &meridian_proto::Seq<'a, Control<'a>>,
+) -> Result<Option<PageRequest<'a>>, String> {
+    let Some(control) = controls
+        .iter()
+        .find(|c| c.oid == control_oid::PAGED_RESULTS)
+    else {
+        return Ok(None);
+    };
+    let value =
+        PagedResults::decode(control.value).map_err(|e| format!("paged results control: {e}"))?;
+    Ok(Some(PageRequest {
+        size: value.size,
+        cookie: value.cookie,
+    }))
+}
+
 /// Checks the request's controls: unknown critical controls refuse the
 /// operation (RFC 4511 section 4.1.11), unknown non-critical ones are
 /// ignored. Returns the Queue Length bundle size announced, if any.
@@ -648,6 +709,8 @@ fn check_controls(msg: &LdapMessage<'_>) -> Result<u64, (ResultCode, String)> {
                 )
             })?;
             bundle = u64::from(ql.count);
+        } else if control.oid == control_oid::PAGED_RESULTS {
+            // Decoded and served by search.
         } else if control.oid == control_oid::PERMISSIVE_MODIFY {
             // Served by modify (see `handle`); it takes no value.
             if control.value.is_some() {

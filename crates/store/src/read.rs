@@ -167,6 +167,20 @@ impl<'s> Snapshot<'s> {
         base: &Dn,
         scope: Scope,
         filter: &Filter<'_>,
+        each: impl FnMut(EntryId, &Entry) -> bool,
+    ) -> Result<SearchReport, StoreError> {
+        self.search_after(base, scope, filter, None, each)
+    }
+
+    /// [`Snapshot::search`] for paging: with `after`, entries come in ID
+    /// order and only those with a larger ID, so a page can resume where
+    /// the previous one stopped without keeping a transaction open.
+    pub fn search_after(
+        &self,
+        base: &Dn,
+        scope: Scope,
+        filter: &Filter<'_>,
+        after: Option<EntryId>,
         mut each: impl FnMut(EntryId, &Entry) -> bool,
     ) -> Result<SearchReport, StoreError> {
         let schema = &self.inner.schema;
@@ -243,7 +257,11 @@ impl<'s> Snapshot<'s> {
                         .iter()
                         .all(|s| s.normalized() == base.normalized())));
         if whole_store {
-            for item in self.inner.dbs.id2entry.iter(&self.txn)? {
+            use std::ops::Bound;
+            let start = keys::id_key(after.map_or(0, |a| a.saturating_add(1)));
+            let from: (Bound<&[u8]>, Bound<&[u8]>) =
+                (Bound::Included(&start[..]), Bound::Unbounded);
+            for item in self.inner.dbs.id2entry.range(&self.txn, &from)? {
                 let (key, bytes) = item?;
                 let Some(id) = keys::id_from(key) else {
                     continue;
@@ -253,10 +271,14 @@ impl<'s> Snapshot<'s> {
                 }
             }
         } else {
-            let ids = match plan {
+            let mut ids = match plan {
                 Plan::All => self.scope_ids(base, base_id, scope)?,
                 Plan::Ids(ids) => ids,
             };
+            if let Some(after) = after {
+                ids.sort_unstable();
+                ids.retain(|id| *id > after);
+            }
             for id in ids {
                 let Some(bytes) = self.inner.dbs.id2entry.get(&self.txn, &keys::id_key(id))? else {
                     return Err(StoreError::Engine(format!(
