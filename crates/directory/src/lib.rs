@@ -356,10 +356,51 @@ impl Directory {
         Ok(Command::Add { entry })
     }
 
-    /// Checks a delete and builds its command.
-    pub fn prepare_delete(&self, who: &Identity, dn: &[u8]) -> Result<Command, Outcome> {
+    /// Checks a delete and builds its command; `subtree` (the subtree
+    /// delete control) removes the entry and everything below it.
+    pub fn prepare_delete(
+        &self,
+        who: &Identity,
+        dn: &[u8],
+        subtree: bool,
+    ) -> Result<Command, Outcome> {
         Self::require_admin(who)?;
-        Ok(Command::Delete { dn: self.dn(dn)? })
+        let dn = self.dn(dn)?;
+        Ok(if subtree {
+            Command::DeleteSubtree { dn }
+        } else {
+            Command::Delete { dn }
+        })
+    }
+
+    /// The assertion control (RFC 4528) for reads: TRUE for the entry at
+    /// `dn`, or assertionFailed. (Writes carry the assertion into their
+    /// command, so it is checked atomically when they apply.)
+    pub fn check_assertion(
+        &self,
+        who: &Identity,
+        dn: &[u8],
+        filter: &meridian_proto::Filter<'_>,
+    ) -> Result<(), Outcome> {
+        Self::require_reader(who)?;
+        let dn = self.dn(dn)?;
+        let snapshot = self.store.snapshot().map_err(Outcome::from)?;
+        let Some((_, entry)) = snapshot.get(&dn).map_err(Outcome::from)? else {
+            return Err(StoreError::NoSuchObject {
+                dn: dn.original().to_owned(),
+                matched: snapshot.matched(&dn).unwrap_or_default(),
+            }
+            .into());
+        };
+        let compiled = meridian_model::filter::CompiledFilter::compile(filter, &self.schema);
+        if compiled.matches(&entry, &self.schema) {
+            Ok(())
+        } else {
+            Err(Outcome::new(
+                ResultCode::ASSERTION_FAILED,
+                "the assertion control's filter is not TRUE for the entry",
+            ))
+        }
     }
 
     fn operational_changes(&self, who: &Identity) -> Vec<(String, Vec<Vec<u8>>)> {

@@ -282,6 +282,39 @@ fn every_write_and_read_through_openldap_tools() {
         "{out}"
     );
 
+    // The assertion control: the write happens only if the filter holds.
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapmodify",
+        &["-e", "assert=(sn=Nope)"],
+        Some(
+            "dn: uid=jdoe,ou=Members,ou=Staff,dc=example,dc=com\nchangetype: modify\nreplace: title\ntitle: x\n",
+        ),
+    );
+    assert_eq!(rc, 122, "{out}");
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapmodify",
+        &["-e", "assert=(sn=dough)"],
+        Some(
+            "dn: uid=jdoe,ou=Members,ou=Staff,dc=example,dc=com\nchangetype: modify\nreplace: title\ntitle: x\n",
+        ),
+    );
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &[
+            "-e",
+            "assert=(ou=nope)",
+            "-b",
+            "ou=Staff,dc=example,dc=com",
+            "(objectClass=*)",
+        ],
+        None,
+    );
+    assert_eq!(rc, 122, "{out}");
+
     // Delete: non-leaf refused, leaf removed.
     let (rc, _) = admin_tool(&server, "ldapdelete", &["ou=Staff,dc=example,dc=com"], None);
     assert_eq!(rc, 66);
@@ -292,6 +325,37 @@ fn every_write_and_read_through_openldap_tools() {
         None,
     );
     assert_eq!(rc, 0, "{out}");
+
+    // Subtree delete control: a whole branch in one operation.
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapadd",
+        &[],
+        Some(
+            "dn: ou=Tmp,dc=example,dc=com\nobjectClass: organizationalUnit\nou: Tmp\n\ndn: ou=Deep,ou=Tmp,dc=example,dc=com\nobjectClass: organizationalUnit\nou: Deep\n\ndn: uid=t1,ou=Deep,ou=Tmp,dc=example,dc=com\nobjectClass: account\nuid: t1\n",
+        ),
+    );
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapdelete",
+        &["-e", "!1.2.840.113556.1.4.805", "ou=Tmp,dc=example,dc=com"],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    let (_, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &[
+            "-LLL",
+            "-b",
+            "dc=example,dc=com",
+            "(|(ou=Tmp)(ou=Deep)(uid=t1))",
+            "1.1",
+        ],
+        None,
+    );
+    assert!(!out.contains("dn: "), "{out}");
 
     // Everything acknowledged survives a restart.
     assert!(server.terminate().success());

@@ -32,6 +32,8 @@ impl PublishedEntries {
     pub(crate) const SUPPORTED_CONTROLS: &'static [&'static [u8]] = &[
         control_oid::QUEUE_LENGTH,
         control_oid::PAGED_RESULTS,
+        control_oid::ASSERTION,
+        control_oid::SUBTREE_DELETE,
         control_oid::PERMISSIVE_MODIFY,
     ];
     /// The extended operations served.

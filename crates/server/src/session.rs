@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use meridian_directory::{Directory, Identity, Outcome, PageRequest};
 use meridian_model::dn::Dn;
-use meridian_proto::controls::{PagedResults, QueueLength, oid as control_oid};
+use meridian_proto::controls::{PagedResults, QueueLength, decode_assertion, oid as control_oid};
 use meridian_proto::extended::{
     PasswordModifyRequest, encode_password_modify_response, oid as extended_oid,
 };
@@ -127,18 +127,56 @@ impl Session {
             .controls
             .iter()
             .any(|c| c.oid == control_oid::PERMISSIVE_MODIFY);
+        // The assertion control: decoded here, checked against the target
+        // (inside the write's transaction for updates).
+        let assertion_control = msg
+            .controls
+            .iter()
+            .find(|c| c.oid == control_oid::ASSERTION);
+        let assertion = match assertion_control
+            .map(|c| decode_assertion(c.value, meridian_proto::Depth::new(ctx.limits.max_depth)))
+        {
+            None => None,
+            Some(Ok(filter)) => Some(filter),
+            Some(Err(e)) => {
+                let message = format!("assertion control: {e}");
+                return reply.result(op_dn(op), ResultCode::PROTOCOL_ERROR, message.as_bytes());
+            }
+        };
         let prepared = match op {
             ProtocolOp::BindRequest(bind) => return self.bind(bind, reply),
             ProtocolOp::SearchRequest(search) => {
+                if let Some(filter) = &assertion {
+                    if let Err(outcome) =
+                        ctx.directory
+                            .check_assertion(&self.identity, search.base, filter)
+                    {
+                        return reply.outcome(search.base, &outcome);
+                    }
+                }
                 return self.search_request(search, &msg.controls, reply);
             }
             ProtocolOp::ExtendedRequest(ext) => return self.extended(ext, reply, out),
             ProtocolOp::CompareRequest(cmp) => {
+                if let Some(filter) = &assertion {
+                    if let Err(outcome) =
+                        ctx.directory
+                            .check_assertion(&self.identity, cmp.dn, filter)
+                    {
+                        return reply.outcome(cmp.dn, &outcome);
+                    }
+                }
                 let outcome = ctx.directory.compare(&self.identity, cmp);
                 return reply.outcome(cmp.dn, &outcome);
             }
             ProtocolOp::AddRequest(add) => ctx.directory.prepare_add(&self.identity, add),
-            ProtocolOp::DelRequest(dn) => ctx.directory.prepare_delete(&self.identity, dn),
+            ProtocolOp::DelRequest(dn) => {
+                let subtree = msg
+                    .controls
+                    .iter()
+                    .any(|c| c.oid == control_oid::SUBTREE_DELETE);
+                ctx.directory.prepare_delete(&self.identity, dn, subtree)
+            }
             ProtocolOp::ModifyRequest(m) => {
                 ctx.directory.prepare_modify(&self.identity, m, permissive)
             }
@@ -151,6 +189,13 @@ impl Session {
                     message.as_bytes(),
                 );
             }
+        };
+        let prepared = match (prepared, assertion_control) {
+            (Ok(command), Some(control)) => Ok(meridian_store::Command::Guarded {
+                assertion: control.value.unwrap_or_default().to_vec(),
+                command: Box::new(command),
+            }),
+            (other, _) => other,
         };
         match prepared {
             Err(outcome) => reply.outcome(op_dn(op), &outcome),
@@ -709,6 +754,15 @@ fn check_controls(msg: &LdapMessage<'_>) -> Result<u64, (ResultCode, String)> {
                 )
             })?;
             bundle = u64::from(ql.count);
+        } else if control.oid == control_oid::ASSERTION {
+            // Decoded and served by the operation.
+        } else if control.oid == control_oid::SUBTREE_DELETE {
+            if control.value.is_some() {
+                return Err((
+                    ResultCode::PROTOCOL_ERROR,
+                    "the subtree delete control takes no value".to_owned(),
+                ));
+            }
         } else if control.oid == control_oid::PAGED_RESULTS {
             // Decoded and served by search.
         } else if control.oid == control_oid::PERMISSIVE_MODIFY {

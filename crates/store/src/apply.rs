@@ -32,6 +32,11 @@ pub(crate) fn apply(
     match command {
         Command::Add { entry } => add(txn, ctx, entry),
         Command::Delete { dn } => delete(txn, ctx, dn),
+        Command::DeleteSubtree { dn } => delete_subtree(txn, ctx, dn),
+        Command::Guarded { assertion, command } => {
+            guard(txn, ctx, assertion, command)?;
+            apply(txn, ctx, command)
+        }
         Command::Modify {
             dn,
             changes,
@@ -55,6 +60,74 @@ pub(crate) fn apply(
         ),
         Command::RebuildIndexes => rebuild_indexes(txn, ctx),
     }
+}
+
+/// Evaluates an assertion against the target of `command`.
+fn guard(
+    txn: &RwTxn<'_>,
+    ctx: &Context<'_>,
+    assertion: &[u8],
+    command: &Command,
+) -> Result<(), StoreError> {
+    let filter = meridian_proto::Filter::from_ber(assertion, meridian_proto::Depth::new(64))
+        .map_err(|e| {
+            ModelError::new(ResultCode::PROTOCOL_ERROR, format!("assertion filter: {e}"))
+        })?;
+    let compiled = meridian_model::filter::CompiledFilter::compile(&filter, ctx.schema);
+    let target = match command {
+        Command::Add { entry } => Some(entry.clone()),
+        Command::Delete { dn }
+        | Command::DeleteSubtree { dn }
+        | Command::Modify { dn, .. }
+        | Command::ModifyDn { dn, .. } => match lookup(txn, ctx.dbs, dn)? {
+            Some(id) => Some(load(txn, ctx.dbs, ctx.schema, id)?),
+            None => return Err(no_such(txn, ctx.dbs, dn)),
+        },
+        Command::Guarded { command, .. } => return guard(txn, ctx, assertion, command),
+        Command::RebuildIndexes => None,
+    };
+    match target {
+        Some(entry) if compiled.matches(&entry, ctx.schema) => Ok(()),
+        Some(_) => Err(ModelError::new(
+            ResultCode::ASSERTION_FAILED,
+            "the assertion control's filter is not TRUE for the entry",
+        )
+        .into()),
+        None => Ok(()),
+    }
+}
+
+fn delete_subtree(txn: &mut RwTxn<'_>, ctx: &Context<'_>, dn: &Dn) -> Result<Outcome, StoreError> {
+    let dbs = ctx.dbs;
+    if lookup(txn, dbs, dn)?.is_none() {
+        return Err(no_such(txn, dbs, dn));
+    }
+    // Every DN key under the root, deepest first, so each delete is of a
+    // leaf and keeps the children links consistent.
+    let mut members: Vec<(Vec<u8>, EntryId)> = Vec::new();
+    for item in dbs.dn2id.prefix_iter(txn, &keys::dn_key(dn))? {
+        let (key, value) = item?;
+        if let Some(id) = keys::id_from(value) {
+            members.push((key.to_vec(), id));
+        }
+    }
+    members.sort_by_key(|(key, _)| std::cmp::Reverse(key.iter().filter(|b| **b == 0).count()));
+    let count = members.len() as u64;
+    for (_, id) in members {
+        let entry = load(txn, dbs, ctx.schema, id)?;
+        let parent = parent_id_of(txn, ctx, &entry.dn)?;
+        write_index(
+            txn,
+            dbs,
+            ctx.indexes.entry_keys(&entry, ctx.schema),
+            id,
+            false,
+        )?;
+        dbs.id2entry.delete(txn, &keys::id_key(id))?;
+        dbs.dn2id.delete(txn, &keys::dn_key(&entry.dn))?;
+        dbs.children.delete(txn, &keys::child_key(parent, id))?;
+    }
+    Ok(Outcome::DeletedSubtree(count))
 }
 
 fn unwilling(message: String) -> StoreError {

@@ -26,6 +26,12 @@ pub enum Command {
         /// The entry.
         dn: Dn,
     },
+    /// Delete an entry and everything below it (the subtree delete
+    /// control), in one transaction.
+    DeleteSubtree {
+        /// The subtree's root.
+        dn: Dn,
+    },
     /// Apply changes, then set operational attributes.
     Modify {
         /// The entry.
@@ -53,6 +59,15 @@ pub enum Command {
         /// modifiersName, entryCSN).
         operational: Vec<(String, Vec<Vec<u8>>)>,
     },
+    /// Run `command` only if `assertion` (a filter in BER) is TRUE for its
+    /// target entry as it is when the command applies (the assertion
+    /// control, RFC 4528); otherwise fail with assertionFailed.
+    Guarded {
+        /// The filter, BER encoded.
+        assertion: Vec<u8>,
+        /// The guarded command.
+        command: Box<Command>,
+    },
     /// Drop every index key and rebuild them from the entries and the
     /// configured indexes (after the config adds or removes an index).
     RebuildIndexes,
@@ -65,6 +80,8 @@ pub enum Outcome {
     Added(EntryId),
     /// Deleted.
     Deleted,
+    /// A subtree deleted: the number of entries removed.
+    DeletedSubtree(u64),
     /// Modified.
     Modified,
     /// Renamed or moved; the number of descendants whose DN changed too.
