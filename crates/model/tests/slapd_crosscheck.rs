@@ -13,10 +13,8 @@
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::TcpStream;
+use std::time::Duration;
 
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
@@ -24,10 +22,11 @@ use meridian_model::entry::Entry;
 use meridian_model::filter::CompiledFilter;
 use meridian_proto::*;
 
-const SUFFIX: &str = "dc=example,dc=com";
+#[path = "../../../testing/slapd.rs"]
+mod slapd;
 
-/// Attributes of a test entry: names and values.
-type Attrs = Vec<(&'static str, Vec<String>)>;
+use slapd::{Attrs, SUFFIX, Slapd, to_ldif};
+
 /// Attributes of an add request case.
 type StaticAttrs = Vec<(&'static str, Vec<&'static str>)>;
 
@@ -220,121 +219,6 @@ const FILTERS: &[&str] = &[
     "(telephoneNumber<=1)",
 ];
 
-fn schema_dir() -> PathBuf {
-    std::env::var_os("MERIDIAN_SLAPD_SCHEMA_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "/etc/ldap/schema".into())
-}
-
-fn to_ldif(entries: &[(String, Attrs)]) -> String {
-    let mut out = String::new();
-    let line = |out: &mut String, name: &str, value: &str| {
-        if value.is_ascii() {
-            out.push_str(&format!("{name}: {value}\n"));
-        } else {
-            out.push_str(&format!("{name}:: {}\n", base64(value.as_bytes())));
-        }
-    };
-    for (dn, attrs) in entries {
-        line(&mut out, "dn", dn);
-        for (name, values) in attrs {
-            for v in values {
-                line(&mut out, name, v);
-            }
-        }
-        out.push('\n');
-    }
-    out
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(T[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-struct Slapd {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl Drop for Slapd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn start_slapd(tag: &str, ldif: &str) -> Slapd {
-    let slapd = Path::new("/usr/sbin/slapd");
-    assert!(
-        slapd.exists(),
-        "slapd is not installed: run scripts/test.sh (it installs Debian's slapd)"
-    );
-    let dir = std::env::temp_dir().join(format!("meridian-slapd-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("db")).unwrap();
-    let schema = schema_dir();
-    let conf = format!(
-        "include {s}/core.schema\ninclude {s}/cosine.schema\ninclude {s}/inetorgperson.schema\ninclude {s}/nis.schema\n\
-         modulepath /usr/lib/ldap\nmoduleload back_mdb\npidfile {d}/slapd.pid\n\
-         database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"cn=admin,{SUFFIX}\"\nrootpw secret\ndirectory {d}/db\nmaxsize 104857600\n",
-        s = schema.display(),
-        d = dir.display()
-    );
-    std::fs::write(dir.join("slapd.conf"), conf).unwrap();
-    std::fs::write(dir.join("data.ldif"), ldif).unwrap();
-    let out = Command::new("/usr/sbin/slapadd")
-        .arg("-f")
-        .arg(dir.join("slapd.conf"))
-        .arg("-l")
-        .arg(dir.join("data.ldif"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "slapadd failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(slapd)
-        .arg("-f")
-        .arg(dir.join("slapd.conf"))
-        .args(["-h", &format!("ldap://127.0.0.1:{port}/"), "-d", "0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = Slapd { child, port, dir };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "slapd did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    server
-}
-
 /// Runs a subtree search on slapd with our codec; returns the DNs found.
 fn slapd_search(port: u16, filter: &str) -> Vec<String> {
     let ber = filter_str::parse(filter, 32).unwrap();
@@ -419,7 +303,7 @@ fn filters_select_the_same_entries_as_slapd() {
             entry
         })
         .collect();
-    let slapd = start_slapd("filters", &to_ldif(&data));
+    let slapd = Slapd::start("filters", &to_ldif(&data));
     let mut failures = Vec::new();
     for filter in FILTERS {
         let theirs: BTreeSet<String> = slapd_search(slapd.port, filter)
@@ -515,7 +399,7 @@ fn slapd_write(port: u16, op: ProtocolOp<'_>) -> (ResultCode, String) {
 fn schema_violations_get_the_same_result_codes_as_slapd() {
     let schema = Schema::builtin().unwrap();
     let data = entries();
-    let slapd = start_slapd("schema", &to_ldif(&data[..2]));
+    let slapd = Slapd::start("schema", &to_ldif(&data[..2]));
     let person = |extra: &[(&'static str, &'static [&'static str])], drop: &[&str]| {
         let mut attrs: StaticAttrs = vec![
             ("objectClass", vec!["inetOrgPerson", "posixAccount"]),

@@ -1,0 +1,144 @@
+//! Test support shared by several crates' tests (included with
+//! `#[path]`): start Debian's slapd on a private 127.0.0.1 port with an
+//! LDIF loaded by slapadd, as the reference server.
+#![allow(dead_code, unreachable_pub, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The suffix every reference slapd serves; rootdn cn=admin under it,
+/// password "secret".
+pub const SUFFIX: &str = "dc=example,dc=com";
+
+/// Where slapd's schema files are.
+pub fn schema_dir() -> PathBuf {
+    std::env::var_os("MERIDIAN_SLAPD_SCHEMA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/etc/ldap/schema".into())
+}
+
+/// A running slapd, killed (and its files removed) when dropped.
+pub struct Slapd {
+    child: Child,
+    pub port: u16,
+    dir: PathBuf,
+}
+
+impl Drop for Slapd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Slapd {
+    /// Loads `ldif` with slapadd and starts slapd; `tag` keeps parallel
+    /// tests apart.
+    pub fn start(tag: &str, ldif: &str) -> Slapd {
+        let slapd = Path::new("/usr/sbin/slapd");
+        assert!(
+            slapd.exists(),
+            "slapd is not installed: run scripts/test.sh (it installs Debian's slapd)"
+        );
+        let dir = std::env::temp_dir().join(format!("meridian-slapd-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("db")).unwrap();
+        let conf = format!(
+            "include {s}/core.schema\ninclude {s}/cosine.schema\ninclude {s}/inetorgperson.schema\ninclude {s}/nis.schema\n\
+             modulepath /usr/lib/ldap\nmoduleload back_mdb\npidfile {d}/slapd.pid\n\
+             database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"cn=admin,{SUFFIX}\"\nrootpw secret\ndirectory {d}/db\nmaxsize 104857600\n",
+            s = schema_dir().display(),
+            d = dir.display()
+        );
+        std::fs::write(dir.join("slapd.conf"), conf).unwrap();
+        std::fs::write(dir.join("data.ldif"), ldif).unwrap();
+        let out = Command::new("/usr/sbin/slapadd")
+            .arg("-f")
+            .arg(dir.join("slapd.conf"))
+            .arg("-l")
+            .arg(dir.join("data.ldif"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "slapadd failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(slapd)
+            .arg("-f")
+            .arg(dir.join("slapd.conf"))
+            .args(["-h", &format!("ldap://127.0.0.1:{port}/"), "-d", "0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = Slapd { child, port, dir };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "slapd did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+}
+
+/// Standard base64 with padding (for LDIF `::` values).
+pub fn base64(bytes: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(T[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The attributes of a test entry: names and values.
+pub type Attrs = Vec<(&'static str, Vec<String>)>;
+
+/// LDIF for `(dn, attributes)` entries, base64 where needed.
+pub fn to_ldif(entries: &[(String, Attrs)]) -> String {
+    let mut out = String::new();
+    let line = |out: &mut String, name: &str, value: &str| {
+        if value.is_ascii() && !value.starts_with(' ') {
+            out.push_str(&format!("{name}: {value}\n"));
+        } else {
+            out.push_str(&format!("{name}:: {}\n", base64(value.as_bytes())));
+        }
+    };
+    for (dn, attrs) in entries {
+        line(&mut out, "dn", dn);
+        for (name, values) in attrs {
+            for v in values {
+                line(&mut out, name, v);
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
