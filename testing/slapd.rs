@@ -142,3 +142,122 @@ pub fn to_ldif(entries: &[(String, Attrs)]) -> String {
     }
     out
 }
+
+/// Test entries: (dn, attributes). Chosen to exercise case, spaces,
+/// Unicode, numbers, telephone numbers, subtypes and language options.
+pub fn people() -> Vec<(String, Attrs)> {
+    let s = |v: &str| v.to_owned();
+    let mut out = vec![
+        (
+            SUFFIX.to_owned(),
+            vec![
+                (
+                    "objectClass",
+                    vec![s("top"), s("dcObject"), s("organization")],
+                ),
+                ("dc", vec![s("example")]),
+                ("o", vec![s("Example Corp")]),
+            ],
+        ),
+        (
+            format!("ou=People,{SUFFIX}"),
+            vec![
+                ("objectClass", vec![s("organizationalUnit")]),
+                ("ou", vec![s("People")]),
+                ("description", vec![s("All  the people")]),
+            ],
+        ),
+        (
+            format!("ou=Groups,{SUFFIX}"),
+            vec![
+                ("objectClass", vec![s("organizationalUnit")]),
+                ("ou", vec![s("Groups")]),
+            ],
+        ),
+    ];
+    let given = [
+        "Babs",
+        "John",
+        "Ünal",
+        "Zoë",
+        "Li",
+        "Anne-Marie",
+        "O'Neil",
+        "Ed",
+    ];
+    let sn = [
+        "Jensen",
+        "Doe",
+        "Çelik",
+        "Straße",
+        "Wang",
+        "Smith Jones",
+        "Brien",
+        "Ng",
+    ];
+    for i in 0..32usize {
+        let g = given[i % given.len()];
+        let last = sn[(i / 2) % sn.len()];
+        let uid = format!("user{i:02}");
+        let mut attrs = vec![
+            (
+                "objectClass",
+                if i % 3 == 0 {
+                    vec![s("inetOrgPerson"), s("posixAccount")]
+                } else {
+                    vec![s("inetOrgPerson")]
+                },
+            ),
+            ("uid", vec![uid.clone()]),
+            (
+                "cn",
+                vec![
+                    format!("{g} {last}"),
+                    format!("{}  {}  Jr", g.to_uppercase(), last),
+                ],
+            ),
+            ("sn", vec![last.to_owned()]),
+            ("givenName", vec![g.to_owned()]),
+            (
+                "mail",
+                vec![format!(
+                    "{}.{i}@Example.COM",
+                    g.to_lowercase().replace(['\'', 'ü', 'ë'], "")
+                )],
+            ),
+            (
+                "telephoneNumber",
+                vec![format!("+1 512-{:03}-{:04}", 100 + i, 1000 + i * 37)],
+            ),
+            ("employeeNumber", vec![format!("{}", 1000 + i * 13)]),
+        ];
+        if i % 3 == 0 {
+            attrs.push(("uidNumber", vec![format!("{}", 1000 + i * 7)]));
+            attrs.push(("gidNumber", vec![format!("{}", 100 + i % 4)]));
+            attrs.push(("homeDirectory", vec![format!("/home/{uid}")]));
+        }
+        if i % 4 == 1 {
+            attrs.push(("cn;lang-de", vec![format!("Herr {last}")]));
+            attrs.push(("description", vec![format!("Member of team {}", i % 3)]));
+        }
+        if i % 5 == 2 {
+            attrs.push(("title", vec![s("Senior  Engineer")]));
+        }
+        out.push((format!("uid={uid},ou=People,{SUFFIX}"), attrs));
+    }
+    out.push((
+        format!("cn=Admins,ou=Groups,{SUFFIX}"),
+        vec![
+            ("objectClass", vec![s("groupOfNames")]),
+            ("cn", vec![s("Admins")]),
+            (
+                "member",
+                vec![
+                    format!("uid=user00,ou=People,{SUFFIX}"),
+                    format!("UID=User03, OU=people,{SUFFIX}"),
+                ],
+            ),
+        ],
+    ));
+    out
+}

@@ -18,126 +18,38 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 
 use meridian_proto::*;
-use slapd::{Attrs, SUFFIX, Slapd, to_ldif};
+use slapd::{Slapd, people, to_ldif};
 use support::*;
-
-fn dataset() -> Vec<(String, Attrs)> {
-    let s = |v: &str| v.to_owned();
-    let mut out = vec![
-        (
-            SUFFIX.to_owned(),
-            vec![
-                ("objectClass", vec![s("dcObject"), s("organization")]),
-                ("dc", vec![s("example")]),
-                ("o", vec![s("Example")]),
-            ],
-        ),
-        (
-            format!("ou=People,{SUFFIX}"),
-            vec![
-                ("objectClass", vec![s("organizationalUnit")]),
-                ("ou", vec![s("People")]),
-            ],
-        ),
-        (
-            format!("ou=Groups,{SUFFIX}"),
-            vec![
-                ("objectClass", vec![s("organizationalUnit")]),
-                ("ou", vec![s("Groups")]),
-            ],
-        ),
-        (
-            format!("ou=Eng,ou=People,{SUFFIX}"),
-            vec![
-                ("objectClass", vec![s("organizationalUnit")]),
-                ("ou", vec![s("Eng")]),
-                ("description", vec![s("Engineering")]),
-            ],
-        ),
-    ];
-    let given = ["Babs", "John", "Ünal", "Anne-Marie", "Li", "O'Neil"];
-    let sn = ["Jensen", "Doe", "Çelik", "Smith Jones", "Wang"];
-    for i in 0..30usize {
-        let uid = format!("u{i:02}");
-        let parent = if i % 4 == 0 {
-            format!("ou=Eng,ou=People,{SUFFIX}")
-        } else {
-            format!("ou=People,{SUFFIX}")
-        };
-        let mut attrs: Attrs = vec![
-            (
-                "objectClass",
-                if i % 2 == 0 {
-                    vec![s("inetOrgPerson"), s("posixAccount")]
-                } else {
-                    vec![s("inetOrgPerson")]
-                },
-            ),
-            ("uid", vec![uid.clone()]),
-            ("cn", vec![format!("{} {}", given[i % 6], sn[i % 5])]),
-            ("sn", vec![s(sn[i % 5])]),
-            ("mail", vec![format!("{uid}@Example.com")]),
-            (
-                "telephoneNumber",
-                vec![format!("+1 555 {:04}", 100 + i * 7)],
-            ),
-        ];
-        if i % 2 == 0 {
-            attrs.push(("uidNumber", vec![(1000 + i).to_string()]));
-            attrs.push(("gidNumber", vec![(100 + i % 3).to_string()]));
-            attrs.push(("homeDirectory", vec![format!("/home/{uid}")]));
-        }
-        if i % 5 == 1 {
-            attrs.push(("title", vec![s("Senior  Engineer")]));
-        }
-        out.push((format!("uid={uid},{parent}"), attrs));
-    }
-    out.push((
-        format!("cn=Admins,ou=Groups,{SUFFIX}"),
-        vec![
-            ("objectClass", vec![s("groupOfNames")]),
-            ("cn", vec![s("Admins")]),
-            (
-                "member",
-                vec![
-                    format!("uid=u00,ou=Eng,ou=People,{SUFFIX}"),
-                    format!("uid=u03,ou=People,{SUFFIX}"),
-                ],
-            ),
-        ],
-    ));
-    out
-}
 
 const FILTERS: &[&str] = &[
     "(objectClass=*)",
     "(objectClass=person)",
     "(objectClass=posixAccount)",
-    "(uid=u1*)",
-    "(uid=U07)",
+    "(uid=user1*)",
+    "(uid=USER07)",
     "(cn=babs*)",
     "(cn=*jones)",
     "(sn=çelik)",
     "(mail=*@example.COM)",
-    "(telephoneNumber=+15550107)",
-    "(uidNumber>=1020)",
-    "(uidNumber<=1004)",
-    "(gidNumber=101)",
+    "(telephoneNumber=+15121051185)",
+    "(uidNumber>=1100)",
+    "(uidNumber<=1063)",
+    "(employeeNumber>=1300)",
     "(title=senior engineer)",
-    "(&(objectClass=posixAccount)(|(uid=u02)(uid=u04)(uid=u05)))",
+    "(&(objectClass=posixAccount)(|(uid=user03)(uid=user04)(uid=user06)))",
     "(!(objectClass=posixAccount))",
-    "(member=uid=U03,ou=people,dc=example,dc=com)",
-    "(ou=eng)",
-    "(ou:dn:=eng)",
+    "(member=UID=USER00,OU=PEOPLE,DC=EXAMPLE,DC=COM)",
+    "(cn;lang-de=*)",
+    "(ou:dn:=people)",
     "(nosuch=x)",
-    "(|(nosuch=x)(uid=u09))",
+    "(|(nosuch=x)(uid=user09))",
 ];
 
 const BASES: &[&str] = &[
     "dc=example,dc=com",
     "ou=People,dc=example,dc=com",
-    "ou=Eng,ou=People,dc=example,dc=com",
-    "uid=u01,ou=People,dc=example,dc=com",
+    "ou=Groups,dc=example,dc=com",
+    "uid=user01,ou=People,dc=example,dc=com",
     "ou=Missing,dc=example,dc=com",
 ];
 
@@ -234,7 +146,7 @@ impl Searcher {
 
 #[test]
 fn searches_agree_with_slapd() {
-    let data = dataset();
+    let data = people();
     let ldif = to_ldif(&data);
     let reference = Slapd::start("differential", &ldif);
     let server = Server::start("");
