@@ -96,6 +96,41 @@ fn generate_password() -> Result<Vec<u8>, Outcome> {
         .collect())
 }
 
+/// Where a streamed search stands between steps.
+#[derive(Debug, Clone)]
+pub struct SearchCursor {
+    after: Option<meridian_store::EntryId>,
+    sent: usize,
+    started: Instant,
+}
+
+impl SearchCursor {
+    /// A search not started yet.
+    pub fn new() -> Self {
+        SearchCursor {
+            after: None,
+            sent: 0,
+            started: Instant::now(),
+        }
+    }
+}
+
+impl Default for SearchCursor {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What one [`Directory::search_step`] did.
+#[derive(Debug)]
+pub enum Step {
+    /// The search is over: the SearchResultDone's result and, for a paged
+    /// search, the cookie to return.
+    Done(Outcome, Option<Vec<u8>>),
+    /// The byte budget is spent; call again with the same cursor.
+    More,
+}
+
 /// The paged results control of a search request (RFC 2696).
 #[derive(Debug, Clone, Copy)]
 pub struct PageRequest<'a> {
@@ -541,6 +576,10 @@ impl Directory {
                     permissive,
                 })
             }
+            Command::Guarded { assertion, command } => Ok(Command::Guarded {
+                assertion,
+                command: Box::new(self.hash_passwords(*command)?),
+            }),
             other => Ok(other),
         }
     }
@@ -611,6 +650,35 @@ impl Directory {
         })
     }
 
+    /// True if the command holds a clear-text userPassword to hash.
+    pub fn needs_hashing(&self, command: &Command) -> bool {
+        let is_password = |name: &str| {
+            Description::parse(name.as_bytes(), &self.schema)
+                .ok()
+                .and_then(|d| self.schema.attr(d.attr))
+                .is_some_and(|a| a.name() == USER_PASSWORD)
+        };
+        match command {
+            Command::Add { entry } => entry
+                .attributes
+                .iter()
+                .any(|a| is_password(&a.name) && a.values.iter().any(|v| !password::is_hashed(v))),
+            Command::Modify { changes, .. } => changes.iter().any(|c| {
+                matches!(c.op, ModOp::Add | ModOp::Replace)
+                    && is_password(&c.attr)
+                    && c.values.iter().any(|v| !password::is_hashed(v))
+            }),
+            Command::Guarded { command, .. } => self.needs_hashing(command),
+            _ => false,
+        }
+    }
+
+    /// Queues a prepared write with the store (in call order) and returns
+    /// a handle to its result.
+    pub async fn submit(&self, command: Command) -> Result<meridian_store::Submitted, Outcome> {
+        self.store.submit(command).await.map_err(Outcome::from)
+    }
+
     /// Runs a prepared write through the store's writer.
     pub async fn execute(&self, command: Command) -> Outcome {
         match self.store.execute(command).await {
@@ -678,25 +746,28 @@ impl Directory {
         }
     }
 
-    /// Search below the root DSE: entries are appended to `buf` as
-    /// SearchResultEntry messages; the returned outcome is the
-    /// SearchResultDone's result. With `page` (the paged results control,
-    /// RFC 2696) it returns one page and the cookie for the next one
-    /// (empty when the search is done).
-    pub fn search(
+    /// Search below the root DSE, one step at a time: entries are
+    /// appended to `buf` as SearchResultEntry messages until it holds
+    /// `byte_budget` bytes, then [`Step::More`] says to call again with the
+    /// same `cursor` (after the client has read some: large results stream
+    /// without a read transaction held across network waits, and without
+    /// buffering them whole). Entries come in entry-ID order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn search_step(
         &self,
         who: &Identity,
         req: &SearchRequest<'_>,
         message_id: i32,
         buf: &mut Vec<u8>,
         page: Option<PageRequest<'_>>,
-    ) -> (Outcome, Option<Vec<u8>>) {
-        match self.search_inner(who, req, message_id, buf, page) {
-            Ok(done) => done,
-            Err(e) => (e, page.map(|_| Vec::new())),
-        }
+        cursor: &mut SearchCursor,
+        byte_budget: usize,
+    ) -> Step {
+        self.search_inner(who, req, message_id, buf, page, cursor, byte_budget)
+            .unwrap_or_else(|e| Step::Done(e, page.map(|_| Vec::new())))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn search_inner(
         &self,
         who: &Identity,
@@ -704,7 +775,9 @@ impl Directory {
         message_id: i32,
         buf: &mut Vec<u8>,
         page: Option<PageRequest<'_>>,
-    ) -> Result<(Outcome, Option<Vec<u8>>), Outcome> {
+        cursor: &mut SearchCursor,
+        byte_budget: usize,
+    ) -> Result<Step, Outcome> {
         Self::require_reader(who)?;
         let base = self.dn(req.base)?;
         let admin = matches!(who, Identity::Admin(_));
@@ -730,7 +803,7 @@ impl Directory {
             None => (None, None),
             Some(p) if p.size <= 0 => {
                 // Size 0 ends a paged search (RFC 2696 section 3).
-                return Ok((Outcome::success(), Some(Vec::new())));
+                return Ok(Step::Done(Outcome::success(), Some(Vec::new())));
             }
             Some(p) => {
                 let after = if p.cookie.is_empty() {
@@ -746,9 +819,13 @@ impl Directory {
                 (after, Some(usize::try_from(p.size).unwrap_or(usize::MAX)))
             }
         };
+        // A continuation resumes after the last entry it sent; entry-ID
+        // order throughout (ID 0 is the root, never an entry).
+        let after = cursor.after.or(after).unwrap_or(0);
         let mut last_sent: Option<meridian_store::EntryId> = None;
         let mut more = false;
-        let started = Instant::now();
+        let mut out_of_budget = false;
+        let started = cursor.started;
         let selection = Selection::parse(req.attributes.iter(), &self.schema);
         let projection = Projection {
             selection: &selection,
@@ -765,7 +842,7 @@ impl Directory {
         let want_num = computed_wanted("numSubordinates");
         let want_subschema = computed_wanted("subschemaSubentry");
         let snapshot = self.store.snapshot().map_err(Outcome::from)?;
-        let mut sent = 0usize;
+        let mut sent = cursor.sent;
         let mut stopped: Option<Outcome> = None;
         let visible = |a: &meridian_model::entry::Attribute| {
             admin
@@ -775,7 +852,11 @@ impl Directory {
                     .is_none_or(|t| t.name() != USER_PASSWORD)
         };
         snapshot
-            .search_after(&base, req.scope, &req.filter, after, |id, entry| {
+            .search_after(&base, req.scope, &req.filter, Some(after), |id, entry| {
+                if buf.len() >= byte_budget {
+                    out_of_budget = true;
+                    return false;
+                }
                 if page_size.is_some_and(|p| sent >= p) {
                     more = true;
                     return false;
@@ -820,10 +901,17 @@ impl Directory {
                 true
             })
             .map_err(Outcome::from)?;
+        if out_of_budget {
+            cursor.after = last_sent.or(Some(after));
+            cursor.sent = sent;
+            return Ok(Step::More);
+        }
+        // The last entry of this call, or of an earlier step.
+        let last_sent = last_sent.or(cursor.after);
         let cookie = page_size.map(|_| match (more, last_sent) {
             (true, Some(last)) => encode_cookie(last, fingerprint),
             _ => Vec::new(),
         });
-        Ok((stopped.unwrap_or_else(Outcome::success), cookie))
+        Ok(Step::Done(stopped.unwrap_or_else(Outcome::success), cookie))
     }
 }

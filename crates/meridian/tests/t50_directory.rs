@@ -13,6 +13,11 @@
 
 mod support;
 
+#[path = "../../../testing/slapd.rs"]
+mod slapd;
+
+use slapd::encode_add;
+
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 
@@ -377,9 +382,13 @@ fn every_write_and_read_through_openldap_tools() {
     assert_eq!(rc, 6);
 }
 
-#[test]
-fn pipelined_writes_on_one_connection_all_answer() {
-    let server = Server::start("");
+/// An administrator's connection, with the suffix entry added and `n`
+/// more entries from `entry(i)` pipelined behind it, all answered.
+fn loaded_connection(
+    server: &Server,
+    n: i32,
+    entry: impl Fn(i32) -> (String, Vec<(&'static str, Vec<String>)>),
+) -> Client {
     let mut client = Client::connect(server.addr);
     let mut bytes = Vec::new();
     LdapMessage {
@@ -392,83 +401,128 @@ fn pipelined_writes_on_one_connection_all_answer() {
         controls: Seq::empty(),
     }
     .encode(&mut bytes);
-    client.send(&bytes);
-    client.read_until(
-        |m| matches!(m.op, ProtocolOp::BindResponse(ref b) if b.result.code == ResultCode::SUCCESS),
+    encode_add(
+        &mut bytes,
+        2,
+        "dc=example,dc=com",
+        &[
+            ("objectClass", &["dcObject", "organization"]),
+            ("dc", &["example"]),
+            ("o", &["x"]),
+        ],
     );
-    let oc_suffix: [&[u8]; 2] = [b"dcObject", b"organization"];
-    let dc: [&[u8]; 1] = [b"example"];
-    let o: [&[u8]; 1] = [b"x"];
-    let suffix = [
-        PartialAttribute {
-            ty: b"objectClass",
-            values: Seq::from_items(&oc_suffix),
-        },
-        PartialAttribute {
-            ty: b"dc",
-            values: Seq::from_items(&dc),
-        },
-        PartialAttribute {
-            ty: b"o",
-            values: Seq::from_items(&o),
-        },
-    ];
-    bytes.clear();
+    // The children follow their parent without waiting for it: a
+    // connection's writes reach the store in the order they were sent.
+    for i in 0..n {
+        let (dn, attrs) = entry(i);
+        let values: Vec<Vec<&str>> = attrs
+            .iter()
+            .map(|(_, vs)| vs.iter().map(String::as_str).collect())
+            .collect();
+        let attrs: Vec<(&str, &[&str])> = attrs
+            .iter()
+            .zip(&values)
+            .map(|((name, _), vs)| (*name, vs.as_slice()))
+            .collect();
+        encode_add(&mut bytes, 10 + i, &dn, &attrs);
+    }
+    client.send(&bytes);
+    let mut answered = std::collections::HashSet::new();
+    client.read_until(|m| {
+        match &m.op {
+            ProtocolOp::BindResponse(b) => assert_eq!(b.result.code, ResultCode::SUCCESS),
+            ProtocolOp::AddResponse(r) => {
+                assert_eq!(
+                    r.code,
+                    ResultCode::SUCCESS,
+                    "{}",
+                    String::from_utf8_lossy(r.message)
+                );
+                assert!(answered.insert(m.message_id));
+            }
+            other => panic!("{other:?}"),
+        }
+        answered.len() == n as usize + 1
+    });
+    assert_eq!(answered, std::iter::once(2).chain(10..10 + n).collect());
+    client
+}
+
+#[test]
+fn pipelined_writes_on_one_connection_all_answer() {
+    let server = Server::start("");
+    // 500 adds written back to back; answered through group commit.
+    loaded_connection(&server, 500, |i| {
+        (
+            format!("uid=u{i},dc=example,dc=com"),
+            vec![
+                ("objectClass", vec!["account".into()]),
+                ("uid", vec![format!("u{i}")]),
+            ],
+        )
+    });
+}
+
+#[test]
+fn a_large_result_streams_while_the_connection_goes_on() {
+    let server = Server::start("");
+    // 2,000 entries of about 2 KiB: a 4 MiB result, sixteen search steps.
+    let description = "d".repeat(2000);
+    let mut client = loaded_connection(&server, 2000, |i| {
+        (
+            format!("uid=big{i},dc=example,dc=com"),
+            vec![
+                (
+                    "objectClass",
+                    vec!["account".into(), "extensibleObject".into()],
+                ),
+                ("uid", vec![format!("big{i}")]),
+                ("description", vec![description.clone()]),
+            ],
+        )
+    });
+    // The big search, then a small request on the same connection.
+    let mut bytes = Vec::new();
     LdapMessage {
-        message_id: 2,
-        op: ProtocolOp::AddRequest(AddRequest {
-            dn: b"dc=example,dc=com",
-            attributes: Seq::from_items(&suffix),
+        message_id: 5000,
+        op: ProtocolOp::SearchRequest(SearchRequest {
+            base: b"dc=example,dc=com",
+            scope: Scope::Subtree,
+            deref: DerefAliases::Never,
+            size_limit: 0,
+            time_limit: 0,
+            types_only: false,
+            filter: Filter::Present(b"objectClass"),
+            attributes: Seq::empty(),
+        }),
+        controls: Seq::empty(),
+    }
+    .encode(&mut bytes);
+    LdapMessage {
+        message_id: 5001,
+        op: ProtocolOp::ExtendedRequest(ExtendedRequest {
+            name: extended::oid::WHO_AM_I,
+            value: None,
         }),
         controls: Seq::empty(),
     }
     .encode(&mut bytes);
     client.send(&bytes);
-    client.read_until(
-        |m| matches!(m.op, ProtocolOp::AddResponse(ref r) if r.code == ResultCode::SUCCESS),
-    );
-    // 500 adds written back to back; the server answers each, through
-    // group commit, in whatever order they finish.
-    bytes.clear();
-    let names: Vec<String> = (0..500).map(|i| format!("u{i}")).collect();
-    let oc: [&[u8]; 1] = [b"account"];
-    for (i, uid) in names.iter().enumerate() {
-        let dn = format!("uid={uid},dc=example,dc=com");
-        let uid_values = [uid.as_bytes()];
-        let attrs = [
-            PartialAttribute {
-                ty: b"objectClass",
-                values: Seq::from_items(&oc),
-            },
-            PartialAttribute {
-                ty: b"uid",
-                values: Seq::from_items(&uid_values),
-            },
-        ];
-        LdapMessage {
-            message_id: 10 + i as i32,
-            op: ProtocolOp::AddRequest(AddRequest {
-                dn: dn.as_bytes(),
-                attributes: Seq::from_items(&attrs),
-            }),
-            controls: Seq::empty(),
-        }
-        .encode(&mut bytes);
-    }
-    client.send(&bytes);
-    let mut answered = std::collections::HashSet::new();
+    let (mut entries, mut search_done, mut whoami_seen) = (0, false, false);
     client.read_until(|m| {
-        let ProtocolOp::AddResponse(r) = m.op else {
-            panic!("{m:?}")
-        };
-        assert_eq!(
-            r.code,
-            ResultCode::SUCCESS,
-            "{}",
-            String::from_utf8_lossy(r.message)
-        );
-        assert!(answered.insert(m.message_id));
-        answered.len() == 500
+        match &m.op {
+            ProtocolOp::SearchResultEntry(_) => entries += 1,
+            ProtocolOp::SearchResultDone(r) => {
+                assert_eq!(r.code, ResultCode::SUCCESS);
+                search_done = true;
+            }
+            ProtocolOp::ExtendedResponse(r) => {
+                assert_eq!(r.result.code, ResultCode::SUCCESS);
+                whoami_seen = true;
+            }
+            other => panic!("{other:?}"),
+        }
+        search_done && whoami_seen
     });
-    assert_eq!(answered, (10..510).collect());
+    assert_eq!(entries, 2001);
 }

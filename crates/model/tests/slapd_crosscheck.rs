@@ -25,7 +25,7 @@ use meridian_proto::*;
 #[path = "../../../testing/slapd.rs"]
 mod slapd;
 
-use slapd::{SUFFIX, Slapd, people as entries, to_ldif};
+use slapd::{SUFFIX, Slapd, encode_add, people as entries, to_ldif};
 
 /// Attributes of an add request case.
 type StaticAttrs = Vec<(&'static str, Vec<&'static str>)>;
@@ -230,7 +230,7 @@ fn filters_select_the_same_entries_as_slapd() {
 
 /// Sends a bind as the rootdn and then `op` on one connection; returns the
 /// result code and message of `op`.
-fn slapd_write(port: u16, op: ProtocolOp<'_>) -> (ResultCode, String) {
+fn slapd_write(port: u16, request: &[u8]) -> (ResultCode, String) {
     let mut buf = Vec::new();
     LdapMessage {
         message_id: 1,
@@ -242,12 +242,7 @@ fn slapd_write(port: u16, op: ProtocolOp<'_>) -> (ResultCode, String) {
         controls: Seq::empty(),
     }
     .encode(&mut buf);
-    LdapMessage {
-        message_id: 2,
-        op,
-        controls: Seq::empty(),
-    }
-    .encode(&mut buf);
+    buf.extend_from_slice(request);
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(20)))
@@ -354,27 +349,21 @@ fn schema_violations_get_the_same_result_codes_as_slapd() {
     let dn = format!("uid=new,ou=People,{SUFFIX}");
     let mut failures = Vec::new();
     for (name, attrs) in &cases {
-        let values: Vec<Vec<&[u8]>> = attrs
-            .iter()
-            .map(|(_, vs)| vs.iter().map(|v| v.as_bytes()).collect())
-            .collect();
-        let parts: Vec<PartialAttribute<'_>> = attrs
-            .iter()
-            .zip(&values)
-            .map(|((n, _), vs)| PartialAttribute {
-                ty: n.as_bytes(),
-                values: Seq::from_items(vs),
-            })
-            .collect();
-        let (theirs, message) = slapd_write(
-            slapd.port,
-            ProtocolOp::AddRequest(AddRequest {
-                dn: dn.as_bytes(),
-                attributes: Seq::from_items(&parts),
-            }),
-        );
+        let attr_refs: Vec<(&str, &[&str])> =
+            attrs.iter().map(|(n, vs)| (*n, vs.as_slice())).collect();
+        let mut request = Vec::new();
+        encode_add(&mut request, 2, &dn, &attr_refs);
+        let (theirs, message) = slapd_write(slapd.port, &request);
         let ours = Dn::parse(dn.as_bytes(), &schema)
-            .and_then(|d| Entry::new(d, parts.iter().map(|p| (p.ty, p.values.iter())), &schema))
+            .and_then(|d| {
+                Entry::new(
+                    d,
+                    attrs
+                        .iter()
+                        .map(|(n, vs)| (n.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
+                    &schema,
+                )
+            })
             .map(|e| e.with_rdn_values(&schema))
             .and_then(|e| e.check(&schema, meridian_model::entry::Writer::Client));
         let ours_code = ours

@@ -29,6 +29,8 @@ use tokio::time::Instant;
 pub(crate) struct Outbound {
     state: Mutex<State>,
     wake: Notify,
+    /// Signalled after every write: producers of large results wait on it.
+    room: Notify,
     permits: Semaphore,
     max_outstanding: u64,
     hold_for: Duration,
@@ -72,6 +74,7 @@ impl Outbound {
         Outbound {
             state: Mutex::new(State::default()),
             wake: Notify::new(),
+            room: Notify::new(),
             permits: Semaphore::new(max_outstanding),
             max_outstanding: max_outstanding as u64,
             hold_for,
@@ -112,6 +115,24 @@ impl Outbound {
     pub(crate) async fn wait_idle(&self, all: u32) {
         if let Ok(permits) = self.permits.acquire_many(all).await {
             drop(permits);
+        }
+    }
+
+    /// Waits until fewer than `limit` bytes wait to be written, so a large
+    /// search produces its entries only as fast as the client reads them.
+    /// Returns false if the connection is gone.
+    pub(crate) async fn wait_room(&self, limit: usize) -> bool {
+        loop {
+            let notified = self.room.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.permits.is_closed() {
+                return false;
+            }
+            if self.lock().buf.len() < limit {
+                return true;
+            }
+            notified.await;
         }
     }
 
@@ -172,12 +193,15 @@ impl Outbound {
                 None => continue,
             };
             if !chunk.is_empty() && socket.write_all(&chunk).await.is_err() {
-                // The peer is gone: wake a reader waiting for permits.
+                // The peer is gone: wake a reader waiting for permits and
+                // producers waiting for room.
                 self.permits.close();
+                self.room.notify_waiters();
                 return;
             }
             chunk.clear();
             self.permits.add_permits(completed);
+            self.room.notify_waiters();
             if closing {
                 let _ = socket.shutdown().await;
                 self.permits.close();

@@ -12,7 +12,7 @@ use std::time::Instant;
 use meridian_ber::{Tag, Writer};
 use std::sync::Arc;
 
-use meridian_directory::{Directory, Identity, Outcome, PageRequest};
+use meridian_directory::{Directory, Identity, Outcome, PageRequest, SearchCursor, Step};
 use meridian_model::dn::Dn;
 use meridian_proto::controls::{PagedResults, QueueLength, decode_assertion, oid as control_oid};
 use meridian_proto::extended::{
@@ -65,6 +65,8 @@ pub(crate) struct Session {
     pub(crate) conn_id: u64,
     /// Who the client is (RFC 4513 authorization identity).
     identity: Identity,
+    /// The connection's write sequencer, started at its first write.
+    writes: Option<tokio::sync::mpsc::UnboundedSender<(SpawnedWrite, meridian_store::Command)>>,
 }
 
 impl Session {
@@ -72,6 +74,7 @@ impl Session {
         Session {
             conn_id,
             identity: Identity::Anonymous,
+            writes: None,
         }
     }
 
@@ -154,7 +157,7 @@ impl Session {
                         return reply.outcome(search.base, &outcome);
                     }
                 }
-                return self.search_request(search, &msg.controls, reply);
+                return self.search_request(search, &msg.controls, reply, out);
             }
             ProtocolOp::ExtendedRequest(ext) => return self.extended(ext, reply, out),
             ProtocolOp::CompareRequest(cmp) => {
@@ -214,7 +217,19 @@ impl Session {
                     dn: op_dn(op).to_vec(),
                     started,
                 };
-                tokio::spawn(spawned.run(command));
+                // In order, through the connection's write sequencer.
+                let queue = self.writes.get_or_insert_with(|| {
+                    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                    tokio::spawn(sequence_writes(rx));
+                    tx
+                });
+                if let Err(failed) = queue.send((spawned, command)) {
+                    let (spawned, _) = failed.0;
+                    spawned.respond(Outcome::new(
+                        ResultCode::UNAVAILABLE,
+                        "the connection is closing",
+                    ));
+                }
                 Action::Spawned
             }
         }
@@ -454,6 +469,7 @@ impl Session {
         search: &SearchRequest<'_>,
         controls: &meridian_proto::Seq<'_, Control<'_>>,
         reply: Reply<'_>,
+        out: &Arc<Outbound>,
     ) -> Action {
         let ctx = reply.ctx;
         let base = if search.base.is_empty() {
@@ -476,16 +492,35 @@ impl Session {
                 return reply.result(search.base, ResultCode::PROTOCOL_ERROR, message.as_bytes());
             }
         };
-        let (outcome, cookie) = ctx.directory.search(
+        // The first step runs here; a result larger than one step's budget
+        // continues on a task that waits for the client to read.
+        let mut cursor = SearchCursor::new();
+        let step = ctx.directory.search_step(
             &self.identity,
             search,
             reply.id,
             &mut reply.batch.bytes,
             page,
+            &mut cursor,
+            SEARCH_STEP_BYTES,
         );
-        match cookie {
-            Some(cookie) => reply.outcome_with_page(search.base, &outcome, &cookie),
-            None => reply.outcome(search.base, &outcome),
+        match step {
+            Step::Done(outcome, Some(cookie)) => {
+                reply.outcome_with_page(search.base, &outcome, &cookie)
+            }
+            Step::Done(outcome, None) => reply.outcome(search.base, &outcome),
+            Step::More => {
+                let stream = StreamedSearch {
+                    request: OwnedSearch::new(search, page),
+                    identity: self.identity.clone(),
+                    directory: Arc::clone(&ctx.directory),
+                    outbound: Arc::clone(out),
+                    cursor,
+                    id: reply.id,
+                };
+                tokio::spawn(stream.run());
+                Action::Spawned
+            }
         }
     }
 
@@ -552,24 +587,7 @@ impl Reply<'_> {
 
     /// A SearchResultDone carrying the paged results response control.
     fn outcome_with_page(self, dn: &[u8], outcome: &Outcome, cookie: &[u8]) -> Action {
-        let mut value = Vec::new();
-        PagedResults { size: 0, cookie }.encode(&mut value);
-        let control = [Control {
-            oid: control_oid::PAGED_RESULTS,
-            critical: false,
-            value: Some(&value),
-        }];
-        LdapMessage {
-            message_id: self.id,
-            op: ProtocolOp::SearchResultDone(LdapResult {
-                code: outcome.code,
-                matched_dn: outcome.matched.as_bytes(),
-                message: outcome.message.as_bytes(),
-                referral: None,
-            }),
-            controls: meridian_proto::Seq::from_items(&control),
-        }
-        .encode(&mut self.batch.bytes);
+        encode_search_done(&mut self.batch.bytes, self.id, outcome, Some(cookie));
         self.done(dn, outcome.code)
     }
 
@@ -617,6 +635,148 @@ impl Reply<'_> {
     }
 }
 
+/// Bytes of entries one search step produces before yielding; and the
+/// most bytes a streaming search lets wait in the outbound buffer.
+const SEARCH_STEP_BYTES: usize = 256 * 1024;
+const SEARCH_ROOM_BYTES: usize = 1024 * 1024;
+
+/// A search request copied out of the read buffer, for a search that
+/// outlives one pass of the connection's reader.
+struct OwnedSearch {
+    base: Vec<u8>,
+    scope: Scope,
+    deref: meridian_proto::DerefAliases,
+    size_limit: i32,
+    time_limit: i32,
+    types_only: bool,
+    filter: Vec<u8>,
+    attributes: Vec<Vec<u8>>,
+    page: Option<(i32, Vec<u8>)>,
+}
+
+impl OwnedSearch {
+    fn new(req: &SearchRequest<'_>, page: Option<PageRequest<'_>>) -> Self {
+        let mut filter = Vec::new();
+        req.filter.to_ber(&mut filter);
+        OwnedSearch {
+            base: req.base.to_vec(),
+            scope: req.scope,
+            deref: req.deref,
+            size_limit: req.size_limit,
+            time_limit: req.time_limit,
+            types_only: req.types_only,
+            filter,
+            attributes: req.attributes.iter().map(<[u8]>::to_vec).collect(),
+            page: page.map(|p| (p.size, p.cookie.to_vec())),
+        }
+    }
+
+    /// Calls `f` with borrowed views of the request.
+    fn with<R>(
+        &self,
+        f: impl FnOnce(&SearchRequest<'_>, Option<PageRequest<'_>>) -> R,
+    ) -> Option<R> {
+        // Validated when the request was decoded; the depth bound only
+        // guards against a bug here.
+        let filter =
+            meridian_proto::Filter::from_ber(&self.filter, meridian_proto::Depth::new(1024))
+                .ok()?;
+        let attributes: Vec<&[u8]> = self.attributes.iter().map(Vec::as_slice).collect();
+        let req = SearchRequest {
+            base: &self.base,
+            scope: self.scope,
+            deref: self.deref,
+            size_limit: self.size_limit,
+            time_limit: self.time_limit,
+            types_only: self.types_only,
+            filter,
+            attributes: meridian_proto::Seq::from_items(&attributes),
+        };
+        let page = self.page.as_ref().map(|(size, cookie)| PageRequest {
+            size: *size,
+            cookie,
+        });
+        Some(f(&req, page))
+    }
+}
+
+/// The rest of a large search, on its own task.
+struct StreamedSearch {
+    request: OwnedSearch,
+    identity: Identity,
+    directory: Arc<Directory>,
+    outbound: Arc<Outbound>,
+    cursor: SearchCursor,
+    id: i32,
+}
+
+impl StreamedSearch {
+    async fn run(mut self) {
+        loop {
+            if !self.outbound.wait_room(SEARCH_ROOM_BYTES).await {
+                return;
+            }
+            let mut batch = Batch::default();
+            let step = self.request.with(|req, page| {
+                self.directory.search_step(
+                    &self.identity,
+                    req,
+                    self.id,
+                    &mut batch.bytes,
+                    page,
+                    &mut self.cursor,
+                    SEARCH_STEP_BYTES,
+                )
+            });
+            match step {
+                Some(Step::More) => self.outbound.push(&mut batch),
+                Some(Step::Done(outcome, cookie)) => {
+                    encode_search_done(&mut batch.bytes, self.id, &outcome, cookie.as_deref());
+                    batch.completed = 1;
+                    self.outbound.push(&mut batch);
+                    return;
+                }
+                None => {
+                    let outcome = Outcome::new(ResultCode::OTHER, "search state lost");
+                    encode_search_done(&mut batch.bytes, self.id, &outcome, None);
+                    batch.completed = 1;
+                    self.outbound.push(&mut batch);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Appends a SearchResultDone, with the paged results response control
+/// when `cookie` is given.
+fn encode_search_done(buf: &mut Vec<u8>, id: i32, outcome: &Outcome, cookie: Option<&[u8]>) {
+    let mut value = Vec::new();
+    if let Some(cookie) = cookie {
+        PagedResults { size: 0, cookie }.encode(&mut value);
+    }
+    let control = [Control {
+        oid: control_oid::PAGED_RESULTS,
+        critical: false,
+        value: Some(&value),
+    }];
+    LdapMessage {
+        message_id: id,
+        op: ProtocolOp::SearchResultDone(LdapResult {
+            code: outcome.code,
+            matched_dn: outcome.matched.as_bytes(),
+            message: outcome.message.as_bytes(),
+            referral: None,
+        }),
+        controls: meridian_proto::Seq::from_items(if cookie.is_some() {
+            &control[..]
+        } else {
+            &[]
+        }),
+    }
+    .encode(buf);
+}
+
 /// Appends an ExtendedResponse with an optional responseValue.
 fn encode_extended(buf: &mut Vec<u8>, id: i32, outcome: &Outcome, value: Option<&[u8]>) {
     LdapMessage {
@@ -649,16 +809,53 @@ struct SpawnedWrite {
     started: Instant,
 }
 
-impl SpawnedWrite {
-    async fn run(self, command: meridian_store::Command) {
-        // Password hashing is deliberately slow: keep it off the workers.
-        let directory = Arc::clone(&self.directory);
-        let hashed = tokio::task::spawn_blocking(move || directory.hash_passwords(command)).await;
-        let outcome = match hashed {
-            Ok(Ok(command)) => self.directory.execute(command).await,
-            Ok(Err(outcome)) => outcome,
-            Err(e) => Outcome::new(ResultCode::OTHER, format!("password hashing failed: {e}")),
+/// A connection's writes, taken in the order they were read: password
+/// hashing (blocking pool) and submission to the store happen one write
+/// at a time, so the store applies them in that order (a pipelined parent
+/// is added before its children); waiting for each commit happens on its
+/// own task, so answers still leave as soon as their batch commits.
+async fn sequence_writes(
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<(SpawnedWrite, meridian_store::Command)>,
+) {
+    while let Some((write, command)) = queue.recv().await {
+        let command = if write.directory.needs_hashing(&command) {
+            // Password hashing is deliberately slow: keep it off the workers.
+            let directory = Arc::clone(&write.directory);
+            match tokio::task::spawn_blocking(move || directory.hash_passwords(command)).await {
+                Ok(Ok(command)) => command,
+                Ok(Err(outcome)) => {
+                    write.respond(outcome);
+                    continue;
+                }
+                Err(e) => {
+                    write.respond(Outcome::new(
+                        ResultCode::OTHER,
+                        format!("password hashing failed: {e}"),
+                    ));
+                    continue;
+                }
+            }
+        } else {
+            command
         };
+        match write.directory.submit(command).await {
+            Ok(submitted) => {
+                tokio::spawn(async move {
+                    let outcome = match submitted.wait().await {
+                        Ok(_) => Outcome::success(),
+                        Err(e) => e.into(),
+                    };
+                    write.respond(outcome);
+                });
+            }
+            Err(outcome) => write.respond(outcome),
+        }
+    }
+}
+
+impl SpawnedWrite {
+    /// Sends the write's response and logs it.
+    fn respond(self, outcome: Outcome) {
         let mut batch = Batch::default();
         let result = LdapResult {
             code: outcome.code,

@@ -83,6 +83,17 @@ pub struct StoreOptions {
     pub suffixes: Vec<Dn>,
 }
 
+/// A submitted command's result, once committed.
+#[derive(Debug)]
+pub struct Submitted(oneshot::Receiver<Result<Outcome, StoreError>>);
+
+impl Submitted {
+    /// Waits for the commit.
+    pub async fn wait(self) -> Result<Outcome, StoreError> {
+        self.0.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
 /// A store: cheap to clone, shared by all connections. When the last
 /// clone is dropped, the writer finishes the commands already queued and
 /// its thread is joined, so the environment is closed when drop returns.
@@ -200,12 +211,19 @@ impl Store {
     /// Executes a command; resolves once it is committed (durably, unless
     /// relaxed).
     pub async fn execute(&self, command: Command) -> Result<Outcome, StoreError> {
+        self.submit(command).await?.wait().await
+    }
+
+    /// Queues a command and returns at once with a handle to its result:
+    /// commands submitted one after another reach the writer in that
+    /// order (a connection's pipelined writes keep their order).
+    pub async fn submit(&self, command: Command) -> Result<Submitted, StoreError> {
         let (reply, rx) = oneshot::channel();
         self.sender
             .send(Job { command, reply })
             .await
             .map_err(|_| StoreError::Closed)?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        Ok(Submitted(rx))
     }
 
     /// [`Store::execute`] for threads outside an async runtime.
