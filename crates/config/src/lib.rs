@@ -52,6 +52,33 @@ pub struct Config {
     pub storage: StorageConfig,
     /// Logging.
     pub log: LogConfig,
+    /// `[[access]]`: access rules, first match decides; none configured
+    /// means the default rules (see docs/configuration.md).
+    pub access: Vec<AccessRuleConfig>,
+}
+
+/// One `[[access]]` rule.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AccessRuleConfig {
+    /// The entries: `*`, `base:DN`, `subtree:DN` or `children:DN`.
+    pub to: String,
+    /// Only these attribute types (and their subtypes); empty: the
+    /// entry itself and all its attributes.
+    #[serde(default)]
+    pub attrs: Vec<String>,
+    /// Who gets what, first match decides.
+    pub by: Vec<AccessGrantConfig>,
+}
+
+/// One `by` clause of an `[[access]]` rule.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AccessGrantConfig {
+    /// `*`, `anonymous`, `users`, `self`, `dn:DN` or `group:DN`.
+    pub who: String,
+    /// `none`, `auth`, `compare`, `search`, `read` or `write`.
+    pub grant: String,
 }
 
 /// Which storage engine holds the data.

@@ -7,11 +7,11 @@
 //! chooses timestamps, entryUUID and entryCSN) returns an owned
 //! [`Command`]; [`Directory::execute`] runs it through the store's writer.
 //!
-//! Access, until configurable rules arrive: the administrator may do
-//! anything; other authenticated identities may read the tree except
-//! userPassword; anonymous may read only the root DSE and cn=Subschema
-//! (served by the server itself); writes need the administrator.
+//! Access: the administrator may do anything; everyone else is held to
+//! the access rules ([`access`]), checked before a command is built for
+//! writes and per entry and attribute for reads.
 
+pub mod access;
 pub mod clock;
 pub mod encode;
 pub mod ids;
@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use meridian_model::dn::Dn;
 use meridian_model::entry::{Description, Entry, Writer};
 use meridian_model::modify::{ModOp, Modification};
+use meridian_model::schema::AttrId;
 use meridian_model::selection::Selection;
 use meridian_model::{ModelError, Schema};
 use meridian_proto::{
@@ -31,6 +32,7 @@ use meridian_proto::{
 };
 use meridian_store::{Command, Store, StoreError};
 
+use crate::access::{AccessRules, FilterAttrs, Level};
 use crate::clock::{Clock, generalized_time};
 use crate::encode::{Projection, encode_entry};
 use crate::ids::{CsnSource, uuid_v4};
@@ -271,6 +273,11 @@ impl Default for Limits {
     }
 }
 
+/// Group memberships of one caller, looked up once per request: the
+/// group's normalised RDNs and whether the caller is in it.
+#[derive(Debug, Default)]
+struct Memberships(std::cell::RefCell<Vec<(Vec<String>, bool)>>);
+
 /// The directory: the store, the schema, and the server's identity rules.
 #[derive(Debug)]
 pub struct Directory {
@@ -280,6 +287,7 @@ pub struct Directory {
     clock: Arc<dyn Clock>,
     csn: CsnSource,
     limits: Limits,
+    access: AccessRules,
 }
 
 const USER_PASSWORD: &str = "userPassword";
@@ -294,12 +302,20 @@ impl Directory {
         let schema = Arc::clone(store.schema());
         Directory {
             store,
-            schema,
             admin,
             clock,
             csn: CsnSource::new(0),
             limits,
+            access: AccessRules::default_rules(&schema),
+            schema,
         }
+    }
+
+    /// The same directory under configured access rules instead of the
+    /// defaults.
+    pub fn with_access(mut self, access: AccessRules) -> Self {
+        self.access = access;
+        self
     }
 
     /// The schema.
@@ -309,7 +325,7 @@ impl Directory {
 
     /// The identity a successful bind as `dn` gives.
     pub fn identity_for(&self, dn: Dn) -> Identity {
-        if dn.normalized() == self.admin.normalized() {
+        if dn.rdns() == self.admin.rdns() {
             Identity::Admin(dn)
         } else {
             Identity::User(dn)
@@ -323,22 +339,72 @@ impl Directory {
         Dn::parse(text, &self.schema).map_err(Outcome::from)
     }
 
-    fn require_admin(who: &Identity) -> Result<(), Outcome> {
-        match who {
-            Identity::Admin(_) => Ok(()),
-            _ => Err(insufficient(
-                "only the administrator may write: access rules are not configurable yet",
-            )),
-        }
+    /// Whether `who` is in the group entry at `group` (its member or
+    /// uniqueMember values name `who`).
+    fn is_member(&self, group: &Dn, who: &Dn) -> bool {
+        let Ok(snapshot) = self.store.snapshot() else {
+            return false;
+        };
+        let Ok(Some((_, entry))) = snapshot.get(group) else {
+            return false;
+        };
+        entry.attributes.iter().any(|a| {
+            self.schema.attr(a.desc.attr).is_some_and(|t| {
+                t.name().eq_ignore_ascii_case("member")
+                    || t.name().eq_ignore_ascii_case("uniqueMember")
+            }) && a
+                .values
+                .iter()
+                .any(|v| Dn::parse(v, &self.schema).is_ok_and(|m| m.rdns() == who.rdns()))
+        })
     }
 
-    fn require_reader(who: &Identity) -> Result<(), Outcome> {
-        match who {
-            Identity::Anonymous => Err(insufficient(
-                "anonymous clients may read only the root DSE and cn=Subschema; bind first",
-            )),
-            _ => Ok(()),
+    /// The access `who` has to `attr` (`None`: the entry itself) of the
+    /// entry at `dn`; group memberships are looked up once per `groups`.
+    fn access_level(
+        &self,
+        who: &Identity,
+        dn: &Dn,
+        attr: Option<AttrId>,
+        groups: &Memberships,
+    ) -> Level {
+        self.access
+            .level(who, dn, attr, &self.schema, &|group, member| {
+                let mut known = groups.0.borrow_mut();
+                if let Some((_, is)) = known.iter().find(|(g, _)| g.as_slice() == group.rdns()) {
+                    return *is;
+                }
+                let is = self.is_member(group, member);
+                known.push((group.rdns().to_vec(), is));
+                is
+            })
+    }
+
+    /// Refuses with insufficientAccessRights, saying what was missing,
+    /// unless `who` has `need` on `attr` of `dn`.
+    fn require(
+        &self,
+        who: &Identity,
+        dn: &Dn,
+        attr: Option<AttrId>,
+        need: Level,
+    ) -> Result<(), Outcome> {
+        if self.access_level(who, dn, attr, &Memberships::default()) >= need {
+            return Ok(());
         }
+        let whom = match who {
+            Identity::Anonymous => "anonymous clients".to_owned(),
+            Identity::Admin(d) | Identity::User(d) => d.original().to_owned(),
+        };
+        let what = match attr.and_then(|a| self.schema.attr(a)) {
+            Some(at) => format!("attribute {} of ", at.name()),
+            None => String::new(),
+        };
+        Err(insufficient(&format!(
+            "the access rules do not give {whom} {} access to {what}\"{}\"",
+            need.name(),
+            dn.original()
+        )))
     }
 
     /// Timestamps, CSN and names for a write by `who`.
@@ -350,8 +416,13 @@ impl Directory {
 
     /// Checks an add and builds its command (operational attributes set).
     pub fn prepare_add(&self, who: &Identity, req: &AddRequest<'_>) -> Result<Command, Outcome> {
-        Self::require_admin(who)?;
         let dn = self.dn(req.dn)?;
+        self.require(who, &dn, None, Level::Write)?;
+        for attr in req.attributes.iter() {
+            if let Ok(desc) = Description::parse(attr.ty, &self.schema) {
+                self.require(who, &dn, Some(desc.attr), Level::Write)?;
+            }
+        }
         let entry = Entry::new(
             dn,
             req.attributes.iter().map(|a| (a.ty, a.values.iter())),
@@ -399,8 +470,16 @@ impl Directory {
         dn: &[u8],
         subtree: bool,
     ) -> Result<Command, Outcome> {
-        Self::require_admin(who)?;
         let dn = self.dn(dn)?;
+        if subtree && !matches!(who, Identity::Admin(_)) {
+            // The rules are checked per entry, and a subtree's entries are
+            // only known inside the write: the control is the
+            // administrator's.
+            return Err(insufficient(
+                "the subtree delete control is for the administrator only",
+            ));
+        }
+        self.require(who, &dn, None, Level::Write)?;
         Ok(if subtree {
             Command::DeleteSubtree { dn }
         } else {
@@ -417,8 +496,8 @@ impl Directory {
         dn: &[u8],
         filter: &meridian_proto::Filter<'_>,
     ) -> Result<(), Outcome> {
-        Self::require_reader(who)?;
         let dn = self.dn(dn)?;
+        self.require_filter_access(who, &dn, filter)?;
         let snapshot = self.store.snapshot().map_err(Outcome::from)?;
         let Some((_, entry)) = snapshot.get(&dn).map_err(Outcome::from)? else {
             return Err(StoreError::NoSuchObject {
@@ -454,12 +533,12 @@ impl Directory {
         req: &ModifyRequest<'_>,
         permissive: bool,
     ) -> Result<Command, Outcome> {
-        Self::require_admin(who)?;
         let dn = self.dn(req.dn)?;
         let mut changes = Vec::new();
         for change in req.changes.iter() {
             let m = change.modification;
             let desc = Description::parse(m.ty, &self.schema)?;
+            self.require(who, &dn, Some(desc.attr), Level::Write)?;
             if let Some(at) = self.schema.attr(desc.attr) {
                 if at.no_user_modification {
                     return Err(Outcome::new(
@@ -493,8 +572,8 @@ impl Directory {
         who: &Identity,
         req: &ModifyDnRequest<'_>,
     ) -> Result<Command, Outcome> {
-        Self::require_admin(who)?;
         let dn = self.dn(req.dn)?;
+        self.require(who, &dn, None, Level::Write)?;
         let new_rdn = std::str::from_utf8(req.new_rdn)
             .map_err(|_| Outcome::new(ResultCode::INVALID_DN_SYNTAX, "newrdn is not UTF-8"))?
             .to_owned();
@@ -502,6 +581,10 @@ impl Directory {
             Some(s) => Some(self.dn(s)?),
             None => None,
         };
+        if let Some(superior) = &new_superior {
+            // Moving an entry writes below its new parent.
+            self.require(who, superior, None, Level::Write)?;
+        }
         Ok(Command::ModifyDn {
             dn,
             new_rdn,
@@ -611,15 +694,12 @@ impl Directory {
                 }
             },
         };
-        let check_old = match who {
-            Identity::Admin(_) => false,
-            Identity::User(dn) if dn.normalized() == target.normalized() => true,
-            _ => {
-                return Err(insufficient(
-                    "only the administrator may change another user's password",
-                ));
-            }
-        };
+        // Changing a password is a write to userPassword: the rules
+        // decide (by default only the user and the administrator). Users
+        // changing their own must prove they know the old one.
+        let password_attr = self.schema.attribute_id(USER_PASSWORD);
+        self.require(who, &target, password_attr, Level::Write)?;
+        let check_old = matches!(who, Identity::User(dn) if dn.rdns() == target.rdns());
         if check_old && old.is_none() {
             return Err(Outcome::new(
                 ResultCode::UNWILLING_TO_PERFORM,
@@ -693,9 +773,9 @@ impl Directory {
     }
 
     fn compare_inner(&self, who: &Identity, req: &CompareRequest<'_>) -> Result<Outcome, Outcome> {
-        Self::require_reader(who)?;
         let dn = self.dn(req.dn)?;
         let desc = Description::parse(req.ava.attr, &self.schema)?;
+        self.require(who, &dn, Some(desc.attr), Level::Compare)?;
         let at = self
             .schema
             .attr(desc.attr)
@@ -746,6 +826,58 @@ impl Directory {
         }
     }
 
+    /// Whether a search by `who` may return `entry`: read access to the
+    /// entry and search access to every attribute the filter tests.
+    fn may_see(
+        &self,
+        who: &Identity,
+        entry: &Entry,
+        filter: &FilterAttrs,
+        groups: &Memberships,
+    ) -> bool {
+        let dn = &entry.dn;
+        if self.access_level(who, dn, None, groups) < Level::Read {
+            return false;
+        }
+        let searchable =
+            |attr: AttrId| self.access_level(who, dn, Some(attr), groups) >= Level::Search;
+        filter.attrs.iter().all(|a| searchable(*a))
+            && (!filter.every || entry.attributes.iter().all(|a| searchable(a.desc.attr)))
+    }
+
+    /// Whether `who` may attach an assertion control with `filter` to a
+    /// write on `dn` (the filter is evaluated inside the write).
+    pub fn check_assertion_access(
+        &self,
+        who: &Identity,
+        dn: &[u8],
+        filter: &meridian_proto::Filter<'_>,
+    ) -> Result<(), Outcome> {
+        let dn = self.dn(dn)?;
+        self.require_filter_access(who, &dn, filter)
+    }
+
+    /// The assertion control's filter, like a search's, needs read
+    /// access to the entry and search access to the attributes it tests.
+    fn require_filter_access(
+        &self,
+        who: &Identity,
+        dn: &Dn,
+        filter: &meridian_proto::Filter<'_>,
+    ) -> Result<(), Outcome> {
+        self.require(who, dn, None, Level::Read)?;
+        let attrs = FilterAttrs::of(filter, &self.schema);
+        if attrs.every && !matches!(who, Identity::Admin(_)) {
+            return Err(insufficient(
+                "an extensible match over every attribute needs the administrator",
+            ));
+        }
+        for attr in attrs.attrs {
+            self.require(who, dn, Some(attr), Level::Search)?;
+        }
+        Ok(())
+    }
+
     /// Search below the root DSE, one step at a time: entries are
     /// appended to `buf` as SearchResultEntry messages until it holds
     /// `byte_budget` bytes, then [`Step::More`] says to call again with the
@@ -778,9 +910,10 @@ impl Directory {
         cursor: &mut SearchCursor,
         byte_budget: usize,
     ) -> Result<Step, Outcome> {
-        Self::require_reader(who)?;
         let base = self.dn(req.base)?;
         let admin = matches!(who, Identity::Admin(_));
+        let filter_attrs = FilterAttrs::of(&req.filter, &self.schema);
+        let groups = Memberships::default();
         // The client's limits, capped by the server's for everyone but the
         // administrator; 0 from the client means "no client limit".
         let client_size = usize::try_from(req.size_limit).unwrap_or(usize::MAX);
@@ -844,15 +977,14 @@ impl Directory {
         let snapshot = self.store.snapshot().map_err(Outcome::from)?;
         let mut sent = cursor.sent;
         let mut stopped: Option<Outcome> = None;
-        let visible = |a: &meridian_model::entry::Attribute| {
-            admin
-                || self
-                    .schema
-                    .attr(a.desc.attr)
-                    .is_none_or(|t| t.name() != USER_PASSWORD)
-        };
         snapshot
             .search_after(&base, req.scope, &req.filter, Some(after), |id, entry| {
+                // An entry the caller may not read, or matched through an
+                // attribute the caller may not search, is passed over as
+                // if it did not match: nothing about it is revealed.
+                if !admin && !self.may_see(who, entry, &filter_attrs, &groups) {
+                    return true;
+                }
                 if buf.len() >= byte_budget {
                     out_of_budget = true;
                     return false;
@@ -895,6 +1027,15 @@ impl Directory {
                         vec![meridian_model::subschema::SUBSCHEMA_DN.as_bytes().to_vec()],
                     ));
                 }
+                let visible = |a: &meridian_model::entry::Attribute| {
+                    admin
+                        || (self
+                            .schema
+                            .attr(a.desc.attr)
+                            .is_none_or(|t| t.name() != USER_PASSWORD)
+                            && self.access_level(who, &entry.dn, Some(a.desc.attr), &groups)
+                                >= Level::Read)
+                };
                 encode_entry(buf, message_id, entry, projection, visible, &computed);
                 sent += 1;
                 last_sent = Some(id);

@@ -10,6 +10,7 @@ use meridian_server::{AdminCredentials, PASSWORD_ENV, PasswordSource, Server};
 
 use std::sync::Arc;
 
+use meridian_directory::access::{AccessRules, RuleText};
 use meridian_directory::clock::SystemClock;
 use meridian_directory::{Directory, Limits};
 
@@ -49,6 +50,11 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let admin_dn = Dn::parse(config.directory.admin_dn.as_bytes(), schema)
         .map_err(|e| anyhow::anyhow!("config key `directory.admin_dn`: {e}"))?;
+    let access = if config.access.is_empty() {
+        None
+    } else {
+        Some(access_rules(config, schema)?)
+    };
     let env_password = std::env::var(PASSWORD_ENV).ok().filter(|p| !p.is_empty());
     let (admin, source) = AdminCredentials::load(
         &admin_dn,
@@ -83,12 +89,16 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let runtime = runtime.build().context("cannot start the async runtime")?;
     runtime.block_on(async {
         let store = setup.open_store()?;
-        let directory = Arc::new(Directory::new(
+        let mut directory = Directory::new(
             store,
             admin_dn.clone(),
             Arc::new(SystemClock),
             Limits::default(),
-        ));
+        );
+        if let Some(access) = access {
+            directory = directory.with_access(access);
+        }
+        let directory = Arc::new(directory);
         let server = Server::bind(config, admin, directory).await?;
         let addr = server.local_addr()?;
         tracing::info!(%addr, suffix = %config.directory.suffix, "meridian listening");
@@ -129,4 +139,25 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
         _ = term.recv() => tracing::info!("SIGTERM received"),
     }
+}
+
+/// The configured `[[access]]` rules, checked against the schema.
+fn access_rules(
+    config: &meridian_config::Config,
+    schema: &meridian_model::Schema,
+) -> anyhow::Result<AccessRules> {
+    let texts: Vec<RuleText<'_>> = config
+        .access
+        .iter()
+        .map(|rule| RuleText {
+            to: &rule.to,
+            attrs: &rule.attrs,
+            by: rule
+                .by
+                .iter()
+                .map(|b| (b.who.as_str(), b.grant.as_str()))
+                .collect(),
+        })
+        .collect();
+    AccessRules::parse(&texts, schema).map_err(anyhow::Error::msg)
 }

@@ -120,7 +120,11 @@ fn writes_need_the_administrator_and_critical_controls_are_answered() {
     // Anonymous: refused with a reason; the administrator: the missing
     // parent is reported (an empty database has no suffix entry yet).
     for (bind, code, message) in [
-        (vec![], 50, "only the administrator may write"),
+        (
+            vec![],
+            50,
+            "the access rules do not give anonymous clients write access",
+        ),
         (
             vec!["-D", ADMIN_DN, "-w", ADMIN_PASSWORD],
             32,
@@ -209,6 +213,14 @@ fn an_invalid_config_is_refused_with_the_key_and_reason() {
         ("[server]\nlisten = \"nowhere\"\n", "server.listen"),
         ("[sever]\nlisten = \"127.0.0.1:1\"\n", "sever"),
         ("[directory]\nsuffix = \"not a dn\"\n", "directory.suffix"),
+        (
+            "[[access]]\nto = \"*\"\nby = [{ who = \"everyone\", grant = \"read\" }]\n",
+            "access[0].by[0].who",
+        ),
+        (
+            "[[access]]\nto = \"subtree:ou=People\"\nattrs = [\"nosuch\"]\nby = []\n",
+            "access[0].attrs",
+        ),
     ] {
         std::fs::write(&config, toml).unwrap();
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))

@@ -234,3 +234,144 @@ fn users_bind_with_hashed_passwords_and_read_but_not_write() {
     );
     assert_eq!(rc, 0);
 }
+
+/// Rules in the config decide: first matching rule, first matching
+/// clause; group membership comes from the directory itself.
+#[test]
+fn configured_access_rules_decide_reads_compares_and_writes() {
+    let people = "ou=People,dc=example,dc=com";
+    let server = Server::start(&format!(
+        r#"
+[[access]]
+to = "subtree:{people}"
+attrs = ["telephoneNumber"]
+by = [ {{ who = "self", grant = "write" }},
+       {{ who = "group:cn=HR,dc=example,dc=com", grant = "write" }},
+       {{ who = "users", grant = "compare" }} ]
+
+[[access]]
+to = "subtree:{people}"
+by = [ {{ who = "group:cn=HR,dc=example,dc=com", grant = "write" }},
+       {{ who = "*", grant = "read" }} ]
+
+[[access]]
+to = "*"
+by = [ {{ who = "users", grant = "read" }} ]
+"#
+    ));
+    let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let ldif = format!(
+        "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
+         dn: {people}\nobjectClass: organizationalUnit\nou: People\n\n\
+         dn: uid=alice,{people}\nobjectClass: inetOrgPerson\nuid: alice\ncn: Alice\nsn: A\ntelephoneNumber: 111\nuserPassword: wonderland\n\n\
+         dn: uid=bob,{people}\nobjectClass: inetOrgPerson\nuid: bob\ncn: Bob\nsn: B\ntelephoneNumber: 222\nuserPassword: builder\n\n\
+         dn: cn=HR,dc=example,dc=com\nobjectClass: groupOfNames\ncn: HR\nmember: UID=Bob,{people}\n"
+    );
+    let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(&ldif));
+    assert_eq!(rc, 0, "{out}");
+    let alice = [
+        "-D",
+        "uid=alice,ou=People,dc=example,dc=com",
+        "-w",
+        "wonderland",
+    ];
+    let bob = ["-D", "uid=bob,ou=People,dc=example,dc=com", "-w", "builder"];
+    let search = |bind: &[&str], base: &str, filter: &str| {
+        let (rc, out) = tool(
+            &server,
+            "ldapsearch",
+            bind,
+            &["-LLL", "-b", base, filter],
+            None,
+        );
+        assert_eq!(rc, 0, "{filter}: {out}");
+        out
+    };
+
+    // Anonymous reads People without telephone numbers, cannot find
+    // entries by them, and sees nothing outside People.
+    let out = search(&[], "dc=example,dc=com", "(objectClass=*)");
+    assert!(
+        out.contains("dn: uid=alice,") && out.contains("sn: B"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("telephoneNumber") && !out.contains("cn=HR"),
+        "{out}"
+    );
+    assert!(!out.contains("dn: dc=example,dc=com"), "{out}");
+    assert!(!search(&[], people, "(telephoneNumber=111)").contains("dn:"));
+    // Alice: her own number, not Bob's; compare but not search on his.
+    let out = search(&alice, people, "(uid=*)");
+    assert!(
+        out.contains("telephoneNumber: 111") && !out.contains("telephoneNumber: 222"),
+        "{out}"
+    );
+    assert!(!search(&alice, people, "(telephoneNumber=222)").contains("dn:"));
+    let (rc, out) = tool(
+        &server,
+        "ldapcompare",
+        &alice,
+        &["uid=bob,ou=People,dc=example,dc=com", "telephoneNumber:222"],
+        None,
+    );
+    assert_eq!(rc, 6, "{out}");
+    let (rc, out) = tool(
+        &server,
+        "ldapcompare",
+        &[],
+        &["uid=bob,ou=People,dc=example,dc=com", "telephoneNumber:222"],
+        None,
+    );
+    assert_eq!(rc, 50, "{out}");
+    // Group members (uid=bob is in HR) see everything in People.
+    assert!(search(&bob, people, "(telephoneNumber=111)").contains("dn: uid=alice,"));
+
+    let modify = |bind: &[&str], dn: &str, attr: &str, value: &str| {
+        let change = format!("dn: {dn}\nchangetype: modify\nreplace: {attr}\n{attr}: {value}\n");
+        let (rc, out) = tool(&server, "ldapmodify", bind, &[], Some(&change));
+        (rc, out)
+    };
+    let alice_dn = "uid=alice,ou=People,dc=example,dc=com";
+    let bob_dn = "uid=bob,ou=People,dc=example,dc=com";
+    assert_eq!(modify(&alice, alice_dn, "telephoneNumber", "112").0, 0);
+    let (rc, out) = modify(&alice, bob_dn, "telephoneNumber", "1");
+    assert_eq!(rc, 50, "{out}");
+    assert!(
+        out.contains("write access to attribute telephoneNumber"),
+        "{out}"
+    );
+    assert_eq!(modify(&alice, alice_dn, "sn", "Z").0, 50);
+    assert_eq!(modify(&bob, alice_dn, "sn", "Liddell").0, 0);
+    assert_eq!(modify(&bob, alice_dn, "telephoneNumber", "113").0, 0);
+    // Outside People, no one but the administrator writes.
+    assert_eq!(
+        modify(&bob, "cn=HR,dc=example,dc=com", "description", "x").0,
+        50
+    );
+    let out = search(&admin, people, "(uid=alice)");
+    assert!(
+        out.contains("sn: Liddell") && out.contains("telephoneNumber: 113"),
+        "{out}"
+    );
+
+    // Password resets follow write access to userPassword.
+    let (rc, out) = tool(&server, "ldappasswd", &alice, &["-s", "x", bob_dn], None);
+    assert!(rc != 0 && out.contains("(50)"), "{out}");
+    let (rc, out) = tool(
+        &server,
+        "ldappasswd",
+        &bob,
+        &["-s", "reset", alice_dn],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = tool(
+        &server,
+        "ldapwhoami",
+        &["-D", alice_dn, "-w", "reset"],
+        &[],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+}

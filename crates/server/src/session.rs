@@ -193,12 +193,15 @@ impl Session {
                 );
             }
         };
-        let prepared = match (prepared, assertion_control) {
-            (Ok(command), Some(control)) => Ok(meridian_store::Command::Guarded {
-                assertion: control.value.unwrap_or_default().to_vec(),
-                command: Box::new(command),
-            }),
-            (other, _) => other,
+        let prepared = match (prepared, assertion_control, &assertion) {
+            (Ok(command), Some(control), Some(filter)) => ctx
+                .directory
+                .check_assertion_access(&self.identity, op_dn(op), filter)
+                .map(|()| meridian_store::Command::Guarded {
+                    assertion: control.value.unwrap_or_default().to_vec(),
+                    command: Box::new(command),
+                }),
+            (other, _, _) => other,
         };
         match prepared {
             Err(outcome) => reply.outcome(op_dn(op), &outcome),
