@@ -12,11 +12,11 @@
 //!        { who = "users", grant = "read" } ]   #  "dn:DN", "group:DN"
 //! ```
 //!
-//! Levels, each including the ones before it: none, compare, search,
-//! read, write. Without `[[access]]` rules the default applies: bound
-//! users read everything (but passwords) and may change their own
-//! userPassword; anonymous reads nothing but the root DSE and cn=Subschema
-//! (which the server publishes itself).
+//! Levels, each including the ones before it: none, auth, compare,
+//! search, read, write. Without `[[access]]` rules the default applies:
+//! anyone may bind, bound users read everything (but passwords) and may
+//! change their own userPassword; anonymous reads nothing but the root
+//! DSE and cn=Subschema (which the server publishes itself).
 
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
@@ -29,9 +29,12 @@ use crate::Identity;
 /// What an access grants, in increasing order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
-    /// Nothing. (Binding needs no grant: a password is checked whatever
-    /// the rules say, as with OpenLDAP's default `auth` access.)
+    /// Nothing.
     None,
+    /// Bind with the attribute's values (userPassword). A bind is
+    /// checked as anonymous, whoever the connection was bound as before,
+    /// so `{ who = "anonymous", grant = "auth" }` is the usual clause.
+    Auth,
     /// Compare.
     Compare,
     /// Use in search filters (and see that the entry exists).
@@ -46,6 +49,7 @@ impl Level {
     fn parse(text: &str) -> Option<Level> {
         Some(match text {
             "none" => Level::None,
+            "auth" => Level::Auth,
             "compare" => Level::Compare,
             "search" => Level::Search,
             "read" => Level::Read,
@@ -58,6 +62,7 @@ impl Level {
     pub fn name(self) -> &'static str {
         match self {
             Level::None => "none",
+            Level::Auth => "auth",
             Level::Compare => "compare",
             Level::Search => "search",
             Level::Read => "read",
@@ -121,7 +126,11 @@ impl AccessRules {
                 Rule {
                     to: Target::Any,
                     attrs: user_password.into_iter().collect(),
-                    by: vec![(Who::SelfEntry, Level::Write), (Who::Anyone, Level::None)],
+                    by: vec![
+                        (Who::SelfEntry, Level::Write),
+                        (Who::Anonymous, Level::Auth),
+                        (Who::Anyone, Level::None),
+                    ],
                 },
                 Rule {
                     to: Target::Any,
@@ -184,7 +193,7 @@ impl AccessRules {
                 let grant = Level::parse(grant).ok_or_else(|| {
                     at(
                         &format!("{key}.grant"),
-                        format!("{grant:?}: expected none, compare, search, read or write"),
+                        format!("{grant:?}: expected none, auth, compare, search, read or write"),
                     )
                 })?;
                 by.push((who, grant));
@@ -351,6 +360,27 @@ mod tests {
             level(&Identity::Admin(hr.clone()), &alice, phone),
             Level::Write
         );
+    }
+
+    #[test]
+    fn the_defaults_let_anyone_bind_users_read_and_change_their_own_password() {
+        let schema = Schema::builtin().unwrap();
+        let rules = AccessRules::default_rules(&schema);
+        let alice = dn("uid=alice,dc=example,dc=com", &schema);
+        let bob = dn("uid=bob,dc=example,dc=com", &schema);
+        let password = schema.attribute_id("userPassword");
+        let cn = schema.attribute_id("cn");
+        let no_groups = |_: &Dn, _: &Dn| false;
+        let level =
+            |who: &Identity, entry: &Dn, attr| rules.level(who, entry, attr, &schema, &no_groups);
+        let as_alice = Identity::User(alice.clone());
+        assert_eq!(level(&Identity::Anonymous, &alice, password), Level::Auth);
+        assert_eq!(level(&Identity::Anonymous, &alice, cn), Level::None);
+        assert_eq!(level(&Identity::Anonymous, &alice, None), Level::None);
+        assert_eq!(level(&as_alice, &alice, password), Level::Write);
+        assert_eq!(level(&as_alice, &bob, password), Level::None);
+        assert_eq!(level(&as_alice, &bob, cn), Level::Read);
+        assert_eq!(level(&as_alice, &alice, cn), Level::Read);
     }
 
     #[test]

@@ -594,8 +594,22 @@ impl Directory {
         })
     }
 
-    /// The userPassword values of the entry at `dn` (for a bind), or
-    /// `None` if there is no such entry.
+    /// The userPassword values a bind as `dn` is checked against, or
+    /// `None` if there is no such entry or the rules do not give
+    /// anonymous `auth` access to its userPassword (a bind runs as
+    /// anonymous, as in slapd); both answer invalidCredentials, so
+    /// neither reveals anything.
+    pub fn bind_passwords(&self, dn: &Dn) -> Result<Option<Vec<Vec<u8>>>, Outcome> {
+        let password_attr = self.schema.attribute_id(USER_PASSWORD);
+        let groups = Memberships::default();
+        if self.access_level(&Identity::Anonymous, dn, password_attr, &groups) < Level::Auth {
+            return Ok(None);
+        }
+        self.user_passwords(dn)
+    }
+
+    /// The userPassword values of the entry at `dn`, or `None` if there
+    /// is no such entry.
     pub fn user_passwords(&self, dn: &Dn) -> Result<Option<Vec<Vec<u8>>>, Outcome> {
         let snapshot = self.store.snapshot().map_err(Outcome::from)?;
         let Some((_, entry)) = snapshot.get(dn).map_err(Outcome::from)? else {

@@ -265,7 +265,8 @@ by = [ {{ who = "users", grant = "read" }} ]
          dn: {people}\nobjectClass: organizationalUnit\nou: People\n\n\
          dn: uid=alice,{people}\nobjectClass: inetOrgPerson\nuid: alice\ncn: Alice\nsn: A\ntelephoneNumber: 111\nuserPassword: wonderland\n\n\
          dn: uid=bob,{people}\nobjectClass: inetOrgPerson\nuid: bob\ncn: Bob\nsn: B\ntelephoneNumber: 222\nuserPassword: builder\n\n\
-         dn: cn=HR,dc=example,dc=com\nobjectClass: groupOfNames\ncn: HR\nmember: UID=Bob,{people}\n"
+         dn: cn=HR,dc=example,dc=com\nobjectClass: groupOfNames\ncn: HR\nmember: UID=Bob,{people}\n\n\
+         dn: uid=dave,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: dave\ncn: Dave\nsn: D\nuserPassword: elsewhere\n"
     );
     let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(&ldif));
     assert_eq!(rc, 0, "{out}");
@@ -287,6 +288,12 @@ by = [ {{ who = "users", grant = "read" }} ]
         assert_eq!(rc, 0, "{filter}: {out}");
         out
     };
+
+    // Binding needs anonymous `auth` on userPassword: People grant it
+    // (read), the catch-all rule does not, so dave cannot bind.
+    let dave = ["-D", "uid=dave,dc=example,dc=com", "-w", "elsewhere"];
+    let (rc, out) = tool(&server, "ldapwhoami", &dave, &[], None);
+    assert_eq!(rc, 49, "{out}");
 
     // Anonymous reads People without telephone numbers, cannot find
     // entries by them, and sees nothing outside People.

@@ -294,7 +294,7 @@ impl Session {
             }
         };
         if !reply.ctx.admin.is_admin_dn(&dn) {
-            return match reply.ctx.directory.user_passwords(&dn) {
+            return match reply.ctx.directory.bind_passwords(&dn) {
                 Ok(Some(stored)) if !stored.is_empty() => Action::VerifyUser {
                     message_id: reply.id,
                     dn,
