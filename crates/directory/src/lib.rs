@@ -407,6 +407,37 @@ impl Directory {
         )))
     }
 
+    /// Like [`Self::require`] for an operation on an existing entry, but
+    /// where `who` may not even search the entry, the answer is
+    /// noSuchObject, as if it were not there: a refusal would reveal
+    /// that it exists (slapd's "disclose" rule).
+    fn require_visible(
+        &self,
+        who: &Identity,
+        dn: &Dn,
+        attr: Option<AttrId>,
+        need: Level,
+    ) -> Result<(), Outcome> {
+        let refused = match self.require(who, dn, attr, need) {
+            Ok(()) => return Ok(()),
+            Err(refused) => refused,
+        };
+        if self.access_level(who, dn, None, &Memberships::default()) >= Level::Search {
+            return Err(refused);
+        }
+        // The same matchedDN a missing entry would get: its nearest
+        // existing ancestor.
+        let matched = match self.store.snapshot() {
+            Ok(snapshot) => snapshot.matched(dn).unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        Err(StoreError::NoSuchObject {
+            dn: dn.original().to_owned(),
+            matched,
+        }
+        .into())
+    }
+
     /// Timestamps, CSN and names for a write by `who`.
     fn stamp(&self, who: &Identity) -> (String, String, String) {
         let (seconds, micros) = generalized_time(self.clock.now());
@@ -479,7 +510,7 @@ impl Directory {
                 "the subtree delete control is for the administrator only",
             ));
         }
-        self.require(who, &dn, None, Level::Write)?;
+        self.require_visible(who, &dn, None, Level::Write)?;
         Ok(if subtree {
             Command::DeleteSubtree { dn }
         } else {
@@ -538,7 +569,7 @@ impl Directory {
         for change in req.changes.iter() {
             let m = change.modification;
             let desc = Description::parse(m.ty, &self.schema)?;
-            self.require(who, &dn, Some(desc.attr), Level::Write)?;
+            self.require_visible(who, &dn, Some(desc.attr), Level::Write)?;
             if let Some(at) = self.schema.attr(desc.attr) {
                 if at.no_user_modification {
                     return Err(Outcome::new(
@@ -573,7 +604,7 @@ impl Directory {
         req: &ModifyDnRequest<'_>,
     ) -> Result<Command, Outcome> {
         let dn = self.dn(req.dn)?;
-        self.require(who, &dn, None, Level::Write)?;
+        self.require_visible(who, &dn, None, Level::Write)?;
         let new_rdn = std::str::from_utf8(req.new_rdn)
             .map_err(|_| Outcome::new(ResultCode::INVALID_DN_SYNTAX, "newrdn is not UTF-8"))?
             .to_owned();
@@ -712,7 +743,7 @@ impl Directory {
         // decide (by default only the user and the administrator). Users
         // changing their own must prove they know the old one.
         let password_attr = self.schema.attribute_id(USER_PASSWORD);
-        self.require(who, &target, password_attr, Level::Write)?;
+        self.require_visible(who, &target, password_attr, Level::Write)?;
         let check_old = matches!(who, Identity::User(dn) if dn.rdns() == target.rdns());
         if check_old && old.is_none() {
             return Err(Outcome::new(
@@ -789,7 +820,7 @@ impl Directory {
     fn compare_inner(&self, who: &Identity, req: &CompareRequest<'_>) -> Result<Outcome, Outcome> {
         let dn = self.dn(req.dn)?;
         let desc = Description::parse(req.ava.attr, &self.schema)?;
-        self.require(who, &dn, Some(desc.attr), Level::Compare)?;
+        self.require_visible(who, &dn, Some(desc.attr), Level::Compare)?;
         let at = self
             .schema
             .attr(desc.attr)
@@ -879,7 +910,7 @@ impl Directory {
         dn: &Dn,
         filter: &meridian_proto::Filter<'_>,
     ) -> Result<(), Outcome> {
-        self.require(who, dn, None, Level::Read)?;
+        self.require_visible(who, dn, None, Level::Read)?;
         let attrs = FilterAttrs::of(filter, &self.schema);
         if attrs.every && !matches!(who, Identity::Admin(_)) {
             return Err(insufficient(
@@ -926,6 +957,10 @@ impl Directory {
     ) -> Result<Step, Outcome> {
         let base = self.dn(req.base)?;
         let admin = matches!(who, Identity::Admin(_));
+        if !admin && !base.rdns().is_empty() {
+            // As in slapd, the base itself needs search access.
+            self.require_visible(who, &base, None, Level::Search)?;
+        }
         let filter_attrs = FilterAttrs::of(&req.filter, &self.schema);
         let groups = Memberships::default();
         // The client's limits, capped by the server's for everyone but the

@@ -297,16 +297,32 @@ by = [ {{ who = "users", grant = "read" }} ]
 
     // Anonymous reads People without telephone numbers, cannot find
     // entries by them, and sees nothing outside People.
-    let out = search(&[], "dc=example,dc=com", "(objectClass=*)");
+    let out = search(&[], people, "(objectClass=*)");
     assert!(
         out.contains("dn: uid=alice,") && out.contains("sn: B"),
         "{out}"
     );
-    assert!(
-        !out.contains("telephoneNumber") && !out.contains("cn=HR"),
-        "{out}"
+    assert!(!out.contains("telephoneNumber"), "{out}");
+    // Entries anonymous may not search do not exist for it: as a search
+    // base, or to compare, it gets noSuchObject (as slapd answers), not
+    // a refusal that would give them away.
+    for (tool_name, extra) in [
+        (
+            "ldapsearch",
+            vec!["-b", "dc=example,dc=com", "(objectClass=*)"],
+        ),
+        ("ldapcompare", vec!["cn=HR,dc=example,dc=com", "cn:HR"]),
+    ] {
+        let (rc, out) = tool(&server, tool_name, &[], &extra, None);
+        assert_eq!(rc, 32, "{tool_name}: {out}");
+        assert!(!out.contains("dn: "), "{out}");
+    }
+    // ... exactly what a missing entry gets, matchedDN included.
+    let compare = |dn: &str| tool(&server, "ldapcompare", &[], &[dn, "cn:HR"], None).1;
+    assert_eq!(
+        compare("cn=HR,dc=example,dc=com").replace("cn=HR", "cn=X"),
+        compare("cn=X,dc=example,dc=com")
     );
-    assert!(!out.contains("dn: dc=example,dc=com"), "{out}");
     assert!(!search(&[], people, "(telephoneNumber=111)").contains("dn:"));
     // Alice: her own number, not Bob's; compare but not search on his.
     let out = search(&alice, people, "(uid=*)");
