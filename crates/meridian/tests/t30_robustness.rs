@@ -164,8 +164,10 @@ fn truncated_pdus_wait_then_close_cleanly() {
     }
     let pdu = client.read_pdu().unwrap();
     let msg = LdapMessage::decode(&pdu, &DecodeLimits::default()).unwrap();
+    // Anonymous may not see the entry: noSuchObject, as if it were missing.
     assert!(
-        matches!(msg.op, ProtocolOp::DelResponse(r) if r.code == ResultCode::INSUFFICIENT_ACCESS_RIGHTS)
+        matches!(msg.op, ProtocolOp::DelResponse(r) if r.code == ResultCode::NO_SUCH_OBJECT),
+        "{msg:?}"
     );
     still_serving(&server);
 }
