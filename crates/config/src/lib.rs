@@ -199,6 +199,11 @@ pub struct DirectoryConfig {
     /// Accept userPassword values stored without a scheme (clear text) at
     /// bind. Off: clear-text values never authenticate.
     pub allow_cleartext_passwords: bool,
+    /// Most entries one search returns to anyone but the administrator
+    /// (all pages of a paged search together); a client may ask for less.
+    pub size_limit: usize,
+    /// Longest a search by anyone but the administrator runs, in seconds.
+    pub time_limit_secs: u64,
 }
 
 /// `[log]`.
@@ -242,6 +247,9 @@ impl Default for DirectoryConfig {
             data_dir: PathBuf::from("./meridian-data"),
             schema_files: Vec::new(),
             allow_cleartext_passwords: false,
+            // slapd's defaults.
+            size_limit: 500,
+            time_limit_secs: 3600,
         }
     }
 }
@@ -285,7 +293,7 @@ impl Config {
                 format!("{:?} is not an IP:PORT address ({e})", s.listen),
             );
         }
-        let ranges: [(&'static str, usize, usize, usize); 5] = [
+        let ranges: [(&'static str, usize, usize, usize); 6] = [
             ("server.max_connections", s.max_connections, 1, 1_000_000),
             (
                 "server.max_outstanding_per_connection",
@@ -298,11 +306,23 @@ impl Config {
             ("server.max_pdu_bytes", s.max_pdu_bytes, 64, 1 << 31),
             ("server.max_ber_depth", s.max_ber_depth, 4, 1024),
             ("server.worker_threads", s.worker_threads, 0, 1024),
+            (
+                "directory.size_limit",
+                self.directory.size_limit,
+                1,
+                usize::MAX,
+            ),
         ];
         for (key, value, min, max) in ranges {
             if value < min || value > max {
                 return invalid(key, format!("{value} is outside {min}..={max}"));
             }
+        }
+        if self.directory.time_limit_secs == 0 {
+            return invalid(
+                "directory.time_limit_secs",
+                "0 would stop every search at once; give at least 1".into(),
+            );
         }
         if s.queue_length_flush_ms == 0 || s.queue_length_flush_ms > 60_000 {
             return invalid(

@@ -142,25 +142,43 @@ pub struct PageRequest<'a> {
     pub cookie: &'a [u8],
 }
 
-/// A cookie: version 1, the last entry ID sent, and a fingerprint of the
-/// search it belongs to. No server state: nothing is held between pages.
-fn encode_cookie(last: meridian_store::EntryId, fingerprint: u64) -> Vec<u8> {
-    let mut c = Vec::with_capacity(17);
-    c.push(1);
-    c.extend_from_slice(&last.to_be_bytes());
+/// Where a paged search stands between pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PagePosition {
+    /// The last entry ID sent.
+    last: meridian_store::EntryId,
+    /// Entries sent on all pages so far: the size limit bounds the whole
+    /// paged search, not each page (RFC 2696 section 3; slapd does the
+    /// same).
+    total: u64,
+}
+
+/// A cookie: version 2, the position, and a fingerprint of the search it
+/// belongs to. No server state: nothing is held between pages.
+fn encode_cookie(position: PagePosition, fingerprint: u64) -> Vec<u8> {
+    let mut c = Vec::with_capacity(25);
+    c.push(2);
+    c.extend_from_slice(&position.last.to_be_bytes());
+    c.extend_from_slice(&position.total.to_be_bytes());
     c.extend_from_slice(&fingerprint.to_be_bytes());
     c
 }
 
-fn decode_cookie(cookie: &[u8], fingerprint: u64) -> Option<meridian_store::EntryId> {
+fn decode_cookie(cookie: &[u8], fingerprint: u64) -> Option<PagePosition> {
     let (&version, rest) = cookie.split_first()?;
-    if version != 1 || rest.len() != 16 {
+    if version != 2 || rest.len() != 24 {
         return None;
     }
-    let (last, fp) = rest.split_at(8);
-    let fp = u64::from_be_bytes(fp.try_into().ok()?);
-    let last = u64::from_be_bytes(last.try_into().ok()?);
-    (fp == fingerprint).then_some(last)
+    let word = |i: usize| -> Option<u64> {
+        Some(u64::from_be_bytes(
+            rest.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+        ))
+    };
+    let position = PagePosition {
+        last: word(0)?,
+        total: word(1)?,
+    };
+    (word(2)? == fingerprint).then_some(position)
 }
 
 /// FNV-1a over what defines a search (base, scope, filter, attributes),
@@ -981,14 +999,14 @@ impl Directory {
         };
         // Paging: resume after the cookie's entry, stop after one page.
         let fingerprint = fingerprint(req);
-        let (after, page_size) = match page {
+        let (resume, page_size) = match page {
             None => (None, None),
             Some(p) if p.size <= 0 => {
                 // Size 0 ends a paged search (RFC 2696 section 3).
                 return Ok(Step::Done(Outcome::success(), Some(Vec::new())));
             }
             Some(p) => {
-                let after = if p.cookie.is_empty() {
+                let resume = if p.cookie.is_empty() {
                     None
                 } else {
                     Some(decode_cookie(p.cookie, fingerprint).ok_or_else(|| {
@@ -998,12 +1016,14 @@ impl Directory {
                         )
                     })?)
                 };
-                (after, Some(usize::try_from(p.size).unwrap_or(usize::MAX)))
+                (resume, Some(usize::try_from(p.size).unwrap_or(usize::MAX)))
             }
         };
         // A continuation resumes after the last entry it sent; entry-ID
         // order throughout (ID 0 is the root, never an entry).
-        let after = cursor.after.or(after).unwrap_or(0);
+        let after = cursor.after.or(resume.map(|r| r.last)).unwrap_or(0);
+        // Entries sent on earlier pages count against the size limit.
+        let earlier_pages = resume.map_or(0, |r| usize::try_from(r.total).unwrap_or(usize::MAX));
         let mut last_sent: Option<meridian_store::EntryId> = None;
         let mut more = false;
         let mut out_of_budget = false;
@@ -1042,7 +1062,7 @@ impl Directory {
                     more = true;
                     return false;
                 }
-                if sent >= size_limit {
+                if earlier_pages.saturating_add(sent) >= size_limit {
                     stopped = Some(Outcome::new(
                         ResultCode::SIZE_LIMIT_EXCEEDED,
                         format!("size limit of {size_limit} entries reached"),
@@ -1099,7 +1119,13 @@ impl Directory {
         // The last entry of this call, or of an earlier step.
         let last_sent = last_sent.or(cursor.after);
         let cookie = page_size.map(|_| match (more, last_sent) {
-            (true, Some(last)) => encode_cookie(last, fingerprint),
+            (true, Some(last)) => encode_cookie(
+                PagePosition {
+                    last,
+                    total: u64::try_from(earlier_pages.saturating_add(sent)).unwrap_or(u64::MAX),
+                },
+                fingerprint,
+            ),
             _ => Vec::new(),
         });
         Ok(Step::Done(stopped.unwrap_or_else(Outcome::success), cookie))

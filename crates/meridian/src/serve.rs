@@ -93,7 +93,10 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             store,
             admin_dn.clone(),
             Arc::new(SystemClock),
-            Limits::default(),
+            Limits {
+                size_limit: config.directory.size_limit,
+                time_limit: std::time::Duration::from_secs(config.directory.time_limit_secs),
+            },
         );
         if let Some(access) = access {
             directory = directory.with_access(access);

@@ -213,6 +213,11 @@ fn an_invalid_config_is_refused_with_the_key_and_reason() {
         ("[server]\nlisten = \"nowhere\"\n", "server.listen"),
         ("[sever]\nlisten = \"127.0.0.1:1\"\n", "sever"),
         ("[directory]\nsuffix = \"not a dn\"\n", "directory.suffix"),
+        ("[directory]\nsize_limit = 0\n", "directory.size_limit"),
+        (
+            "[directory]\ntime_limit_secs = 0\n",
+            "directory.time_limit_secs",
+        ),
         (
             "[[access]]\nto = \"*\"\nby = [{ who = \"everyone\", grant = \"read\" }]\n",
             "access[0].by[0].who",

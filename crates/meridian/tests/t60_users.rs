@@ -398,3 +398,38 @@ by = [ {{ who = "users", grant = "read" }} ]
     );
     assert_eq!(rc, 0, "{out}");
 }
+
+/// `directory.size_limit` bounds what a user gets from one search, all
+/// pages of a paged search together (as slapd does); the administrator
+/// is exempt.
+#[test]
+fn the_size_limit_bounds_a_whole_paged_search() {
+    let server = Server::start("[directory]\nsize_limit = 5\n");
+    let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let mut ldif = String::from(
+        "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
+         dn: uid=reader,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: reader\ncn: R\nsn: R\nuserPassword: pw\n",
+    );
+    for i in 0..12 {
+        ldif.push_str(&format!(
+            "\ndn: cn=p{i},dc=example,dc=com\nobjectClass: person\ncn: p{i}\nsn: S\n"
+        ));
+    }
+    let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(&ldif));
+    assert_eq!(rc, 0, "{out}");
+    let reader = ["-D", "uid=reader,dc=example,dc=com", "-w", "pw"];
+    let people = |bind: &[&str], extra: &[&str]| {
+        let mut args = vec!["-LLL", "-b", "dc=example,dc=com"];
+        args.extend_from_slice(extra);
+        args.extend(["(objectClass=person)", "1.1"]);
+        let (rc, out) = tool(&server, "ldapsearch", bind, &args, None);
+        (rc, out.matches("dn: ").count())
+    };
+    // 13 people (the reader is one); ldapsearch exits with the result
+    // code: 4 is sizeLimitExceeded.
+    assert_eq!(people(&reader, &[]), (4, 5));
+    assert_eq!(people(&reader, &["-E", "pr=2/noprompt"]), (4, 5));
+    assert_eq!(people(&reader, &["-z", "3"]), (4, 3));
+    assert_eq!(people(&admin, &["-E", "pr=2/noprompt"]), (0, 13));
+    assert_eq!(people(&admin, &[]), (0, 13));
+}
