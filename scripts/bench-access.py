@@ -50,7 +50,12 @@ def cpu_seconds(pid):
 
 def start_meridian(binary, n, work):
     env = dict(os.environ, MERIDIAN_ADMIN_PASSWORD=ADMIN[1], RUST_LOG="warn")
-    proc = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", work],
+    # Like slapd's `sizelimit unlimited` below: the user reads everything.
+    config = os.path.join(work, "meridian.toml")
+    with open(config, "w") as f:
+        f.write(f"[directory]\nsize_limit = {n + 10}\n")
+    proc = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", work,
+                             "--config", config],
                             stdout=subprocess.PIPE, env=env, text=True)
     addr = next(l.split()[-1] for l in proc.stdout if l.startswith("meridian listening on "))
     url = f"ldap://{addr}"
