@@ -444,16 +444,43 @@ impl Directory {
             return Err(refused);
         }
         // The same matchedDN a missing entry would get: its nearest
-        // existing ancestor.
+        // existing ancestor (that the caller may see).
         let matched = match self.store.snapshot() {
             Ok(snapshot) => snapshot.matched(dn).unwrap_or_default(),
             Err(_) => String::new(),
         };
-        Err(StoreError::NoSuchObject {
+        let missing = StoreError::NoSuchObject {
             dn: dn.original().to_owned(),
             matched,
+        };
+        Err(self.disclose(who, missing.into()))
+    }
+
+    /// A noSuchObject's matchedDN names the nearest existing ancestor;
+    /// for anyone but the administrator it is moved up to the nearest
+    /// one the caller may search, so it never gives away an entry the
+    /// rules hide. Every other outcome is returned as it is.
+    pub fn disclose(&self, who: &Identity, mut outcome: Outcome) -> Outcome {
+        if matches!(who, Identity::Admin(_))
+            || outcome.code != ResultCode::NO_SUCH_OBJECT
+            || outcome.matched.is_empty()
+        {
+            return outcome;
         }
-        .into())
+        let groups = Memberships::default();
+        let mut candidate = Dn::parse(outcome.matched.as_bytes(), &self.schema).ok();
+        while let Some(dn) = candidate {
+            if dn.is_root() {
+                break;
+            }
+            if self.access_level(who, &dn, None, &groups) >= Level::Search {
+                outcome.matched = dn.original().to_owned();
+                return outcome;
+            }
+            candidate = dn.parent();
+        }
+        outcome.matched = String::new();
+        outcome
     }
 
     /// Timestamps, CSN and names for a write by `who`.
@@ -540,6 +567,16 @@ impl Directory {
     /// `dn`, or assertionFailed. (Writes carry the assertion into their
     /// command, so it is checked atomically when they apply.)
     pub fn check_assertion(
+        &self,
+        who: &Identity,
+        dn: &[u8],
+        filter: &meridian_proto::Filter<'_>,
+    ) -> Result<(), Outcome> {
+        self.check_assertion_inner(who, dn, filter)
+            .map_err(|e| self.disclose(who, e))
+    }
+
+    fn check_assertion_inner(
         &self,
         who: &Identity,
         dn: &[u8],
@@ -832,7 +869,8 @@ impl Directory {
 
     /// Compare (RFC 4511 section 4.10).
     pub fn compare(&self, who: &Identity, req: &CompareRequest<'_>) -> Outcome {
-        self.compare_inner(who, req).unwrap_or_else(|e| e)
+        self.compare_inner(who, req)
+            .unwrap_or_else(|e| self.disclose(who, e))
     }
 
     fn compare_inner(&self, who: &Identity, req: &CompareRequest<'_>) -> Result<Outcome, Outcome> {
@@ -918,6 +956,7 @@ impl Directory {
     ) -> Result<(), Outcome> {
         let dn = self.dn(dn)?;
         self.require_filter_access(who, &dn, filter)
+            .map_err(|e| self.disclose(who, e))
     }
 
     /// The assertion control's filter, like a search's, needs read
@@ -959,7 +998,7 @@ impl Directory {
         byte_budget: usize,
     ) -> Step {
         self.search_inner(who, req, message_id, buf, page, cursor, byte_budget)
-            .unwrap_or_else(|e| Step::Done(e, page.map(|_| Vec::new())))
+            .unwrap_or_else(|e| Step::Done(self.disclose(who, e), page.map(|_| Vec::new())))
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -317,6 +317,18 @@ by = [ {{ who = "users", grant = "read" }} ]
         assert_eq!(rc, 32, "{tool_name}: {out}");
         assert!(!out.contains("dn: "), "{out}");
     }
+    // matchedDN names only ancestors the caller may see: anonymous sees
+    // People but neither cn=HR nor the suffix entry.
+    let matched = |dn: &str| {
+        let (rc, out) = tool(&server, "ldapcompare", &[], &[dn, "cn:x"], None);
+        assert_eq!(rc, 32, "{out}");
+        out.lines()
+            .find_map(|l| l.strip_prefix("Matched DN: "))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(matched("uid=nobody,ou=People,dc=example,dc=com"), people);
+    assert_eq!(matched("cn=nobody,cn=HR,dc=example,dc=com"), "");
     // ... exactly what a missing entry gets, matchedDN included.
     let compare = |dn: &str| tool(&server, "ldapcompare", &[], &[dn, "cn:HR"], None).1;
     assert_eq!(

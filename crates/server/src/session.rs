@@ -218,6 +218,7 @@ impl Session {
                     tag: response_tag,
                     op_name: op.name(),
                     dn: op_dn(op).to_vec(),
+                    identity: self.identity.clone(),
                     started,
                 };
                 // In order, through the connection's write sequencer.
@@ -809,6 +810,8 @@ struct SpawnedWrite {
     tag: Tag,
     op_name: &'static str,
     dn: Vec<u8>,
+    /// Who asked: a noSuchObject's matchedDN is cut to what they may see.
+    identity: Identity,
     started: Instant,
 }
 
@@ -859,6 +862,7 @@ async fn sequence_writes(
 impl SpawnedWrite {
     /// Sends the write's response and logs it.
     fn respond(self, outcome: Outcome) {
+        let outcome = self.directory.disclose(&self.identity, outcome);
         let mut batch = Batch::default();
         let result = LdapResult {
             code: outcome.code,
