@@ -221,7 +221,7 @@ impl AccessRules {
         for rule in &self.rules {
             let target = match &rule.to {
                 Target::Any => true,
-                Target::Base(d) => d.rdns() == entry.rdns(),
+                Target::Base(d) => d.same_entry(entry),
                 Target::Subtree(d) => entry.is_within(d),
                 Target::Children(d) => entry.is_descendant_of(d),
             };
@@ -235,8 +235,8 @@ impl AccessRules {
                     (Who::Anyone, _) => true,
                     (Who::Anonymous, None) => true,
                     (Who::Users, Some(_)) => true,
-                    (Who::SelfEntry, Some(b)) => b.rdns() == entry.rdns(),
-                    (Who::Dn(d), Some(b)) => b.rdns() == d.rdns(),
+                    (Who::SelfEntry, Some(b)) => b.same_entry(entry),
+                    (Who::Dn(d), Some(b)) => b.same_entry(d),
                     (Who::Group(g), Some(b)) => member(g, b),
                     _ => false,
                 };
@@ -340,7 +340,7 @@ mod tests {
         let hr = dn("cn=HR,dc=example,dc=com", &schema);
         let phone = schema.attribute_id("telephoneNumber");
         let cn = schema.attribute_id("cn");
-        let is_hr = |g: &Dn, who: &Dn| g.rdns() == hr.rdns() && who.rdns() == bob.rdns();
+        let is_hr = |g: &Dn, who: &Dn| g.same_entry(&hr) && who.same_entry(&bob);
         let level =
             |who: &Identity, entry: &Dn, attr| rules.level(who, entry, attr, &schema, &is_hr);
         let as_alice = Identity::User(alice.clone());

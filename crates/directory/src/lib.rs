@@ -343,7 +343,7 @@ impl Directory {
 
     /// The identity a successful bind as `dn` gives.
     pub fn identity_for(&self, dn: Dn) -> Identity {
-        if dn.rdns() == self.admin.rdns() {
+        if dn.same_entry(&self.admin) {
             Identity::Admin(dn)
         } else {
             Identity::User(dn)
@@ -373,7 +373,7 @@ impl Directory {
             }) && a
                 .values
                 .iter()
-                .any(|v| Dn::parse(v, &self.schema).is_ok_and(|m| m.rdns() == who.rdns()))
+                .any(|v| Dn::parse(v, &self.schema).is_ok_and(|m| m.same_entry(who)))
         })
     }
 
@@ -799,7 +799,7 @@ impl Directory {
         // changing their own must prove they know the old one.
         let password_attr = self.schema.attribute_id(USER_PASSWORD);
         self.require_visible(who, &target, password_attr, Level::Write)?;
-        let check_old = matches!(who, Identity::User(dn) if dn.rdns() == target.rdns());
+        let check_old = matches!(who, Identity::User(dn) if dn.same_entry(&target));
         if check_old && old.is_none() {
             return Err(Outcome::new(
                 ResultCode::UNWILLING_TO_PERFORM,

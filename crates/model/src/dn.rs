@@ -159,6 +159,17 @@ impl Dn {
         })
     }
 
+    /// True if both name the same entry (equal normalised forms; `==`
+    /// also compares the spelling). Compares without allocating.
+    pub fn same_entry(&self, other: &Dn) -> bool {
+        self.rdns == other.rdns
+    }
+
+    /// True if `self` is directly below `parent`.
+    pub fn is_child_of(&self, parent: &Dn) -> bool {
+        self.rdns.len() == parent.rdns.len() + 1 && self.is_within(parent)
+    }
+
     /// True if `self` is `ancestor` or below it.
     pub fn is_within(&self, ancestor: &Dn) -> bool {
         self.rdns.len() >= ancestor.rdns.len() && self.rdns.ends_with(&ancestor.rdns)
@@ -187,6 +198,18 @@ fn ber_string_contents(ber: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn same_entry_ignores_spelling_and_is_child_of_means_one_level() {
+        let schema = Schema::builtin().unwrap();
+        let parse = |t: &str| Dn::parse(t.as_bytes(), &schema).unwrap();
+        let people = parse("ou=People,dc=example,dc=com");
+        let alice = parse("UID=Alice , OU=people,DC=Example,DC=com");
+        assert!(alice.same_entry(&parse("uid=alice,ou=People,dc=example,dc=com")));
+        assert!(alice != parse("uid=alice,ou=People,dc=example,dc=com"));
+        assert!(alice.is_child_of(&people) && !alice.is_child_of(&parse("dc=example,dc=com")));
+        assert!(!people.is_child_of(&people));
+    }
 
     fn dn(s: &str) -> Dn {
         Dn::parse(s.as_bytes(), &Schema::builtin().unwrap()).unwrap()

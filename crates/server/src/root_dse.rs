@@ -76,7 +76,7 @@ impl PublishedEntries {
     pub(crate) fn lookup(&self, base: &Dn) -> Option<&Entry> {
         if base.is_root() {
             Some(&self.root)
-        } else if *base.normalized() == *self.subschema.dn.normalized() {
+        } else if base.same_entry(&self.subschema.dn) {
             Some(&self.subschema)
         } else {
             None

@@ -148,11 +148,7 @@ fn modify_dn(
     let Some(id) = lookup(txn, dbs, dn)? else {
         return Err(no_such(txn, dbs, dn));
     };
-    if ctx
-        .suffixes
-        .iter()
-        .any(|s| s.normalized() == dn.normalized())
-    {
+    if ctx.suffixes.iter().any(|s| s.same_entry(dn)) {
         return Err(unwilling(format!(
             "{} is a naming context and cannot be renamed",
             dn.original()
@@ -184,7 +180,7 @@ fn modify_dn(
     };
     let new_text = format!("{new_rdn},{}", parent.original());
     let new_dn = Dn::parse(new_text.as_bytes(), schema)?;
-    let renamed_in_place = new_dn.normalized() == dn.normalized();
+    let renamed_in_place = new_dn.same_entry(dn);
     if !renamed_in_place && lookup(txn, dbs, &new_dn)?.is_some() {
         return Err(StoreError::AlreadyExists(new_dn.original().to_owned()));
     }
@@ -404,10 +400,7 @@ fn add(txn: &mut RwTxn<'_>, ctx: &Context<'_>, entry: &Entry) -> Result<Outcome,
     if dbs.dn2id.get(txn, &key)?.is_some() {
         return Err(StoreError::AlreadyExists(entry.dn.original().to_owned()));
     }
-    let is_suffix = ctx
-        .suffixes
-        .iter()
-        .any(|s| s.normalized() == entry.dn.normalized());
+    let is_suffix = ctx.suffixes.iter().any(|s| s.same_entry(&entry.dn));
     let parent_id = if is_suffix {
         ROOT_ID
     } else {
@@ -466,11 +459,7 @@ fn parent_id_of(
     dn: &meridian_model::dn::Dn,
 ) -> Result<EntryId, StoreError> {
     let dbs = ctx.dbs;
-    if ctx
-        .suffixes
-        .iter()
-        .any(|s| s.normalized() == dn.normalized())
-    {
+    if ctx.suffixes.iter().any(|s| s.same_entry(dn)) {
         return Ok(ROOT_ID);
     }
     match dn.parent() {

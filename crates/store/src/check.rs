@@ -45,10 +45,7 @@ impl Snapshot<'_> {
                     entry.dn.original()
                 )),
             }
-            let is_suffix = inner
-                .suffixes
-                .iter()
-                .any(|s| s.normalized() == entry.dn.normalized());
+            let is_suffix = inner.suffixes.iter().any(|s| s.same_entry(&entry.dn));
             let parent = match entry.dn.parent() {
                 _ if is_suffix => Some(ROOT_ID),
                 Some(p) if !p.is_root() => dbs

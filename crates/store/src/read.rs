@@ -228,9 +228,7 @@ impl<'s> Snapshot<'s> {
             };
             Ok(match scope {
                 Scope::Base => true,
-                Scope::OneLevel => dn
-                    .parent()
-                    .is_some_and(|p| p.normalized() == base.normalized()),
+                Scope::OneLevel => dn.is_child_of(base),
                 Scope::Subtree => dn.is_within(base),
                 Scope::Subordinate => dn.is_descendant_of(base),
             })
@@ -251,11 +249,7 @@ impl<'s> Snapshot<'s> {
             && scope == Scope::Subtree
             && (base.is_root()
                 || (self.inner.suffixes.len() == 1
-                    && self
-                        .inner
-                        .suffixes
-                        .iter()
-                        .all(|s| s.normalized() == base.normalized())));
+                    && self.inner.suffixes.iter().all(|s| s.same_entry(base))));
         if whole_store {
             use std::ops::Bound;
             let start = keys::id_key(after.map_or(0, |a| a.saturating_add(1)));
