@@ -306,6 +306,9 @@ pub struct Directory {
     csn: CsnSource,
     limits: Limits,
     access: AccessRules,
+    /// userPassword's ID, looked up once: it is checked on every
+    /// attribute a search returns and every write that may need hashing.
+    user_password: Option<AttrId>,
 }
 
 const USER_PASSWORD: &str = "userPassword";
@@ -325,6 +328,7 @@ impl Directory {
             csn: CsnSource::new(0),
             limits,
             access: AccessRules::default_rules(&schema),
+            user_password: schema.attribute_id(USER_PASSWORD),
             schema,
         }
     }
@@ -406,8 +410,9 @@ impl Directory {
         dn: &Dn,
         attr: Option<AttrId>,
         need: Level,
+        groups: &Memberships,
     ) -> Result<(), Outcome> {
-        if self.access_level(who, dn, attr, &Memberships::default()) >= need {
+        if self.access_level(who, dn, attr, groups) >= need {
             return Ok(());
         }
         let whom = match who {
@@ -435,12 +440,13 @@ impl Directory {
         dn: &Dn,
         attr: Option<AttrId>,
         need: Level,
+        groups: &Memberships,
     ) -> Result<(), Outcome> {
-        let refused = match self.require(who, dn, attr, need) {
+        let refused = match self.require(who, dn, attr, need, groups) {
             Ok(()) => return Ok(()),
             Err(refused) => refused,
         };
-        if self.access_level(who, dn, None, &Memberships::default()) >= Level::Search {
+        if self.access_level(who, dn, None, groups) >= Level::Search {
             return Err(refused);
         }
         // The same matchedDN a missing entry would get: its nearest
@@ -483,6 +489,13 @@ impl Directory {
         outcome
     }
 
+    /// Whether an attribute description as a client wrote it
+    /// (`userPassword`, `USERPASSWORD;x-opt`) is userPassword.
+    fn names_user_password(&self, name: &str) -> bool {
+        Description::parse(name.as_bytes(), &self.schema)
+            .is_ok_and(|d| Some(d.attr) == self.user_password)
+    }
+
     /// Timestamps, CSN and names for a write by `who`.
     fn stamp(&self, who: &Identity) -> (String, String, String) {
         let (seconds, micros) = generalized_time(self.clock.now());
@@ -493,10 +506,11 @@ impl Directory {
     /// Checks an add and builds its command (operational attributes set).
     pub fn prepare_add(&self, who: &Identity, req: &AddRequest<'_>) -> Result<Command, Outcome> {
         let dn = self.dn(req.dn)?;
-        self.require(who, &dn, None, Level::Write)?;
+        let groups = &Memberships::default();
+        self.require(who, &dn, None, Level::Write, groups)?;
         for attr in req.attributes.iter() {
             if let Ok(desc) = Description::parse(attr.ty, &self.schema) {
-                self.require(who, &dn, Some(desc.attr), Level::Write)?;
+                self.require(who, &dn, Some(desc.attr), Level::Write, groups)?;
             }
         }
         let entry = Entry::new(
@@ -555,7 +569,8 @@ impl Directory {
                 "the subtree delete control is for the administrator only",
             ));
         }
-        self.require_visible(who, &dn, None, Level::Write)?;
+        let groups = &Memberships::default();
+        self.require_visible(who, &dn, None, Level::Write, groups)?;
         Ok(if subtree {
             Command::DeleteSubtree { dn }
         } else {
@@ -583,7 +598,8 @@ impl Directory {
         filter: &meridian_proto::Filter<'_>,
     ) -> Result<(), Outcome> {
         let dn = self.dn(dn)?;
-        self.require_filter_access(who, &dn, filter)?;
+        let groups = &Memberships::default();
+        self.require_filter_access(who, &dn, filter, groups)?;
         let snapshot = self.store.snapshot().map_err(Outcome::from)?;
         let Some((_, entry)) = snapshot.get(&dn).map_err(Outcome::from)? else {
             return Err(StoreError::NoSuchObject {
@@ -620,11 +636,12 @@ impl Directory {
         permissive: bool,
     ) -> Result<Command, Outcome> {
         let dn = self.dn(req.dn)?;
+        let groups = &Memberships::default();
         let mut changes = Vec::new();
         for change in req.changes.iter() {
             let m = change.modification;
             let desc = Description::parse(m.ty, &self.schema)?;
-            self.require_visible(who, &dn, Some(desc.attr), Level::Write)?;
+            self.require_visible(who, &dn, Some(desc.attr), Level::Write, groups)?;
             if let Some(at) = self.schema.attr(desc.attr) {
                 if at.no_user_modification {
                     return Err(Outcome::new(
@@ -659,7 +676,8 @@ impl Directory {
         req: &ModifyDnRequest<'_>,
     ) -> Result<Command, Outcome> {
         let dn = self.dn(req.dn)?;
-        self.require_visible(who, &dn, None, Level::Write)?;
+        let groups = &Memberships::default();
+        self.require_visible(who, &dn, None, Level::Write, groups)?;
         let new_rdn = std::str::from_utf8(req.new_rdn)
             .map_err(|_| Outcome::new(ResultCode::INVALID_DN_SYNTAX, "newrdn is not UTF-8"))?
             .to_owned();
@@ -669,7 +687,7 @@ impl Directory {
         };
         if let Some(superior) = &new_superior {
             // Moving an entry writes below its new parent.
-            self.require(who, superior, None, Level::Write)?;
+            self.require(who, superior, None, Level::Write, groups)?;
         }
         Ok(Command::ModifyDn {
             dn,
@@ -686,9 +704,8 @@ impl Directory {
     /// anonymous, as in slapd); both answer invalidCredentials, so
     /// neither reveals anything.
     pub fn bind_passwords(&self, dn: &Dn) -> Result<Option<Vec<Vec<u8>>>, Outcome> {
-        let password_attr = self.schema.attribute_id(USER_PASSWORD);
         let groups = Memberships::default();
-        if self.access_level(&Identity::Anonymous, dn, password_attr, &groups) < Level::Auth {
+        if self.access_level(&Identity::Anonymous, dn, self.user_password, &groups) < Level::Auth {
             return Ok(None);
         }
         self.user_passwords(dn)
@@ -702,8 +719,7 @@ impl Directory {
             return Ok(None);
         };
         let attr = self
-            .schema
-            .attribute_id(USER_PASSWORD)
+            .user_password
             .ok_or_else(|| Outcome::new(ResultCode::OTHER, "schema has no userPassword"))?;
         Ok(Some(
             entry
@@ -717,12 +733,7 @@ impl Directory {
     /// `{ARGON2}` hash. CPU-heavy by design: call it off the async
     /// workers (the server uses the blocking pool).
     pub fn hash_passwords(&self, command: Command) -> Result<Command, Outcome> {
-        let is_password = |name: &str| {
-            Description::parse(name.as_bytes(), &self.schema)
-                .ok()
-                .and_then(|d| self.schema.attr(d.attr))
-                .is_some_and(|a| a.name() == USER_PASSWORD)
-        };
+        let is_password = |name: &str| self.names_user_password(name);
         let hash_all = |values: &mut Vec<Vec<u8>>| -> Result<(), Outcome> {
             for v in values.iter_mut() {
                 if !password::is_hashed(v) {
@@ -797,8 +808,8 @@ impl Directory {
         // Changing a password is a write to userPassword: the rules
         // decide (by default only the user and the administrator). Users
         // changing their own must prove they know the old one.
-        let password_attr = self.schema.attribute_id(USER_PASSWORD);
-        self.require_visible(who, &target, password_attr, Level::Write)?;
+        let groups = &Memberships::default();
+        self.require_visible(who, &target, self.user_password, Level::Write, groups)?;
         let check_old = matches!(who, Identity::User(dn) if dn.same_entry(&target));
         if check_old && old.is_none() {
             return Err(Outcome::new(
@@ -832,12 +843,7 @@ impl Directory {
 
     /// True if the command holds a clear-text userPassword to hash.
     pub fn needs_hashing(&self, command: &Command) -> bool {
-        let is_password = |name: &str| {
-            Description::parse(name.as_bytes(), &self.schema)
-                .ok()
-                .and_then(|d| self.schema.attr(d.attr))
-                .is_some_and(|a| a.name() == USER_PASSWORD)
-        };
+        let is_password = |name: &str| self.names_user_password(name);
         match command {
             Command::Add { entry } => entry
                 .attributes
@@ -876,12 +882,13 @@ impl Directory {
     fn compare_inner(&self, who: &Identity, req: &CompareRequest<'_>) -> Result<Outcome, Outcome> {
         let dn = self.dn(req.dn)?;
         let desc = Description::parse(req.ava.attr, &self.schema)?;
-        self.require_visible(who, &dn, Some(desc.attr), Level::Compare)?;
+        let groups = &Memberships::default();
+        self.require_visible(who, &dn, Some(desc.attr), Level::Compare, groups)?;
         let at = self
             .schema
             .attr(desc.attr)
             .ok_or_else(|| Outcome::new(ResultCode::OTHER, "dangling attribute"))?;
-        if at.name().eq_ignore_ascii_case(USER_PASSWORD) && !matches!(who, Identity::Admin(_)) {
+        if Some(desc.attr) == self.user_password && !matches!(who, Identity::Admin(_)) {
             return Err(insufficient(
                 "userPassword can only be compared by the administrator",
             ));
@@ -955,7 +962,8 @@ impl Directory {
         filter: &meridian_proto::Filter<'_>,
     ) -> Result<(), Outcome> {
         let dn = self.dn(dn)?;
-        self.require_filter_access(who, &dn, filter)
+        let groups = &Memberships::default();
+        self.require_filter_access(who, &dn, filter, groups)
             .map_err(|e| self.disclose(who, e))
     }
 
@@ -966,8 +974,9 @@ impl Directory {
         who: &Identity,
         dn: &Dn,
         filter: &meridian_proto::Filter<'_>,
+        groups: &Memberships,
     ) -> Result<(), Outcome> {
-        self.require_visible(who, dn, None, Level::Read)?;
+        self.require_visible(who, dn, None, Level::Read, groups)?;
         let attrs = FilterAttrs::of(filter, &self.schema);
         if attrs.every && !matches!(who, Identity::Admin(_)) {
             return Err(insufficient(
@@ -975,7 +984,7 @@ impl Directory {
             ));
         }
         for attr in attrs.attrs {
-            self.require(who, dn, Some(attr), Level::Search)?;
+            self.require(who, dn, Some(attr), Level::Search, groups)?;
         }
         Ok(())
     }
@@ -1014,12 +1023,12 @@ impl Directory {
     ) -> Result<Step, Outcome> {
         let base = self.dn(req.base)?;
         let admin = matches!(who, Identity::Admin(_));
+        let groups = &Memberships::default();
         if !admin && !base.rdns().is_empty() {
             // As in slapd, the base itself needs search access.
-            self.require_visible(who, &base, None, Level::Search)?;
+            self.require_visible(who, &base, None, Level::Search, groups)?;
         }
         let filter_attrs = FilterAttrs::of(&req.filter, &self.schema);
-        let groups = Memberships::default();
         // The client's limits, capped by the server's for everyone but the
         // administrator; 0 from the client means "no client limit".
         let client_size = usize::try_from(req.size_limit).unwrap_or(usize::MAX);
@@ -1090,7 +1099,7 @@ impl Directory {
                 // An entry the caller may not read, or matched through an
                 // attribute the caller may not search, is passed over as
                 // if it did not match: nothing about it is revealed.
-                if !admin && !self.may_see(who, entry, &filter_attrs, &groups) {
+                if !admin && !self.may_see(who, entry, &filter_attrs, groups) {
                     return true;
                 }
                 if buf.len() >= byte_budget {
@@ -1137,11 +1146,8 @@ impl Directory {
                 }
                 let visible = |a: &meridian_model::entry::Attribute| {
                     admin
-                        || (self
-                            .schema
-                            .attr(a.desc.attr)
-                            .is_none_or(|t| t.name() != USER_PASSWORD)
-                            && self.access_level(who, &entry.dn, Some(a.desc.attr), &groups)
+                        || (Some(a.desc.attr) != self.user_password
+                            && self.access_level(who, &entry.dn, Some(a.desc.attr), groups)
                                 >= Level::Read)
                 };
                 encode_entry(buf, message_id, entry, projection, visible, &computed);

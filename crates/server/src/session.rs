@@ -316,6 +316,25 @@ impl Session {
         }
     }
 
+    /// The reply to a bind whose password check ran elsewhere.
+    fn bind_reply<'a>(
+        &self,
+        ctx: &'a ServerContext,
+        message_id: i32,
+        batch: &'a mut Batch,
+        started: Instant,
+    ) -> Reply<'a> {
+        Reply {
+            ctx,
+            session_conn: self.conn_id,
+            batch,
+            id: message_id,
+            tag: tags::BIND_RESPONSE,
+            op_name: "BIND",
+            started,
+        }
+    }
+
     /// Completes a bind handed out as [`Action::VerifyAdmin`].
     pub(crate) fn finish_admin_bind(
         &mut self,
@@ -325,15 +344,7 @@ impl Session {
         batch: &mut Batch,
         started: Instant,
     ) {
-        let reply = Reply {
-            ctx,
-            session_conn: self.conn_id,
-            batch,
-            id: message_id,
-            tag: tags::BIND_RESPONSE,
-            op_name: "BIND",
-            started,
-        };
+        let reply = self.bind_reply(ctx, message_id, batch, started);
         let dn = ctx.admin.dn().as_bytes();
         if verified {
             if let Ok(dn) = Dn::parse(ctx.admin.dn().as_bytes(), &ctx.schema) {
@@ -355,15 +366,7 @@ impl Session {
         batch: &mut Batch,
         started: Instant,
     ) {
-        let reply = Reply {
-            ctx,
-            session_conn: self.conn_id,
-            batch,
-            id: message_id,
-            tag: tags::BIND_RESPONSE,
-            op_name: "BIND",
-            started,
-        };
+        let reply = self.bind_reply(ctx, message_id, batch, started);
         let name = dn.original().as_bytes().to_vec();
         if verified {
             self.identity = ctx.directory.identity_for(dn);
