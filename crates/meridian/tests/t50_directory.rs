@@ -18,35 +18,8 @@ mod slapd;
 
 use slapd::encode_add;
 
-use std::io::Write as _;
-use std::process::{Command, Stdio};
-
 use meridian_proto::*;
 use support::*;
-
-fn admin_tool(server: &Server, tool: &str, extra: &[&str], stdin: Option<&str>) -> (i32, String) {
-    let url = server.url();
-    let mut args = vec!["-x", "-H", &url, "-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
-    args.extend_from_slice(extra);
-    let mut child = Command::new(tool)
-        .args(&args)
-        .env("LDAPNOINIT", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let input = child.stdin.take().unwrap();
-    if let Some(text) = stdin {
-        let mut input = input;
-        input.write_all(text.as_bytes()).unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        format!("{}{}", text(&out.stdout), text(&out.stderr)),
-    )
-}
 
 const BASE_LDIF: &str = "dn: dc=example,dc=com
 objectClass: dcObject

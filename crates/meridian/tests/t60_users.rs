@@ -11,41 +11,9 @@
 
 mod support;
 
-use std::io::Write as _;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use support::*;
-
-fn tool(
-    server: &Server,
-    tool: &str,
-    bind: &[&str],
-    extra: &[&str],
-    stdin: Option<&str>,
-) -> (i32, String) {
-    let url = server.url();
-    let mut args = vec!["-x", "-H", &url];
-    args.extend_from_slice(bind);
-    args.extend_from_slice(extra);
-    let mut child = Command::new(tool)
-        .args(&args)
-        .env("LDAPNOINIT", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    if let Some(text) = stdin {
-        input.write_all(text.as_bytes()).unwrap();
-    }
-    drop(input);
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        format!("{}{}", text(&out.stdout), text(&out.stderr)),
-    )
-}
 
 #[test]
 fn users_bind_with_hashed_passwords_and_read_but_not_write() {

@@ -165,6 +165,56 @@ pub fn ldap_tool(tool: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {tool} (install ldap-utils): {e}"))
 }
 
+/// Runs an OpenLDAP client tool against `server` (`-x -H url`, then
+/// `bind`, then `extra`), feeding it `stdin`: the exit code and all it
+/// printed.
+pub fn tool(
+    server: &Server,
+    tool: &str,
+    bind: &[&str],
+    extra: &[&str],
+    stdin: Option<&str>,
+) -> (i32, String) {
+    let url = server.url();
+    let mut args = vec!["-x", "-H", &url];
+    args.extend_from_slice(bind);
+    args.extend_from_slice(extra);
+    let mut child = Command::new(tool)
+        .args(&args)
+        .env("LDAPNOINIT", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {tool} (install ldap-utils): {e}"));
+    let mut input = child.stdin.take().unwrap();
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).unwrap();
+    }
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!("{}{}", text(&out.stdout), text(&out.stderr)),
+    )
+}
+
+/// [`tool`] bound as the administrator.
+pub fn admin_tool(
+    server: &Server,
+    name: &str,
+    extra: &[&str],
+    stdin: Option<&str>,
+) -> (i32, String) {
+    tool(
+        server,
+        name,
+        &["-D", ADMIN_DN, "-w", ADMIN_PASSWORD],
+        extra,
+        stdin,
+    )
+}
+
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
