@@ -435,11 +435,14 @@ fn ldif_statements(text: &str, source: &str) -> Result<Vec<Statement>, SchemaErr
         };
         let value = match value.strip_prefix(':') {
             Some(b64) => {
-                let bytes = decode_base64(b64.trim()).ok_or_else(|| SchemaError {
-                    source: source.to_owned(),
-                    line,
-                    reason: "invalid base64 value".into(),
-                })?;
+                let bytes =
+                    meridian_ldif::base64::decode(b64.trim().as_bytes()).ok_or_else(|| {
+                        SchemaError {
+                            source: source.to_owned(),
+                            line,
+                            reason: "invalid base64 value".into(),
+                        }
+                    })?;
                 String::from_utf8(bytes).map_err(|_| SchemaError {
                     source: source.to_owned(),
                     line,
@@ -474,48 +477,9 @@ fn ldif_statements(text: &str, source: &str) -> Result<Vec<Statement>, SchemaErr
     Ok(out)
 }
 
-/// Standard base64 (RFC 4648) as LDIF uses it.
-pub(crate) fn decode_base64(s: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(s.len() / 4 * 3);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    let mut padding = 0;
-    for c in s.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            b'=' => {
-                padding += 1;
-                continue;
-            }
-            _ => return None,
-        };
-        if padding > 0 {
-            return None;
-        }
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    (padding <= 2).then_some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64() {
-        assert_eq!(decode_base64("aGVsbG8=").unwrap(), b"hello");
-        assert_eq!(decode_base64("aGk=").unwrap(), b"hi");
-        assert!(decode_base64("a$").is_none());
-    }
 
     #[test]
     fn errors_name_file_line_and_reason() {
