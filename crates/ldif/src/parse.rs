@@ -267,7 +267,9 @@ impl<'a> Parser<'a> {
         if let Some(url) = spec.strip_prefix(b"<") {
             return self.read_url(line.number, url.trim_ascii());
         }
-        Ok(spec.trim_ascii_start().to_vec())
+        // FILL is spaces only: a leading tab belongs to the value.
+        let start = spec.iter().position(|b| *b != b' ').unwrap_or(spec.len());
+        Ok(spec.get(start..).unwrap_or_default().to_vec())
     }
 
     fn read_url(&self, number: u64, url: &[u8]) -> Result<Vec<u8>, LdifError> {

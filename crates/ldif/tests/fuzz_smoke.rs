@@ -22,6 +22,15 @@ impl Rng {
 
 const INTERESTING: &[u8] = b"\n\r :<#-=;.\0\xff\xc3";
 
+/// Inputs `cargo fuzz` once failed on (`tests/regressions/`).
+#[test]
+fn past_fuzz_findings_pass() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/regressions");
+    for file in std::fs::read_dir(dir).unwrap() {
+        check_reader(&std::fs::read(file.unwrap().path()).unwrap());
+    }
+}
+
 #[test]
 fn mutated_inputs_never_break_the_reader() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/rfc2849");

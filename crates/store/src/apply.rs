@@ -13,6 +13,9 @@ use crate::{Dbs, StoreError, codec, index::Indexes};
 
 /// The meta key holding the next entry ID.
 pub(crate) const NEXT_ID: &[u8] = b"next_id";
+/// The meta key present while a bulk load is in progress or after one
+/// failed: its value says which load.
+pub(crate) const LOAD_INCOMPLETE: &[u8] = b"load_incomplete";
 /// ID 0 is the root: the parent of every suffix entry.
 pub(crate) const ROOT_ID: EntryId = 0;
 
@@ -59,7 +62,41 @@ pub(crate) fn apply(
             operational,
         ),
         Command::RebuildIndexes => rebuild_indexes(txn, ctx),
+        Command::AddMany { entries } => add_many(txn, ctx, entries),
+        Command::SetLoadState(state) => {
+            match state {
+                Some(what) => ctx.dbs.meta.put(txn, LOAD_INCOMPLETE, what.as_bytes())?,
+                None => {
+                    ctx.dbs.meta.delete(txn, LOAD_INCOMPLETE)?;
+                }
+            }
+            Ok(Outcome::LoadStateSet)
+        }
     }
+}
+
+/// `add` for each entry. `add` refuses before it writes, so a refusal
+/// leaves the transaction as it was; only engine failures (which may
+/// leave it half written) end the command.
+fn add_many(
+    txn: &mut RwTxn<'_>,
+    ctx: &Context<'_>,
+    entries: &[Entry],
+) -> Result<Outcome, StoreError> {
+    let mut added = 0;
+    let mut failed = Vec::new();
+    for (position, entry) in entries.iter().enumerate() {
+        match add(txn, ctx, entry) {
+            Ok(_) => added += 1,
+            Err(
+                e @ (StoreError::MapFull | StoreError::Engine(_) | StoreError::WritesRefused(_)),
+            ) => {
+                return Err(e);
+            }
+            Err(e) => failed.push((position, e)),
+        }
+    }
+    Ok(Outcome::AddedMany { added, failed })
 }
 
 /// Evaluates an assertion against the target of `command`.
@@ -84,7 +121,8 @@ fn guard(
             None => return Err(no_such(txn, ctx.dbs, dn)),
         },
         Command::Guarded { command, .. } => return guard(txn, ctx, assertion, command),
-        Command::RebuildIndexes => None,
+        // No single target entry: the assertion does not apply.
+        Command::RebuildIndexes | Command::AddMany { .. } | Command::SetLoadState(_) => None,
     };
     match target {
         Some(entry) if compiled.matches(&entry, ctx.schema) => Ok(()),

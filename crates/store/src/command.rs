@@ -11,6 +11,7 @@ use meridian_model::dn::Dn;
 use meridian_model::entry::Entry;
 use meridian_model::modify::Modification;
 
+use crate::StoreError;
 use crate::keys::EntryId;
 
 /// One write.
@@ -71,6 +72,18 @@ pub enum Command {
     /// Drop every index key and rebuild them from the entries and the
     /// configured indexes (after the config adds or removes an index).
     RebuildIndexes,
+    /// Add many entries in one nested transaction (bulk import). Each
+    /// entry is checked before anything of it is written, so one refused
+    /// entry fails alone ([`Outcome::AddedMany`] lists it) and costs no
+    /// rollback; an engine failure fails the whole command.
+    AddMany {
+        /// Complete entries, in the order to add them.
+        entries: Vec<Entry>,
+    },
+    /// Mark the database as holding a load in progress (`Some(what)`,
+    /// a description for the operator) or a complete one (`None`). A
+    /// server refuses to serve a database marked incomplete.
+    SetLoadState(Option<String>),
 }
 
 /// What a successful command did.
@@ -88,4 +101,14 @@ pub enum Outcome {
     Renamed(u64),
     /// Indexes rebuilt over this many entries.
     Reindexed(u64),
+    /// Of an [`Command::AddMany`]: how many were added, and the position
+    /// and reason of each entry that was refused.
+    AddedMany {
+        /// Entries added.
+        added: u64,
+        /// `(position in the command, why)` for each refused entry.
+        failed: Vec<(usize, StoreError)>,
+    },
+    /// The load state was set.
+    LoadStateSet,
 }

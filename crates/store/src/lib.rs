@@ -141,6 +141,22 @@ fn memory_dir() -> PathBuf {
 impl Store {
     /// Opens (creating if needed) a store and starts its writer thread.
     pub fn open(options: StoreOptions, schema: Arc<Schema>) -> Result<Store, StoreError> {
+        Store::open_mode(options, schema, false)
+    }
+
+    /// Opens an existing store for reading only, with no writer thread:
+    /// for tools (`meridian export`) that may run beside a server using
+    /// the same files (LMDB's lock file keeps the two consistent). Every
+    /// write answers [`StoreError::Closed`].
+    pub fn open_read_only(options: StoreOptions, schema: Arc<Schema>) -> Result<Store, StoreError> {
+        Store::open_mode(options, schema, true)
+    }
+
+    fn open_mode(
+        options: StoreOptions,
+        schema: Arc<Schema>,
+        read_only: bool,
+    ) -> Result<Store, StoreError> {
         let st = &options.storage;
         let indexes = index::Indexes::new(&st.indexes, &schema).map_err(StoreError::Engine)?;
         let (path, memory) = match st.backend {
@@ -150,9 +166,18 @@ impl Store {
                 (dir.clone(), Some(dir))
             }
         };
+        if read_only && !path.join("data.mdb").is_file() {
+            return Err(StoreError::Engine(format!(
+                "no database in {}",
+                path.display()
+            )));
+        }
         std::fs::create_dir_all(&path)
             .map_err(|e| StoreError::Engine(format!("cannot create {}: {e}", path.display())))?;
         let mut flags = EnvFlags::empty();
+        if read_only {
+            flags |= EnvFlags::READ_ONLY;
+        }
         if st.durability == Durability::Relaxed || st.backend == Backend::Memory {
             flags |= EnvFlags::NO_SYNC;
         }
@@ -169,15 +194,20 @@ impl Store {
             open.flags(flags);
             open.open(&path)
         }?;
-        let mut wtxn = env.write_txn()?;
-        let dbs = Dbs {
-            meta: env.create_database(&mut wtxn, Some("meta"))?,
-            id2entry: env.create_database(&mut wtxn, Some("id2entry"))?,
-            dn2id: env.create_database(&mut wtxn, Some("dn2id"))?,
-            children: env.create_database(&mut wtxn, Some("children"))?,
-            index: env.create_database(&mut wtxn, Some("index"))?,
+        let dbs = if read_only {
+            open_databases(&env, &path)?
+        } else {
+            let mut wtxn = env.write_txn()?;
+            let dbs = Dbs {
+                meta: env.create_database(&mut wtxn, Some("meta"))?,
+                id2entry: env.create_database(&mut wtxn, Some("id2entry"))?,
+                dn2id: env.create_database(&mut wtxn, Some("dn2id"))?,
+                children: env.create_database(&mut wtxn, Some("children"))?,
+                index: env.create_database(&mut wtxn, Some("index"))?,
+            };
+            wtxn.commit()?;
+            dbs
         };
-        wtxn.commit()?;
         if st.durability == Durability::Relaxed && st.backend == Backend::Mdb {
             tracing::warn!(
                 "storage.durability = relaxed: commits are not fsync'd; a machine crash can lose acknowledged writes"
@@ -196,16 +226,30 @@ impl Store {
             memory_dir: memory,
         });
         let (sender, receiver) = mpsc::channel(st.queue_depth);
-        let thread_inner = Arc::clone(&inner);
-        let handle = std::thread::Builder::new()
-            .name("meridian-writer".into())
-            .spawn(move || writer::run(&thread_inner, receiver))
-            .map_err(|e| StoreError::Engine(format!("cannot start the writer thread: {e}")))?;
+        let handle = if read_only {
+            // No writer: the closed channel refuses every command.
+            drop(receiver);
+            None
+        } else {
+            let thread_inner = Arc::clone(&inner);
+            let handle = std::thread::Builder::new()
+                .name("meridian-writer".into())
+                .spawn(move || writer::run(&thread_inner, receiver))
+                .map_err(|e| StoreError::Engine(format!("cannot start the writer thread: {e}")))?;
+            Some(handle)
+        };
         Ok(Store {
             inner,
             sender,
-            _writer: Arc::new(WriterThread(Mutex::new(Some(handle)))),
+            _writer: Arc::new(WriterThread(Mutex::new(handle))),
         })
+    }
+
+    /// Flushes every commit to disk (fsync), whatever the durability
+    /// setting: a bulk load commits `relaxed` and syncs once at the end.
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.inner.env.force_sync()?;
+        Ok(())
     }
 
     /// Executes a command; resolves once it is committed (durably, unless
@@ -261,6 +305,28 @@ impl Store {
     pub fn close(self) {
         drop(self);
     }
+}
+
+/// Opens the five databases of an existing environment without writing.
+fn open_databases(env: &Env<WithoutTls>, path: &Path) -> Result<Dbs, StoreError> {
+    let rtxn = env.read_txn()?;
+    let open = |name: &str| -> Result<Database<Bytes, Bytes>, StoreError> {
+        env.open_database(&rtxn, Some(name))?.ok_or_else(|| {
+            StoreError::Engine(format!(
+                "{} is not a Meridian database (no `{name}` table)",
+                path.display()
+            ))
+        })
+    };
+    let dbs = Dbs {
+        meta: open("meta")?,
+        id2entry: open("id2entry")?,
+        dn2id: open("dn2id")?,
+        children: open("children")?,
+        index: open("index")?,
+    };
+    rtxn.commit()?;
+    Ok(dbs)
 }
 
 impl Drop for Inner {

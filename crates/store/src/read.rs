@@ -114,6 +114,32 @@ impl<'s> Snapshot<'s> {
         Ok(out)
     }
 
+    /// `Some(description)` if the database holds a bulk load that has not
+    /// completed (in progress, stopped or crashed).
+    pub fn incomplete_load(&self) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .inner
+            .dbs
+            .meta
+            .get(&self.txn, apply::LOAD_INCOMPLETE)?
+            .map(|v| String::from_utf8_lossy(v).into_owned()))
+    }
+
+    /// Every entry ID in DN order: parents before their children, and
+    /// siblings in the order of their normalised RDNs, whatever order
+    /// they were added in (what an export walks).
+    pub fn ids_in_dn_order(&self) -> Result<Vec<EntryId>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.inner.dbs.dn2id.iter(&self.txn)? {
+            let (_, id) = item?;
+            out.push(
+                keys::id_from(id)
+                    .ok_or_else(|| StoreError::Engine("corrupt dn2id value".into()))?,
+            );
+        }
+        Ok(out)
+    }
+
     /// Number of entries in the store.
     pub fn len(&self) -> Result<u64, StoreError> {
         Ok(self.inner.dbs.id2entry.len(&self.txn)?)

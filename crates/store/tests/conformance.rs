@@ -797,3 +797,140 @@ fn the_same_commands_give_the_same_bytes() {
     };
     assert_eq!(dump(&a), dump(&b));
 }
+
+#[test]
+fn bulk_adds_fail_one_by_one_and_export_order_is_parents_first() {
+    for backend in backends() {
+        let f = open(backend, "bulk", |_| {});
+        let ou = |name: &str| {
+            entry(
+                &f.schema,
+                &format!("ou={name},{SUFFIX}"),
+                &[("objectClass", &["organizationalUnit"]), ("ou", &[name])],
+            )
+        };
+        let account = |uid: &str, parent: &str| {
+            entry(
+                &f.schema,
+                &format!("uid={uid},ou={parent},{SUFFIX}"),
+                &[("objectClass", &["account"]), ("uid", &[uid])],
+            )
+        };
+        let suffix = entry(
+            &f.schema,
+            SUFFIX,
+            &[("objectClass", &["domain"]), ("dc", &["example"])],
+        );
+        // A child before its parent, a duplicate, and a schema violation:
+        // each refused alone, the others added in the same command.
+        let entries = vec![
+            suffix,
+            account("early", "B"),
+            ou("B"),
+            ou("A"),
+            account("a1", "A"),
+            ou("A"),
+            entry(
+                &f.schema,
+                &format!("cn=x,{SUFFIX}"),
+                &[("objectClass", &["person"])],
+            ),
+            account("late", "B"),
+        ];
+        let outcome = f
+            .store
+            .execute_blocking(Command::AddMany { entries })
+            .unwrap();
+        let Outcome::AddedMany { added, failed } = outcome else {
+            panic!("{outcome:?}")
+        };
+        assert_eq!(added, 5, "{backend:?}");
+        let failed: Vec<(usize, ResultCode)> = failed.iter().map(|(i, e)| (*i, e.code())).collect();
+        assert_eq!(
+            failed,
+            [
+                (1, ResultCode::NO_SUCH_OBJECT),
+                (5, ResultCode::ENTRY_ALREADY_EXISTS),
+                (6, ResultCode::OBJECT_CLASS_VIOLATION)
+            ],
+            "{backend:?}"
+        );
+        // The child refused for want of its parent goes in now.
+        f.store
+            .execute_blocking(Command::AddMany {
+                entries: vec![account("early", "B")],
+            })
+            .unwrap();
+
+        let snapshot = f.store.snapshot().unwrap();
+        let order: Vec<String> = snapshot
+            .ids_in_dn_order()
+            .unwrap()
+            .into_iter()
+            .map(|id| snapshot.entry(id).unwrap().dn.original().to_owned())
+            .collect();
+        assert_eq!(
+            order,
+            [
+                SUFFIX.to_owned(),
+                format!("ou=A,{SUFFIX}"),
+                format!("uid=a1,ou=A,{SUFFIX}"),
+                format!("ou=B,{SUFFIX}"),
+                format!("uid=early,ou=B,{SUFFIX}"),
+                format!("uid=late,ou=B,{SUFFIX}"),
+            ],
+            "{backend:?}"
+        );
+        assert!(snapshot.check().unwrap().is_empty());
+
+        assert_eq!(snapshot.incomplete_load().unwrap(), None);
+        drop(snapshot);
+        f.store
+            .execute_blocking(Command::SetLoadState(Some("import of x.ldif".into())))
+            .unwrap();
+        let state = f.store.snapshot().unwrap().incomplete_load().unwrap();
+        assert_eq!(state.as_deref(), Some("import of x.ldif"));
+        f.store
+            .execute_blocking(Command::SetLoadState(None))
+            .unwrap();
+        assert_eq!(f.store.snapshot().unwrap().incomplete_load().unwrap(), None);
+        f.store.sync().unwrap();
+    }
+}
+
+#[test]
+fn a_read_only_store_reads_and_refuses_writes() {
+    // (Beside a running server, in another process: t80's export test.
+    // heed allows one open of an environment per process.)
+    let mut f = open(Backend::Mdb, "readonly", |_| {});
+    base_tree(&f);
+    let before = f.store.snapshot().unwrap().len().unwrap();
+    let dir = f.dir.clone();
+    let schema = Arc::clone(&f.schema);
+    f.keep = true;
+    drop(f);
+    let reader = Store::open_read_only(
+        StoreOptions {
+            path: dir.clone(),
+            storage: StorageConfig::default(),
+            suffixes: vec![],
+        },
+        Arc::clone(&schema),
+    )
+    .unwrap();
+    assert_eq!(reader.snapshot().unwrap().len().unwrap(), before);
+    let refused = reader.execute_blocking(Command::SetLoadState(None));
+    assert_eq!(refused, Err(StoreError::Closed));
+
+    let missing = Store::open_read_only(
+        StoreOptions {
+            path: dir.join("nothing-here"),
+            storage: StorageConfig::default(),
+            suffixes: vec![],
+        },
+        schema,
+    );
+    assert!(missing.unwrap_err().to_string().contains("no database"));
+    drop(reader);
+    std::fs::remove_dir_all(dir).unwrap();
+}
