@@ -96,6 +96,24 @@ impl Slapd {
     }
 }
 
+impl Slapd {
+    /// The database as `slapcat` prints it (operational attributes
+    /// included), read beside the running server.
+    pub fn slapcat(&self) -> String {
+        let out = Command::new("/usr/sbin/slapcat")
+            .arg("-f")
+            .arg(self.dir.join("slapd.conf"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "slapcat failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
 /// Appends an AddRequest for `dn` with `attrs` (names and values).
 pub fn encode_add(bytes: &mut Vec<u8>, id: i32, dn: &str, attrs: &[(&str, &[&str])]) {
     use meridian_proto::{AddRequest, LdapMessage, PartialAttribute, ProtocolOp, Seq};

@@ -520,9 +520,35 @@ impl Directory {
         )?
         .with_rdn_values(&self.schema);
         let checked = entry.check(&self.schema, Writer::Client)?;
+        let entry = self.stamp_new_entry(entry, checked.structural, who, false)?;
+        Ok(Command::Add { entry })
+    }
+
+    /// Checks an entry of a bulk load (`meridian import`) as the server
+    /// checks its own writes (operational attributes may be given) and
+    /// gives it the operational attributes an add would, keeping those
+    /// it has: an export of this or another server carries its own
+    /// entryUUID, timestamps and creator, as `slapadd` keeps them.
+    pub fn prepare_import(&self, entry: Entry) -> Result<Entry, Outcome> {
+        let entry = entry.with_rdn_values(&self.schema);
+        let checked = entry.check(&self.schema, Writer::Server)?;
+        let loader = Identity::Admin(self.admin.clone());
+        self.stamp_new_entry(entry, checked.structural, &loader, true)
+    }
+
+    /// Adds structuralObjectClass, entryUUID, creatorsName,
+    /// createTimestamp, entryCSN, modifiersName and modifyTimestamp (all
+    /// of them, or with `keep_given` only those the entry lacks).
+    fn stamp_new_entry(
+        &self,
+        mut entry: Entry,
+        structural: meridian_model::schema::ClassId,
+        who: &Identity,
+        keep_given: bool,
+    ) -> Result<Entry, Outcome> {
         let structural = self
             .schema
-            .class_by_id(checked.structural)
+            .class_by_id(structural)
             .map(|c| c.name().to_owned())
             .unwrap_or_default();
         let (now, csn, creator) = self.stamp(who);
@@ -532,7 +558,6 @@ impl Directory {
                 format!("no randomness for entryUUID: {e}"),
             )
         })?;
-        let mut entry = entry;
         for (name, value) in [
             ("structuralObjectClass", structural),
             ("entryUUID", uuid),
@@ -543,13 +568,16 @@ impl Directory {
             ("modifyTimestamp", now),
         ] {
             let desc = Description::parse(name.as_bytes(), &self.schema)?;
+            if keep_given && entry.get(desc.attr).is_some() {
+                continue;
+            }
             entry.attributes.push(meridian_model::entry::Attribute {
                 desc,
                 name: name.to_owned(),
                 values: vec![value.into_bytes()],
             });
         }
-        Ok(Command::Add { entry })
+        Ok(entry)
     }
 
     /// Checks a delete and builds its command; `subtree` (the subtree

@@ -1,6 +1,9 @@
-//! The `meridian` command: `meridian serve` today; import, export, gen and
-//! bench join it as their issues land.
+//! The `meridian` command: serve, the integrity tools (check, reindex,
+//! repair), and bulk import and export; gen and bench join it as their
+//! issue lands.
 
+mod export;
+mod import;
 mod serve;
 mod setup;
 mod tools;
@@ -25,6 +28,12 @@ enum Command {
     Check(tools::CheckArgs),
     /// Rebuild every index from the entries (after adding an index to the config).
     Reindex(tools::ReindexArgs),
+    /// Load entries from LDIF or BER files and FIFOs, in parallel (server stopped).
+    Import(import::ImportArgs),
+    /// Write the directory as LDIF (from a stopped or a running server's database).
+    Export(export::ExportArgs),
+    /// Accept what an incomplete load left: check, reindex, mark complete.
+    Repair(tools::RepairArgs),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +42,9 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Check(args) => tools::check(args),
         Command::Reindex(args) => tools::reindex(args),
+        Command::Import(args) => import::run(args),
+        Command::Export(args) => export::run(args),
+        Command::Repair(args) => tools::repair(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

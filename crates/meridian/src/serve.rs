@@ -5,7 +5,6 @@ use std::io::Write as _;
 
 use anyhow::Context as _;
 use clap::Args;
-use meridian_model::dn::Dn;
 use meridian_server::{AdminCredentials, PASSWORD_ENV, PasswordSource, Server};
 
 use std::sync::Arc;
@@ -48,8 +47,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let schema = &setup.schema;
     init_logging(&config.log.level)?;
 
-    let admin_dn = Dn::parse(config.directory.admin_dn.as_bytes(), schema)
-        .map_err(|e| anyhow::anyhow!("config key `directory.admin_dn`: {e}"))?;
+    let admin_dn = setup.admin_dn()?;
     let access = if config.access.is_empty() {
         None
     } else {
@@ -89,6 +87,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let runtime = runtime.build().context("cannot start the async runtime")?;
     runtime.block_on(async {
         let store = setup.open_store()?;
+        setup.refuse_incomplete(&store)?;
         let mut directory = Directory::new(
             store,
             admin_dn.clone(),

@@ -11,7 +11,7 @@ use meridian_model::Schema;
 use meridian_model::dn::Dn;
 use meridian_store::{Store, StoreOptions};
 
-/// Flags shared by `serve`, `check` and `reindex`. Each overrides the
+/// Flags shared by every subcommand that opens the directory. Each overrides the
 /// config key it names, so a throwaway setup needs no file at all.
 #[derive(Debug, Args)]
 pub(crate) struct CommonArgs {
@@ -39,18 +39,21 @@ pub(crate) struct Setup {
 impl CommonArgs {
     /// Reads the config, applies the flags (and `extra`, for flags of one
     /// subcommand), validates, and loads the schema.
-    pub(crate) fn load(self, extra: impl FnOnce(&mut Config)) -> anyhow::Result<Setup> {
+    pub(crate) fn load(&self, extra: impl FnOnce(&mut Config)) -> anyhow::Result<Setup> {
         let mut config = match &self.config {
             Some(path) => Config::load(path)?,
             None => Config::default(),
         };
-        if let Some(dir) = self.data_dir {
-            config.directory.data_dir = dir;
+        if let Some(dir) = &self.data_dir {
+            config.directory.data_dir.clone_from(dir);
         }
-        if let Some(suffix) = self.suffix {
-            config.directory.suffix = suffix;
+        if let Some(suffix) = &self.suffix {
+            config.directory.suffix.clone_from(suffix);
         }
-        config.directory.schema_files.extend(self.schema);
+        config
+            .directory
+            .schema_files
+            .extend(self.schema.iter().cloned());
         extra(&mut config);
         config.validate()?;
         let mut schema = Schema::builtin().context("built-in schema")?;
@@ -75,16 +78,41 @@ impl Setup {
         self.config.directory.data_dir.join("db")
     }
 
+    /// The administrator's DN (`directory.admin_dn`), checked against
+    /// the schema.
+    pub(crate) fn admin_dn(&self) -> anyhow::Result<Dn> {
+        Dn::parse(self.config.directory.admin_dn.as_bytes(), &self.schema)
+            .map_err(|e| anyhow::anyhow!("config key `directory.admin_dn`: {e}"))
+    }
+
+    fn store_options(&self) -> StoreOptions {
+        StoreOptions {
+            path: self.store_path(),
+            storage: self.config.storage.clone(),
+            suffixes: vec![self.suffix.clone()],
+        }
+    }
+
+    /// Opens the store for reading only (beside a running server).
+    pub(crate) fn open_store_read_only(&self) -> anyhow::Result<Store> {
+        Store::open_read_only(self.store_options(), Arc::clone(&self.schema))
+            .with_context(|| format!("opening the store in {}", self.store_path().display()))
+    }
+
+    /// Fails if the database holds a load that did not complete.
+    pub(crate) fn refuse_incomplete(&self, store: &Store) -> anyhow::Result<()> {
+        if let Some(what) = store.snapshot()?.incomplete_load()? {
+            anyhow::bail!(
+                "the database in {} holds an incomplete load ({what}); it is not served until                  `meridian import --replace` loads it anew or `meridian repair` accepts what it holds",
+                self.store_path().display()
+            );
+        }
+        Ok(())
+    }
+
     /// Opens the store.
     pub(crate) fn open_store(&self) -> anyhow::Result<Store> {
-        Store::open(
-            StoreOptions {
-                path: self.store_path(),
-                storage: self.config.storage.clone(),
-                suffixes: vec![self.suffix.clone()],
-            },
-            Arc::clone(&self.schema),
-        )
-        .with_context(|| format!("opening the store in {}", self.store_path().display()))
+        Store::open(self.store_options(), Arc::clone(&self.schema))
+            .with_context(|| format!("opening the store in {}", self.store_path().display()))
     }
 }

@@ -77,8 +77,9 @@ pub enum Command {
     /// entry fails alone ([`Outcome::AddedMany`] lists it) and costs no
     /// rollback; an engine failure fails the whole command.
     AddMany {
-        /// Complete entries, in the order to add them.
-        entries: Vec<Entry>,
+        /// Complete entries, in the order to add them (shared: the loader
+        /// keeps them to retry those whose parent came later).
+        entries: std::sync::Arc<[Entry]>,
     },
     /// Mark the database as holding a load in progress (`Some(what)`,
     /// a description for the operator) or a complete one (`None`). A

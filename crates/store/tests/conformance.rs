@@ -839,7 +839,9 @@ fn bulk_adds_fail_one_by_one_and_export_order_is_parents_first() {
         ];
         let outcome = f
             .store
-            .execute_blocking(Command::AddMany { entries })
+            .execute_blocking(Command::AddMany {
+                entries: entries.into(),
+            })
             .unwrap();
         let Outcome::AddedMany { added, failed } = outcome else {
             panic!("{outcome:?}")
@@ -858,7 +860,7 @@ fn bulk_adds_fail_one_by_one_and_export_order_is_parents_first() {
         // The child refused for want of its parent goes in now.
         f.store
             .execute_blocking(Command::AddMany {
-                entries: vec![account("early", "B")],
+                entries: vec![account("early", "B")].into(),
             })
             .unwrap();
 

@@ -1,0 +1,200 @@
+//! Reading inputs: one thread per input cuts it into raw records (LDIF
+//! text or BER PDUs) and hands them on in chunks; parsing happens on the
+//! workers. The format is told by the first byte: `0x30` (an LDAPMessage
+//! SEQUENCE) or `0x68` (a bare AddRequest) is BER, anything else LDIF.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc::SyncSender;
+
+use meridian_ldif::{Limits, RawRecord, Splitter};
+
+/// Raw records handed to workers at a time: amortises channel costs.
+const CHUNK: usize = 256;
+
+/// Where a record came from, for error messages: `input:line` for LDIF,
+/// `input: PDU n (byte offset)` for BER.
+#[derive(Debug, Clone)]
+pub(crate) struct Origin {
+    pub(crate) input: Arc<str>,
+    pub(crate) at: Position,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Position {
+    Line(u64),
+    Pdu { number: u64, offset: u64 },
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.at {
+            Position::Line(line) => write!(f, "{}:{line}", self.input),
+            Position::Pdu { number, offset } => {
+                write!(f, "{}: PDU {number} (byte {offset})", self.input)
+            }
+        }
+    }
+}
+
+/// One record, not yet parsed.
+pub(crate) enum Raw {
+    Ldif(RawRecord),
+    /// A whole BER PDU: an LDAPMessage, or a bare AddRequest.
+    Ber {
+        number: u64,
+        offset: u64,
+        pdu: Vec<u8>,
+    },
+}
+
+/// What a reader thread sends: records, or the error that ended its input.
+pub(crate) enum Chunk {
+    Records { input: Arc<str>, records: Vec<Raw> },
+    Failed { origin: Origin, message: String },
+}
+
+/// Reads `path` (a file, a FIFO, or `-` for standard input) to the end,
+/// sending chunks; returns when the input ends, fails, or the receiver
+/// has gone (the load stopped).
+pub(crate) fn read_input(path: &Path, limits: Limits, out: &SyncSender<Chunk>) {
+    let name: Arc<str> = path.display().to_string().into();
+    let fail = |at: Position, message: String| {
+        let _ = out.send(Chunk::Failed {
+            origin: Origin {
+                input: Arc::clone(&name),
+                at,
+            },
+            message,
+        });
+    };
+    let reader: Box<dyn Read + Send> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        match File::open(path) {
+            Ok(file) => Box::new(file),
+            Err(e) => return fail(Position::Line(0), format!("cannot open: {e}")),
+        }
+    };
+    let mut reader = BufReader::with_capacity(1 << 20, reader);
+    let first = match reader.fill_buf() {
+        Ok(buf) => buf.first().copied(),
+        Err(e) => return fail(Position::Line(0), format!("read error: {e}")),
+    };
+    let result = match first {
+        None => Ok(()),
+        Some(0x30 | 0x68) => read_ber(reader, &name, limits, out),
+        Some(_) => read_ldif(reader, &name, limits, out),
+    };
+    if let Err((at, message)) = result {
+        fail(at, message);
+    }
+}
+
+type ReadResult = Result<(), (Position, String)>;
+
+fn read_ldif(
+    reader: impl BufRead,
+    name: &Arc<str>,
+    limits: Limits,
+    out: &SyncSender<Chunk>,
+) -> ReadResult {
+    let mut splitter = Splitter::new(reader, Arc::clone(name), limits);
+    let mut records = Vec::with_capacity(CHUNK);
+    loop {
+        match splitter.next_raw() {
+            Ok(Some(raw)) => records.push(Raw::Ldif(raw)),
+            Ok(None) => break,
+            Err(e) => {
+                send(out, name, &mut records);
+                return Err((Position::Line(e.line), e.message));
+            }
+        }
+        if records.len() == CHUNK && !send(out, name, &mut records) {
+            return Ok(());
+        }
+    }
+    send(out, name, &mut records);
+    Ok(())
+}
+
+fn read_ber(
+    mut reader: impl BufRead,
+    name: &Arc<str>,
+    limits: Limits,
+    out: &SyncSender<Chunk>,
+) -> ReadResult {
+    let mut records = Vec::with_capacity(CHUNK);
+    let (mut number, mut offset) = (0u64, 0u64);
+    loop {
+        number += 1;
+        let at = Position::Pdu { number, offset };
+        let mut pdu = Vec::new();
+        // The header: tag, then a length of at most 5 bytes.
+        let total = loop {
+            let mut byte = [0u8];
+            match reader.read(&mut byte) {
+                Ok(0) if pdu.is_empty() => {
+                    send(out, name, &mut records);
+                    return Ok(());
+                }
+                Ok(0) => return Err((at, "the input ends inside a PDU header".into())),
+                Ok(_) => pdu.push(byte[0]),
+                Err(e) => return Err((at, format!("read error: {e}"))),
+            }
+            match meridian_ber::frame::parse_header(&pdu) {
+                Ok((tag, header, length)) => {
+                    if tag.0 != 0x30 && tag.0 != 0x68 {
+                        return Err((
+                            at,
+                            format!("not an LDAPMessage or AddRequest (tag 0x{:02x})", tag.0),
+                        ));
+                    }
+                    let total = header as u64 + length;
+                    if total > limits.max_record_bytes as u64 {
+                        return Err((
+                            at,
+                            format!(
+                                "a {total}-byte PDU, over the {}-byte limit",
+                                limits.max_record_bytes
+                            ),
+                        ));
+                    }
+                    // Bounded by the limit, a usize.
+                    break total as usize;
+                }
+                Err(meridian_ber::Error::Incomplete { .. }) => continue,
+                Err(e) => return Err((at, format!("not a BER PDU: {e}"))),
+            }
+        };
+        let header = pdu.len();
+        pdu.resize(total, 0);
+        if let Err(e) = reader.read_exact(pdu.get_mut(header..).unwrap_or_default()) {
+            return Err((at, format!("the input ends inside a PDU: {e}")));
+        }
+        offset += total as u64;
+        records.push(Raw::Ber {
+            number,
+            offset: offset - total as u64,
+            pdu,
+        });
+        if records.len() == CHUNK && !send(out, name, &mut records) {
+            return Ok(());
+        }
+    }
+}
+
+/// Sends the chunk (if any); false if the load has stopped listening.
+fn send(out: &SyncSender<Chunk>, name: &Arc<str>, records: &mut Vec<Raw>) -> bool {
+    if records.is_empty() {
+        return true;
+    }
+    let records = std::mem::replace(records, Vec::with_capacity(CHUNK));
+    out.send(Chunk::Records {
+        input: Arc::clone(name),
+        records,
+    })
+    .is_ok()
+}

@@ -1,0 +1,373 @@
+//! `meridian import`: an offline bulk load.
+//!
+//! One reader thread per input cuts records ([`input`]); workers (one per
+//! CPU) parse and schema-check them and stamp operational attributes
+//! ([`parse`]); this thread batches the entries into `AddMany` commands
+//! for the store's writer, which applies each batch in one transaction,
+//! indexes included. Commits are not fsync'd during the load: the
+//! database is marked incomplete first (durably), synced once at the end,
+//! and only then marked complete, so a load that stops or crashes is
+//! never mistaken for a whole one. A server refuses an incomplete
+//! database until a new load (`--replace`) or `meridian repair`.
+
+mod input;
+mod parse;
+mod progress;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use anyhow::Context as _;
+use clap::Args;
+use meridian_config::Durability;
+use meridian_directory::clock::SystemClock;
+use meridian_directory::{Directory, Limits as DirectoryLimits};
+use meridian_store::keys::dn_key;
+use meridian_store::{Command, Outcome, Store, StoreError};
+
+use crate::setup::{CommonArgs, Setup};
+use input::{Chunk, Origin};
+use parse::{Checker, Parsed, Refused};
+use progress::Progress;
+
+/// Flags of `meridian import`.
+#[derive(Debug, Args)]
+pub(crate) struct ImportArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// An input: an LDIF file or a stream of BER-encoded AddRequests (a
+    /// file, a FIFO, or `-` for standard input). Repeat to read several
+    /// in parallel.
+    #[arg(short = 'i', long = "input", required = true, value_name = "PATH")]
+    inputs: Vec<PathBuf>,
+    /// Skip records that cannot be loaded and list them at the end
+    /// (default: stop at the first).
+    #[arg(long)]
+    continue_on_error: bool,
+    /// Add to the entries already in the database (default: it must be
+    /// empty).
+    #[arg(long, conflicts_with = "replace")]
+    append: bool,
+    /// Discard whatever the database holds (a complete or an incomplete
+    /// load) and load anew.
+    #[arg(long)]
+    replace: bool,
+    /// Parsing and checking threads (default: one per CPU).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Entries per write transaction.
+    #[arg(long, default_value_t = 5000)]
+    batch: usize,
+    /// Largest record (LDIF text or PDU), and largest file a `:<` URL may
+    /// name, in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    max_record_bytes: usize,
+}
+
+/// Runs the import; an error means the load did not complete.
+pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
+    let setup = args.common.load(|config| {
+        // The load is synced once at the end (see the module doc).
+        config.storage.durability = Durability::Relaxed;
+    })?;
+    let store = prepare_database(&setup, args.append, args.replace)?;
+    let names: Vec<String> = args
+        .inputs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    store.execute_blocking(Command::SetLoadState(Some(format!(
+        "import of {} started at {}",
+        names.join(", "),
+        meridian_directory::clock::generalized_time(std::time::SystemTime::now()).0
+    ))))?;
+    store.sync()?;
+
+    let directory = Arc::new(Directory::new(
+        store.clone(),
+        setup.admin_dn()?,
+        Arc::new(SystemClock),
+        DirectoryLimits::default(),
+    ));
+    let checker = Arc::new(Checker {
+        directory,
+        suffix: setup.suffix.clone(),
+        limits: meridian_ldif::Limits {
+            max_record_bytes: args.max_record_bytes,
+            allow_file_urls: true,
+        },
+    });
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, std::num::NonZero::get));
+    let loaded = load(&store, &checker, &args, threads.max(1));
+    store.sync()?;
+    let report = loaded?;
+    report.print();
+    if !report.refused.is_empty() && !args.continue_on_error {
+        anyhow::bail!(
+            "the load stopped; the database in {} is marked incomplete and will not be served: \
+             fix the input and import again with --replace, or run `meridian repair` to keep what was loaded",
+            setup.store_path().display()
+        );
+    }
+    store.execute_blocking(Command::SetLoadState(None))?;
+    store.sync()?;
+    store.close();
+    Ok(())
+}
+
+/// Opens the store, emptied first with `replace`; refuses a database
+/// that holds entries unless told what to do with them.
+fn prepare_database(setup: &Setup, append: bool, replace: bool) -> anyhow::Result<Store> {
+    let store = setup.open_store()?;
+    let (entries, incomplete) = {
+        let snapshot = store.snapshot()?;
+        (snapshot.len()?, snapshot.incomplete_load()?)
+    };
+    let path = setup.store_path();
+    if replace && (entries > 0 || incomplete.is_some()) {
+        store.close();
+        for file in ["data.mdb", "lock.mdb"] {
+            let file = path.join(file);
+            if file.exists() {
+                std::fs::remove_file(&file)
+                    .with_context(|| format!("removing {}", file.display()))?;
+            }
+        }
+        eprintln!("discarded the {entries} entries in {}", path.display());
+        return setup.open_store();
+    }
+    if let Some(what) = incomplete {
+        anyhow::bail!(
+            "the database in {} holds an incomplete load ({what}): import with --replace to start over, \
+             or run `meridian repair` to keep it",
+            path.display()
+        );
+    }
+    if entries > 0 && !append {
+        anyhow::bail!(
+            "the database in {} already holds {entries} entries: use --append to add to them or --replace to discard them",
+            path.display()
+        );
+    }
+    Ok(store)
+}
+
+/// What the load did.
+struct Report {
+    added: u64,
+    refused: Vec<Refused>,
+    progress: Progress,
+}
+
+impl Report {
+    fn print(&self) {
+        for refused in &self.refused {
+            eprintln!("refused: {refused}");
+        }
+        self.progress.finish(self.added, self.refused.len());
+    }
+}
+
+/// Entries waiting for their parent, by the parent's `dn2id` key.
+type Orphans = HashMap<Vec<u8>, Vec<Parsed>>;
+
+fn load(
+    store: &Store,
+    checker: &Arc<Checker>,
+    args: &ImportArgs,
+    threads: usize,
+) -> anyhow::Result<Report> {
+    let (chunk_tx, chunk_rx) = sync_channel::<Chunk>(threads * 4);
+    let (parsed_tx, parsed_rx) = sync_channel::<Vec<Result<Parsed, Refused>>>(threads * 4);
+    let chunk_rx = Arc::new(Mutex::new(chunk_rx));
+    let limits = checker.limits;
+
+    std::thread::scope(|scope| {
+        for path in &args.inputs {
+            let out = chunk_tx.clone();
+            scope.spawn(move || input::read_input(path, limits, &out));
+        }
+        drop(chunk_tx);
+        for _ in 0..threads {
+            let (rx, tx) = (Arc::clone(&chunk_rx), parsed_tx.clone());
+            scope.spawn(move || work(checker, &rx, &tx));
+        }
+        drop(parsed_tx);
+        let result = Loader::new(store, args).run(&parsed_rx);
+        // Stopping early: let readers and workers see closed channels.
+        drop(parsed_rx);
+        drain(&chunk_rx);
+        result
+    })
+}
+
+/// Empties the chunk channel so blocked readers finish.
+fn drain(chunks: &Mutex<Receiver<Chunk>>) {
+    let rx = chunks.lock().unwrap_or_else(PoisonError::into_inner);
+    while rx.recv().is_ok() {}
+}
+
+fn work(
+    checker: &Checker,
+    chunks: &Mutex<Receiver<Chunk>>,
+    out: &SyncSender<Vec<Result<Parsed, Refused>>>,
+) {
+    loop {
+        // Hold the lock only to take a chunk, not while parsing it.
+        let chunk = chunks.lock().unwrap_or_else(PoisonError::into_inner).recv();
+        let Ok(chunk) = chunk else { return };
+        let results = match chunk {
+            Chunk::Records { input, records } => records
+                .into_iter()
+                .filter_map(|raw| checker.check(&input, raw))
+                .collect(),
+            Chunk::Failed { origin, message } => vec![Err(Refused { origin, message })],
+        };
+        if out.send(results).is_err() {
+            return;
+        }
+    }
+}
+
+/// Batches entries into `AddMany` commands and keeps the books: what was
+/// added, what was refused, which entries wait for a parent.
+struct Loader<'a> {
+    store: &'a Store,
+    batch_size: usize,
+    continue_on_error: bool,
+    batch: Vec<Parsed>,
+    orphans: Orphans,
+    report: Report,
+}
+
+impl<'a> Loader<'a> {
+    fn new(store: &'a Store, args: &ImportArgs) -> Loader<'a> {
+        Loader {
+            store,
+            batch_size: args.batch.max(1),
+            continue_on_error: args.continue_on_error,
+            batch: Vec::with_capacity(args.batch.max(1)),
+            orphans: HashMap::new(),
+            report: Report {
+                added: 0,
+                refused: Vec::new(),
+                progress: Progress::start(),
+            },
+        }
+    }
+
+    /// True once the load must stop (an error without --continue-on-error).
+    fn stopped(&self) -> bool {
+        !self.continue_on_error && !self.report.refused.is_empty()
+    }
+
+    fn run(mut self, parsed: &Receiver<Vec<Result<Parsed, Refused>>>) -> anyhow::Result<Report> {
+        while let Ok(results) = parsed.recv() {
+            for result in results {
+                match result {
+                    Ok(entry) => self.batch.push(entry),
+                    Err(refused) => {
+                        self.report.refused.push(refused);
+                        if self.stopped() {
+                            // The first error ends the load: later records
+                            // (already parsed by other workers) are not
+                            // reported.
+                            return Ok(self.report);
+                        }
+                    }
+                }
+            }
+            if self.batch.len() >= self.batch_size {
+                self.flush()?;
+                if self.stopped() {
+                    return Ok(self.report);
+                }
+            }
+            self.report.progress.tick(self.report.added);
+        }
+        while !self.batch.is_empty() && !self.stopped() {
+            // Flushing may free orphans into a new batch.
+            self.flush()?;
+        }
+        if !self.stopped() {
+            self.refuse_orphans();
+        }
+        Ok(self.report)
+    }
+
+    /// Writes the batch; orphans whose parent it added join the next one.
+    fn flush(&mut self) -> anyhow::Result<()> {
+        let batch = std::mem::take(&mut self.batch);
+        let (origins, entries): (Vec<Origin>, Vec<_>) =
+            batch.into_iter().map(|p| (p.origin, p.entry)).unzip();
+        let entries: Arc<[_]> = entries.into();
+        let outcome = self.store.execute_blocking(Command::AddMany {
+            entries: Arc::clone(&entries),
+        })?;
+        let Outcome::AddedMany { added, failed } = outcome else {
+            anyhow::bail!("the store answered {outcome:?} to a bulk add");
+        };
+        self.report.added += added;
+        let mut failed_at = vec![false; entries.len()];
+        for (position, error) in failed {
+            let (Some(entry), Some(origin)) = (entries.get(position), origins.get(position)) else {
+                continue;
+            };
+            if let Some(flag) = failed_at.get_mut(position) {
+                *flag = true;
+            }
+            match (&error, entry.dn.parent()) {
+                // Inside the naming context (the workers checked), so
+                // the parent is missing: wait for it.
+                (StoreError::NoSuchObject { .. }, Some(parent)) => {
+                    self.orphans
+                        .entry(dn_key(&parent))
+                        .or_default()
+                        .push(Parsed {
+                            origin: origin.clone(),
+                            entry: entry.clone(),
+                        });
+                }
+                _ => self.report.refused.push(Refused {
+                    origin: origin.clone(),
+                    message: format!("{}: {error} ({})", entry.dn.original(), error.code()),
+                }),
+            }
+        }
+        if !self.orphans.is_empty() {
+            for (entry, failed) in entries.iter().zip(&failed_at) {
+                if !failed {
+                    if let Some(children) = self.orphans.remove(&dn_key(&entry.dn)) {
+                        self.batch.extend(children);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Entries whose parent never came.
+    fn refuse_orphans(&mut self) {
+        let mut orphans: Vec<Parsed> = self.orphans.drain().flat_map(|(_, v)| v).collect();
+        orphans.sort_by_key(|p| p.origin.to_string());
+        for orphan in orphans {
+            let parent = orphan
+                .entry
+                .dn
+                .parent()
+                .map(|p| p.original().to_owned())
+                .unwrap_or_default();
+            self.report.refused.push(Refused {
+                message: format!(
+                    "{}: its parent {parent} is neither in the database nor in the load",
+                    orphan.entry.dn.original()
+                ),
+                origin: orphan.origin,
+            });
+        }
+    }
+}

@@ -1,0 +1,442 @@
+//! `meridian import` and `meridian export` on the real binary: slapcat
+//! output loads and its users log in; export → import → export is byte
+//! for byte the same (also beside a running server); two FIFOs, one LDIF
+//! and one BER, load in parallel with children before their parents; bad
+//! records stop a load or are skipped; a stopped or killed load leaves a
+//! database the server refuses until `--replace` or `meridian repair`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+#[path = "../../../testing/slapd.rs"]
+mod slapd;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{ADMIN_DN, ADMIN_PASSWORD, Server, temp_dir, text, tool};
+
+/// Runs `meridian <args> --data-dir <dir>`: success, stdout, stderr.
+fn meridian(args: &[&str], dir: &Path) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .output()
+        .unwrap();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+fn write(dir: &Path, name: &str, content: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+fn import(dir: &Path, inputs: &[&Path], extra: &[&str]) -> (bool, String, String) {
+    let mut args = vec!["import"];
+    for input in inputs {
+        args.extend(["-i", input.to_str().unwrap()]);
+    }
+    args.extend_from_slice(extra);
+    meridian(&args, dir)
+}
+
+fn export(dir: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["export"];
+    args.extend_from_slice(extra);
+    let (ok, out, err) = meridian(&args, dir);
+    assert!(ok, "export failed: {err}");
+    out
+}
+
+fn serve(dir: &Path) -> Server {
+    Server::start_with("", Some(ADMIN_PASSWORD), Some(dir.to_path_buf()))
+}
+
+/// `meridian serve` on `dir` must refuse to start; its message.
+fn serve_refused(dir: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .env("MERIDIAN_ADMIN_PASSWORD", ADMIN_PASSWORD)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "serve started on {}", dir.display());
+    text(&out.stderr)
+}
+
+const BASE: &str = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\n\
+dc: example\no: Example\n\ndn: ou=People,dc=example,dc=com\nobjectClass: organizationalUnit\nou: People\n\n";
+
+fn person(uid: &str) -> String {
+    format!(
+        "dn: uid={uid},ou=People,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: {uid}\ncn: User {uid}\nsn: S{uid}\n\n"
+    )
+}
+
+fn count(server: &Server, filter: &str) -> usize {
+    let (rc, out) = tool(
+        server,
+        "ldapsearch",
+        &["-D", ADMIN_DN, "-w", ADMIN_PASSWORD],
+        &["-LLL", "-z", "0", "-b", "dc=example,dc=com", filter, "1.1"],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    out.lines().filter(|l| l.starts_with("dn:")).count()
+}
+
+#[test]
+fn slapcat_output_loads_and_its_users_log_in_with_their_ssha_passwords() {
+    let hash = Command::new("/usr/sbin/slappasswd")
+        .args(["-h", "{SSHA}", "-s", "imported secret"])
+        .output()
+        .expect("slappasswd (Debian's slapd package)");
+    let hash = text(&hash.stdout).trim().to_owned();
+    assert!(hash.starts_with("{SSHA}"), "{hash}");
+    let mut entries = slapd::people();
+    entries.push((
+        "uid=migrated,ou=People,dc=example,dc=com".to_owned(),
+        vec![
+            ("objectClass", vec!["inetOrgPerson".to_owned()]),
+            ("uid", vec!["migrated".to_owned()]),
+            ("cn", vec!["Migrated User".to_owned()]),
+            ("sn", vec!["User".to_owned()]),
+            ("userPassword", vec![hash]),
+        ],
+    ));
+    let reference = slapd::Slapd::start("t80-slapcat", &slapd::to_ldif(&entries));
+    let slapcat = reference.slapcat();
+    assert!(slapcat.contains("entryUUID: "), "{slapcat}");
+
+    let work = temp_dir("slapcat");
+    let file = write(&work, "slapcat.ldif", &slapcat);
+    let data = work.join("data");
+    let (ok, out, err) = import(&data, &[&file], &[]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains(&format!("imported {} entries", entries.len())),
+        "{out}"
+    );
+
+    let server = serve(&data);
+    let (rc, out) = tool(
+        &server,
+        "ldapwhoami",
+        &[
+            "-D",
+            "uid=migrated,ou=People,dc=example,dc=com",
+            "-w",
+            "imported secret",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(
+        out.contains("dn:uid=migrated,ou=People,dc=example,dc=com"),
+        "{out}"
+    );
+    let (rc, out) = tool(
+        &server,
+        "ldapwhoami",
+        &[
+            "-D",
+            "uid=migrated,ou=People,dc=example,dc=com",
+            "-w",
+            "wrong",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(rc, 49, "{out}");
+    // slapd's entryUUIDs and timestamps were kept, not replaced.
+    let uuid = slapcat
+        .split("\n\n")
+        .find(|r| r.contains("uid=migrated"))
+        .and_then(|r| r.lines().find_map(|l| l.strip_prefix("entryUUID: ")))
+        .unwrap()
+        .to_owned();
+    assert_eq!(count(&server, &format!("(entryUUID={uuid})")), 1);
+    assert_eq!(count(&server, "(objectClass=*)"), entries.len());
+    drop(server);
+    std::fs::remove_dir_all(work).unwrap();
+}
+
+#[test]
+fn export_import_export_is_byte_identical_and_runs_beside_a_server() {
+    let server = Server::start("");
+    let ldif = format!(
+        "{BASE}dn: uid=babs,ou=People,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: babs\n\
+         cn: Barbara Jensen\ncn: Babs Jensen\nsn: Jensen\ndescription:: IGxlYWRpbmcgc3BhY2U=\n\
+         description: {long}\n\ndn:: Y249SsO8cmdlbixvdT1QZW9wbGUsZGM9ZXhhbXBsZSxkYz1jb20=\n\
+         objectClass: person\ncn:: SsO8cmdlbg==\nsn: J\n\n",
+        long = "x".repeat(200)
+    );
+    let (rc, out) = tool(
+        &server,
+        "ldapadd",
+        &["-D", ADMIN_DN, "-w", ADMIN_PASSWORD],
+        &[],
+        Some(&ldif),
+    );
+    assert_eq!(rc, 0, "{out}");
+
+    // Beside the running server, which keeps serving.
+    let first = export(&server.data_dir, &[]);
+    assert!(
+        first.starts_with("version: 1\n\ndn: dc=example,dc=com\n"),
+        "{first}"
+    );
+    assert!(first.contains("entryUUID: "));
+    assert!(
+        first.contains("description:: IGxlYWRpbmcgc3BhY2U=\n"),
+        "{first}"
+    );
+    assert!(first.lines().all(|l| l.len() <= 76));
+    assert_eq!(
+        export(&server.data_dir, &[]),
+        first,
+        "a second export differs"
+    );
+    let plain = export(&server.data_dir, &["--no-operational"]);
+    assert!(
+        !plain.contains("entryUUID") && !plain.contains("createTimestamp"),
+        "{plain}"
+    );
+    let people = export(&server.data_dir, &["--base", "ou=People,dc=example,dc=com"]);
+    assert!(
+        !people.contains("dn: dc=example,dc=com\n") && people.contains("uid=babs"),
+        "{people}"
+    );
+    assert_eq!(count(&server, "(objectClass=*)"), 4);
+
+    let work = temp_dir("roundtrip");
+    let file = write(&work, "first.ldif", &first);
+    let copy = work.join("copy");
+    let (ok, out, err) = import(&copy, &[&file], &[]);
+    assert!(ok, "{out}{err}");
+    assert_eq!(
+        export(&copy, &[]),
+        first,
+        "export → import → export changed the LDIF"
+    );
+    // Without operational attributes the round trip holds too (import
+    // makes new ones, the export leaves them out).
+    let file = write(&work, "plain.ldif", &plain);
+    let (ok, _, err) = import(&work.join("plain"), &[&file], &[]);
+    assert!(ok, "{err}");
+    assert_eq!(export(&work.join("plain"), &["--no-operational"]), plain);
+    std::fs::remove_dir_all(work).unwrap();
+}
+
+/// Creates a FIFO (mkfifo(1): the standard library has no call for it).
+fn fifo(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let status = Command::new("mkfifo").arg(&path).status().unwrap();
+    assert!(status.success());
+    path
+}
+
+#[test]
+fn two_fifos_load_in_parallel_ldif_and_ber_with_children_before_parents() {
+    let work = temp_dir("fifos");
+    let (ldif_fifo, ber_fifo) = (fifo(&work, "people.ldif"), fifo(&work, "more.ber"));
+    let data = work.join("data");
+    let child = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["import", "--batch", "100", "-i"])
+        .arg(&ber_fifo)
+        .arg("-i")
+        .arg(&ldif_fifo)
+        .arg("--data-dir")
+        .arg(&data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The BER stream holds people under ou=Staff, whose entry comes last
+    // in the LDIF stream: most of them arrive before their parent.
+    let ber_writer = {
+        let path = ber_fifo.clone();
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            for i in 0..1500 {
+                let uid = format!("staff{i}");
+                slapd::encode_add(
+                    &mut bytes,
+                    i + 1,
+                    &format!("uid={uid},ou=Staff,dc=example,dc=com"),
+                    &[("objectClass", &["account"]), ("uid", &[uid.as_str()])],
+                );
+            }
+            std::fs::write(path, bytes).unwrap();
+        })
+    };
+    let ldif_writer = {
+        let path = ldif_fifo.clone();
+        std::thread::spawn(move || {
+            let mut ldif = String::from(BASE);
+            for i in 0..1500 {
+                ldif.push_str(&person(&format!("p{i}")));
+            }
+            ldif.push_str(
+                "dn: ou=Staff,dc=example,dc=com\nobjectClass: organizationalUnit\nou: Staff\n\n",
+            );
+            std::fs::write(path, ldif).unwrap();
+        })
+    };
+    ber_writer.join().unwrap();
+    ldif_writer.join().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("imported 3003 entries"),
+        "{}",
+        text(&out.stdout)
+    );
+    let (ok, out, _) = meridian(&["check"], &data);
+    assert!(ok, "{out}");
+
+    let server = serve(&data);
+    assert_eq!(count(&server, "(objectClass=account)"), 1500);
+    assert_eq!(count(&server, "(uid=p1499)"), 1);
+    drop(server);
+    std::fs::remove_dir_all(work).unwrap();
+}
+
+#[test]
+fn bad_records_stop_the_load_or_are_skipped_and_the_database_says_so() {
+    let work = temp_dir("bad");
+    let data = work.join("data");
+    let good = person("good");
+    // Line numbers: BASE is 10 lines, person() 6.
+    let ldif = format!(
+        "{BASE}{good}dn: uid=nosn,ou=People,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: nosn\ncn: No Sn\n\n\
+         {}dn: uid=orphan,ou=Nowhere,dc=example,dc=com\nobjectClass: account\nuid: orphan\n\n\
+         dn: uid=x,dc=elsewhere\nobjectClass: account\nuid: x\n\nnot ldif at all\n\n{}",
+        person("after"),
+        person("last")
+    );
+    let file = write(&work, "bad.ldif", &ldif);
+
+    // Default: the first bad record stops the load, named by file and line.
+    let (ok, out, err) = import(&data, &[&file], &[]);
+    assert!(!ok, "{out}");
+    let name = file.display().to_string();
+    assert!(
+        err.contains(&format!("{name}:17: uid=nosn,ou=People,dc=example,dc=com")),
+        "{err}"
+    );
+    assert!(
+        err.contains("objectClassViolation") || err.contains("sn"),
+        "{err}"
+    );
+    assert!(err.contains("marked incomplete"), "{err}");
+    assert_eq!(
+        err.matches("refused: ").count(),
+        1,
+        "more than the first: {err}"
+    );
+    assert!(serve_refused(&data).contains("incomplete load"));
+    let (ok, out, _) = meridian(&["check"], &data);
+    assert!(!ok && out.contains("incomplete load"), "{out}");
+    // A new load must say what to do with what is there.
+    let (ok, _, err) = import(&data, &[&file], &["--continue-on-error"]);
+    assert!(!ok && err.contains("--replace"), "{err}");
+
+    // --replace starts over; --continue-on-error loads every good record
+    // and lists the others.
+    let (ok, out, err) = import(&data, &[&file], &["--replace", "--continue-on-error"]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("imported 5 entries") && out.contains("4 refused"),
+        "{out}"
+    );
+    for expected in [
+        format!("{name}:17: uid=nosn"),
+        format!(
+            "{name}:28: uid=orphan,ou=Nowhere,dc=example,dc=com: its parent ou=Nowhere,dc=example,dc=com is neither"
+        ),
+        format!("{name}:32: uid=x,dc=elsewhere is outside the naming context"),
+        format!("{name}:36: expected `description: value`"),
+    ] {
+        assert!(err.contains(&expected), "missing {expected:?} in {err}");
+    }
+    // A populated database is not loaded over by accident.
+    let (ok, _, err) = import(&data, &[&file], &[]);
+    assert!(!ok && err.contains("already holds 5 entries"), "{err}");
+
+    let server = serve(&data);
+    assert_eq!(count(&server, "(objectClass=inetOrgPerson)"), 3);
+    drop(server);
+    std::fs::remove_dir_all(work).unwrap();
+}
+
+#[test]
+fn a_killed_load_is_refused_until_repaired() {
+    let work = temp_dir("killed");
+    let data = work.join("data");
+    let input = fifo(&work, "slow.ldif");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["import", "--batch", "50", "-i"])
+        .arg(&input)
+        .arg("--data-dir")
+        .arg(&data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&input)
+        .unwrap();
+    let mut ldif = String::from(BASE);
+    for i in 0..2000 {
+        ldif.push_str(&person(&format!("k{i}")));
+    }
+    std::io::Write::write_all(&mut writer, ldif.as_bytes()).unwrap();
+    // The input stays open: the load waits for more. Wait until some
+    // batches are committed, then kill it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let size = std::fs::metadata(data.join("db/data.mdb")).map_or(0, |m| m.len());
+        if size > 0 {
+            std::thread::sleep(Duration::from_millis(300));
+            break;
+        }
+        assert!(Instant::now() < deadline, "the load never started writing");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    support::signal(child.id(), "KILL");
+    child.wait().unwrap();
+    drop(writer);
+
+    assert!(serve_refused(&data).contains("incomplete load"));
+    let (ok, out, _) = meridian(&["repair"], &data);
+    assert!(ok, "{out}");
+    let kept: usize = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(kept >= 2, "{out}");
+    let (ok, out, _) = meridian(&["check"], &data);
+    assert!(ok, "{out}");
+    let server = serve(&data);
+    assert_eq!(count(&server, "(objectClass=*)"), kept);
+    drop(server);
+    std::fs::remove_dir_all(work).unwrap();
+}
