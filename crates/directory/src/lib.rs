@@ -309,7 +309,20 @@ pub struct Directory {
     /// userPassword's ID, looked up once: it is checked on every
     /// attribute a search returns and every write that may need hashing.
     user_password: Option<AttrId>,
+    /// The operational attributes every new entry gets, parsed once.
+    new_entry_attributes: Vec<(&'static str, Description)>,
 }
+
+/// The operational attributes an add sets, in the order they are stored.
+const NEW_ENTRY_ATTRIBUTES: [&str; 7] = [
+    "structuralObjectClass",
+    "entryUUID",
+    "creatorsName",
+    "createTimestamp",
+    "entryCSN",
+    "modifiersName",
+    "modifyTimestamp",
+];
 
 const USER_PASSWORD: &str = "userPassword";
 
@@ -329,6 +342,12 @@ impl Directory {
             limits,
             access: AccessRules::default_rules(&schema),
             user_password: schema.attribute_id(USER_PASSWORD),
+            new_entry_attributes: NEW_ENTRY_ATTRIBUTES
+                .iter()
+                .filter_map(|name| {
+                    Some((*name, Description::parse(name.as_bytes(), &schema).ok()?))
+                })
+                .collect(),
             schema,
         }
     }
@@ -558,22 +577,29 @@ impl Directory {
                 format!("no randomness for entryUUID: {e}"),
             )
         })?;
-        for (name, value) in [
-            ("structuralObjectClass", structural),
-            ("entryUUID", uuid),
-            ("creatorsName", creator.clone()),
-            ("createTimestamp", now.clone()),
-            ("entryCSN", csn),
-            ("modifiersName", creator),
-            ("modifyTimestamp", now),
-        ] {
-            let desc = Description::parse(name.as_bytes(), &self.schema)?;
+        // In NEW_ENTRY_ATTRIBUTES order.
+        let values = [
+            structural,
+            uuid,
+            creator.clone(),
+            now.clone(),
+            csn,
+            creator,
+            now,
+        ];
+        if self.new_entry_attributes.len() != values.len() {
+            return Err(Outcome::new(
+                ResultCode::OTHER,
+                "the schema lacks an operational attribute every entry needs",
+            ));
+        }
+        for ((name, desc), value) in self.new_entry_attributes.iter().zip(values) {
             if keep_given && entry.get(desc.attr).is_some() {
                 continue;
             }
             entry.attributes.push(meridian_model::entry::Attribute {
-                desc,
-                name: name.to_owned(),
+                desc: desc.clone(),
+                name: (*name).to_owned(),
                 values: vec![value.into_bytes()],
             });
         }

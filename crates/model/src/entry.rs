@@ -149,6 +149,32 @@ impl Entry {
         })
     }
 
+    /// [`Entry::new`] from owned `(description, value)` pairs, one value
+    /// each (as LDIF gives them): values and names move into the entry
+    /// instead of being copied.
+    pub fn from_values(
+        dn: Dn,
+        pairs: impl IntoIterator<Item = (String, Vec<u8>)>,
+        schema: &Schema,
+    ) -> Result<Entry, ModelError> {
+        let mut out: Vec<Attribute> = Vec::new();
+        for (name, value) in pairs {
+            let desc = Description::parse(name.as_bytes(), schema)?;
+            match out.iter_mut().find(|a| a.desc == desc) {
+                Some(existing) => existing.values.push(value),
+                None => out.push(Attribute {
+                    desc,
+                    name,
+                    values: vec![value],
+                }),
+            }
+        }
+        Ok(Entry {
+            dn,
+            attributes: out,
+        })
+    }
+
     /// Adds the values of the entry's RDN that its attributes lack, as
     /// slapd does on add (X.501 requires them; clients often omit them).
     pub fn with_rdn_values(mut self, schema: &Schema) -> Entry {

@@ -80,6 +80,10 @@ pub enum Command {
         /// Complete entries, in the order to add them (shared: the loader
         /// keeps them to retry those whose parent came later).
         entries: std::sync::Arc<[Entry]>,
+        /// The caller has checked every entry against this store's
+        /// schema (`Directory::prepare_import` does): the writer, the one
+        /// thread every load goes through, skips the check.
+        prechecked: bool,
     },
     /// Mark the database as holding a load in progress (`Some(what)`,
     /// a description for the operator) or a complete one (`None`). A

@@ -27,6 +27,14 @@ pub fn dn_key(dn: &Dn) -> Vec<u8> {
     key
 }
 
+/// The `dn2id` key of the parent of the entry whose key is `key` and
+/// whose DN is `dn`: `key` without its last RDN (no DN to build). Empty
+/// for a top-level entry.
+pub fn parent_key<'k>(key: &'k [u8], dn: &Dn) -> &'k [u8] {
+    let own = dn.rdns().first().map_or(0, |rdn| rdn.len() + 1);
+    key.get(..key.len().saturating_sub(own)).unwrap_or_default()
+}
+
 /// The `children` key: parent ID then child ID.
 pub fn child_key(parent: EntryId, child: EntryId) -> [u8; 16] {
     let mut key = [0u8; 16];

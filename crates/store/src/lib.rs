@@ -92,6 +92,11 @@ impl Submitted {
     pub async fn wait(self) -> Result<Outcome, StoreError> {
         self.0.await.map_err(|_| StoreError::Closed)?
     }
+
+    /// [`Submitted::wait`] for threads outside an async runtime.
+    pub fn wait_blocking(self) -> Result<Outcome, StoreError> {
+        self.0.blocking_recv().map_err(|_| StoreError::Closed)?
+    }
 }
 
 /// A store: cheap to clone, shared by all connections. When the last
@@ -272,11 +277,18 @@ impl Store {
 
     /// [`Store::execute`] for threads outside an async runtime.
     pub fn execute_blocking(&self, command: Command) -> Result<Outcome, StoreError> {
+        self.submit_blocking(command)?.wait_blocking()
+    }
+
+    /// [`Store::submit`] for threads outside an async runtime: queues
+    /// the command and returns at once, so the caller can prepare the
+    /// next one while the writer applies this one.
+    pub fn submit_blocking(&self, command: Command) -> Result<Submitted, StoreError> {
         let (reply, rx) = oneshot::channel();
         self.sender
             .blocking_send(Job { command, reply })
             .map_err(|_| StoreError::Closed)?;
-        rx.blocking_recv().map_err(|_| StoreError::Closed)?
+        Ok(Submitted(rx))
     }
 
     /// A consistent read snapshot. Keep it short: it pins LMDB pages and

@@ -841,6 +841,7 @@ fn bulk_adds_fail_one_by_one_and_export_order_is_parents_first() {
             .store
             .execute_blocking(Command::AddMany {
                 entries: entries.into(),
+                prechecked: false,
             })
             .unwrap();
         let Outcome::AddedMany { added, failed } = outcome else {
@@ -861,6 +862,7 @@ fn bulk_adds_fail_one_by_one_and_export_order_is_parents_first() {
         f.store
             .execute_blocking(Command::AddMany {
                 entries: vec![account("early", "B")].into(),
+                prechecked: false,
             })
             .unwrap();
 

@@ -24,6 +24,7 @@ use clap::Args;
 use meridian_config::Durability;
 use meridian_directory::clock::SystemClock;
 use meridian_directory::{Directory, Limits as DirectoryLimits};
+use meridian_model::entry::Entry;
 use meridian_store::keys::dn_key;
 use meridian_store::{Command, Outcome, Store, StoreError};
 
@@ -233,6 +234,13 @@ fn work(
     }
 }
 
+/// A batch submitted to the writer, not yet booked.
+struct InFlight {
+    entries: Arc<[Entry]>,
+    origins: Vec<Origin>,
+    result: meridian_store::Submitted,
+}
+
 /// Batches entries into `AddMany` commands and keeps the books: what was
 /// added, what was refused, which entries wait for a parent.
 struct Loader<'a> {
@@ -240,6 +248,10 @@ struct Loader<'a> {
     batch_size: usize,
     continue_on_error: bool,
     batch: Vec<Parsed>,
+    /// The batch the writer is applying.
+    in_flight: Option<InFlight>,
+    /// The last batch settled (see [`Loader::settle`]).
+    written: Option<Arc<[Entry]>>,
     orphans: Orphans,
     report: Report,
 }
@@ -251,6 +263,8 @@ impl<'a> Loader<'a> {
             batch_size: args.batch.max(1),
             continue_on_error: args.continue_on_error,
             batch: Vec::with_capacity(args.batch.max(1)),
+            in_flight: None,
+            written: None,
             orphans: HashMap::new(),
             report: Report {
                 added: 0,
@@ -289,8 +303,12 @@ impl<'a> Loader<'a> {
             }
             self.report.progress.tick(self.report.added);
         }
-        while !self.batch.is_empty() && !self.stopped() {
-            // Flushing may free orphans into a new batch.
+        // Settling may free orphans into a new batch.
+        loop {
+            self.settle_all()?;
+            if self.batch.is_empty() || self.stopped() {
+                break;
+            }
             self.flush()?;
         }
         if !self.stopped() {
@@ -299,22 +317,51 @@ impl<'a> Loader<'a> {
         Ok(self.report)
     }
 
-    /// Writes the batch; orphans whose parent it added join the next one.
+    /// Submits the batch, then settles the one before it while the
+    /// writer works on this one.
     fn flush(&mut self) -> anyhow::Result<()> {
         let batch = std::mem::take(&mut self.batch);
         let (origins, entries): (Vec<Origin>, Vec<_>) =
             batch.into_iter().map(|p| (p.origin, p.entry)).unzip();
-        let entries: Arc<[_]> = entries.into();
-        let outcome = self.store.execute_blocking(Command::AddMany {
+        let entries: Arc<[Entry]> = entries.into();
+        let result = self.store.submit_blocking(Command::AddMany {
             entries: Arc::clone(&entries),
+            // The workers ran Directory::prepare_import.
+            prechecked: true,
         })?;
+        let submitted = InFlight {
+            entries,
+            origins,
+            result,
+        };
+        if let Some(previous) = self.in_flight.replace(submitted) {
+            self.settle(previous)?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the batch in flight, if any.
+    fn settle_all(&mut self) -> anyhow::Result<()> {
+        match self.in_flight.take() {
+            Some(last) => self.settle(last),
+            None => Ok(()),
+        }
+    }
+
+    /// Books a written batch: refused entries are reported, entries
+    /// refused for want of a parent wait for it, and orphans whose parent
+    /// this batch added join the next batch.
+    fn settle(&mut self, done: InFlight) -> anyhow::Result<()> {
+        let outcome = done.result.wait_blocking()?;
         let Outcome::AddedMany { added, failed } = outcome else {
             anyhow::bail!("the store answered {outcome:?} to a bulk add");
         };
+        let entries = &done.entries;
         self.report.added += added;
         let mut failed_at = vec![false; entries.len()];
         for (position, error) in failed {
-            let (Some(entry), Some(origin)) = (entries.get(position), origins.get(position)) else {
+            let (Some(entry), Some(origin)) = (entries.get(position), done.origins.get(position))
+            else {
                 continue;
             };
             if let Some(flag) = failed_at.get_mut(position) {
@@ -347,6 +394,10 @@ impl<'a> Loader<'a> {
                 }
             }
         }
+        // Kept until the next settle: by then the writer has surely let
+        // go of it, so its memory is freed on this (mostly idle) thread
+        // and not on the writer, which every load waits for.
+        self.written = Some(done.entries);
         Ok(())
     }
 

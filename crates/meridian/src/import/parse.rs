@@ -49,7 +49,7 @@ impl Checker {
                 };
                 let entry = match parse_record(&raw, input, &self.limits) {
                     Ok(None) => return None,
-                    Ok(Some(record)) => self.ldif_entry(&record),
+                    Ok(Some(record)) => self.ldif_entry(record),
                     Err(e) => {
                         // A syntax error names its own line.
                         origin.at = Position::Line(e.line);
@@ -80,8 +80,8 @@ impl Checker {
         Some(result)
     }
 
-    fn ldif_entry(&self, record: &meridian_ldif::Record) -> Result<Entry, String> {
-        let attrs = match &record.body {
+    fn ldif_entry(&self, record: meridian_ldif::Record) -> Result<Entry, String> {
+        let attrs = match record.body {
             Body::Content(attrs) | Body::Add(attrs) => attrs,
             other => {
                 let kind = match other {
@@ -97,14 +97,9 @@ impl Checker {
         let schema = self.directory.schema();
         let dn = Dn::parse(&record.dn, schema)
             .map_err(|e| format!("dn `{}`: {e}", String::from_utf8_lossy(&record.dn)))?;
-        Entry::new(
+        Entry::from_values(
             dn,
-            attrs.iter().map(|a| {
-                (
-                    a.description.as_bytes(),
-                    std::iter::once(a.value.as_slice()),
-                )
-            }),
+            attrs.into_iter().map(|a| (a.description, a.value)),
             schema,
         )
         .map_err(|e| e.to_string())
