@@ -119,13 +119,24 @@ fn slapcat_output_loads_and_its_users_log_in_with_their_ssha_passwords() {
 
     let work = temp_dir("slapcat");
     let file = write(&work, "slapcat.ldif", &slapcat);
+    // A second input, read in parallel: a clear-text password, which is
+    // hashed as an LDAP add would hash it.
+    let extra = write(
+        &work,
+        "extra.ldif",
+        "dn: uid=plain,ou=People,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\n\
+         uid: plain\nuserPassword: plain secret\n\n",
+    );
     let data = work.join("data");
-    let (ok, out, err) = import(&data, &[&file], &[]);
+    let (ok, out, err) = import(&data, &[&file, &extra], &[]);
     assert!(ok, "{out}{err}");
     assert!(
-        out.contains(&format!("imported {} entries", entries.len())),
+        out.contains(&format!("imported {} entries", entries.len() + 1)),
         "{out}"
     );
+    let exported = export(&data, &[]);
+    assert!(exported.contains("userPassword: {ARGON2}"), "{exported}");
+    assert!(!exported.contains("plain secret"));
 
     let server = serve(&data);
     let (rc, out) = tool(
@@ -158,6 +169,19 @@ fn slapcat_output_loads_and_its_users_log_in_with_their_ssha_passwords() {
         None,
     );
     assert_eq!(rc, 49, "{out}");
+    let (rc, out) = tool(
+        &server,
+        "ldapwhoami",
+        &[
+            "-D",
+            "uid=plain,ou=People,dc=example,dc=com",
+            "-w",
+            "plain secret",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
     // slapd's entryUUIDs and timestamps were kept, not replaced.
     let uuid = slapcat
         .split("\n\n")
@@ -166,7 +190,7 @@ fn slapcat_output_loads_and_its_users_log_in_with_their_ssha_passwords() {
         .unwrap()
         .to_owned();
     assert_eq!(count(&server, &format!("(entryUUID={uuid})")), 1);
-    assert_eq!(count(&server, "(objectClass=*)"), entries.len());
+    assert_eq!(count(&server, "(objectClass=*)"), entries.len() + 1);
     drop(server);
     std::fs::remove_dir_all(work).unwrap();
 }

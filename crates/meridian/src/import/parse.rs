@@ -9,6 +9,7 @@ use meridian_ldif::{Body, Limits, parse_record};
 use meridian_model::dn::Dn;
 use meridian_model::entry::Entry;
 use meridian_proto::{DecodeLimits, LdapMessage, ProtocolOp};
+use meridian_store::Command;
 
 use super::input::{Origin, Position, Raw};
 
@@ -153,8 +154,17 @@ impl Checker {
             ));
         }
         let name = entry.dn.original().to_owned();
-        self.directory
-            .prepare_import(entry)
-            .map_err(|o| format!("{name}: {} ({})", o.message, o.code))
+        let failed = |o: meridian_directory::Outcome| format!("{name}: {} ({})", o.message, o.code);
+        let entry = self.directory.prepare_import(entry).map_err(failed)?;
+        // Clear-text passwords are hashed as an LDAP add would hash them
+        // (on this worker, in parallel); hashed ones are kept as given.
+        let mut add = Command::Add { entry };
+        if self.directory.needs_hashing(&add) {
+            add = self.directory.hash_passwords(add).map_err(failed)?;
+        }
+        match add {
+            Command::Add { entry } => Ok(entry),
+            _ => Err(format!("{name}: hashing its password changed the command")),
+        }
     }
 }
