@@ -9,6 +9,7 @@ use meridian_proto::ResultCode;
 
 use crate::command::{Command, Outcome};
 use crate::keys::{self, EntryId};
+use crate::names::{Assigner, Resolver};
 use crate::{Dbs, StoreError, codec, index::Indexes};
 
 /// The meta key holding the next entry ID.
@@ -25,6 +26,39 @@ pub(crate) struct Context<'a> {
     pub(crate) schema: &'a Schema,
     pub(crate) indexes: &'a Indexes,
     pub(crate) suffixes: &'a [meridian_model::dn::Dn],
+    /// Attribute name numbers for the records this batch writes.
+    pub(crate) names: &'a Assigner,
+}
+
+impl Context<'_> {
+    /// The stored form of `entry`, numbering new attribute names.
+    fn encode(&self, txn: &mut RwTxn<'_>, entry: &Entry) -> Result<Vec<u8>, StoreError> {
+        codec::encode(entry, |name| self.names.number(txn, self.dbs, name))
+    }
+
+    /// A record read in this transaction, decoded.
+    fn decode(&self, txn: &heed::RoTxn<'_>, bytes: &[u8]) -> Result<Entry, StoreError> {
+        let names = Resolver {
+            table: self.names.table(),
+            txn,
+            dbs: self.dbs,
+            schema: self.schema,
+        };
+        codec::decode(bytes, &names)
+    }
+
+    /// The entry with ID `id` (which must exist).
+    fn load(&self, txn: &heed::RoTxn<'_>, id: EntryId) -> Result<Entry, StoreError> {
+        load(
+            &Resolver {
+                table: self.names.table(),
+                txn,
+                dbs: self.dbs,
+                schema: self.schema,
+            },
+            id,
+        )
+    }
 }
 
 pub(crate) fn apply(
@@ -121,7 +155,7 @@ fn guard(
         | Command::DeleteSubtree { dn }
         | Command::Modify { dn, .. }
         | Command::ModifyDn { dn, .. } => match lookup(txn, ctx.dbs, dn)? {
-            Some(id) => Some(load(txn, ctx.dbs, ctx.schema, id)?),
+            Some(id) => Some(ctx.load(txn, id)?),
             None => return Err(no_such(txn, ctx.dbs, dn)),
         },
         Command::Guarded { command, .. } => return guard(txn, ctx, assertion, command),
@@ -156,7 +190,7 @@ fn delete_subtree(txn: &mut RwTxn<'_>, ctx: &Context<'_>, dn: &Dn) -> Result<Out
     members.sort_by_key(|(key, _)| std::cmp::Reverse(key.iter().filter(|b| **b == 0).count()));
     let count = members.len() as u64;
     for (_, id) in members {
-        let entry = load(txn, dbs, ctx.schema, id)?;
+        let entry = ctx.load(txn, id)?;
         let parent = parent_id_of(txn, ctx, &entry.dn)?;
         write_index(
             txn,
@@ -226,7 +260,7 @@ fn modify_dn(
     if !renamed_in_place && lookup(txn, dbs, &new_dn)?.is_some() {
         return Err(StoreError::AlreadyExists(new_dn.original().to_owned()));
     }
-    let old = load(txn, dbs, schema, id)?;
+    let old = ctx.load(txn, id)?;
     // New RDN values are added; old ones removed when asked (unless they
     // are also in the new RDN); then the operational attributes.
     let mut changes: Vec<Modification> = Vec::new();
@@ -276,8 +310,8 @@ fn modify_dn(
     let new_keys = ctx.indexes.entry_keys(&new, schema);
     write_index(txn, dbs, old_keys.difference(&new_keys).cloned(), id, false)?;
     write_index(txn, dbs, new_keys.difference(&old_keys).cloned(), id, true)?;
-    dbs.id2entry
-        .put(txn, &keys::id_key(id), &codec::encode(&new))?;
+    let record = ctx.encode(txn, &new)?;
+    dbs.id2entry.put(txn, &keys::id_key(id), &record)?;
     let old_parent_id = parent_id_of(txn, ctx, dn)?;
     dbs.children
         .delete(txn, &keys::child_key(old_parent_id, id))?;
@@ -305,7 +339,7 @@ fn modify_dn(
         if child == id {
             continue;
         }
-        let mut entry = load(txn, dbs, schema, child)?;
+        let mut entry = ctx.load(txn, child)?;
         let syntactic = meridian_proto::dn::Dn::parse(entry.dn.original())
             .map_err(|e| StoreError::Engine(format!("stored DN of entry {child}: {e}")))?;
         let relative = meridian_proto::dn::Dn {
@@ -318,8 +352,8 @@ fn modify_dn(
         };
         let text = format!("{relative},{}", new_dn.original());
         entry.dn = Dn::parse(text.as_bytes(), schema)?;
-        dbs.id2entry
-            .put(txn, &keys::id_key(child), &codec::encode(&entry))?;
+        let record = ctx.encode(txn, &entry)?;
+        dbs.id2entry.put(txn, &keys::id_key(child), &record)?;
         descendants += 1;
     }
     Ok(Outcome::Renamed(descendants))
@@ -353,7 +387,7 @@ fn rebuild_indexes(txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<Outcome, St
             break;
         };
         for (id, bytes) in &chunk {
-            let entry = codec::decode(bytes, ctx.schema)?;
+            let entry = ctx.decode(txn, bytes)?;
             write_index(
                 txn,
                 dbs,
@@ -482,12 +516,9 @@ fn add(
     // IDs only grow, so the new record goes after every other: APPEND
     // fills pages instead of splitting them in half (half the file for
     // a bulk load), and skips the search for the insertion point.
-    dbs.id2entry.put_with_flags(
-        txn,
-        heed::PutFlags::APPEND,
-        &keys::id_key(id),
-        &codec::encode(entry),
-    )?;
+    let record = ctx.encode(txn, entry)?;
+    dbs.id2entry
+        .put_with_flags(txn, heed::PutFlags::APPEND, &keys::id_key(id), &record)?;
     dbs.dn2id.put(txn, &key, &keys::id_key(id))?;
     dbs.children
         .put(txn, &keys::child_key(parent_id, id), &[])?;
@@ -501,17 +532,13 @@ fn add(
     Ok(Outcome::Added(id))
 }
 
-pub(crate) fn load(
-    txn: &heed::RoTxn<'_>,
-    ctx_dbs: &Dbs,
-    schema: &Schema,
-    id: EntryId,
-) -> Result<Entry, StoreError> {
-    let bytes = ctx_dbs
+pub(crate) fn load(names: &Resolver<'_, '_>, id: EntryId) -> Result<Entry, StoreError> {
+    let bytes = names
+        .dbs
         .id2entry
-        .get(txn, &keys::id_key(id))?
+        .get(names.txn, &keys::id_key(id))?
         .ok_or_else(|| StoreError::Engine(format!("dn2id points at missing entry {id}")))?;
-    codec::decode(bytes, schema)
+    codec::decode(bytes, names)
 }
 
 fn parent_id_of(
@@ -556,7 +583,7 @@ fn delete(
     if has_children(txn, dbs, id)? {
         return Err(StoreError::NotAllowedOnNonLeaf(dn.original().to_owned()));
     }
-    let entry = load(txn, dbs, ctx.schema, id)?;
+    let entry = ctx.load(txn, id)?;
     let parent = parent_id_of(txn, ctx, dn)?;
     write_index(
         txn,
@@ -583,7 +610,7 @@ fn modify(
     let Some(id) = lookup(txn, dbs, dn)? else {
         return Err(no_such(txn, dbs, dn));
     };
-    let old = load(txn, dbs, ctx.schema, id)?;
+    let old = ctx.load(txn, id)?;
     let replacements: Vec<Modification> = operational
         .iter()
         .map(|(attr, values)| Modification {
@@ -606,7 +633,7 @@ fn modify(
         write_index(txn, dbs, old_keys.difference(&new_keys).cloned(), id, false)?;
         write_index(txn, dbs, new_keys.difference(&old_keys).cloned(), id, true)?;
     }
-    dbs.id2entry
-        .put(txn, &keys::id_key(id), &codec::encode(&new))?;
+    let record = ctx.encode(txn, &new)?;
+    dbs.id2entry.put(txn, &keys::id_key(id), &record)?;
     Ok(Outcome::Modified)
 }

@@ -16,6 +16,7 @@ impl Snapshot<'_> {
         let (txn, inner) = self.parts();
         let dbs = &inner.dbs;
         let schema = &inner.schema;
+        let names = self.resolver();
         let mut problems = Vec::new();
         let mut expected_index: BTreeSet<Vec<u8>> = BTreeSet::new();
         let mut ids: BTreeSet<EntryId> = BTreeSet::new();
@@ -26,7 +27,7 @@ impl Snapshot<'_> {
                 continue;
             };
             ids.insert(id);
-            let entry = match codec::decode(value, schema) {
+            let entry = match codec::decode(value, &names) {
                 Ok(e) => e,
                 Err(e) => {
                     problems.push(format!("entry {id}: cannot decode: {e}"));

@@ -1,27 +1,33 @@
-//! The stored form of an entry (the `id2entry` value), version 1:
+//! The stored form of an entry (the `id2entry` value). Format 2, written
+//! by this version:
 //!
 //! ```text
-//! u8      format version (1)
+//! u8      format version (2)
 //! varint  length of the DN, then the DN as the client wrote it (UTF-8)
 //! varint  number of attributes
-//!   varint  length of the attribute name as written (with options)
+//!   varint  the attribute's name number (`names.rs`: `cn;lang-de` as written)
 //!   varint  number of values
 //!     varint  length of the value, then the value bytes
 //! ```
 //!
-//! Varints are LEB128. Values are kept exactly as given; normalised keys
-//! live only in the indexes. The version byte lets a later format sit
-//! beside this one without a flag day.
+//! Format 1, still read, had the name's length and text where format 2
+//! has its number. Varints are LEB128. Values are kept exactly as given;
+//! normalised keys live only in the indexes. The version byte lets a
+//! later format sit beside these without a flag day.
 
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
-use meridian_model::entry::Entry;
+use meridian_model::entry::{Attribute, Description, Entry};
 use meridian_model::filter::{AttrName, AttributeVisitor, Target};
 use meridian_model::schema::AttrId;
 
 use crate::StoreError;
+use crate::names::NameSource;
 
-const VERSION: u8 = 1;
+/// Names as text (read only).
+const VERSION_1: u8 = 1;
+/// Names as numbers.
+const VERSION_2: u8 = 2;
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -36,20 +42,24 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// Encodes an entry.
-pub fn encode(entry: &Entry) -> Vec<u8> {
+/// Encodes an entry in format 2; `number` gives each attribute name's
+/// number (the writer's [`crate::names::Assigner`]).
+pub(crate) fn encode(
+    entry: &Entry,
+    mut number: impl FnMut(&str) -> Result<u32, StoreError>,
+) -> Result<Vec<u8>, StoreError> {
     let mut out = Vec::with_capacity(256);
-    out.push(VERSION);
+    out.push(VERSION_2);
     put_bytes(&mut out, entry.dn.original().as_bytes());
     put_varint(&mut out, entry.attributes.len() as u64);
     for attr in &entry.attributes {
-        put_bytes(&mut out, attr.name.as_bytes());
+        put_varint(&mut out, u64::from(number(&attr.name)?));
         put_varint(&mut out, attr.values.len() as u64);
         for v in &attr.values {
             put_bytes(&mut out, v);
         }
     }
-    out
+    Ok(out)
 }
 
 struct Cursor<'a> {
@@ -95,22 +105,30 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// The DN of a stored entry, without decoding the rest.
-pub fn decode_dn(bytes: &[u8]) -> Result<&[u8], StoreError> {
+/// The format version and the cursor after it.
+fn open(bytes: &[u8]) -> Result<(u8, Cursor<'_>), StoreError> {
     let (&version, rest) = bytes.split_first().ok_or_else(|| corrupt("empty"))?;
-    if version != VERSION {
+    if version != VERSION_1 && version != VERSION_2 {
         return Err(corrupt("unknown format version"));
     }
-    Cursor { data: rest }.bytes()
+    Ok((version, Cursor { data: rest }))
+}
+
+impl Cursor<'_> {
+    fn number(&mut self) -> Result<u32, StoreError> {
+        u32::try_from(self.varint()?).map_err(|_| corrupt("name number"))
+    }
+}
+
+/// The DN of a stored entry, without decoding the rest.
+pub fn decode_dn(bytes: &[u8]) -> Result<&[u8], StoreError> {
+    open(bytes)?.1.bytes()
 }
 
 /// Decodes an entry.
-pub fn decode(bytes: &[u8], schema: &Schema) -> Result<Entry, StoreError> {
-    let (&version, rest) = bytes.split_first().ok_or_else(|| corrupt("empty"))?;
-    if version != VERSION {
-        return Err(corrupt("unknown format version"));
-    }
-    let mut c = Cursor { data: rest };
+pub(crate) fn decode(bytes: &[u8], names: &dyn NameSource) -> Result<Entry, StoreError> {
+    let schema = names.schema();
+    let (version, mut c) = open(bytes)?;
     let dn_text = c.bytes()?;
     let dn = if dn_text.is_empty() {
         Dn::root()
@@ -118,45 +136,67 @@ pub fn decode(bytes: &[u8], schema: &Schema) -> Result<Entry, StoreError> {
         Dn::parse(dn_text, schema)?
     };
     let count = c.varint()?;
-    let mut attrs: Vec<(&[u8], Vec<&[u8]>)> = Vec::with_capacity(count.min(1024) as usize);
-    for _ in 0..count {
-        let name = c.bytes()?;
-        let n = c.varint()?;
-        let mut values = Vec::with_capacity(n.min(1024) as usize);
-        for _ in 0..n {
-            values.push(c.bytes()?);
+    if version == VERSION_1 {
+        let mut attrs: Vec<(&[u8], Vec<&[u8]>)> = Vec::with_capacity(count.min(1024) as usize);
+        for _ in 0..count {
+            let name = c.bytes()?;
+            attrs.push((name, values(&mut c)?));
         }
-        attrs.push((name, values));
+        if !c.data.is_empty() {
+            return Err(corrupt("trailing bytes"));
+        }
+        return Ok(Entry::new(dn, attrs, schema)?);
+    }
+    let mut attributes: Vec<Attribute> = Vec::with_capacity(count.min(1024) as usize);
+    for _ in 0..count {
+        let name = names.name(c.number()?)?;
+        let desc = match &name.desc {
+            Some(desc) => desc.clone(),
+            // The schema lost the type: the same error a parse gives.
+            None => Description::parse(name.text.as_bytes(), schema)?,
+        };
+        let values = values(&mut c)?.into_iter().map(<[u8]>::to_vec).collect();
+        attributes.push(Attribute {
+            desc,
+            name: name.into_owned().text,
+            values,
+        });
     }
     if !c.data.is_empty() {
         return Err(corrupt("trailing bytes"));
     }
-    Ok(Entry::new(dn, attrs, schema)?)
+    Ok(Entry { dn, attributes })
+}
+
+/// A value count and the values after it.
+fn values<'a>(c: &mut Cursor<'a>) -> Result<Vec<&'a [u8]>, StoreError> {
+    let n = c.varint()?;
+    let mut values = Vec::with_capacity(n.min(1024) as usize);
+    for _ in 0..n {
+        values.push(c.bytes()?);
+    }
+    Ok(values)
 }
 
 /// A stored entry evaluated where it lies: filters run on the record's
 /// bytes, and only entries that match are decoded into an [`Entry`].
 /// A malformed record yields no attributes (the full decode reports it).
-#[derive(Debug, Clone, Copy)]
-pub struct RawEntry<'a> {
+pub(crate) struct RawEntry<'a, 'r> {
     bytes: &'a [u8],
+    names: &'r dyn NameSource,
 }
 
-impl<'a> RawEntry<'a> {
+impl<'a, 'r> RawEntry<'a, 'r> {
     /// Wraps a stored record.
-    pub fn new(bytes: &'a [u8]) -> Self {
-        RawEntry { bytes }
+    pub(crate) fn new(bytes: &'a [u8], names: &'r dyn NameSource) -> Self {
+        RawEntry { bytes, names }
     }
 
-    /// The cursor positioned at the attribute count.
-    fn attributes_cursor(&self) -> Option<Cursor<'a>> {
-        let (&version, rest) = self.bytes.split_first()?;
-        if version != VERSION {
-            return None;
-        }
-        let mut c = Cursor { data: rest };
+    /// The format and the cursor positioned at the attribute count.
+    fn attributes_cursor(&self) -> Option<(u8, Cursor<'a>)> {
+        let (version, mut c) = open(self.bytes).ok()?;
         c.bytes().ok()?;
-        Some(c)
+        Some((version, c))
     }
 }
 
@@ -177,14 +217,27 @@ impl<'a> Iterator for Values<'a> {
     }
 }
 
-impl Target for RawEntry<'_> {
+impl Target for RawEntry<'_, '_> {
     fn visit_attributes(&self, _schema: &Schema, visit: &mut AttributeVisitor<'_>) {
-        let Some(mut c) = self.attributes_cursor() else {
+        let Some((version, mut c)) = self.attributes_cursor() else {
             return;
         };
         let Ok(count) = c.varint() else { return };
         for _ in 0..count {
-            let Ok(name) = c.bytes() else { return };
+            let stored;
+            let name = if version == VERSION_1 {
+                let Ok(text) = c.bytes() else { return };
+                AttrName::Raw(text)
+            } else {
+                let Ok(name) = c.number().and_then(|n| self.names.name(n)) else {
+                    return;
+                };
+                stored = name;
+                match &stored.desc {
+                    Some(desc) => AttrName::Resolved(desc),
+                    None => AttrName::Raw(stored.text.as_bytes()),
+                }
+            };
             let Ok(n) = c.varint() else { return };
             let values_start = Cursor { data: c.data };
             // Skip the values on the main cursor first.
@@ -197,7 +250,7 @@ impl Target for RawEntry<'_> {
                 cursor: values_start,
                 left: n,
             };
-            if !visit(AttrName::Raw(name), &mut values) {
+            if !visit(name, &mut values) {
                 return;
             }
         }
@@ -216,14 +269,15 @@ impl Target for RawEntry<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::NameTable;
 
     #[test]
-    fn round_trip() {
+    fn round_trip_in_both_formats() {
         let schema = Schema::builtin().unwrap();
         let dn = Dn::parse(b"uid=jdoe,ou=People,dc=example,dc=com", &schema).unwrap();
         let attrs: &[(&str, &[&[u8]])] = &[
             ("objectClass", &[b"inetOrgPerson"]),
-            ("cn;lang-de", &["Jöhn".as_bytes()]),
+            ("cn;lang-de", &["J\u{f6}hn".as_bytes()]),
             ("jpegPhoto", &[&[0u8, 255, 1, 2][..], &[7u8; 300][..]]),
         ];
         let e = Entry::new(
@@ -234,14 +288,31 @@ mod tests {
             &schema,
         )
         .unwrap();
-        let bytes = encode(&e);
-        assert_eq!(decode(&bytes, &schema).unwrap(), e);
+        let table = NameTable::of(&["sn", "jpegPhoto", "objectClass", "cn;lang-de"], &schema);
+        let bytes = encode(&e, |name| Ok(table.number_of(name).unwrap())).unwrap();
+        let names = (table, &schema);
+        assert_eq!(decode(&bytes, &names).unwrap(), e);
         assert_eq!(
             decode_dn(&bytes).unwrap(),
             b"uid=jdoe,ou=People,dc=example,dc=com"
         );
+        // One byte per name: the record holds no name text.
+        assert!(!bytes.windows(9).any(|w| w == b"jpegPhoto"));
         for cut in 0..bytes.len() {
-            assert!(decode(&bytes[..cut], &schema).is_err());
+            assert!(decode(&bytes[..cut], &names).is_err());
         }
+
+        // Format 1 (names as text), as older databases hold it.
+        let mut v1 = vec![1u8];
+        put_bytes(&mut v1, e.dn.original().as_bytes());
+        put_varint(&mut v1, e.attributes.len() as u64);
+        for a in &e.attributes {
+            put_bytes(&mut v1, a.name.as_bytes());
+            put_varint(&mut v1, a.values.len() as u64);
+            for v in &a.values {
+                put_bytes(&mut v1, v);
+            }
+        }
+        assert_eq!(decode(&v1, &names).unwrap(), e);
     }
 }

@@ -16,6 +16,7 @@ mod command;
 mod error;
 pub mod index;
 pub mod keys;
+mod names;
 mod plan;
 mod read;
 mod writer;
@@ -34,7 +35,7 @@ use tokio::sync::{mpsc, oneshot};
 pub use command::{Command, Outcome};
 pub use error::StoreError;
 pub use keys::EntryId;
-pub use read::{SearchReport, Snapshot};
+pub use read::{RawItem, SearchReport, Snapshot};
 
 /// The databases of one environment.
 #[derive(Debug, Clone, Copy)]
@@ -68,6 +69,9 @@ pub(crate) struct Inner {
     pub(crate) refused: Mutex<Option<String>>,
     /// Commits done, for observability and tests.
     pub(crate) commits: AtomicU64,
+    /// Attribute names by number as of the last commit (`names.rs`);
+    /// replaced, never changed in place, when a commit adds names.
+    names: RwLock<Arc<names::NameTable>>,
     /// The directory to remove when a memory store closes.
     memory_dir: Option<PathBuf>,
 }
@@ -218,6 +222,10 @@ impl Store {
                 "storage.durability = relaxed: commits are not fsync'd; a machine crash can lose acknowledged writes"
             );
         }
+        let name_table = {
+            let rtxn = env.read_txn()?;
+            names::NameTable::load(&rtxn, &dbs, &schema)?
+        };
         let inner = Arc::new(Inner {
             env,
             dbs,
@@ -228,6 +236,7 @@ impl Store {
             resize: RwLock::new(()),
             refused: Mutex::new(None),
             commits: AtomicU64::new(0),
+            names: RwLock::new(Arc::new(name_table)),
             memory_dir: memory,
         });
         let (sender, receiver) = mpsc::channel(st.queue_depth);
@@ -339,6 +348,17 @@ fn open_databases(env: &Env<WithoutTls>, path: &Path) -> Result<Dbs, StoreError>
     };
     rtxn.commit()?;
     Ok(dbs)
+}
+
+impl Inner {
+    /// The attribute names as of the last commit.
+    pub(crate) fn name_table(&self) -> Arc<names::NameTable> {
+        Arc::clone(&self.names.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn publish_names(&self, table: Arc<names::NameTable>) {
+        *self.names.write().unwrap_or_else(PoisonError::into_inner) = table;
+    }
 }
 
 impl Drop for Inner {

@@ -1,6 +1,6 @@
 //! Read snapshots: consistent views from any thread.
 
-use std::sync::{PoisonError, RwLockReadGuard};
+use std::sync::{Arc, PoisonError, RwLockReadGuard};
 
 use heed::{RoTxn, WithoutTls};
 use meridian_model::dn::Dn;
@@ -10,6 +10,7 @@ use meridian_proto::{Filter, Scope};
 
 use crate::apply::{self, ROOT_ID};
 use crate::keys::{self, EntryId};
+use crate::names::{NameTable, Resolver};
 use crate::plan::{Plan, Planner};
 use crate::{Inner, StoreError, codec};
 
@@ -18,8 +19,15 @@ use crate::{Inner, StoreError, codec};
 pub struct Snapshot<'s> {
     txn: RoTxn<'s, WithoutTls>,
     inner: &'s Inner,
+    /// Attribute names as of the snapshot's start (newer ones are read
+    /// from `meta` in `txn`).
+    names: Arc<NameTable>,
     _resize: RwLockReadGuard<'s, ()>,
 }
+
+/// One key and value of one database, for [`Snapshot::raw_dump`].
+#[doc(hidden)]
+pub type RawItem = (&'static str, Vec<u8>, Vec<u8>);
 
 /// How a search was served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -39,8 +47,19 @@ impl<'s> Snapshot<'s> {
         Ok(Snapshot {
             txn,
             inner,
+            names: inner.name_table(),
             _resize: guard,
         })
+    }
+
+    /// Decodes records read in this snapshot.
+    pub(crate) fn resolver(&self) -> Resolver<'_, 's> {
+        Resolver {
+            table: &self.names,
+            txn: &self.txn,
+            dbs: &self.inner.dbs,
+            schema: &self.inner.schema,
+        }
     }
 
     pub(crate) fn parts(&self) -> (&RoTxn<'s, WithoutTls>, &'s Inner) {
@@ -73,6 +92,28 @@ impl<'s> Snapshot<'s> {
         Ok(total)
     }
 
+    /// Every key and value of every database, in order: two stores that
+    /// applied the same commands must give the same dump (the
+    /// deterministic-writes test).
+    #[doc(hidden)]
+    pub fn raw_dump(&self) -> Result<Vec<RawItem>, StoreError> {
+        let dbs = &self.inner.dbs;
+        let mut out = Vec::new();
+        for (name, db) in [
+            ("meta", dbs.meta),
+            ("id2entry", dbs.id2entry),
+            ("dn2id", dbs.dn2id),
+            ("children", dbs.children),
+            ("index", dbs.index),
+        ] {
+            for item in db.iter(&self.txn)? {
+                let (k, v) = item?;
+                out.push((name, k.to_vec(), v.to_vec()));
+            }
+        }
+        Ok(out)
+    }
+
     /// The ID of `dn`.
     pub fn id(&self, dn: &Dn) -> Result<Option<EntryId>, StoreError> {
         apply::lookup(&self.txn, &self.inner.dbs, dn)
@@ -88,7 +129,7 @@ impl<'s> Snapshot<'s> {
 
     /// The entry with ID `id` (which must exist).
     pub fn entry(&self, id: EntryId) -> Result<Entry, StoreError> {
-        apply::load(&self.txn, &self.inner.dbs, &self.inner.schema, id)
+        apply::load(&self.resolver(), id)
     }
 
     /// The deepest existing ancestor of a missing `dn` (matchedDN).
@@ -260,12 +301,14 @@ impl<'s> Snapshot<'s> {
             })
         };
         // Evaluate on the stored bytes; decode only what matches.
+        let names = self.resolver();
         let mut visit = |id: EntryId, bytes: &[u8]| -> Result<bool, StoreError> {
             report.candidates += 1;
-            if !in_scope(bytes)? || !compiled.matches(&codec::RawEntry::new(bytes), schema) {
+            if !in_scope(bytes)? || !compiled.matches(&codec::RawEntry::new(bytes, &names), schema)
+            {
                 return Ok(true);
             }
-            let entry = codec::decode(bytes, schema)?;
+            let entry = codec::decode(bytes, &names)?;
             report.matched += 1;
             Ok(each(id, &entry))
         };
@@ -311,5 +354,63 @@ impl<'s> Snapshot<'s> {
             }
         }
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use meridian_config::{Backend, StorageConfig};
+    use meridian_model::Schema;
+    use meridian_model::dn::Dn;
+    use meridian_model::entry::Entry;
+
+    use crate::names::{NameTable, Resolver};
+    use crate::{Command, Store, StoreOptions, apply};
+
+    /// A reader whose name table predates a record (the record's commit
+    /// landed between the table's publication and the reader's start)
+    /// finds the names in `meta` through its own transaction.
+    #[test]
+    fn names_newer_than_the_table_are_read_from_meta() {
+        let schema = Arc::new(Schema::builtin().unwrap());
+        let store = Store::open(
+            StoreOptions {
+                path: std::env::temp_dir(),
+                storage: StorageConfig {
+                    backend: Backend::Memory,
+                    ..StorageConfig::default()
+                },
+                suffixes: vec![Dn::parse(b"dc=example,dc=com", &schema).unwrap()],
+            },
+            Arc::clone(&schema),
+        )
+        .unwrap();
+        let dn = Dn::parse(b"dc=example,dc=com", &schema).unwrap();
+        let entry = Entry::new(
+            dn.clone(),
+            [
+                (&b"objectClass"[..], vec![&b"domain"[..]]),
+                (&b"dc"[..], vec![&b"example"[..]]),
+            ],
+            &schema,
+        )
+        .unwrap();
+        store
+            .execute_blocking(Command::Add {
+                entry: entry.clone(),
+            })
+            .unwrap();
+        let snapshot = store.snapshot().unwrap();
+        let id = snapshot.id(&dn).unwrap().unwrap();
+        let stale = NameTable::default();
+        let names = Resolver {
+            table: &stale,
+            txn: &snapshot.txn,
+            dbs: &snapshot.inner.dbs,
+            schema: &schema,
+        };
+        assert_eq!(apply::load(&names, id).unwrap(), entry);
     }
 }

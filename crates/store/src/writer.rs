@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 use tokio::sync::mpsc;
 
 use crate::apply::{self, Context};
+use crate::names::Assigner;
 use crate::{Inner, Job, Outcome, StoreError};
 
 /// Largest map the writer grows to: beyond this a full map is a full disk
@@ -54,16 +55,23 @@ fn commit_batch(inner: &Inner, batch: &[Job]) -> Vec<Result<Outcome, StoreError>
     if let Some(message) = refused(inner) {
         return all(batch, &StoreError::WritesRefused(message));
     }
-    let ctx = Context {
-        dbs: &inner.dbs,
-        schema: &inner.schema,
-        indexes: &inner.indexes,
-        suffixes: &inner.suffixes,
-    };
     loop {
+        // Fresh per attempt: names numbered by a failed attempt are gone
+        // with its transaction.
+        let names = Assigner::new(inner.name_table());
+        let ctx = Context {
+            dbs: &inner.dbs,
+            schema: &inner.schema,
+            indexes: &inner.indexes,
+            suffixes: &inner.suffixes,
+            names: &names,
+        };
         match try_commit(inner, &ctx, batch) {
             Ok(results) => {
                 inner.commits.fetch_add(1, Ordering::Relaxed);
+                if let Some(table) = names.committed(&inner.schema) {
+                    inner.publish_names(table);
+                }
                 return results;
             }
             Err(StoreError::MapFull) => {
@@ -134,6 +142,7 @@ fn try_commit(
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
         let mut nested = inner.env.nested_write_txn(&mut wtxn)?;
+        let mark = ctx.names.mark();
         match apply::apply(&mut nested, ctx, &job.command) {
             Ok(outcome) => {
                 nested.commit()?;
@@ -143,6 +152,7 @@ fn try_commit(
             Err(StoreError::MapFull) => return Err(StoreError::MapFull),
             Err(e) => {
                 nested.abort();
+                ctx.names.roll_back(mark);
                 results.push(Err(e));
             }
         }

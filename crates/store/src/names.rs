@@ -1,0 +1,233 @@
+//! Attribute names as stored.
+//!
+//! Each distinct attribute description text a record holds (`cn`,
+//! `objectClass`, `cn;lang-de`) gets a number the first time the writer
+//! stores it: `meta` key `name/` + the number (u32 big-endian) holds the
+//! text. Records (format 2, `codec.rs`) carry the number, so a name costs
+//! one or two bytes per entry instead of its length, and a reader gets
+//! the description already parsed instead of parsing it per attribute
+//! per entry.
+//!
+//! Numbers are assigned in the order the writer first meets a name, so
+//! two stores applying the same commands assign the same numbers. Names
+//! are never renumbered or removed.
+//!
+//! Readers use the table published after the last commit; a record newer
+//! than that table (a commit that landed between the two) is resolved
+//! from `meta` in the reader's own transaction, which sees what the
+//! record's transaction wrote.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use heed::{RoTxn, RwTxn};
+use meridian_model::Schema;
+use meridian_model::entry::Description;
+
+use crate::{Dbs, StoreError};
+
+/// The prefix of the `meta` keys holding names.
+const PREFIX: &[u8] = b"name/";
+
+fn key(number: u32) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[..5].copy_from_slice(PREFIX);
+    k[5..].copy_from_slice(&number.to_be_bytes());
+    k
+}
+
+/// One stored name.
+#[derive(Debug, Clone)]
+pub(crate) struct Name {
+    /// The description as the client wrote it.
+    pub(crate) text: String,
+    /// Parsed with the schema of this process; `None` if the schema no
+    /// longer knows the type (decoding such an entry fails).
+    pub(crate) desc: Option<Description>,
+}
+
+impl Name {
+    fn new(text: String, schema: &Schema) -> Name {
+        let desc = Description::parse(text.as_bytes(), schema).ok();
+        Name { text, desc }
+    }
+}
+
+/// Every name known at one commit.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct NameTable {
+    list: Vec<Name>,
+    numbers: HashMap<String, u32>,
+}
+
+impl NameTable {
+    /// Reads every name from `meta`.
+    pub(crate) fn load(
+        txn: &RoTxn<'_>,
+        dbs: &Dbs,
+        schema: &Schema,
+    ) -> Result<NameTable, StoreError> {
+        let mut table = NameTable::default();
+        for item in dbs.meta.prefix_iter(txn, PREFIX)? {
+            let (k, v) = item?;
+            let number = k
+                .get(PREFIX.len()..)
+                .and_then(|n| <[u8; 4]>::try_from(n).ok())
+                .map(u32::from_be_bytes);
+            if number != Some(table.list.len() as u32) {
+                return Err(StoreError::Engine(format!(
+                    "attribute name table: key {k:02x?} out of sequence"
+                )));
+            }
+            table.push(String::from_utf8_lossy(v).into_owned(), schema);
+        }
+        Ok(table)
+    }
+
+    fn push(&mut self, text: String, schema: &Schema) {
+        self.numbers.insert(text.clone(), self.list.len() as u32);
+        self.list.push(Name::new(text, schema));
+    }
+
+    fn len(&self) -> u32 {
+        self.list.len() as u32
+    }
+}
+
+/// Where decoding finds names.
+pub(crate) trait NameSource {
+    /// The name numbered `number`.
+    fn name(&self, number: u32) -> Result<std::borrow::Cow<'_, Name>, StoreError>;
+    /// The schema the names' descriptions were parsed with.
+    fn schema(&self) -> &Schema;
+}
+
+/// A table alone (tests): unknown numbers are errors.
+impl NameSource for (NameTable, &Schema) {
+    fn name(&self, number: u32) -> Result<std::borrow::Cow<'_, Name>, StoreError> {
+        self.0
+            .list
+            .get(number as usize)
+            .map(std::borrow::Cow::Borrowed)
+            .ok_or_else(|| StoreError::Engine(format!("unknown attribute name {number}")))
+    }
+    fn schema(&self) -> &Schema {
+        self.1
+    }
+}
+
+impl NameTable {
+    /// A table of `texts`, numbered in order (tests).
+    #[cfg(test)]
+    pub(crate) fn of(texts: &[&str], schema: &Schema) -> NameTable {
+        let mut table = NameTable::default();
+        for t in texts {
+            table.push((*t).to_owned(), schema);
+        }
+        table
+    }
+
+    /// The number of `text`, if it has one.
+    #[cfg(test)]
+    pub(crate) fn number_of(&self, text: &str) -> Option<u32> {
+        self.numbers.get(text).copied()
+    }
+}
+
+/// Looks names up for decoding, in the transaction the record was read in.
+pub(crate) struct Resolver<'a, 't> {
+    pub(crate) table: &'a NameTable,
+    pub(crate) txn: &'a RoTxn<'t>,
+    pub(crate) dbs: &'a Dbs,
+    pub(crate) schema: &'a Schema,
+}
+
+impl NameSource for Resolver<'_, '_> {
+    fn schema(&self) -> &Schema {
+        self.schema
+    }
+
+    /// The name numbered `number`: from the table, or (for a record newer
+    /// than the table) from `meta`.
+    fn name(&self, number: u32) -> Result<std::borrow::Cow<'_, Name>, StoreError> {
+        if let Some(name) = self.table.list.get(number as usize) {
+            return Ok(std::borrow::Cow::Borrowed(name));
+        }
+        let text = self.dbs.meta.get(self.txn, &key(number))?.ok_or_else(|| {
+            StoreError::Engine(format!(
+                "corrupt entry record: unknown attribute name {number}"
+            ))
+        })?;
+        Ok(std::borrow::Cow::Owned(Name::new(
+            String::from_utf8_lossy(text).into_owned(),
+            self.schema,
+        )))
+    }
+}
+
+/// The writer's side: numbers for names, new ones written to `meta` in
+/// the transaction that first stores them.
+pub(crate) struct Assigner {
+    table: Arc<NameTable>,
+    /// Names first stored by this batch, in number order after the table's.
+    pending: RefCell<Vec<String>>,
+}
+
+impl Assigner {
+    pub(crate) fn new(table: Arc<NameTable>) -> Assigner {
+        Assigner {
+            table,
+            pending: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The number of `text`, assigning (and storing) a new one if needed.
+    pub(crate) fn number(
+        &self,
+        txn: &mut RwTxn<'_>,
+        dbs: &Dbs,
+        text: &str,
+    ) -> Result<u32, StoreError> {
+        if let Some(&n) = self.table.numbers.get(text) {
+            return Ok(n);
+        }
+        let mut pending = self.pending.borrow_mut();
+        if let Some(p) = pending.iter().position(|t| t == text) {
+            return Ok(self.table.len() + p as u32);
+        }
+        let n = self.table.len() + pending.len() as u32;
+        dbs.meta.put(txn, &key(n), text.as_bytes())?;
+        pending.push(text.to_owned());
+        Ok(n)
+    }
+
+    /// The table this batch started from.
+    pub(crate) fn table(&self) -> &NameTable {
+        &self.table
+    }
+
+    /// A point to roll back to if the command about to run is undone.
+    pub(crate) fn mark(&self) -> usize {
+        self.pending.borrow().len()
+    }
+
+    /// Forgets the names assigned since `mark` (their `meta` keys went
+    /// with the aborted transaction).
+    pub(crate) fn roll_back(&self, mark: usize) {
+        self.pending.borrow_mut().truncate(mark);
+    }
+
+    /// The table after this batch committed, if it added names.
+    pub(crate) fn committed(&self, schema: &Schema) -> Option<Arc<NameTable>> {
+        let pending = self.pending.borrow();
+        if pending.is_empty() {
+            return None;
+        }
+        let mut table = (*self.table).clone();
+        for text in pending.iter() {
+            table.push(text.clone(), schema);
+        }
+        Some(Arc::new(table))
+    }
+}
