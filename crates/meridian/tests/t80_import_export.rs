@@ -3,7 +3,8 @@
 //! for byte the same (also beside a running server); two FIFOs, one LDIF
 //! and one BER, load in parallel with children before their parents; bad
 //! records stop a load or are skipped; a stopped or killed load leaves a
-//! database the server refuses until `--replace` or `meridian repair`.
+//! database the server refuses until `--replace` or `meridian repair`;
+//! `--online` loads a running Meridian and a running slapd over LDAP.
 
 #![allow(
     clippy::unwrap_used,
@@ -462,5 +463,84 @@ fn a_killed_load_is_refused_until_repaired() {
     let server = serve(&data);
     assert_eq!(count(&server, "(objectClass=*)"), kept);
     drop(server);
+    std::fs::remove_dir_all(work).unwrap();
+}
+
+fn online(url: &str, bind: &[&str], inputs: &[&Path]) -> (bool, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_meridian"));
+    cmd.args(["import", "--online", url, "--window", "64"])
+        .args(bind);
+    for input in inputs {
+        cmd.arg("-i").arg(input);
+    }
+    let out = cmd.output().unwrap();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn online_import_loads_running_servers_meridian_and_slapd() {
+    let work = temp_dir("online");
+    // Children first: the adds refused with noSuchObject go again later.
+    let mut people = String::new();
+    for i in 0..1200 {
+        people.push_str(&person(&format!("o{i}")));
+    }
+    let people = write(&work, "people.ldif", &people);
+    let base = write(&work, "base.ldif", BASE);
+
+    let server = Server::start("");
+    let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let (ok, out, err) = online(&server.url(), &admin, &[&people, &base]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("imported 1202 entries"), "{out}");
+    assert_eq!(count(&server, "(objectClass=inetOrgPerson)"), 1200);
+    // Loaded again: every add is refused by the server, and said so.
+    let (ok, _, err) = online(&server.url(), &admin, &[&base]);
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("base.ldif:1: dc=example,dc=com: ") && err.contains("entryAlreadyExists"),
+        "{err}"
+    );
+    let (ok, _, err) = online(&server.url(), &["-D", ADMIN_DN, "-w", "wrong"], &[&base]);
+    assert!(!ok && err.contains("invalidCredentials"), "{err}");
+    drop(server);
+
+    let reference = slapd::Slapd::start("t80-online", BASE);
+    let url = format!("ldap://127.0.0.1:{}", reference.port);
+    let (ok, out, err) = online(
+        &url,
+        &["-D", "cn=admin,dc=example,dc=com", "-w", "secret"],
+        &[&people],
+    );
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("imported 1200 entries"), "{out}");
+    let out = Command::new("ldapsearch")
+        .args([
+            "-x",
+            "-LLL",
+            "-H",
+            &url,
+            "-D",
+            "cn=admin,dc=example,dc=com",
+            "-w",
+            "secret",
+        ])
+        .args([
+            "-b",
+            "ou=People,dc=example,dc=com",
+            "-z",
+            "0",
+            "(objectClass=inetOrgPerson)",
+            "1.1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("dn:"))
+            .count(),
+        1200
+    );
     std::fs::remove_dir_all(work).unwrap();
 }

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use heed::{RoTxn, RwTxn};
 use meridian_model::Schema;
 use meridian_model::entry::Description;
+use meridian_model::fxhash::FxBuildHasher;
 
 use crate::{Dbs, StoreError};
 
@@ -58,7 +59,11 @@ impl Name {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct NameTable {
     list: Vec<Name>,
-    numbers: HashMap<String, u32>,
+    /// Looked up for every attribute the writer stores, so FxHash rather
+    /// than SipHash: the keys are descriptions the schema accepted (a
+    /// known type and `binary`/`lang-*` options), each already stored in
+    /// an entry, not free-form input.
+    numbers: HashMap<String, u32, FxBuildHasher>,
 }
 
 impl NameTable {

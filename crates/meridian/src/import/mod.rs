@@ -11,6 +11,7 @@
 //! database until a new load (`--replace`) or `meridian repair`.
 
 mod input;
+mod online;
 mod parse;
 mod progress;
 
@@ -65,10 +66,39 @@ pub(crate) struct ImportArgs {
     /// name, in bytes.
     #[arg(long, default_value_t = 64 << 20)]
     max_record_bytes: usize,
+    /// Send the entries as AddRequests to a running server at
+    /// ldap://HOST:PORT instead of writing a database.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["append", "replace"])]
+    online: Option<String>,
+    /// With --online: bind as this DN first.
+    #[arg(short = 'D', long, requires = "online")]
+    bind_dn: Option<String>,
+    /// With --online: the bind password (or set MERIDIAN_BIND_PASSWORD).
+    #[arg(short = 'w', long, requires = "bind_dn")]
+    password: Option<String>,
+    /// With --online: requests in flight at once.
+    #[arg(long, default_value_t = 512, requires = "online")]
+    window: usize,
 }
 
 /// Runs the import; an error means the load did not complete.
 pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
+    let ldif_limits = meridian_ldif::Limits {
+        max_record_bytes: args.max_record_bytes,
+        allow_file_urls: true,
+    };
+    if let Some(url) = &args.online {
+        let target = online::Target {
+            url: url.clone(),
+            bind_dn: args.bind_dn.clone(),
+            password: args
+                .password
+                .clone()
+                .or_else(|| std::env::var("MERIDIAN_BIND_PASSWORD").ok()),
+            window: args.window,
+        };
+        return online::run(&target, &args.inputs, ldif_limits, args.continue_on_error);
+    }
     let setup = args.common.load(|config| {
         // The load is synced once at the end (see the module doc).
         config.storage.durability = Durability::Relaxed;
@@ -95,10 +125,7 @@ pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
     let checker = Arc::new(Checker {
         directory,
         suffix: setup.suffix.clone(),
-        limits: meridian_ldif::Limits {
-            max_record_bytes: args.max_record_bytes,
-            allow_file_urls: true,
-        },
+        limits: ldif_limits,
     });
     let threads = args
         .threads

@@ -1,0 +1,521 @@
+//! `meridian import --online ldap://HOST:PORT`: the same inputs sent as
+//! AddRequests to a running server (Meridian or any other) over one
+//! connection, with up to `--window` requests outstanding.
+//!
+//! One thread sends (requests are encoded into one buffer and written
+//! when it fills or the window is full), one thread reads responses and
+//! matches them to requests by message ID. The server checks schema and
+//! access; its result code and message are reported per record with the
+//! record's input and line. An add refused with noSuchObject (its parent
+//! not there yet: another input, or a server that runs pipelined adds
+//! concurrently) is sent again after the others, in rounds, while a
+//! round still adds something.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use meridian_ldif::{Body, Limits, parse_record};
+use meridian_proto::{
+    AddRequest, Authentication, BindRequest, DecodeLimits, LdapMessage, PartialAttribute,
+    ProtocolOp, ResultCode, Seq,
+};
+
+use super::input::{self, Chunk, Origin, Position, Raw};
+use super::parse::Refused;
+use super::progress::Progress;
+
+/// Where and how to connect.
+pub(crate) struct Target {
+    pub(crate) url: String,
+    pub(crate) bind_dn: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) window: usize,
+}
+
+/// An add ready to send (kept until answered, to send it again after a
+/// noSuchObject).
+struct Add {
+    origin: Origin,
+    dn: Vec<u8>,
+    attributes: Vec<(Vec<u8>, Vec<Vec<u8>>)>,
+}
+
+impl Add {
+    fn encode(&self, id: i32, out: &mut Vec<u8>) {
+        let values: Vec<Vec<&[u8]>> = self
+            .attributes
+            .iter()
+            .map(|(_, vs)| vs.iter().map(Vec::as_slice).collect())
+            .collect();
+        let parts: Vec<PartialAttribute<'_>> = self
+            .attributes
+            .iter()
+            .zip(&values)
+            .map(|((ty, _), vs)| PartialAttribute {
+                ty,
+                values: Seq::from_items(vs),
+            })
+            .collect();
+        LdapMessage {
+            message_id: id,
+            op: ProtocolOp::AddRequest(AddRequest {
+                dn: &self.dn,
+                attributes: Seq::from_items(&parts),
+            }),
+            controls: Seq::empty(),
+        }
+        .encode(out);
+    }
+}
+
+/// A server's answer to one add.
+struct Answer {
+    add: Add,
+    code: ResultCode,
+    message: String,
+}
+
+/// What both threads share: the adds in flight by message ID.
+type InFlight = Arc<Mutex<HashMap<i32, Add>>>;
+
+/// Loads `inputs` into the server at `target`; an error means the load
+/// did not complete.
+pub(crate) fn run(
+    target: &Target,
+    inputs: &[PathBuf],
+    limits: Limits,
+    continue_on_error: bool,
+) -> anyhow::Result<()> {
+    let address = target
+        .url
+        .strip_prefix("ldap://")
+        .ok_or_else(|| anyhow::anyhow!("--online takes an ldap://HOST:PORT URL (ldaps:// needs TLS, not built yet), not {:?}", target.url))?
+        .trim_end_matches('/');
+    let address = if address.contains(':') {
+        address.to_owned()
+    } else {
+        format!("{address}:389")
+    };
+    let socket = address
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {address}"))?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("{address} resolves to no address"))?;
+    let mut stream = TcpStream::connect_timeout(&socket, Duration::from_secs(10))
+        .with_context(|| format!("connecting to {address}"))?;
+    stream.set_nodelay(true)?;
+    let mut reader = ResponseReader {
+        stream: stream.try_clone()?,
+        buf: Vec::with_capacity(1 << 16),
+    };
+    if let Some(dn) = &target.bind_dn {
+        bind(
+            &mut stream,
+            &mut reader,
+            dn,
+            target.password.as_deref().unwrap_or(""),
+        )?;
+    }
+
+    let (chunk_tx, chunk_rx) = sync_channel::<Chunk>(16);
+    let window = target.window.max(1);
+    // A token per request in flight: the sender blocks when the window
+    // is full, the response thread returns a token per answer.
+    let (token_tx, token_rx) = sync_channel::<()>(window);
+    let (answer_tx, answer_rx) = sync_channel::<Answer>(window * 2);
+    let in_flight: InFlight = Arc::new(Mutex::new(HashMap::new()));
+
+    std::thread::scope(|scope| {
+        for path in inputs {
+            let out = chunk_tx.clone();
+            scope.spawn(move || input::read_input(path, limits, &out));
+        }
+        drop(chunk_tx);
+        let responses = {
+            let in_flight = Arc::clone(&in_flight);
+            scope.spawn(move || reader.run(&in_flight, &token_rx, &answer_tx))
+        };
+        let mut sender = Sender {
+            stream: &mut stream,
+            out: Vec::with_capacity(1 << 16),
+            next_id: 2,
+            tokens: &token_tx,
+            in_flight: &in_flight,
+            answers: &answer_rx,
+            continue_on_error,
+            added: 0,
+            refused: Vec::new(),
+            deferred: Vec::new(),
+            progress: Progress::start(),
+        };
+        let result = sender.run(&chunk_rx, limits);
+        drop(chunk_rx);
+        let added = sender.added;
+        let refused = std::mem::take(&mut sender.refused);
+        let progress = std::mem::replace(&mut sender.progress, Progress::start());
+        // Ends the session; the response thread sees the close.
+        let _ = unbind(&mut stream);
+        let _ = responses.join();
+        for r in &refused {
+            eprintln!("refused: {r}");
+        }
+        progress.finish(added, refused.len());
+        result?;
+        if !refused.is_empty() && !continue_on_error {
+            anyhow::bail!(
+                "the load stopped at the first refused entry; {added} entries were added"
+            );
+        }
+        Ok(())
+    })
+}
+
+fn bind(
+    stream: &mut TcpStream,
+    reader: &mut ResponseReader,
+    dn: &str,
+    password: &str,
+) -> anyhow::Result<()> {
+    let mut out = Vec::new();
+    LdapMessage {
+        message_id: 1,
+        op: ProtocolOp::BindRequest(BindRequest {
+            version: 3,
+            name: dn.as_bytes(),
+            auth: Authentication::Simple(password.as_bytes()),
+        }),
+        controls: Seq::empty(),
+    }
+    .encode(&mut out);
+    stream.write_all(&out)?;
+    let pdu = reader
+        .next_pdu()?
+        .ok_or_else(|| anyhow::anyhow!("the server closed the connection during the bind"))?;
+    let message = LdapMessage::decode(&pdu, &DecodeLimits::default())
+        .map_err(|e| anyhow::anyhow!("bad bind response: {e}"))?;
+    match message.op {
+        ProtocolOp::BindResponse(r) if r.result.code == ResultCode::SUCCESS => Ok(()),
+        ProtocolOp::BindResponse(r) => {
+            let said = String::from_utf8_lossy(r.result.message);
+            let said = if said.is_empty() {
+                String::new()
+            } else {
+                format!(": {said}")
+            };
+            anyhow::bail!("bind as {dn} refused with {}{said}", r.result.code)
+        }
+        _ => anyhow::bail!("the server answered the bind with something else"),
+    }
+}
+
+fn unbind(stream: &mut TcpStream) -> std::io::Result<()> {
+    let mut out = Vec::new();
+    LdapMessage {
+        message_id: i32::MAX,
+        op: ProtocolOp::UnbindRequest,
+        controls: Seq::empty(),
+    }
+    .encode(&mut out);
+    stream.write_all(&out)?;
+    stream.shutdown(std::net::Shutdown::Write)
+}
+
+struct Sender<'a> {
+    stream: &'a mut TcpStream,
+    out: Vec<u8>,
+    next_id: i32,
+    tokens: &'a SyncSender<()>,
+    in_flight: &'a InFlight,
+    answers: &'a Receiver<Answer>,
+    continue_on_error: bool,
+    added: u64,
+    refused: Vec<Refused>,
+    /// Refused with noSuchObject: sent again after the rest.
+    deferred: Vec<Add>,
+    progress: Progress,
+}
+
+impl Sender<'_> {
+    fn stopped(&self) -> bool {
+        !self.continue_on_error && !self.refused.is_empty()
+    }
+
+    fn run(&mut self, chunks: &Receiver<Chunk>, limits: Limits) -> anyhow::Result<()> {
+        while let Ok(chunk) = chunks.recv() {
+            let records = match chunk {
+                Chunk::Records { input, records } => (input, records),
+                Chunk::Failed { origin, message } => {
+                    self.refused.push(Refused { origin, message });
+                    if self.stopped() {
+                        return self.drain();
+                    }
+                    continue;
+                }
+            };
+            let (input, records) = records;
+            for raw in records {
+                match to_add(&input, raw, &limits) {
+                    Ok(Some(add)) => self.send(add)?,
+                    Ok(None) => {}
+                    Err(refused) => self.refused.push(refused),
+                }
+                while self.collect(false) {}
+                if self.stopped() {
+                    return self.drain();
+                }
+            }
+            self.progress.tick(self.added);
+        }
+        self.drain()?;
+        // Entries whose parent was missing, in rounds while one adds any.
+        while !self.deferred.is_empty() && !self.stopped() {
+            let round = std::mem::take(&mut self.deferred);
+            let before = self.added;
+            let count = round.len();
+            for add in round {
+                self.send(add)?;
+                while self.collect(false) {}
+            }
+            self.drain()?;
+            if self.added == before {
+                // No progress: their parents are not coming.
+                for add in self.deferred.drain(..) {
+                    let message = format!(
+                        "{}: its parent is neither on the server nor in the load (noSuchObject)",
+                        String::from_utf8_lossy(&add.dn)
+                    );
+                    self.refused.push(Refused {
+                        origin: add.origin,
+                        message,
+                    });
+                }
+                tracing::debug!(count, "deferred adds made no progress");
+            }
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, add: Add) -> anyhow::Result<()> {
+        // Wait for room in the window, writing what is buffered first so
+        // the server has something to answer.
+        if self.tokens.try_send(()).is_err() {
+            self.flush()?;
+            self.tokens
+                .send(())
+                .map_err(|_| anyhow::anyhow!("the server closed the connection"))?;
+        }
+        let id = self.next_id;
+        self.next_id = if self.next_id == i32::MAX - 1 {
+            2
+        } else {
+            self.next_id + 1
+        };
+        add.encode(id, &mut self.out);
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, add);
+        if self.out.len() >= 1 << 16 {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> anyhow::Result<()> {
+        if !self.out.is_empty() {
+            self.stream
+                .write_all(&self.out)
+                .context("writing to the server")?;
+            self.out.clear();
+        }
+        Ok(())
+    }
+
+    /// Books answers that have arrived; with `wait`, blocks for one.
+    fn collect(&mut self, wait: bool) -> bool {
+        let answer = if wait {
+            match self.answers.recv() {
+                Ok(a) => a,
+                Err(_) => return false,
+            }
+        } else {
+            match self.answers.try_recv() {
+                Ok(a) => a,
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return false,
+            }
+        };
+        match answer.code {
+            ResultCode::SUCCESS => self.added += 1,
+            ResultCode::NO_SUCH_OBJECT => self.deferred.push(answer.add),
+            code => {
+                let message = format!(
+                    "{}: {} ({code})",
+                    String::from_utf8_lossy(&answer.add.dn),
+                    answer.message
+                );
+                self.refused.push(Refused {
+                    origin: answer.add.origin,
+                    message,
+                });
+            }
+        }
+        true
+    }
+
+    /// Sends what is buffered and waits for every answer.
+    fn drain(&mut self) -> anyhow::Result<()> {
+        self.flush()?;
+        while !self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+        {
+            if !self.collect(true) {
+                anyhow::bail!("the server closed the connection with adds unanswered");
+            }
+        }
+        while self.collect(false) {}
+        Ok(())
+    }
+}
+
+/// A raw record as an add; `None` for comments only.
+fn to_add(input: &Arc<str>, raw: Raw, limits: &Limits) -> Result<Option<Add>, Refused> {
+    match raw {
+        Raw::Ldif(raw) => {
+            let mut origin = Origin {
+                input: Arc::clone(input),
+                at: Position::Line(raw.line),
+            };
+            let record = match parse_record(&raw, input, limits) {
+                Ok(None) => return Ok(None),
+                Ok(Some(record)) => record,
+                Err(e) => {
+                    origin.at = Position::Line(e.line);
+                    return Err(Refused {
+                        origin,
+                        message: e.message,
+                    });
+                }
+            };
+            let attrs = match record.body {
+                Body::Content(attrs) | Body::Add(attrs) => attrs,
+                _ => {
+                    return Err(Refused {
+                        origin,
+                        message: "a change record other than add: import loads entries".into(),
+                    });
+                }
+            };
+            // Values of one description together, in first-seen order.
+            let mut attributes: Vec<(Vec<u8>, Vec<Vec<u8>>)> = Vec::new();
+            for a in attrs {
+                match attributes
+                    .iter_mut()
+                    .find(|(d, _)| d.eq_ignore_ascii_case(a.description.as_bytes()))
+                {
+                    Some((_, values)) => values.push(a.value),
+                    None => attributes.push((a.description.into_bytes(), vec![a.value])),
+                }
+            }
+            Ok(Some(Add {
+                origin,
+                dn: record.dn,
+                attributes,
+            }))
+        }
+        Raw::Ber {
+            number,
+            offset,
+            pdu,
+        } => {
+            let origin = Origin {
+                input: Arc::clone(input),
+                at: Position::Pdu { number, offset },
+            };
+            let decoded = LdapMessage::decode(&pdu, &DecodeLimits::default());
+            let Ok(LdapMessage {
+                op: ProtocolOp::AddRequest(add),
+                ..
+            }) = decoded
+            else {
+                return Err(Refused {
+                    origin,
+                    message: "not an LDAPMessage holding an AddRequest".into(),
+                });
+            };
+            let attributes = add
+                .attributes
+                .iter()
+                .map(|a| (a.ty.to_vec(), a.values.iter().map(<[u8]>::to_vec).collect()))
+                .collect();
+            Ok(Some(Add {
+                origin,
+                dn: add.dn.to_vec(),
+                attributes,
+            }))
+        }
+    }
+}
+
+struct ResponseReader {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl ResponseReader {
+    /// The next whole PDU; `None` when the server closed the connection.
+    fn next_pdu(&mut self) -> anyhow::Result<Option<Vec<u8>>> {
+        loop {
+            match meridian_ber::frame::pdu_length(&self.buf, DecodeLimits::DEFAULT_MAX_PDU_BYTES) {
+                Ok(len) => {
+                    let rest = self.buf.split_off(len);
+                    return Ok(Some(std::mem::replace(&mut self.buf, rest)));
+                }
+                Err(meridian_ber::Error::Incomplete { .. }) => {}
+                Err(e) => anyhow::bail!("bad response from the server: {e}"),
+            }
+            let mut chunk = [0u8; 1 << 16];
+            let n = self.stream.read(&mut chunk)?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.buf
+                .extend_from_slice(chunk.get(..n).unwrap_or_default());
+        }
+    }
+
+    /// Matches answers to adds until the connection ends.
+    fn run(mut self, in_flight: &InFlight, tokens: &Receiver<()>, answers: &SyncSender<Answer>) {
+        while let Ok(Some(pdu)) = self.next_pdu() {
+            let Ok(message) = LdapMessage::decode(&pdu, &DecodeLimits::default()) else {
+                return;
+            };
+            let ProtocolOp::AddResponse(result) = message.op else {
+                // A Notice of Disconnection or anything unexpected ends it.
+                return;
+            };
+            let add = in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&message.message_id);
+            let Some(add) = add else { continue };
+            let answer = Answer {
+                add,
+                code: result.code,
+                message: String::from_utf8_lossy(result.message).into_owned(),
+            };
+            if answers.send(answer).is_err() {
+                return;
+            }
+            let _ = tokens.recv();
+        }
+    }
+}
