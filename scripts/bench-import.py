@@ -105,7 +105,8 @@ def online(binary, n, work):
     data = os.path.join(work, "meridian")
     config = os.path.join(work, "meridian.toml")
     with open(config, "w") as f:
-        f.write("[log]\naccess = false\n")
+        # The same indexes as the slapd below.
+        f.write("[log]\naccess = false\n[storage.indexes]\nobjectClass = [\"eq\"]\nuid = [\"eq\"]\n")
     server = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--config", config],
                               stdout=subprocess.PIPE, env=env, text=True)
     try:
