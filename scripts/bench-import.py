@@ -59,16 +59,24 @@ def meridian(binary, ldif, work):
     return seconds, disk_bytes(os.path.join(data, "db", "data.mdb"))
 
 
-def slapadd(ldif, work):
-    db = os.path.join(work, "slapd-db")
+def slapd_conf(work, tag):
+    """A slapd.conf for an empty back-mdb database with objectClass and uid
+    equality indexes; rootdn cn=admin, password "secret". Returns the
+    config path and the database directory."""
+    db = os.path.join(work, f"slapd-{tag}")
     os.makedirs(db)
-    conf = os.path.join(work, "slapd.conf")
+    conf = os.path.join(work, f"slapd-{tag}.conf")
     with open(conf, "w") as f:
         for s in ("core", "cosine", "inetorgperson", "nis"):
             f.write(f"include {SCHEMA}/{s}.schema\n")
         f.write(f"modulepath /usr/lib/ldap\nmoduleload back_mdb\ndatabase mdb\nsuffix \"{SUFFIX}\"\n"
-                f"rootdn \"cn=admin,{SUFFIX}\"\ndirectory {db}\nmaxsize 17179869184\n"
+                f"rootdn \"cn=admin,{SUFFIX}\"\nrootpw secret\ndirectory {db}\nmaxsize 17179869184\n"
                 "index objectClass eq\nindex uid eq\n")
+    return conf, db
+
+
+def slapadd(ldif, work):
+    conf, db = slapd_conf(work, "slapadd")
     seconds = timed(["slapadd", "-q", "-f", conf, "-l", ldif])
     return seconds, disk_bytes(os.path.join(db, "data.mdb"))
 
@@ -123,16 +131,7 @@ def online(binary, n, work):
     # slapd: ldapadd (one add at a time, as seed 002 measured it), then
     # our pipelined client into a fresh slapd.
     for name, client in [("ldapadd -> slapd", "ldapadd"), ("meridian import --online -> slapd", "meridian")]:
-        tag = client
-        db = os.path.join(work, f"slapd-{tag}")
-        os.makedirs(db)
-        conf = os.path.join(work, f"slapd-{tag}.conf")
-        with open(conf, "w") as f:
-            for s in ("core", "cosine", "inetorgperson", "nis"):
-                f.write(f"include {SCHEMA}/{s}.schema\n")
-            f.write(f"modulepath /usr/lib/ldap\nmoduleload back_mdb\ndatabase mdb\nsuffix \"{SUFFIX}\"\n"
-                    f"rootdn \"cn=admin,{SUFFIX}\"\nrootpw secret\ndirectory {db}\nmaxsize 1073741824\n"
-                    "index objectClass eq\nindex uid eq\n")
+        conf, _ = slapd_conf(work, client)
         subprocess.run(["slapadd", "-q", "-f", conf, "-l", base], check=True, stdout=subprocess.DEVNULL)
         port = free_port()
         slapd = subprocess.Popen(["slapd", "-f", conf, "-h", f"ldap://127.0.0.1:{port}/", "-d", "0"],

@@ -5,20 +5,9 @@
 
 use meridian_ldif::fuzzing::check_reader;
 
-/// xorshift64*: deterministic, so a failure reproduces from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+#[path = "../../../testing/rng.rs"]
+mod rng;
+use rng::Rng;
 
 const INTERESTING: &[u8] = b"\n\r :<#-=;.\0\xff\xc3";
 

@@ -64,16 +64,12 @@ impl Searcher {
     fn bind(addr: std::net::SocketAddr, dn: &str, password: &str) -> Searcher {
         let mut client = Client::connect(addr);
         let mut bytes = Vec::new();
-        LdapMessage {
-            message_id: 1,
-            op: ProtocolOp::BindRequest(BindRequest {
-                version: 3,
-                name: dn.as_bytes(),
-                auth: Authentication::Simple(password.as_bytes()),
-            }),
-            controls: Seq::empty(),
-        }
-        .encode(&mut bytes);
+        meridian_proto::message::encode_simple_bind(
+            &mut bytes,
+            1,
+            dn.as_bytes(),
+            password.as_bytes(),
+        );
         client.send(&bytes);
         client.read_until(|m| {
             let ProtocolOp::BindResponse(b) = &m.op else {

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{ADMIN_DN, ADMIN_PASSWORD, Server, temp_dir, text, tool};
+use support::{ADMIN_DN, ADMIN_PASSWORD, Server, temp_dir, text, tool, whoami};
 
 /// Runs `meridian <args> --data-dir <dir>`: success, stdout, stderr.
 fn meridian(args: &[&str], dir: &Path) -> (bool, String, String) {
@@ -140,47 +140,22 @@ fn slapcat_output_loads_and_its_users_log_in_with_their_ssha_passwords() {
     assert!(!exported.contains("plain secret"));
 
     let server = serve(&data);
-    let (rc, out) = tool(
+    let (rc, out) = whoami(
         &server,
-        "ldapwhoami",
-        &[
-            "-D",
-            "uid=migrated,ou=People,dc=example,dc=com",
-            "-w",
-            "imported secret",
-        ],
-        &[],
-        None,
+        "uid=migrated,ou=People,dc=example,dc=com",
+        "imported secret",
     );
     assert_eq!(rc, 0, "{out}");
     assert!(
         out.contains("dn:uid=migrated,ou=People,dc=example,dc=com"),
         "{out}"
     );
-    let (rc, out) = tool(
-        &server,
-        "ldapwhoami",
-        &[
-            "-D",
-            "uid=migrated,ou=People,dc=example,dc=com",
-            "-w",
-            "wrong",
-        ],
-        &[],
-        None,
-    );
+    let (rc, out) = whoami(&server, "uid=migrated,ou=People,dc=example,dc=com", "wrong");
     assert_eq!(rc, 49, "{out}");
-    let (rc, out) = tool(
+    let (rc, out) = whoami(
         &server,
-        "ldapwhoami",
-        &[
-            "-D",
-            "uid=plain,ou=People,dc=example,dc=com",
-            "-w",
-            "plain secret",
-        ],
-        &[],
-        None,
+        "uid=plain,ou=People,dc=example,dc=com",
+        "plain secret",
     );
     assert_eq!(rc, 0, "{out}");
     // slapd's entryUUIDs and timestamps were kept, not replaced.
@@ -541,6 +516,38 @@ fn online_import_loads_running_servers_meridian_and_slapd() {
             .filter(|l| l.starts_with("dn:"))
             .count(),
         1200
+    );
+    std::fs::remove_dir_all(work).unwrap();
+}
+
+#[test]
+fn a_stream_of_bare_add_requests_loads_too() {
+    // AddRequests without their LDAPMessage envelope, as a generator may
+    // write them: tag 0x68 first.
+    let mut bare = Vec::new();
+    let suffix: &[(&str, &[&str])] = &[("objectClass", &["domain"]), ("dc", &["example"])];
+    let account: &[(&str, &[&str])] = &[("objectClass", &["account"]), ("uid", &["bare"])];
+    let entries = [
+        ("dc=example,dc=com", suffix),
+        ("uid=bare,dc=example,dc=com", account),
+    ];
+    for (id, (dn, attrs)) in (1..).zip(entries) {
+        let mut message = Vec::new();
+        slapd::encode_add(&mut message, id, dn, attrs);
+        let (_, header, _) = meridian_ber::frame::parse_header(&message).unwrap();
+        // Skip the envelope's header and its messageID (02 01 id).
+        bare.extend_from_slice(&message[header + 3..]);
+    }
+    assert_eq!(bare[0], 0x68);
+    let work = temp_dir("bare");
+    let file = work.join("adds.ber");
+    std::fs::write(&file, &bare).unwrap();
+    let (ok, out, err) = import(&work.join("data"), &[&file], &[]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("imported 2 entries"), "{out}");
+    assert!(
+        export(&work.join("data"), &["--no-operational"])
+            .contains("dn: uid=bare,dc=example,dc=com\nobjectClass: account\nuid: bare\n")
     );
     std::fs::remove_dir_all(work).unwrap();
 }

@@ -874,6 +874,21 @@ pub fn encode_result(buf: &mut Vec<u8>, message_id: i32, op_tag: Tag, result: &L
     w.end(m);
 }
 
+/// Appends a simple BindRequest (LDAPv3) for `name` with `password`: the
+/// first request of most client sessions.
+pub fn encode_simple_bind(buf: &mut Vec<u8>, message_id: i32, name: &[u8], password: &[u8]) {
+    LdapMessage {
+        message_id,
+        op: ProtocolOp::BindRequest(BindRequest {
+            version: 3,
+            name,
+            auth: Authentication::Simple(password),
+        }),
+        controls: Seq::empty(),
+    }
+    .encode(buf);
+}
+
 /// The OID of the Notice of Disconnection (RFC 4511 section 4.4.1).
 pub const NOTICE_OF_DISCONNECTION_OID: &[u8] = b"1.3.6.1.4.1.1466.20036";
 

@@ -9,7 +9,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
 
-use meridian_ldif::{Limits, RawRecord, Splitter};
+use meridian_ldif::{Body, Limits, RawRecord, Splitter};
+use meridian_proto::{DecodeLimits, LdapMessage, ProtocolOp};
 
 /// Raw records handed to workers at a time: amortises channel costs.
 const CHUNK: usize = 256;
@@ -26,6 +27,24 @@ pub(crate) struct Origin {
 pub(crate) enum Position {
     Line(u64),
     Pdu { number: u64, offset: u64 },
+}
+
+impl Origin {
+    /// Line `line` of `input`.
+    pub(crate) fn line(input: &Arc<str>, line: u64) -> Origin {
+        Origin {
+            input: Arc::clone(input),
+            at: Position::Line(line),
+        }
+    }
+
+    /// PDU `number`, at byte `offset`, of `input`.
+    pub(crate) fn pdu(input: &Arc<str>, number: u64, offset: u64) -> Origin {
+        Origin {
+            input: Arc::clone(input),
+            at: Position::Pdu { number, offset },
+        }
+    }
 }
 
 impl std::fmt::Display for Origin {
@@ -50,6 +69,131 @@ pub(crate) enum Raw {
     },
 }
 
+/// A record as an add: its DN and its `(description, value)` pairs in
+/// input order, whichever format it came in.
+pub(crate) struct AddRecord {
+    pub(crate) origin: Origin,
+    pub(crate) dn: Vec<u8>,
+    pub(crate) values: Values,
+}
+
+/// `(description, value)` pairs, one value each, in input order.
+pub(crate) type Values = Vec<(String, Vec<u8>)>;
+
+/// A record that cannot be loaded, and why.
+#[derive(Debug)]
+pub(crate) struct Refused {
+    pub(crate) origin: Origin,
+    pub(crate) message: String,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.origin, self.message)
+    }
+}
+
+impl Raw {
+    /// The add this record asks for; `Ok(None)` for a record of comments
+    /// only. Change records other than add are refused: import loads
+    /// entries.
+    pub(crate) fn into_add(
+        self,
+        input: &Arc<str>,
+        limits: &Limits,
+    ) -> Result<Option<AddRecord>, Refused> {
+        match self {
+            Raw::Ldif(raw) => {
+                let origin = Origin::line(input, raw.line);
+                let record = match meridian_ldif::parse_record(&raw, input, limits) {
+                    Ok(None) => return Ok(None),
+                    Ok(Some(record)) => record,
+                    // A syntax error names its own line.
+                    Err(e) => {
+                        return Err(Refused {
+                            origin: Origin::line(input, e.line),
+                            message: e.message,
+                        });
+                    }
+                };
+                let attrs = match record.body {
+                    Body::Content(attrs) | Body::Add(attrs) => attrs,
+                    other => {
+                        let kind = match other {
+                            Body::Delete => "delete",
+                            Body::ModRdn { .. } => "modrdn",
+                            _ => "modify",
+                        };
+                        return Err(Refused {
+                            origin,
+                            message: format!(
+                                "a `changetype: {kind}` record: import loads entries (apply changes with ldapmodify)"
+                            ),
+                        });
+                    }
+                };
+                Ok(Some(AddRecord {
+                    origin,
+                    dn: record.dn,
+                    values: attrs
+                        .into_iter()
+                        .map(|a| (a.description, a.value))
+                        .collect(),
+                }))
+            }
+            Raw::Ber {
+                number,
+                offset,
+                pdu,
+            } => {
+                let origin = Origin::pdu(input, number, offset);
+                match ber_add(pdu, limits) {
+                    Ok((dn, values)) => Ok(Some(AddRecord { origin, dn, values })),
+                    Err(message) => Err(Refused { origin, message }),
+                }
+            }
+        }
+    }
+}
+
+/// The DN and values of an LDAPMessage holding an AddRequest, or of a
+/// bare AddRequest.
+fn ber_add(mut pdu: Vec<u8>, limits: &Limits) -> Result<(Vec<u8>, Values), String> {
+    if pdu.first() == Some(&0x68) {
+        // A bare AddRequest: give it the LDAPMessage envelope
+        // (SEQUENCE { messageID 1, protocolOp }) the decoder expects.
+        let mut message = Vec::with_capacity(pdu.len() + 9);
+        let body_len = pdu.len() + 3;
+        message.push(0x30);
+        if body_len < 0x80 {
+            message.push(body_len as u8);
+        } else {
+            message.push(0x84);
+            message.extend_from_slice(&(body_len as u32).to_be_bytes());
+        }
+        message.extend_from_slice(&[0x02, 0x01, 0x01]);
+        message.append(&mut pdu);
+        pdu = message;
+    }
+    let decode_limits = DecodeLimits {
+        max_pdu_bytes: limits.max_record_bytes.saturating_add(16),
+        ..DecodeLimits::default()
+    };
+    let message = LdapMessage::decode(&pdu, &decode_limits).map_err(|e| format!("bad PDU: {e}"))?;
+    let ProtocolOp::AddRequest(add) = message.op else {
+        return Err("not an AddRequest: import loads entries".into());
+    };
+    let mut values = Vec::new();
+    for attribute in add.attributes.iter() {
+        let description = String::from_utf8(attribute.ty.to_vec())
+            .map_err(|_| "an attribute description that is not UTF-8".to_owned())?;
+        for value in attribute.values.iter() {
+            values.push((description.clone(), value.to_vec()));
+        }
+    }
+    Ok((add.dn.to_vec(), values))
+}
+
 /// What a reader thread sends: records, or the error that ended its input.
 pub(crate) enum Chunk {
     Records { input: Arc<str>, records: Vec<Raw> },
@@ -62,13 +206,11 @@ pub(crate) enum Chunk {
 pub(crate) fn read_input(path: &Path, limits: Limits, out: &SyncSender<Chunk>) {
     let name: Arc<str> = path.display().to_string().into();
     let fail = |at: Position, message: String| {
-        let _ = out.send(Chunk::Failed {
-            origin: Origin {
-                input: Arc::clone(&name),
-                at,
-            },
-            message,
-        });
+        let origin = Origin {
+            input: Arc::clone(&name),
+            at,
+        };
+        let _ = out.send(Chunk::Failed { origin, message });
     };
     let reader: Box<dyn Read + Send> = if path.as_os_str() == "-" {
         Box::new(std::io::stdin())

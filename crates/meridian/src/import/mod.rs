@@ -30,8 +30,8 @@ use meridian_store::keys::dn_key;
 use meridian_store::{Command, Outcome, Store, StoreError};
 
 use crate::setup::{CommonArgs, Setup};
-use input::{Chunk, Origin};
-use parse::{Checker, Parsed, Refused};
+use input::{Chunk, Origin, Refused};
+use parse::{Checker, Parsed};
 use progress::Progress;
 
 /// Flags of `meridian import`.

@@ -20,14 +20,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use meridian_ldif::{Body, Limits, parse_record};
+use meridian_ldif::Limits;
 use meridian_proto::{
-    AddRequest, Authentication, BindRequest, DecodeLimits, LdapMessage, PartialAttribute,
-    ProtocolOp, ResultCode, Seq,
+    AddRequest, DecodeLimits, LdapMessage, PartialAttribute, ProtocolOp, ResultCode, Seq,
 };
 
-use super::input::{self, Chunk, Origin, Position, Raw};
-use super::parse::Refused;
+use super::input::{self, Chunk, Origin, Raw, Refused};
 use super::progress::Progress;
 
 /// Where and how to connect.
@@ -183,16 +181,7 @@ fn bind(
     password: &str,
 ) -> anyhow::Result<()> {
     let mut out = Vec::new();
-    LdapMessage {
-        message_id: 1,
-        op: ProtocolOp::BindRequest(BindRequest {
-            version: 3,
-            name: dn.as_bytes(),
-            auth: Authentication::Simple(password.as_bytes()),
-        }),
-        controls: Seq::empty(),
-    }
-    .encode(&mut out);
+    meridian_proto::message::encode_simple_bind(&mut out, 1, dn.as_bytes(), password.as_bytes());
     stream.write_all(&out)?;
     let pdu = reader
         .next_pdu()?
@@ -386,83 +375,27 @@ impl Sender<'_> {
     }
 }
 
-/// A raw record as an add; `None` for comments only.
+/// A raw record as an add, values grouped by description in first-seen
+/// order; `None` for comments only.
 fn to_add(input: &Arc<str>, raw: Raw, limits: &Limits) -> Result<Option<Add>, Refused> {
-    match raw {
-        Raw::Ldif(raw) => {
-            let mut origin = Origin {
-                input: Arc::clone(input),
-                at: Position::Line(raw.line),
-            };
-            let record = match parse_record(&raw, input, limits) {
-                Ok(None) => return Ok(None),
-                Ok(Some(record)) => record,
-                Err(e) => {
-                    origin.at = Position::Line(e.line);
-                    return Err(Refused {
-                        origin,
-                        message: e.message,
-                    });
-                }
-            };
-            let attrs = match record.body {
-                Body::Content(attrs) | Body::Add(attrs) => attrs,
-                _ => {
-                    return Err(Refused {
-                        origin,
-                        message: "a change record other than add: import loads entries".into(),
-                    });
-                }
-            };
-            // Values of one description together, in first-seen order.
-            let mut attributes: Vec<(Vec<u8>, Vec<Vec<u8>>)> = Vec::new();
-            for a in attrs {
-                match attributes
-                    .iter_mut()
-                    .find(|(d, _)| d.eq_ignore_ascii_case(a.description.as_bytes()))
-                {
-                    Some((_, values)) => values.push(a.value),
-                    None => attributes.push((a.description.into_bytes(), vec![a.value])),
-                }
-            }
-            Ok(Some(Add {
-                origin,
-                dn: record.dn,
-                attributes,
-            }))
-        }
-        Raw::Ber {
-            number,
-            offset,
-            pdu,
-        } => {
-            let origin = Origin {
-                input: Arc::clone(input),
-                at: Position::Pdu { number, offset },
-            };
-            let decoded = LdapMessage::decode(&pdu, &DecodeLimits::default());
-            let Ok(LdapMessage {
-                op: ProtocolOp::AddRequest(add),
-                ..
-            }) = decoded
-            else {
-                return Err(Refused {
-                    origin,
-                    message: "not an LDAPMessage holding an AddRequest".into(),
-                });
-            };
-            let attributes = add
-                .attributes
-                .iter()
-                .map(|a| (a.ty.to_vec(), a.values.iter().map(<[u8]>::to_vec).collect()))
-                .collect();
-            Ok(Some(Add {
-                origin,
-                dn: add.dn.to_vec(),
-                attributes,
-            }))
+    let Some(record) = raw.into_add(input, limits)? else {
+        return Ok(None);
+    };
+    let mut attributes: Vec<(Vec<u8>, Vec<Vec<u8>>)> = Vec::new();
+    for (description, value) in record.values {
+        match attributes
+            .iter_mut()
+            .find(|(d, _)| d.eq_ignore_ascii_case(description.as_bytes()))
+        {
+            Some((_, values)) => values.push(value),
+            None => attributes.push((description.into_bytes(), vec![value])),
         }
     }
+    Ok(Some(Add {
+        origin: record.origin,
+        dn: record.dn,
+        attributes,
+    }))
 }
 
 struct ResponseReader {

@@ -165,6 +165,12 @@ pub fn ldap_tool(tool: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {tool} (install ldap-utils): {e}"))
 }
 
+/// `ldapwhoami` bound as `dn` with `password`: its exit code and output
+/// (`dn:...` on success, 49 for invalidCredentials).
+pub fn whoami(server: &Server, dn: &str, password: &str) -> (i32, String) {
+    tool(server, "ldapwhoami", &["-D", dn, "-w", password], &[], None)
+}
+
 /// Runs an OpenLDAP client tool against `server` (`-x -H url`, then
 /// `bind`, then `extra`), feeding it `stdin`: the exit code and all it
 /// printed.

@@ -1,0 +1,20 @@
+//! A deterministic random source for tests (included with `#[path]`), so
+//! a failing seeded input reproduces from its seed.
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+/// xorshift64*.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform-ish in `0..n` (`0` when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
