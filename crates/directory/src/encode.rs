@@ -28,14 +28,28 @@ pub fn encode_entry(
     visible: impl Fn(&meridian_model::entry::Attribute) -> bool,
     computed: &[(&str, Vec<Vec<u8>>)],
 ) {
+    let mut w = Writer::new(buf);
+    let msg = w.start(Tag::SEQUENCE);
+    w.integer(Tag::INTEGER, i64::from(message_id));
+    encode_entry_op(&mut w, entry, projection, visible, computed);
+    w.end(msg);
+}
+
+/// The SearchResultEntry protocolOp alone ([APPLICATION 4], no message
+/// envelope): what [`encode_entry`] puts in a message, and the value of
+/// the pre-read and post-read response controls (RFC 4527).
+pub fn encode_entry_op(
+    w: &mut Writer<'_>,
+    entry: &Entry,
+    projection: Projection<'_>,
+    visible: impl Fn(&meridian_model::entry::Attribute) -> bool,
+    computed: &[(&str, Vec<Vec<u8>>)],
+) {
     let Projection {
         selection,
         types_only,
         schema,
     } = projection;
-    let mut w = Writer::new(buf);
-    let msg = w.start(Tag::SEQUENCE);
-    w.integer(Tag::INTEGER, i64::from(message_id));
     let op = w.start(tags::SEARCH_RESULT_ENTRY);
     w.octets(Tag::OCTET_STRING, entry.dn.original().as_bytes());
     let attrs = w.start(Tag::SEQUENCE);
@@ -57,19 +71,14 @@ pub fn encode_entry(
         .filter(|a| selection.wants(a, schema) && visible(a))
     {
         put(
-            &mut w,
+            w,
             attribute.name.as_bytes(),
             &mut attribute.values.iter().map(Vec::as_slice),
         );
     }
     for (name, values) in computed {
-        put(
-            &mut w,
-            name.as_bytes(),
-            &mut values.iter().map(Vec::as_slice),
-        );
+        put(w, name.as_bytes(), &mut values.iter().map(Vec::as_slice));
     }
     w.end(attrs);
     w.end(op);
-    w.end(msg);
 }

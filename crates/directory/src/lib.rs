@@ -34,7 +34,7 @@ use meridian_store::{Command, Store, StoreError};
 
 use crate::access::{AccessRules, FilterAttrs, Level};
 use crate::clock::{Clock, generalized_time};
-use crate::encode::{Projection, encode_entry};
+use crate::encode::{Projection, encode_entry, encode_entry_op};
 use crate::ids::{CsnSource, uuid_v4};
 
 /// A password change checked by [`Directory::prepare_password_modify`];
@@ -515,6 +515,62 @@ impl Directory {
             .is_ok_and(|d| Some(d.attr) == self.user_password)
     }
 
+    /// Whether `who` (not the administrator) may read `attr` of the entry
+    /// at `dn`: never userPassword, otherwise as the rules say.
+    fn may_read_attribute(
+        &self,
+        who: &Identity,
+        dn: &Dn,
+        attr: AttrId,
+        groups: &Memberships,
+    ) -> bool {
+        Some(attr) != self.user_password
+            && self.access_level(who, dn, Some(attr), groups) >= Level::Read
+    }
+
+    /// Whether `who` may read the entry at `dn` at all: what the
+    /// pre-read and post-read controls (RFC 4527) ask before the update.
+    pub fn may_read(&self, who: &Identity, dn: &[u8]) -> bool {
+        if matches!(who, Identity::Admin(_)) {
+            return true;
+        }
+        match self.dn(dn) {
+            Ok(dn) => self.access_level(who, &dn, None, &Memberships::default()) >= Level::Read,
+            Err(_) => false,
+        }
+    }
+
+    /// The value of a pre-read or post-read response control (RFC 4527):
+    /// `entry` as a SearchResultEntry with the attributes `attributes`
+    /// selects (as a search's attribute list would) that `who` may read.
+    pub fn read_entry_value<'a>(
+        &self,
+        who: &Identity,
+        entry: &Entry,
+        attributes: impl Iterator<Item = &'a [u8]>,
+    ) -> Vec<u8> {
+        let selection = Selection::parse(attributes, &self.schema);
+        let projection = Projection {
+            selection: &selection,
+            types_only: false,
+            schema: &self.schema,
+        };
+        let admin = matches!(who, Identity::Admin(_));
+        let groups = Memberships::default();
+        let visible = |a: &meridian_model::entry::Attribute| {
+            admin || self.may_read_attribute(who, &entry.dn, a.desc.attr, &groups)
+        };
+        let mut value = Vec::new();
+        encode_entry_op(
+            &mut meridian_ber::Writer::new(&mut value),
+            entry,
+            projection,
+            visible,
+            &[],
+        );
+        value
+    }
+
     /// Timestamps, CSN and names for a write by `who`.
     fn stamp(&self, who: &Identity) -> (String, String, String) {
         let (seconds, micros) = generalized_time(self.clock.now());
@@ -828,6 +884,11 @@ impl Directory {
                 assertion,
                 command: Box::new(self.hash_passwords(*command)?),
             }),
+            Command::ReadBack { pre, post, command } => Ok(Command::ReadBack {
+                pre,
+                post,
+                command: Box::new(self.hash_passwords(*command)?),
+            }),
             other => Ok(other),
         }
     }
@@ -908,7 +969,9 @@ impl Directory {
                     && is_password(&c.attr)
                     && c.values.iter().any(|v| !password::is_hashed(v))
             }),
-            Command::Guarded { command, .. } => self.needs_hashing(command),
+            Command::Guarded { command, .. } | Command::ReadBack { command, .. } => {
+                self.needs_hashing(command)
+            }
             _ => false,
         }
     }
@@ -1199,10 +1262,7 @@ impl Directory {
                     ));
                 }
                 let visible = |a: &meridian_model::entry::Attribute| {
-                    admin
-                        || (Some(a.desc.attr) != self.user_password
-                            && self.access_level(who, &entry.dn, Some(a.desc.attr), groups)
-                                >= Level::Read)
+                    admin || self.may_read_attribute(who, &entry.dn, a.desc.attr, groups)
                 };
                 encode_entry(buf, message_id, entry, projection, visible, &computed);
                 sent += 1;

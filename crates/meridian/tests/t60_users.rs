@@ -413,3 +413,141 @@ fn the_size_limit_bounds_a_whole_paged_search() {
     assert_eq!(people(&admin, &["-E", "pr=2/noprompt"]), (0, 13));
     assert_eq!(people(&admin, &[]), (0, 13));
 }
+
+/// The LDIF blocks ldapmodify prints for pre-read and post-read response
+/// controls (`# ==> preread` ... `# <== preread`), joined.
+fn read_back(out: &str, which: &str) -> String {
+    let start = format!("# ==> {which}\n");
+    let end = format!("# <== {which}");
+    out.split(&start)
+        .skip(1)
+        .filter_map(|rest| rest.split(&end).next())
+        .collect()
+}
+
+#[test]
+fn pre_and_post_read_controls_show_the_entry_around_the_update() {
+    let server = Server::start("");
+    let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let ldif = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
+         dn: uid=carol,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: carol\ncn: Carol\nsn: C\n\
+         description: before\nuserPassword: secret\n";
+    let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(ldif));
+    assert_eq!(rc, 0, "{out}");
+
+    // Add with post-read: the stored entry, operational attributes too.
+    let (rc, out) = tool(
+        &server,
+        "ldapadd",
+        &admin,
+        &["-e", "postread=cn,entryUUID"],
+        Some("dn: uid=dave,dc=example,dc=com\nobjectClass: account\nuid: dave\n"),
+    );
+    assert_eq!(rc, 0, "{out}");
+    let post = read_back(&out, "postread");
+    assert!(
+        post.contains("dn: uid=dave,dc=example,dc=com\n") && post.contains("entryUUID: "),
+        "{out}"
+    );
+
+    // Modify with both: the value before and after, read atomically.
+    let change = "dn: uid=carol,dc=example,dc=com\nchangetype: modify\nreplace: description\ndescription: after\n";
+    let (rc, out) = tool(
+        &server,
+        "ldapmodify",
+        &admin,
+        &["-e", "preread=description", "-e", "postread=description"],
+        Some(change),
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(
+        read_back(&out, "preread"),
+        "dn: uid=carol,dc=example,dc=com\ndescription: before\n"
+    );
+    assert_eq!(
+        read_back(&out, "postread"),
+        "dn: uid=carol,dc=example,dc=com\ndescription: after\n"
+    );
+
+    // Rename with post-read: the entry under its new name.
+    let rename =
+        "dn: uid=dave,dc=example,dc=com\nchangetype: modrdn\nnewrdn: uid=david\ndeleteoldrdn: 1\n";
+    let (rc, out) = tool(
+        &server,
+        "ldapmodify",
+        &admin,
+        &["-e", "postread=uid"],
+        Some(rename),
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(
+        read_back(&out, "postread"),
+        "dn: uid=david,dc=example,dc=com\nuid: david\n"
+    );
+
+    // A user reading back its own password change sees no userPassword:
+    // it is returned to the administrator only.
+    let carol = ["-D", "uid=carol,dc=example,dc=com", "-w", "secret"];
+    let change = "dn: uid=carol,dc=example,dc=com\nchangetype: modify\nreplace: userPassword\nuserPassword: newsecret\n";
+    let (rc, out) = tool(
+        &server,
+        "ldapmodify",
+        &carol,
+        &["-e", "postread=*"],
+        Some(change),
+    );
+    assert_eq!(rc, 0, "{out}");
+    let post = read_back(&out, "postread");
+    assert!(
+        post.contains("uid: carol") && !post.to_lowercase().contains("userpassword"),
+        "{out}"
+    );
+
+    // Not applicable: refused when critical, ignored when not.
+    let delete = "dn: uid=david,dc=example,dc=com\nchangetype: delete\n";
+    let (rc, out) = tool(
+        &server,
+        "ldapmodify",
+        &admin,
+        &["-e", "!postread"],
+        Some(delete),
+    );
+    assert_eq!(rc, 12, "{out}");
+    assert!(out.contains("does not apply to delete"), "{out}");
+    let (rc, out) = tool(
+        &server,
+        "ldapmodify",
+        &admin,
+        &["-e", "preread=uid", "-e", "postread"],
+        Some(delete),
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(
+        read_back(&out, "preread"),
+        "dn: uid=david,dc=example,dc=com\nuid: david\n"
+    );
+    assert_eq!(read_back(&out, "postread"), "");
+    // A failed update returns no control.
+    let (rc, out) = tool(
+        &server,
+        "ldapmodify",
+        &admin,
+        &["-e", "preread=uid"],
+        Some(delete),
+    );
+    assert_eq!(rc, 32, "{out}");
+    assert_eq!(read_back(&out, "preread"), "");
+
+    // Listed in the root DSE.
+    let (_, out) = tool(
+        &server,
+        "ldapsearch",
+        &[],
+        &["-LLL", "-s", "base", "-b", "", "supportedControl"],
+        None,
+    );
+    assert!(
+        out.contains("1.3.6.1.1.13.1") && out.contains("1.3.6.1.1.13.2"),
+        "{out}"
+    );
+}

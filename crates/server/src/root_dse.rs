@@ -35,6 +35,8 @@ impl PublishedEntries {
         control_oid::ASSERTION,
         control_oid::SUBTREE_DELETE,
         control_oid::PERMISSIVE_MODIFY,
+        control_oid::PRE_READ,
+        control_oid::POST_READ,
     ];
     /// The extended operations served.
     pub(crate) const SUPPORTED_EXTENSIONS: &'static [&'static [u8]] =

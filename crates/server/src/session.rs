@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use meridian_directory::{Directory, Identity, Outcome, PageRequest, SearchCursor, Step};
 use meridian_model::dn::Dn;
-use meridian_proto::controls::{PagedResults, QueueLength, decode_assertion, oid as control_oid};
+use meridian_proto::controls::{
+    PagedResults, QueueLength, decode_assertion, decode_read_entry_request, oid as control_oid,
+};
 use meridian_proto::extended::{
     PasswordModifyRequest, encode_password_modify_response, oid as extended_oid,
 };
@@ -203,6 +205,18 @@ impl Session {
                 }),
             (other, _, _) => other,
         };
+        let read_back = match read_back_request(msg, op, &self.identity, &ctx.directory) {
+            Ok(read_back) => read_back,
+            Err((code, message)) => return reply.result(op_dn(op), code, message.as_bytes()),
+        };
+        let prepared = prepared.map(|command| match &read_back {
+            Some(r) => meridian_store::Command::ReadBack {
+                pre: r.pre.is_some(),
+                post: r.post.is_some(),
+                command: Box::new(command),
+            },
+            None => command,
+        });
         match prepared {
             Err(outcome) => reply.outcome(op_dn(op), &outcome),
             Ok(command) => {
@@ -219,6 +233,7 @@ impl Session {
                     op_name: op.name(),
                     dn: op_dn(op).to_vec(),
                     identity: self.identity.clone(),
+                    read_back,
                     started,
                 };
                 // In order, through the connection's write sequencer.
@@ -815,7 +830,83 @@ struct SpawnedWrite {
     dn: Vec<u8>,
     /// Who asked: a noSuchObject's matchedDN is cut to what they may see.
     identity: Identity,
+    /// The pre-read and post-read controls asked for, if any.
+    read_back: Option<ReadBackRequest>,
     started: Instant,
+}
+
+/// The attribute selections of the pre-read and post-read controls
+/// (RFC 4527) of one update; `None` for a control not asked for (or not
+/// critical and not applicable).
+#[derive(Debug, Default)]
+struct ReadBackRequest {
+    pre: Option<Vec<Vec<u8>>>,
+    post: Option<Vec<Vec<u8>>>,
+}
+
+/// Decodes the pre-read and post-read controls of `msg`. A control that
+/// does not apply to the operation (pre-read on an add, post-read on a
+/// delete) or asks for an entry the caller may not read is ignored when
+/// not critical (RFC 4511 section 4.1.11), and refuses the operation when
+/// critical: unavailableCriticalExtension, or insufficientAccessRights.
+fn read_back_request(
+    msg: &LdapMessage<'_>,
+    op: &ProtocolOp<'_>,
+    who: &Identity,
+    directory: &Directory,
+) -> Result<Option<ReadBackRequest>, (ResultCode, String)> {
+    let mut request = ReadBackRequest::default();
+    for control in msg.controls.iter() {
+        let (slot, name, applies) = if control.oid == control_oid::PRE_READ {
+            let applies = matches!(
+                op,
+                ProtocolOp::DelRequest(_)
+                    | ProtocolOp::ModifyRequest(_)
+                    | ProtocolOp::ModifyDnRequest(_)
+            );
+            (&mut request.pre, "pre-read", applies)
+        } else if control.oid == control_oid::POST_READ {
+            let applies = matches!(
+                op,
+                ProtocolOp::AddRequest(_)
+                    | ProtocolOp::ModifyRequest(_)
+                    | ProtocolOp::ModifyDnRequest(_)
+            );
+            (&mut request.post, "post-read", applies)
+        } else {
+            continue;
+        };
+        let attributes = decode_read_entry_request(control.value, meridian_proto::Depth::new(4))
+            .map_err(|e| {
+                (
+                    ResultCode::PROTOCOL_ERROR,
+                    format!("{name} control: {e}; the value is a SEQUENCE OF attribute names"),
+                )
+            })?;
+        if !applies {
+            if control.critical {
+                return Err((
+                    ResultCode::UNAVAILABLE_CRITICAL_EXTENSION,
+                    format!(
+                        "the {name} control does not apply to {} (pre-read: delete, modify, modify DN; post-read: add, modify, modify DN)",
+                        op_description(op)
+                    ),
+                ));
+            }
+            continue;
+        }
+        if !directory.may_read(who, op_dn(op)) {
+            if control.critical {
+                return Err((
+                    ResultCode::INSUFFICIENT_ACCESS_RIGHTS,
+                    format!("the {name} control needs read access to the entry"),
+                ));
+            }
+            continue;
+        }
+        *slot = Some(attributes.iter().map(<[u8]>::to_vec).collect());
+    }
+    Ok((request.pre.is_some() || request.post.is_some()).then_some(request))
 }
 
 /// A connection's writes, taken in the order they were read: password
@@ -850,11 +941,14 @@ async fn sequence_writes(
         match write.directory.submit(command).await {
             Ok(submitted) => {
                 tokio::spawn(async move {
-                    let outcome = match submitted.wait().await {
-                        Ok(_) => Outcome::success(),
-                        Err(e) => e.into(),
-                    };
-                    write.respond(outcome);
+                    match submitted.wait().await {
+                        Ok(meridian_store::Outcome::ReadBack { pre, post, .. }) => {
+                            let controls = write.read_back_controls(pre, post);
+                            write.respond_with(Outcome::success(), &controls);
+                        }
+                        Ok(_) => write.respond(Outcome::success()),
+                        Err(e) => write.respond(e.into()),
+                    }
                 });
             }
             Err(outcome) => write.respond(outcome),
@@ -865,6 +959,38 @@ async fn sequence_writes(
 impl SpawnedWrite {
     /// Sends the write's response and logs it.
     fn respond(self, outcome: Outcome) {
+        self.respond_with(outcome, &[]);
+    }
+
+    /// The pre-read and post-read response controls: `(OID, value)`.
+    fn read_back_controls(
+        &self,
+        pre: Option<Box<meridian_model::entry::Entry>>,
+        post: Option<Box<meridian_model::entry::Entry>>,
+    ) -> Vec<(&'static [u8], Vec<u8>)> {
+        let Some(request) = &self.read_back else {
+            return Vec::new();
+        };
+        let mut controls = Vec::new();
+        for (oid, wanted, entry) in [
+            (control_oid::PRE_READ, &request.pre, pre),
+            (control_oid::POST_READ, &request.post, post),
+        ] {
+            if let (Some(attributes), Some(entry)) = (wanted, entry) {
+                let value = self.directory.read_entry_value(
+                    &self.identity,
+                    &entry,
+                    attributes.iter().map(Vec::as_slice),
+                );
+                controls.push((oid, value));
+            }
+        }
+        controls
+    }
+
+    /// Sends the write's response, with `controls` (`(OID, value)`), and
+    /// logs it.
+    fn respond_with(self, outcome: Outcome, controls: &[(&'static [u8], Vec<u8>)]) {
         let outcome = self.directory.disclose(&self.identity, outcome);
         let mut batch = Batch::default();
         let result = LdapResult {
@@ -873,7 +999,23 @@ impl SpawnedWrite {
             message: outcome.message.as_bytes(),
             referral: None,
         };
-        encode_result(&mut batch.bytes, self.id, self.tag, &result);
+        let controls: Vec<Control<'_>> = controls
+            .iter()
+            .map(|(oid, value)| Control {
+                oid,
+                critical: false,
+                value: Some(value),
+            })
+            .collect();
+        match result_op(self.tag, result) {
+            Some(op) if !controls.is_empty() => LdapMessage {
+                message_id: self.id,
+                op,
+                controls: meridian_proto::Seq::from_items(&controls),
+            }
+            .encode(&mut batch.bytes),
+            _ => encode_result(&mut batch.bytes, self.id, self.tag, &result),
+        }
         batch.completed = 1;
         self.outbound.push(&mut batch);
         if self.access_log {
@@ -888,6 +1030,17 @@ impl SpawnedWrite {
             );
         }
     }
+}
+
+/// The response protocolOp of an update with `tag`, holding `result`.
+fn result_op(tag: Tag, result: LdapResult<'_>) -> Option<ProtocolOp<'_>> {
+    Some(match tag {
+        t if t == tags::ADD_RESPONSE => ProtocolOp::AddResponse(result),
+        t if t == tags::DEL_RESPONSE => ProtocolOp::DelResponse(result),
+        t if t == tags::MODIFY_RESPONSE => ProtocolOp::ModifyResponse(result),
+        t if t == tags::MODIFY_DN_RESPONSE => ProtocolOp::ModifyDnResponse(result),
+        _ => return None,
+    })
 }
 
 /// The response tag for a request, `None` for requests without one.
@@ -970,8 +1123,12 @@ fn check_controls(msg: &LdapMessage<'_>) -> Result<u64, (ResultCode, String)> {
                     "the subtree delete control takes no value".to_owned(),
                 ));
             }
-        } else if control.oid == control_oid::PAGED_RESULTS {
-            // Decoded and served by search.
+        } else if control.oid == control_oid::PAGED_RESULTS
+            || control.oid == control_oid::PRE_READ
+            || control.oid == control_oid::POST_READ
+        {
+            // Decoded and served by search (paged results) and by the
+            // updates (pre-read, post-read: see `read_back_request`).
         } else if control.oid == control_oid::PERMISSIVE_MODIFY {
             // Served by modify (see `handle`); it takes no value.
             if control.value.is_some() {

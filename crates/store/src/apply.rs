@@ -100,6 +100,7 @@ pub(crate) fn apply(
             entries,
             prechecked,
         } => add_many(txn, ctx, entries, *prechecked),
+        Command::ReadBack { pre, post, command } => read_back(txn, ctx, *pre, *post, command),
         Command::SetLoadState(state) => {
             match state {
                 Some(what) => ctx.dbs.meta.put(txn, LOAD_INCOMPLETE, what.as_bytes())?,
@@ -110,6 +111,54 @@ pub(crate) fn apply(
             Ok(Outcome::LoadStateSet)
         }
     }
+}
+
+/// The entry a command writes, by DN (`None` for commands without one).
+fn target_dn(command: &Command) -> Option<&Dn> {
+    match command {
+        Command::Add { entry } => Some(&entry.dn),
+        Command::Delete { dn }
+        | Command::DeleteSubtree { dn }
+        | Command::Modify { dn, .. }
+        | Command::ModifyDn { dn, .. } => Some(dn),
+        Command::Guarded { command, .. } | Command::ReadBack { command, .. } => target_dn(command),
+        Command::RebuildIndexes | Command::AddMany { .. } | Command::SetLoadState(_) => None,
+    }
+}
+
+/// Applies `command` with its target read before and/or after, in this
+/// transaction. The entry keeps its ID through a rename, so "after" is
+/// found by the ID "before" had (or the one an add chose).
+fn read_back(
+    txn: &mut RwTxn<'_>,
+    ctx: &Context<'_>,
+    pre: bool,
+    post: bool,
+    command: &Command,
+) -> Result<Outcome, StoreError> {
+    let id = match target_dn(command) {
+        Some(dn) => lookup(txn, ctx.dbs, dn)?,
+        None => None,
+    };
+    let before = match (pre, id) {
+        (true, Some(id)) => Some(Box::new(ctx.load(txn, id)?)),
+        _ => None,
+    };
+    let outcome = apply(txn, ctx, command)?;
+    let id = match outcome {
+        Outcome::Added(added) => Some(added),
+        Outcome::Deleted | Outcome::DeletedSubtree(_) => None,
+        _ => id,
+    };
+    let after = match (post, id) {
+        (true, Some(id)) => Some(Box::new(ctx.load(txn, id)?)),
+        _ => None,
+    };
+    Ok(Outcome::ReadBack {
+        outcome: Box::new(outcome),
+        pre: before,
+        post: after,
+    })
 }
 
 /// `add` for each entry. `add` refuses before it writes, so a refusal
@@ -151,16 +200,17 @@ fn guard(
     let compiled = meridian_model::filter::CompiledFilter::compile(&filter, ctx.schema);
     let target = match command {
         Command::Add { entry } => Some(entry.clone()),
-        Command::Delete { dn }
-        | Command::DeleteSubtree { dn }
-        | Command::Modify { dn, .. }
-        | Command::ModifyDn { dn, .. } => match lookup(txn, ctx.dbs, dn)? {
-            Some(id) => Some(ctx.load(txn, id)?),
-            None => return Err(no_such(txn, ctx.dbs, dn)),
-        },
-        Command::Guarded { command, .. } => return guard(txn, ctx, assertion, command),
+        Command::Guarded { command, .. } | Command::ReadBack { command, .. } => {
+            return guard(txn, ctx, assertion, command);
+        }
         // No single target entry: the assertion does not apply.
-        Command::RebuildIndexes | Command::AddMany { .. } | Command::SetLoadState(_) => None,
+        other => match target_dn(other) {
+            Some(dn) => match lookup(txn, ctx.dbs, dn)? {
+                Some(id) => Some(ctx.load(txn, id)?),
+                None => return Err(no_such(txn, ctx.dbs, dn)),
+            },
+            None => None,
+        },
     };
     match target {
         Some(entry) if compiled.matches(&entry, ctx.schema) => Ok(()),

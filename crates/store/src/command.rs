@@ -85,6 +85,17 @@ pub enum Command {
         /// thread every load goes through, skips the check.
         prechecked: bool,
     },
+    /// Run `command` and read its target entry in the same transaction:
+    /// as it was before (`pre`) and as it is after (`post`): the pre-read
+    /// and post-read controls (RFC 4527), atomic with the update.
+    ReadBack {
+        /// Read the entry before the update.
+        pre: bool,
+        /// Read the entry after the update.
+        post: bool,
+        /// The update.
+        command: Box<Command>,
+    },
     /// Mark the database as holding a load in progress (`Some(what)`,
     /// a description for the operator) or a complete one (`None`). A
     /// server refuses to serve a database marked incomplete.
@@ -116,4 +127,14 @@ pub enum Outcome {
     },
     /// The load state was set.
     LoadStateSet,
+    /// Of a [`Command::ReadBack`]: the update's outcome and the entry
+    /// before and after it, as asked (`None` where there was none).
+    ReadBack {
+        /// What the update did.
+        outcome: Box<Outcome>,
+        /// The entry before the update.
+        pre: Option<Box<Entry>>,
+        /// The entry after the update.
+        post: Option<Box<Entry>>,
+    },
 }
