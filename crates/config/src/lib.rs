@@ -204,6 +204,11 @@ pub struct DirectoryConfig {
     pub size_limit: usize,
     /// Longest a search by anyone but the administrator runs, in seconds.
     pub time_limit_secs: u64,
+    /// Who may act as another user with the proxied authorization control
+    /// (RFC 4370), besides the administrator: `dn:DN` or `group:DN`
+    /// (members by `member`/`uniqueMember`). Nobody may assume the
+    /// administrator this way.
+    pub proxy_authorizers: Vec<String>,
 }
 
 /// `[log]`.
@@ -250,6 +255,7 @@ impl Default for DirectoryConfig {
             // slapd's defaults.
             size_limit: 500,
             time_limit_secs: 3600,
+            proxy_authorizers: Vec::new(),
         }
     }
 }
@@ -341,6 +347,20 @@ impl Config {
                 }
                 Ok(_) => {}
                 Err(e) => return invalid(key, format!("{dn:?} is not a valid DN: {e}")),
+            }
+        }
+        for (i, who) in d.proxy_authorizers.iter().enumerate() {
+            let dn = who
+                .strip_prefix("dn:")
+                .or_else(|| who.strip_prefix("group:"));
+            let valid = dn.is_some_and(|dn| {
+                meridian_proto::dn::Dn::parse(dn).is_ok_and(|parsed| !parsed.is_root())
+            });
+            if !valid {
+                return Err(ConfigError::Invalid {
+                    key: "directory.proxy_authorizers",
+                    reason: format!("entry {i}, {who:?}: expected dn:DN or group:DN"),
+                });
             }
         }
         if d.data_dir.as_os_str().is_empty() {

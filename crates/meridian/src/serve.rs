@@ -100,6 +100,9 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         if let Some(access) = access {
             directory = directory.with_access(access);
         }
+        let directory = directory
+            .with_proxy_authorizers(&config.directory.proxy_authorizers)
+            .map_err(anyhow::Error::msg)?;
         let directory = Arc::new(directory);
         let server = Server::bind(config, admin, directory).await?;
         let addr = server.local_addr()?;

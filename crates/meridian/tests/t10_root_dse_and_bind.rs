@@ -226,6 +226,14 @@ fn an_invalid_config_is_refused_with_the_key_and_reason() {
             "[[access]]\nto = \"subtree:ou=People\"\nattrs = [\"nosuch\"]\nby = []\n",
             "access[0].attrs",
         ),
+        (
+            "[directory]\nproxy_authorizers = [\"cn=app\"]\n",
+            "directory.proxy_authorizers",
+        ),
+        (
+            "[directory]\nproxy_authorizers = [\"dn:nosuchattr=x\"]\n",
+            "directory.proxy_authorizers",
+        ),
     ] {
         std::fs::write(&config, toml).unwrap();
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))

@@ -551,3 +551,120 @@ fn pre_and_post_read_controls_show_the_entry_around_the_update() {
         "{out}"
     );
 }
+
+#[test]
+fn proxied_authorization_runs_an_operation_as_another_user() {
+    let server = Server::start(
+        r#"
+[directory]
+proxy_authorizers = ["dn:uid=app,dc=example,dc=com"]
+
+[[access]]
+to = "*"
+attrs = ["userPassword"]
+by = [ { who = "self", grant = "write" }, { who = "anonymous", grant = "auth" } ]
+
+[[access]]
+to = "subtree:ou=Secret,dc=example,dc=com"
+by = [ { who = "dn:uid=alice,dc=example,dc=com", grant = "write" } ]
+
+[[access]]
+to = "*"
+by = [ { who = "users", grant = "read" } ]
+"#,
+    );
+    let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let ldif = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
+         dn: ou=Secret,dc=example,dc=com\nobjectClass: organizationalUnit\nou: Secret\ndescription: hidden\n\n\
+         dn: uid=alice,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: alice\nuserPassword: a\n\n\
+         dn: uid=app,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: app\nuserPassword: app\n\n\
+         dn: uid=eve,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: eve\nuserPassword: eve\n";
+    let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(ldif));
+    assert_eq!(rc, 0, "{out}");
+    let app = ["-D", "uid=app,dc=example,dc=com", "-w", "app"];
+    let as_alice = "!authzid=dn:uid=alice,dc=example,dc=com";
+    let secret = [
+        "-LLL",
+        "-b",
+        "ou=Secret,dc=example,dc=com",
+        "-s",
+        "base",
+        "description",
+    ];
+
+    // On its own, app may not see ou=Secret; acting as alice, it may.
+    let (rc, out) = tool(&server, "ldapsearch", &app, &secret, None);
+    assert_eq!(rc, 32, "{out}");
+    let mut proxied = vec!["-e", as_alice];
+    proxied.extend_from_slice(&secret);
+    let (rc, out) = tool(&server, "ldapsearch", &app, &proxied, None);
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("description: hidden"), "{out}");
+    // Writes too, with alice's rights; WhoAmI answers alice.
+    let change = "dn: ou=Secret,dc=example,dc=com\nchangetype: modify\nreplace: description\ndescription: by alice\n";
+    // (app may not even see it: noSuchObject, not insufficientAccessRights)
+    let (rc, out) = tool(&server, "ldapmodify", &app, &[], Some(change));
+    assert_eq!(rc, 32, "{out}");
+    let (rc, out) = tool(&server, "ldapmodify", &app, &["-e", as_alice], Some(change));
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = tool(&server, "ldapwhoami", &app, &["-e", as_alice], None);
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("dn:uid=alice,dc=example,dc=com"), "{out}");
+    // The proxy lasts one operation: the next is app's again.
+    let (rc, out) = tool(&server, "ldapwhoami", &app, &[], None);
+    assert!(
+        rc == 0 && out.contains("dn:uid=app,dc=example,dc=com"),
+        "{out}"
+    );
+
+    // Refusals: someone not listed, the administrator as target, a
+    // missing entry, a u: authzId, a non-critical control.
+    let eve = ["-D", "uid=eve,dc=example,dc=com", "-w", "eve"];
+    for (bind, control, code, says) in [
+        (&eve, as_alice, 123, "may not use proxied authorization"),
+        (
+            &app,
+            "!authzid=dn:cn=admin,dc=example,dc=com",
+            123,
+            "administrator",
+        ),
+        (
+            &app,
+            "!authzid=dn:uid=nobody,dc=example,dc=com",
+            123,
+            "no entry",
+        ),
+        (&app, "!authzid=u:alice", 123, "only dn:"),
+    ] {
+        let mut args = vec!["-e", control];
+        args.extend_from_slice(&secret);
+        let (rc, out) = tool(&server, "ldapsearch", bind, &args, None);
+        assert_eq!(rc, code, "{control}: {out}");
+        assert!(out.contains(says), "{control}: {out}");
+    }
+    // Not critical (ldapsearch will not send that; our client will).
+    let mut client = Client::connect(server.addr);
+    let controls = [meridian_proto::controls::Control {
+        oid: meridian_proto::controls::oid::PROXIED_AUTHZ_V2,
+        critical: false,
+        value: Some(b"dn:uid=alice,dc=example,dc=com"),
+    }];
+    client.send_message(&meridian_proto::LdapMessage {
+        message_id: 7,
+        op: meridian_proto::ProtocolOp::DelRequest(b"ou=Secret,dc=example,dc=com"),
+        controls: meridian_proto::Seq::from_items(&controls),
+    });
+    client.read_until(|m| match &m.op {
+        meridian_proto::ProtocolOp::DelResponse(r) => {
+            assert_eq!(r.code, meridian_proto::ResultCode::PROTOCOL_ERROR);
+            assert!(String::from_utf8_lossy(r.message).contains("must be critical"));
+            true
+        }
+        other => panic!("{other:?}"),
+    });
+    // The administrator may act as anyone (but the administrator).
+    let mut args = vec!["-e", "!authzid=dn:uid=eve,dc=example,dc=com"];
+    args.extend_from_slice(&secret);
+    let (rc, out) = tool(&server, "ldapsearch", &admin, &args, None);
+    assert_eq!(rc, 32, "eve may not see ou=Secret: {out}");
+}

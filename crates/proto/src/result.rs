@@ -71,6 +71,7 @@ result_codes! {
     TOO_LATE = 120, "tooLate";
     CANNOT_CANCEL = 121, "cannotCancel";
     ASSERTION_FAILED = 122, "assertionFailed";
+    AUTHORIZATION_DENIED = 123, "authorizationDenied";
 }
 
 impl fmt::Debug for ResultCode {

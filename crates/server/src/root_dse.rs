@@ -37,6 +37,7 @@ impl PublishedEntries {
         control_oid::PERMISSIVE_MODIFY,
         control_oid::PRE_READ,
         control_oid::POST_READ,
+        control_oid::PROXIED_AUTHZ_V2,
     ];
     /// The extended operations served.
     pub(crate) const SUPPORTED_EXTENSIONS: &'static [&'static [u8]] =

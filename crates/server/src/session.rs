@@ -15,7 +15,8 @@ use std::sync::Arc;
 use meridian_directory::{Directory, Identity, Outcome, PageRequest, SearchCursor, Step};
 use meridian_model::dn::Dn;
 use meridian_proto::controls::{
-    PagedResults, QueueLength, decode_assertion, decode_read_entry_request, oid as control_oid,
+    PagedResults, QueueLength, decode_assertion, decode_proxied_authz, decode_read_entry_request,
+    oid as control_oid,
 };
 use meridian_proto::extended::{
     PasswordModifyRequest, encode_password_modify_response, oid as extended_oid,
@@ -80,8 +81,72 @@ impl Session {
         }
     }
 
-    /// Dispatches one decoded request.
+    /// Dispatches one decoded request; under the proxied authorization
+    /// control (RFC 4370) it runs as the identity the control names.
     pub(crate) fn handle(
+        &mut self,
+        ctx: &ServerContext,
+        out: &Arc<Outbound>,
+        msg: &LdapMessage<'_>,
+        batch: &mut Batch,
+        started: Instant,
+    ) -> Action {
+        let proxy = msg
+            .controls
+            .iter()
+            .find(|c| c.oid == control_oid::PROXIED_AUTHZ_V2);
+        let (Some(control), Some(tag)) = (proxy, response_tag(&msg.op)) else {
+            return self.handle_op(ctx, out, msg, batch, started);
+        };
+        let refuse = |batch: &mut Batch, code: ResultCode, message: String| {
+            let reply = Reply {
+                ctx,
+                session_conn: self.conn_id,
+                batch,
+                id: msg.message_id,
+                tag,
+                op_name: msg.op.name(),
+                started,
+            };
+            reply.result(op_dn(&msg.op), code, message.as_bytes())
+        };
+        if !control.critical {
+            return refuse(
+                batch,
+                ResultCode::PROTOCOL_ERROR,
+                "the proxied authorization control must be critical (RFC 4370)".into(),
+            );
+        }
+        if matches!(msg.op, ProtocolOp::BindRequest(_)) {
+            return refuse(
+                batch,
+                ResultCode::UNAVAILABLE_CRITICAL_EXTENSION,
+                "the proxied authorization control does not apply to bind".into(),
+            );
+        }
+        let authz_id = match decode_proxied_authz(control.value) {
+            Ok(id) => id,
+            Err(e) => {
+                return refuse(
+                    batch,
+                    ResultCode::PROTOCOL_ERROR,
+                    format!("proxied authorization control: {e}"),
+                );
+            }
+        };
+        let proxied = match ctx.directory.proxied_identity(&self.identity, authz_id) {
+            Ok(identity) => identity,
+            Err(outcome) => return refuse(batch, outcome.code, outcome.message),
+        };
+        // For this operation only: writes and streamed searches take their
+        // own copy of the identity before `handle_op` returns.
+        let own = std::mem::replace(&mut self.identity, proxied);
+        let action = self.handle_op(ctx, out, msg, batch, started);
+        self.identity = own;
+        action
+    }
+
+    fn handle_op(
         &mut self,
         ctx: &ServerContext,
         out: &Arc<Outbound>,
@@ -1126,9 +1191,11 @@ fn check_controls(msg: &LdapMessage<'_>) -> Result<u64, (ResultCode, String)> {
         } else if control.oid == control_oid::PAGED_RESULTS
             || control.oid == control_oid::PRE_READ
             || control.oid == control_oid::POST_READ
+            || control.oid == control_oid::PROXIED_AUTHZ_V2
         {
-            // Decoded and served by search (paged results) and by the
-            // updates (pre-read, post-read: see `read_back_request`).
+            // Decoded and served by search (paged results), by the
+            // updates (pre-read, post-read: see `read_back_request`) and
+            // by `handle` (proxied authorization).
         } else if control.oid == control_oid::PERMISSIVE_MODIFY {
             // Served by modify (see `handle`); it takes no value.
             if control.value.is_some() {
