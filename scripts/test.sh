@@ -16,6 +16,8 @@ as_root() {
 missing=()
 command -v ldapsearch >/dev/null && command -v ldapwhoami >/dev/null || missing+=(ldap-utils)
 [ -x /usr/sbin/slapd ] && [ -e /etc/ldap/schema/core.schema ] || missing+=(slapd)
+# `openssl passwd` makes {CRYPT} hashes for the password tests.
+command -v openssl >/dev/null || missing+=(openssl)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "== installing ${missing[*]}"
     # Debian starts a daemon when slapd is installed; the tests need none.

@@ -13,6 +13,7 @@
 
 pub mod access;
 pub mod clock;
+mod crypt;
 pub mod encode;
 pub mod ids;
 pub mod password;

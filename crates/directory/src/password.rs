@@ -6,9 +6,10 @@
 //! hashes and still logs in: `{SSHA}`, `{SSHA256}`, `{SSHA512}`, `{SHA}`,
 //! `{SHA256}`, `{SHA512}` (OpenLDAP, 389 DS) and `{PBKDF2-SHA256}`
 //! (OpenLDAP's pw-pbkdf2 format, `rounds$salt$hash` in adapted base64).
-//! A value without a scheme is a clear-text password and is accepted only
-//! when the caller allows it. `{CRYPT}` is not verified: it depends on the
-//! platform's crypt(3) and is refused with the others.
+//! `{CRYPT}` goes to the platform's crypt(3) (`crypt.rs`: yescrypt,
+//! SHA-crypt, bcrypt, MD5-crypt and DES on Debian), as slapd does. A
+//! value without a scheme is a clear-text password and is accepted only
+//! when the caller allows it.
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
@@ -57,6 +58,9 @@ pub fn verify(stored: &[u8], password: &[u8], allow_cleartext: bool) -> bool {
         b"SHA256" => salted::<Sha256>(value, password, 32) && digest_len(value) == Some(32),
         b"SHA512" => salted::<Sha512>(value, password, 64) && digest_len(value) == Some(64),
         b"PBKDF2-SHA256" => pbkdf2_sha256(value, password),
+        b"CRYPT" => {
+            crate::crypt::crypt(password, value).is_some_and(|h| bool::from(h.ct_eq(value)))
+        }
         b"CLEARTEXT" => allow_cleartext && bool::from(value.ct_eq(password)),
         _ => false,
     }

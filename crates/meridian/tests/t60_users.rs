@@ -668,3 +668,33 @@ by = [ { who = "users", grant = "read" } ]
     let (rc, out) = tool(&server, "ldapsearch", &admin, &args, None);
     assert_eq!(rc, 32, "eve may not see ou=Secret: {out}");
 }
+
+#[test]
+fn crypt_passwords_made_by_openssl_log_in() {
+    let server = Server::start("");
+    let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let mut ldif = String::from(
+        "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n",
+    );
+    // SHA-512, SHA-256 and MD5 crypt, as /etc/shadow and slapd know them.
+    for (uid, method) in [("sha512", "-6"), ("sha256", "-5"), ("md5", "-1")] {
+        let hash = Command::new("openssl")
+            .args(["passwd", method, "crypted secret"])
+            .output()
+            .expect("openssl (scripts/test.sh installs it)");
+        let hash = text(&hash.stdout).trim().to_owned();
+        ldif.push_str(&format!(
+            "dn: uid={uid},dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\n\
+             uid: {uid}\nuserPassword: {{CRYPT}}{hash}\n\n"
+        ));
+    }
+    let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(&ldif));
+    assert_eq!(rc, 0, "{out}");
+    for uid in ["sha512", "sha256", "md5"] {
+        let dn = format!("uid={uid},dc=example,dc=com");
+        let (rc, out) = whoami(&server, &dn, "crypted secret");
+        assert_eq!(rc, 0, "{uid}: {out}");
+        let (rc, out) = whoami(&server, &dn, "crypted Secret");
+        assert_eq!(rc, 49, "{uid}: {out}");
+    }
+}
