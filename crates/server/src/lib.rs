@@ -7,6 +7,7 @@
 
 mod admin;
 mod connection;
+mod inflight;
 mod outbound;
 mod root_dse;
 mod session;

@@ -40,8 +40,11 @@ impl PublishedEntries {
         control_oid::PROXIED_AUTHZ_V2,
     ];
     /// The extended operations served.
-    pub(crate) const SUPPORTED_EXTENSIONS: &'static [&'static [u8]] =
-        &[extended_oid::WHO_AM_I, extended_oid::PASSWORD_MODIFY];
+    pub(crate) const SUPPORTED_EXTENSIONS: &'static [&'static [u8]] = &[
+        extended_oid::WHO_AM_I,
+        extended_oid::PASSWORD_MODIFY,
+        extended_oid::CANCEL,
+    ];
 
     pub(crate) fn new(suffix: &str, schema: &Schema) -> Result<Self, meridian_model::ModelError> {
         let text = |values: &[&[u8]]| {

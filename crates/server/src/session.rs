@@ -19,7 +19,7 @@ use meridian_proto::controls::{
     oid as control_oid,
 };
 use meridian_proto::extended::{
-    PasswordModifyRequest, encode_password_modify_response, oid as extended_oid,
+    PasswordModifyRequest, decode_cancel, encode_password_modify_response, oid as extended_oid,
 };
 use meridian_proto::message::{encode_result, tags};
 use meridian_proto::{
@@ -28,6 +28,7 @@ use meridian_proto::{
 };
 
 use crate::ServerContext;
+use crate::inflight::{InFlight, Kind, Running, Stop};
 use crate::outbound::{Batch, Outbound};
 
 /// What the connection must do after [`Session::handle`].
@@ -70,6 +71,8 @@ pub(crate) struct Session {
     identity: Identity,
     /// The connection's write sequencer, started at its first write.
     writes: Option<tokio::sync::mpsc::UnboundedSender<(SpawnedWrite, meridian_store::Command)>>,
+    /// Streamed searches and writes still running, for Abandon and Cancel.
+    running: Running,
 }
 
 impl Session {
@@ -78,6 +81,7 @@ impl Session {
             conn_id,
             identity: Identity::Anonymous,
             writes: None,
+            running: Running::default(),
         }
     }
 
@@ -166,15 +170,14 @@ impl Session {
                     Action::Unbind
                 }
                 ProtocolOp::AbandonRequest(target) => {
-                    // Every operation completes before the next request is
-                    // read, so there is never anything left to abandon; RFC
-                    // 4511 section 4.11 has no response either way.
-                    tracing::debug!(
-                        conn = self.conn_id,
-                        msgid = id,
-                        target,
-                        "abandon: nothing in progress"
-                    );
+                    // Only a streamed search can still be stopped (other
+                    // reads complete before the next request is read; a
+                    // submitted write runs to its end). RFC 4511 section
+                    // 4.11: no response either way.
+                    let stopped = self.running.get(*target).is_some_and(|op| {
+                        op.kind() == Kind::Search && op.request_stop(Stop::Abandon)
+                    });
+                    tracing::debug!(conn = self.conn_id, msgid = id, target, stopped, "abandon");
                     Action::NoResponse
                 }
                 _ => Action::Disconnect("clients must not send response PDUs"),
@@ -299,6 +302,7 @@ impl Session {
                     dn: op_dn(op).to_vec(),
                     identity: self.identity.clone(),
                     read_back,
+                    in_flight: self.running.start(id, Kind::Write),
                     started,
                 };
                 // In order, through the connection's write sequencer.
@@ -510,6 +514,52 @@ impl Session {
         Action::Spawned
     }
 
+    /// Cancel (RFC 3909): stops a streamed search, which answers
+    /// `canceled`; the Cancel's own response follows it. A write already
+    /// submitted is too late to stop; anything else is not running.
+    fn cancel(
+        &mut self,
+        ext: &ExtendedRequest<'_>,
+        reply: Reply<'_>,
+        out: &Arc<Outbound>,
+    ) -> Action {
+        let target = match decode_cancel(ext.value) {
+            Ok(target) => target,
+            Err(e) => {
+                let message =
+                    format!("Cancel: {e}; the value is SEQUENCE {{ cancelID MessageID }}");
+                return reply.extended(ResultCode::PROTOCOL_ERROR, message.as_bytes(), None);
+            }
+        };
+        let Some(op) = self.running.get(target).cloned() else {
+            let message = format!("no operation {target} is in progress on this connection");
+            return reply.extended(ResultCode::NO_SUCH_OPERATION, message.as_bytes(), None);
+        };
+        if op.kind() == Kind::Write {
+            return reply.extended(
+                ResultCode::TOO_LATE,
+                b"the write was already handed to the store",
+                None,
+            );
+        }
+        if !op.request_stop(Stop::Cancel) {
+            return reply.extended(
+                ResultCode::TOO_LATE,
+                b"the operation is already stopping or done",
+                None,
+            );
+        }
+        let (id, outbound) = (reply.id, Arc::clone(out));
+        tokio::spawn(async move {
+            op.finished().await;
+            let mut batch = Batch::default();
+            encode_extended(&mut batch.bytes, id, &Outcome::success(), None);
+            batch.completed = 1;
+            outbound.push(&mut batch);
+        });
+        Action::Spawned
+    }
+
     fn extended(
         &mut self,
         ext: &ExtendedRequest<'_>,
@@ -535,9 +585,11 @@ impl Session {
         if name == extended_oid::PASSWORD_MODIFY {
             return self.password_modify(ext, reply, out);
         }
+        if name == extended_oid::CANCEL {
+            return self.cancel(ext, reply, out);
+        }
         let pending = [
             (extended_oid::START_TLS, "StartTLS"),
-            (extended_oid::CANCEL, "Cancel"),
             (extended_oid::REFRESH, "Refresh"),
         ];
         if let Some((_, what)) = pending.iter().find(|(oid, _)| *oid == name) {
@@ -552,7 +604,7 @@ impl Session {
     }
 
     fn search_request(
-        &self,
+        &mut self,
         search: &SearchRequest<'_>,
         controls: &meridian_proto::Seq<'_, Control<'_>>,
         reply: Reply<'_>,
@@ -604,6 +656,7 @@ impl Session {
                     outbound: Arc::clone(out),
                     cursor,
                     id: reply.id,
+                    in_flight: self.running.start(reply.id, Kind::Search),
                 };
                 tokio::spawn(stream.run());
                 Action::Spawned
@@ -795,13 +848,44 @@ struct StreamedSearch {
     outbound: Arc<Outbound>,
     cursor: SearchCursor,
     id: i32,
+    /// Marked finished when the search ends; Abandon and Cancel stop it.
+    in_flight: Arc<InFlight>,
 }
 
 impl StreamedSearch {
-    async fn run(mut self) {
+    async fn run(self) {
+        let in_flight = Arc::clone(&self.in_flight);
+        self.steps().await;
+        in_flight.finish();
+    }
+
+    async fn steps(mut self) {
         loop {
             if !self.outbound.wait_room(SEARCH_ROOM_BYTES).await {
                 return;
+            }
+            match self.in_flight.stop_requested() {
+                None => {}
+                Some(Stop::Abandon) => {
+                    // No response; the operation's permit comes back.
+                    let mut batch = Batch {
+                        completed: 1,
+                        ..Batch::default()
+                    };
+                    self.outbound.push(&mut batch);
+                    return;
+                }
+                Some(Stop::Cancel) => {
+                    let outcome = Outcome::new(
+                        ResultCode::CANCELED,
+                        "canceled by the client's Cancel request (RFC 3909)",
+                    );
+                    let mut batch = Batch::default();
+                    encode_search_done(&mut batch.bytes, self.id, &outcome, None);
+                    batch.completed = 1;
+                    self.outbound.push(&mut batch);
+                    return;
+                }
             }
             let mut batch = Batch::default();
             let step = self.request.with(|req, page| {
@@ -897,6 +981,8 @@ struct SpawnedWrite {
     identity: Identity,
     /// The pre-read and post-read controls asked for, if any.
     read_back: Option<ReadBackRequest>,
+    /// Marked finished once the response is queued.
+    in_flight: Arc<InFlight>,
     started: Instant,
 }
 
@@ -1083,6 +1169,7 @@ impl SpawnedWrite {
         }
         batch.completed = 1;
         self.outbound.push(&mut batch);
+        self.in_flight.finish();
         if self.access_log {
             tracing::info!(
                 target: "meridian::access",

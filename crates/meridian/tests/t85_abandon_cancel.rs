@@ -1,0 +1,187 @@
+//! Abandon and Cancel (RFC 3909) of a search still streaming its results:
+//! an abandoned search ends without a response, a canceled one with
+//! `canceled` followed by the Cancel's success; Cancel of nothing answers
+//! noSuchOperation.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod support;
+
+use std::fmt::Write as _;
+use std::process::Command;
+
+use meridian_proto::extended::{encode_cancel, oid as extended_oid};
+use meridian_proto::message::encode_simple_bind;
+use meridian_proto::{Filter, LdapMessage, ProtocolOp, ResultCode, Scope, SearchRequest, Seq};
+use support::{ADMIN_DN, ADMIN_PASSWORD, Client, Server, temp_dir, text};
+
+/// Entries in the big server: 32 MB of results, more than the socket
+/// buffers of both ends hold, so a client that does not read stops the
+/// search part way.
+const ENTRIES: usize = 16_000;
+
+/// A server holding enough entries that a search of all of them streams,
+/// loaded with `meridian import`.
+fn big_server() -> Server {
+    let data = temp_dir("cancel");
+    let mut ldif = String::from(
+        "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n",
+    );
+    let filler = "x".repeat(2000);
+    for i in 0..ENTRIES {
+        writeln!(
+            ldif,
+            "dn: uid=u{i},dc=example,dc=com\nobjectClass: account\nuid: u{i}\ndescription: {filler}\n"
+        )
+        .unwrap();
+    }
+    let file = data.join("big.ldif");
+    std::fs::write(&file, ldif).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["import", "-i"])
+        .arg(&file)
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    Server::start_with("", Some(ADMIN_PASSWORD), Some(data))
+}
+
+fn bound_client(server: &Server) -> Client {
+    let mut client = Client::connect(server.addr);
+    let mut bytes = Vec::new();
+    encode_simple_bind(
+        &mut bytes,
+        1,
+        ADMIN_DN.as_bytes(),
+        ADMIN_PASSWORD.as_bytes(),
+    );
+    client.send(&bytes);
+    client.read_until(|m| matches!(m.op, ProtocolOp::BindResponse(_)));
+    client
+}
+
+fn search_everything(client: &mut Client, id: i32) {
+    client.send_message(&LdapMessage {
+        message_id: id,
+        op: ProtocolOp::SearchRequest(SearchRequest {
+            base: b"dc=example,dc=com",
+            scope: Scope::Subtree,
+            deref: meridian_proto::DerefAliases::Never,
+            size_limit: 0,
+            time_limit: 0,
+            types_only: false,
+            filter: Filter::Present(b"objectClass"),
+            attributes: Seq::empty(),
+        }),
+        controls: Seq::empty(),
+    });
+}
+
+fn cancel(client: &mut Client, id: i32, target: i32) {
+    let mut value = Vec::new();
+    encode_cancel(&mut value, target);
+    client.send_message(&LdapMessage {
+        message_id: id,
+        op: ProtocolOp::ExtendedRequest(meridian_proto::ExtendedRequest {
+            name: extended_oid::CANCEL,
+            value: Some(&value),
+        }),
+        controls: Seq::empty(),
+    });
+}
+
+/// Reads until the response to `id` (an ExtendedResponse): the number of
+/// entries of search 2 seen, its SearchResultDone code if any, the
+/// extended response's code, and the order the two ended in.
+fn read_until_extended(
+    client: &mut Client,
+    id: i32,
+) -> (usize, Option<ResultCode>, ResultCode, bool) {
+    let (mut entries, mut done, mut ext) = (0, None, None);
+    let mut done_first = false;
+    client.read_until(|m| {
+        match &m.op {
+            ProtocolOp::SearchResultEntry(_) => entries += 1,
+            ProtocolOp::SearchResultDone(r) => {
+                done = Some(r.code);
+                done_first = ext.is_none();
+            }
+            ProtocolOp::ExtendedResponse(r) if m.message_id == id => ext = Some(r.result.code),
+            _ => {}
+        }
+        ext.is_some()
+    });
+    (entries, done, ext.unwrap(), done_first)
+}
+
+#[test]
+fn a_streaming_search_is_canceled_then_the_cancel_answers() {
+    let server = big_server();
+    let mut client = bound_client(&server);
+    // The client reads nothing yet: the search stops at the outbound
+    // limit, still running, when the Cancel arrives.
+    search_everything(&mut client, 2);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    cancel(&mut client, 3, 2);
+    let (entries, done, ext, done_first) = read_until_extended(&mut client, 3);
+    assert_eq!(done, Some(ResultCode::CANCELED));
+    assert_eq!(ext, ResultCode::SUCCESS);
+    assert!(done_first, "the Cancel answered before the canceled search");
+    assert!(entries > 0 && entries <= ENTRIES, "{entries}");
+
+    // Cancel of something finished, or never sent.
+    cancel(&mut client, 4, 2);
+    let (_, _, ext, _) = read_until_extended(&mut client, 4);
+    assert_eq!(ext, ResultCode::NO_SUCH_OPERATION);
+    cancel(&mut client, 5, 99);
+    let (_, _, ext, _) = read_until_extended(&mut client, 5);
+    assert_eq!(ext, ResultCode::NO_SUCH_OPERATION);
+}
+
+#[test]
+fn an_abandoned_search_ends_without_a_response() {
+    let server = big_server();
+    let mut client = bound_client(&server);
+    search_everything(&mut client, 2);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    client.send_message(&LdapMessage {
+        message_id: 3,
+        op: ProtocolOp::AbandonRequest(2),
+        controls: Seq::empty(),
+    });
+    // A WhoAmI after it: its answer comes, and no SearchResultDone for 2.
+    client.send_message(&LdapMessage {
+        message_id: 4,
+        op: ProtocolOp::ExtendedRequest(meridian_proto::ExtendedRequest {
+            name: extended_oid::WHO_AM_I,
+            value: None,
+        }),
+        controls: Seq::empty(),
+    });
+    let (entries, done, ext, _) = read_until_extended(&mut client, 4);
+    assert_eq!(ext, ResultCode::SUCCESS);
+    assert_eq!(done, None, "an abandoned search answered");
+    assert!(entries <= ENTRIES, "{entries}");
+    // The connection goes on: a search after it completes.
+    search_everything(&mut client, 5);
+    let mut all = 0;
+    client.read_until(|m| match &m.op {
+        ProtocolOp::SearchResultEntry(_) => {
+            all += 1;
+            false
+        }
+        ProtocolOp::SearchResultDone(r) => {
+            assert_eq!(r.code, ResultCode::SUCCESS);
+            true
+        }
+        _ => false,
+    });
+    assert_eq!(all, ENTRIES + 1);
+}
