@@ -43,21 +43,27 @@ pub fn decode(input: &[u8]) -> Option<Vec<u8>> {
 
 /// Encodes with padding.
 pub fn encode(input: &[u8]) -> String {
-    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
-    encode_into(input, &mut out);
-    out
+    let mut bytes = Vec::with_capacity(input.len().div_ceil(3) * 4);
+    encode_into_bytes(input, &mut bytes);
+    // The alphabet and padding are ASCII.
+    bytes.iter().map(|b| char::from(*b)).collect()
 }
 
-/// Appends the encoding of `input` to `out`.
-pub fn encode_into(input: &[u8], out: &mut String) {
-    let symbol = |n: u32| char::from(ALPHABET.get((n & 63) as usize).copied().unwrap_or(b'A'));
+/// Appends the encoding of `input` to a byte buffer.
+pub fn encode_into_bytes(input: &[u8], out: &mut Vec<u8>) {
+    let symbol = |n: u32| ALPHABET.get((n & 63) as usize).copied().unwrap_or(b'A');
+    out.reserve(input.len().div_ceil(3) * 4);
     for chunk in input.chunks(3) {
         let byte = |i: usize| u32::from(chunk.get(i).copied().unwrap_or(0));
         let n = (byte(0) << 16) | (byte(1) << 8) | byte(2);
         out.push(symbol(n >> 18));
         out.push(symbol(n >> 12));
-        out.push(if chunk.len() > 1 { symbol(n >> 6) } else { '=' });
-        out.push(if chunk.len() > 2 { symbol(n) } else { '=' });
+        out.push(if chunk.len() > 1 {
+            symbol(n >> 6)
+        } else {
+            b'='
+        });
+        out.push(if chunk.len() > 2 { symbol(n) } else { b'=' });
     }
 }
 

@@ -26,20 +26,25 @@ pub fn is_safe(value: &[u8]) -> bool {
 
 /// One `description: value` line (or `description:: base64`), folded.
 pub fn attr_value(out: &mut Vec<u8>, description: &str, value: &[u8]) {
-    let mut line = String::with_capacity(description.len() + 3 + value.len() * 4 / 3);
-    line.push_str(description);
-    line.push(':');
+    let start = out.len();
+    out.extend_from_slice(description.as_bytes());
+    out.push(b':');
     if is_safe(value) {
         if !value.is_empty() {
-            line.push(' ');
-            // Safe values are ASCII.
-            line.extend(value.iter().map(|b| char::from(*b)));
+            out.push(b' ');
+            out.extend_from_slice(value);
         }
     } else {
-        line.push_str(": ");
-        base64::encode_into(value, &mut line);
+        out.extend_from_slice(b": ");
+        base64::encode_into_bytes(value, out);
     }
-    fold(out, line.as_bytes());
+    if out.len() - start > WIDTH {
+        // Rare (long values): fold the line just written.
+        let line = out.split_off(start);
+        fold(out, &line);
+    } else {
+        out.push(b'\n');
+    }
 }
 
 /// Writes `line` folded: the first `WIDTH` bytes, then continuation

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::Args;
 use meridian_model::dn::Dn;
+use meridian_store::codec::StoredPart;
 
 use crate::setup::CommonArgs;
 
@@ -56,25 +57,26 @@ pub(crate) fn run(args: ExportArgs) -> anyhow::Result<()> {
     let mut buf = Vec::with_capacity(64 << 10);
     meridian_ldif::write::version(&mut buf);
     let mut written = 0u64;
-    for id in snapshot.ids_in_dn_order()? {
-        let entry = snapshot.entry(id)?;
-        if base
-            .as_ref()
-            .is_some_and(|b| !entry.dn.rdns().ends_with(b.rdns()))
-        {
-            continue;
-        }
-        let attributes = entry
-            .attributes
-            .iter()
-            .filter(|a| {
-                !args.no_operational
-                    || schema
-                        .attr(a.desc.attr)
-                        .is_none_or(|t| !t.usage.is_operational())
-            })
-            .flat_map(|a| a.values.iter().map(|v| (a.name.as_str(), v.as_slice())));
-        meridian_ldif::write::entry(&mut buf, entry.dn.original().as_bytes(), attributes);
+    let ids = match &base {
+        Some(base) => snapshot.ids_in_dn_order_under(base)?,
+        None => snapshot.ids_in_dn_order()?,
+    };
+    // Written from the stored records as they are: no entry is built.
+    let keep = |attr: Option<meridian_model::schema::AttrId>| {
+        !args.no_operational
+            || attr
+                .and_then(|a| schema.attr(a))
+                .is_none_or(|t| !t.usage.is_operational())
+    };
+    for id in ids {
+        snapshot.visit_stored(id, &mut |part| match part {
+            StoredPart::Dn(dn) => meridian_ldif::write::attr_value(&mut buf, "dn", dn),
+            StoredPart::Value { name, attr, value } if keep(attr) => {
+                meridian_ldif::write::attr_value(&mut buf, name, value);
+            }
+            StoredPart::Value { .. } => {}
+        })?;
+        buf.push(b'\n');
         written += 1;
         if buf.len() >= 32 << 10 {
             out.write_all(&buf)?;

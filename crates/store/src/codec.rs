@@ -168,6 +168,66 @@ pub(crate) fn decode(bytes: &[u8], names: &dyn NameSource) -> Result<Entry, Stor
     Ok(Entry { dn, attributes })
 }
 
+/// One part of a stored entry, as [`visit`] hands them out.
+#[derive(Debug, Clone, Copy)]
+pub enum StoredPart<'a> {
+    /// The DN as the client wrote it (first).
+    Dn(&'a [u8]),
+    /// One value, with its attribute's name as written and its type
+    /// (`None` if the schema no longer knows it).
+    Value {
+        /// The attribute description as written (`cn;lang-de`).
+        name: &'a str,
+        /// The attribute type.
+        attr: Option<AttrId>,
+        /// The value.
+        value: &'a [u8],
+    },
+}
+
+/// Hands `each` the DN and every value of a stored record, in order,
+/// building nothing.
+pub(crate) fn visit(
+    bytes: &[u8],
+    names: &dyn NameSource,
+    each: &mut dyn FnMut(StoredPart<'_>),
+) -> Result<(), StoreError> {
+    let schema = names.schema();
+    let (version, mut c) = open(bytes)?;
+    each(StoredPart::Dn(c.bytes()?));
+    let count = c.varint()?;
+    for _ in 0..count {
+        if version == VERSION_1 {
+            let raw = c.bytes()?;
+            let attr = Description::parse(raw, schema).ok().map(|d| d.attr);
+            let text = std::str::from_utf8(raw).map_err(|_| corrupt("attribute name"))?;
+            visit_values(&mut c, text, attr, each)?;
+        } else {
+            let name = names.name(c.number()?)?;
+            let attr = name.desc.as_ref().map(|d| d.attr);
+            visit_values(&mut c, &name.text, attr, each)?;
+        }
+    }
+    if !c.data.is_empty() {
+        return Err(corrupt("trailing bytes"));
+    }
+    Ok(())
+}
+
+fn visit_values(
+    c: &mut Cursor<'_>,
+    name: &str,
+    attr: Option<AttrId>,
+    each: &mut dyn FnMut(StoredPart<'_>),
+) -> Result<(), StoreError> {
+    let n = c.varint()?;
+    for _ in 0..n {
+        let value = c.bytes()?;
+        each(StoredPart::Value { name, attr, value });
+    }
+    Ok(())
+}
+
 /// A value count and the values after it.
 fn values<'a>(c: &mut Cursor<'a>) -> Result<Vec<&'a [u8]>, StoreError> {
     let n = c.varint()?;

@@ -9,6 +9,7 @@ use meridian_model::filter::CompiledFilter;
 use meridian_proto::{Filter, Scope};
 
 use crate::apply::{self, ROOT_ID};
+use crate::codec::StoredPart;
 use crate::keys::{self, EntryId};
 use crate::names::{NameTable, Resolver};
 use crate::plan::{Plan, Planner};
@@ -170,15 +171,50 @@ impl<'s> Snapshot<'s> {
     /// siblings in the order of their normalised RDNs, whatever order
     /// they were added in (what an export walks).
     pub fn ids_in_dn_order(&self) -> Result<Vec<EntryId>, StoreError> {
+        self.ids_in_dn_order_under(&Dn::root())
+    }
+
+    /// [`Snapshot::ids_in_dn_order`] for `base` and its subtree only (a
+    /// `dn2id` key prefix).
+    pub fn ids_in_dn_order_under(&self, base: &Dn) -> Result<Vec<EntryId>, StoreError> {
         let mut out = Vec::new();
-        for item in self.inner.dbs.dn2id.iter(&self.txn)? {
-            let (_, id) = item?;
-            out.push(
-                keys::id_from(id)
-                    .ok_or_else(|| StoreError::Engine("corrupt dn2id value".into()))?,
-            );
+        let prefix = keys::dn_key(base);
+        // LMDB refuses an empty key, even as a prefix: the root's subtree
+        // is the whole database.
+        let mut push = |value: &[u8]| -> Result<(), StoreError> {
+            let id = keys::id_from(value)
+                .ok_or_else(|| StoreError::Engine("corrupt dn2id value".into()))?;
+            out.push(id);
+            Ok(())
+        };
+        if prefix.is_empty() {
+            for item in self.inner.dbs.dn2id.iter(&self.txn)? {
+                push(item?.1)?;
+            }
+        } else {
+            for item in self.inner.dbs.dn2id.prefix_iter(&self.txn, &prefix)? {
+                push(item?.1)?;
+            }
         }
         Ok(out)
+    }
+
+    /// The entry with ID `id` as stored, part by part, without building a
+    /// model entry (no DN normalisation, no value copies): its DN, then
+    /// each value with its attribute name as written and its type. What
+    /// an export writes.
+    pub fn visit_stored(
+        &self,
+        id: EntryId,
+        each: &mut dyn FnMut(StoredPart<'_>),
+    ) -> Result<(), StoreError> {
+        let bytes = self
+            .inner
+            .dbs
+            .id2entry
+            .get(&self.txn, &keys::id_key(id))?
+            .ok_or_else(|| StoreError::Engine(format!("no entry {id}")))?;
+        codec::visit(bytes, &self.resolver(), each)
     }
 
     /// Number of entries in the store.
