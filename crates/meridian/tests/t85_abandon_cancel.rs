@@ -28,6 +28,11 @@ const ENTRIES: usize = 16_000;
 /// A server holding enough entries that a search of all of them streams,
 /// loaded with `meridian import`.
 fn big_server() -> Server {
+    Server::start_with("", Some(ADMIN_PASSWORD), Some(big_data()))
+}
+
+/// The data directory of [`big_server`].
+fn big_data() -> std::path::PathBuf {
     let data = temp_dir("cancel");
     let mut ldif = String::from(
         "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n",
@@ -50,7 +55,7 @@ fn big_server() -> Server {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
-    Server::start_with("", Some(ADMIN_PASSWORD), Some(data))
+    data
 }
 
 fn bound_client(server: &Server) -> Client {
@@ -184,4 +189,48 @@ fn an_abandoned_search_ends_without_a_response() {
         _ => false,
     });
     assert_eq!(all, ENTRIES + 1);
+}
+
+#[test]
+fn a_streamed_search_gets_its_access_log_line() {
+    let data = big_data();
+    let log = data.join("server.log");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .env("MERIDIAN_ADMIN_PASSWORD", ADMIN_PASSWORD)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(server.stdout.take().unwrap()));
+    let addr: std::net::SocketAddr = loop {
+        let line = lines.next().unwrap().unwrap();
+        if let Some(addr) = line.strip_prefix("meridian listening on ") {
+            break addr.parse().unwrap();
+        }
+    };
+    let mut client = Client::connect(addr);
+    let mut bytes = Vec::new();
+    encode_simple_bind(
+        &mut bytes,
+        1,
+        ADMIN_DN.as_bytes(),
+        ADMIN_PASSWORD.as_bytes(),
+    );
+    client.send(&bytes);
+    client.read_until(|m| matches!(m.op, ProtocolOp::BindResponse(_)));
+    search_everything(&mut client, 2);
+    client.read_until(|m| matches!(m.op, ProtocolOp::SearchResultDone(_)));
+    drop(client);
+    support::signal(server.id(), "TERM");
+    server.wait().unwrap();
+    let log = std::fs::read_to_string(&log).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains("meridian::access") && l.contains("msgid=2"))
+        .unwrap_or_else(|| panic!("no access line for the streamed search:\n{log}"));
+    assert!(line.contains("SRCH") && line.contains("result=0"), "{line}");
+    std::fs::remove_dir_all(data).unwrap();
 }

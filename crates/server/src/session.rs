@@ -657,6 +657,9 @@ impl Session {
                     cursor,
                     id: reply.id,
                     in_flight: self.running.start(reply.id, Kind::Search),
+                    access_log: ctx.access_log,
+                    conn: self.conn_id,
+                    started: reply.started,
                 };
                 tokio::spawn(stream.run());
                 Action::Spawned
@@ -673,12 +676,15 @@ impl Session {
         code: Option<ResultCode>,
         started: Instant,
     ) {
-        log_access(ctx, self.conn_id, id, op, dn, code, started);
+        log_access(ctx.access_log, self.conn_id, id, op, dn, code, started);
     }
 }
 
+/// The access log line of one operation (`log.access`); `code` is `None`
+/// for operations without a response (unbind, abandon, an abandoned
+/// search).
 fn log_access(
-    ctx: &ServerContext,
+    enabled: bool,
     conn: u64,
     id: i32,
     op: &str,
@@ -686,7 +692,7 @@ fn log_access(
     code: Option<ResultCode>,
     started: Instant,
 ) {
-    if ctx.access_log {
+    if enabled {
         tracing::info!(
             target: "meridian::access",
             conn,
@@ -763,7 +769,7 @@ impl Reply<'_> {
     fn done(self, dn: &[u8], code: ResultCode) -> Action {
         self.batch.completed += 1;
         log_access(
-            self.ctx,
+            self.ctx.access_log,
             self.session_conn,
             self.id,
             self.op_name,
@@ -850,19 +856,27 @@ struct StreamedSearch {
     id: i32,
     /// Marked finished when the search ends; Abandon and Cancel stop it.
     in_flight: Arc<InFlight>,
+    access_log: bool,
+    conn: u64,
+    started: Instant,
 }
 
 impl StreamedSearch {
     async fn run(self) {
         let in_flight = Arc::clone(&self.in_flight);
-        self.steps().await;
+        let (access_log, conn, id, started) = (self.access_log, self.conn, self.id, self.started);
+        let base = self.request.base.clone();
+        let code = self.steps().await;
         in_flight.finish();
+        log_access(access_log, conn, id, "SRCH", &base, code, started);
     }
 
-    async fn steps(mut self) {
+    /// Runs the search to its end: its result code, `None` if it sent no
+    /// final response (abandoned, or the connection closed).
+    async fn steps(mut self) -> Option<ResultCode> {
         loop {
             if !self.outbound.wait_room(SEARCH_ROOM_BYTES).await {
-                return;
+                return None;
             }
             match self.in_flight.stop_requested() {
                 None => {}
@@ -873,7 +887,7 @@ impl StreamedSearch {
                         ..Batch::default()
                     };
                     self.outbound.push(&mut batch);
-                    return;
+                    return None;
                 }
                 Some(Stop::Cancel) => {
                     let outcome = Outcome::new(
@@ -884,7 +898,7 @@ impl StreamedSearch {
                     encode_search_done(&mut batch.bytes, self.id, &outcome, None);
                     batch.completed = 1;
                     self.outbound.push(&mut batch);
-                    return;
+                    return Some(outcome.code);
                 }
             }
             let mut batch = Batch::default();
@@ -905,14 +919,14 @@ impl StreamedSearch {
                     encode_search_done(&mut batch.bytes, self.id, &outcome, cookie.as_deref());
                     batch.completed = 1;
                     self.outbound.push(&mut batch);
-                    return;
+                    return Some(outcome.code);
                 }
                 None => {
                     let outcome = Outcome::new(ResultCode::OTHER, "search state lost");
                     encode_search_done(&mut batch.bytes, self.id, &outcome, None);
                     batch.completed = 1;
                     self.outbound.push(&mut batch);
-                    return;
+                    return Some(outcome.code);
                 }
             }
         }
@@ -1170,17 +1184,15 @@ impl SpawnedWrite {
         batch.completed = 1;
         self.outbound.push(&mut batch);
         self.in_flight.finish();
-        if self.access_log {
-            tracing::info!(
-                target: "meridian::access",
-                conn = self.conn,
-                msgid = self.id,
-                op = self.op_name,
-                dn = %String::from_utf8_lossy(&self.dn),
-                result = i64::from(outcome.code.0),
-                etime_us = self.started.elapsed().as_micros() as u64,
-            );
-        }
+        log_access(
+            self.access_log,
+            self.conn,
+            self.id,
+            self.op_name,
+            &self.dn,
+            Some(outcome.code),
+            self.started,
+        );
     }
 }
 
