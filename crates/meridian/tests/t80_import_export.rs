@@ -408,16 +408,19 @@ fn a_killed_load_is_refused_until_repaired() {
         ldif.push_str(&person(&format!("k{i}")));
     }
     std::io::Write::write_all(&mut writer, ldif.as_bytes()).unwrap();
-    // The input stays open: the load waits for more. Wait until some
-    // batches are committed, then kill it.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // The input stays open: the load waits for more. Wait until batches
+    // are committed (the file grows past its empty size of a few pages;
+    // 2,000 entries make about a megabyte), then kill it.
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let size = std::fs::metadata(data.join("db/data.mdb")).map_or(0, |m| m.len());
-        if size > 0 {
-            std::thread::sleep(Duration::from_millis(300));
+        if size >= 256 << 10 {
             break;
         }
-        assert!(Instant::now() < deadline, "the load never started writing");
+        assert!(
+            Instant::now() < deadline,
+            "the load never wrote its entries"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     support::signal(child.id(), "KILL");
