@@ -1341,7 +1341,20 @@ impl Directory {
                     computed.push(("entryDN", vec![entry.dn.original().as_bytes().to_vec()]));
                 }
                 if want_has || want_num {
-                    let children = snapshot.children(Some(id)).map(|c| c.len()).unwrap_or(0);
+                    // Only the children the caller could find: counting
+                    // the others would reveal that they exist.
+                    let ids = snapshot.children(Some(id)).unwrap_or_default();
+                    let visible = |child: &meridian_store::EntryId| {
+                        admin
+                            || snapshot.dn_of(*child).is_ok_and(|dn| {
+                                self.access_level(who, &dn, None, groups) >= Level::Read
+                            })
+                    };
+                    let children = if want_num {
+                        ids.iter().filter(|c| visible(c)).count()
+                    } else {
+                        usize::from(ids.iter().any(visible))
+                    };
                     if want_has {
                         let v: &[u8] = if children > 0 { b"TRUE" } else { b"FALSE" };
                         computed.push(("hasSubordinates", vec![v.to_vec()]));

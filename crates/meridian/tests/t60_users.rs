@@ -600,6 +600,39 @@ by = [ { who = "users", grant = "read" } ]
     let (rc, out) = tool(&server, "ldapsearch", &app, &proxied, None);
     assert_eq!(rc, 0, "{out}");
     assert!(out.contains("description: hidden"), "{out}");
+    // numSubordinates counts only the children the caller could find:
+    // app does not learn that ou=Secret exists.
+    let count = [
+        "-LLL",
+        "-b",
+        "dc=example,dc=com",
+        "-s",
+        "base",
+        "numSubordinates",
+        "hasSubordinates",
+    ];
+    let (_, out) = tool(&server, "ldapsearch", &app, &count, None);
+    assert!(
+        out.contains("numSubordinates: 3\n") && out.contains("hasSubordinates: TRUE"),
+        "{out}"
+    );
+    let (_, out) = tool(&server, "ldapsearch", &admin, &count, None);
+    assert!(out.contains("numSubordinates: 4\n"), "{out}");
+    let (_, out) = tool(
+        &server,
+        "ldapsearch",
+        &app,
+        &[
+            "-LLL",
+            "-b",
+            "uid=eve,dc=example,dc=com",
+            "-s",
+            "base",
+            "hasSubordinates",
+        ],
+        None,
+    );
+    assert!(out.contains("hasSubordinates: FALSE"), "{out}");
     // Writes too, with alice's rights; WhoAmI answers alice.
     let change = "dn: ou=Secret,dc=example,dc=com\nchangetype: modify\nreplace: description\ndescription: by alice\n";
     // (app may not even see it: noSuchObject, not insufficientAccessRights)

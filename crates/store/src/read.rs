@@ -199,6 +199,19 @@ impl<'s> Snapshot<'s> {
         Ok(out)
     }
 
+    /// The DN of the entry with ID `id` (which must exist), without
+    /// decoding the rest of it.
+    pub fn dn_of(&self, id: EntryId) -> Result<Dn, StoreError> {
+        let bytes = self
+            .inner
+            .dbs
+            .id2entry
+            .get(&self.txn, &keys::id_key(id))?
+            .ok_or_else(|| StoreError::Engine(format!("no entry {id}")))?;
+        let text = codec::decode_dn(bytes)?;
+        Ok(Dn::parse(text, &self.inner.schema)?)
+    }
+
     /// The entry with ID `id` as stored, part by part, without building a
     /// model entry (no DN normalisation, no value copies): its DN, then
     /// each value with its attribute name as written and its type. What
