@@ -554,3 +554,29 @@ fn a_stream_of_bare_add_requests_loads_too() {
     );
     std::fs::remove_dir_all(work).unwrap();
 }
+
+#[test]
+fn entries_waiting_for_parents_are_bounded() {
+    let work = temp_dir("waiting");
+    let mut ldif = String::new();
+    for i in 0..20 {
+        ldif.push_str(&person(&format!("w{i}")));
+    }
+    ldif.push_str(BASE);
+    let file = write(&work, "late-parents.ldif", &ldif);
+    let (ok, _, err) = import(
+        &work.join("data"),
+        &[&file],
+        &["--max-waiting", "5", "--batch", "4"],
+    );
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("--max-waiting") && err.contains("marked incomplete"),
+        "{err}"
+    );
+    // With room to wait, the same file loads.
+    let (ok, out, err) = import(&work.join("data"), &[&file], &["--replace", "--batch", "4"]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("imported 22 entries"), "{out}");
+    std::fs::remove_dir_all(work).unwrap();
+}

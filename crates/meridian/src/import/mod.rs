@@ -76,6 +76,10 @@ pub(crate) struct ImportArgs {
     /// With --online: the bind password (or set MERIDIAN_BIND_PASSWORD).
     #[arg(short = 'w', long, requires = "bind_dn")]
     password: Option<String>,
+    /// Most entries held in memory waiting for a parent not loaded yet;
+    /// past it the load stops (load parents first, or raise it).
+    #[arg(long, default_value_t = 1_000_000)]
+    max_waiting: usize,
     /// With --online: requests in flight at once.
     #[arg(long, default_value_t = 512, requires = "online")]
     window: usize,
@@ -132,7 +136,12 @@ pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, std::num::NonZero::get));
     let loaded = load(&store, &checker, &args, threads.max(1));
     store.sync()?;
-    let report = loaded?;
+    let report = loaded.with_context(|| {
+        format!(
+            "the load stopped; the database in {} is marked incomplete and will not be served",
+            setup.store_path().display()
+        )
+    })?;
     report.print();
     if !report.refused.is_empty() && !args.continue_on_error {
         anyhow::bail!(
@@ -280,6 +289,9 @@ struct Loader<'a> {
     /// The last batch settled (see [`Loader::settle`]).
     written: Option<Arc<[Entry]>>,
     orphans: Orphans,
+    /// Entries in `orphans`, and the most allowed (`--max-waiting`).
+    waiting: usize,
+    max_waiting: usize,
     report: Report,
 }
 
@@ -293,6 +305,8 @@ impl<'a> Loader<'a> {
             in_flight: None,
             written: None,
             orphans: HashMap::new(),
+            waiting: 0,
+            max_waiting: args.max_waiting,
             report: Report {
                 added: 0,
                 refused: Vec::new(),
@@ -398,6 +412,14 @@ impl<'a> Loader<'a> {
                 // Inside the naming context (the workers checked), so
                 // the parent is missing: wait for it.
                 (StoreError::NoSuchObject { .. }, Some(parent)) => {
+                    if self.waiting >= self.max_waiting {
+                        anyhow::bail!(
+                            "{origin}: more than {} entries wait for parents not loaded yet \
+                             (--max-waiting); load the parents first, or raise the limit",
+                            self.max_waiting
+                        );
+                    }
+                    self.waiting += 1;
                     self.orphans
                         .entry(dn_key(&parent))
                         .or_default()
@@ -416,6 +438,7 @@ impl<'a> Loader<'a> {
             for (entry, failed) in entries.iter().zip(&failed_at) {
                 if !failed {
                     if let Some(children) = self.orphans.remove(&dn_key(&entry.dn)) {
+                        self.waiting -= children.len();
                         self.batch.extend(children);
                     }
                 }
