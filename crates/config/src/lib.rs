@@ -209,6 +209,15 @@ pub struct DirectoryConfig {
     /// (members by `member`/`uniqueMember`). Nobody may assume the
     /// administrator this way.
     pub proxy_authorizers: Vec<String>,
+    /// Dynamic entries (RFC 2589): the TTL an entry gets when added, and
+    /// the least and most a Refresh may grant, in seconds.
+    pub dynamic_default_ttl_secs: u32,
+    /// See `dynamic_default_ttl_secs`.
+    pub dynamic_min_ttl_secs: u32,
+    /// See `dynamic_default_ttl_secs`.
+    pub dynamic_max_ttl_secs: u32,
+    /// How often expired dynamic entries are deleted, in seconds.
+    pub dynamic_sweep_secs: u64,
 }
 
 /// `[log]`.
@@ -256,6 +265,11 @@ impl Default for DirectoryConfig {
             size_limit: 500,
             time_limit_secs: 3600,
             proxy_authorizers: Vec::new(),
+            // OpenLDAP's dds defaults: a day by default, a year at most.
+            dynamic_default_ttl_secs: 86_400,
+            dynamic_min_ttl_secs: 10,
+            dynamic_max_ttl_secs: 31_536_000,
+            dynamic_sweep_secs: 10,
         }
     }
 }
@@ -348,6 +362,24 @@ impl Config {
                 Ok(_) => {}
                 Err(e) => return invalid(key, format!("{dn:?} is not a valid DN: {e}")),
             }
+        }
+        if d.dynamic_min_ttl_secs == 0
+            || d.dynamic_min_ttl_secs > d.dynamic_default_ttl_secs
+            || d.dynamic_default_ttl_secs > d.dynamic_max_ttl_secs
+        {
+            return invalid(
+                "directory.dynamic_default_ttl_secs",
+                format!(
+                    "need 1 <= dynamic_min_ttl_secs ({}) <= dynamic_default_ttl_secs ({}) <= dynamic_max_ttl_secs ({})",
+                    d.dynamic_min_ttl_secs, d.dynamic_default_ttl_secs, d.dynamic_max_ttl_secs
+                ),
+            );
+        }
+        if d.dynamic_sweep_secs == 0 || d.dynamic_sweep_secs > 86_400 {
+            return invalid(
+                "directory.dynamic_sweep_secs",
+                format!("{} is outside 1..=86400", d.dynamic_sweep_secs),
+            );
         }
         for (i, who) in d.proxy_authorizers.iter().enumerate() {
             let dn = who

@@ -14,6 +14,7 @@
 pub mod access;
 pub mod clock;
 mod crypt;
+pub mod dynamic;
 pub mod encode;
 pub mod ids;
 pub mod password;
@@ -280,6 +281,8 @@ pub struct Limits {
     pub size_limit: usize,
     /// Longest a search runs.
     pub time_limit: Duration,
+    /// Dynamic entries' TTL bounds.
+    pub dynamic: dynamic::DynamicTtl,
 }
 
 impl Default for Limits {
@@ -288,6 +291,7 @@ impl Default for Limits {
         Limits {
             size_limit: 500,
             time_limit: Duration::from_secs(3600),
+            dynamic: dynamic::DynamicTtl::default(),
         }
     }
 }
@@ -452,6 +456,11 @@ impl Directory {
     pub fn with_access(mut self, access: AccessRules) -> Self {
         self.access = access;
         self
+    }
+
+    /// The store the directory runs on.
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
     /// The schema.
@@ -690,7 +699,8 @@ impl Directory {
         )?
         .with_rdn_values(&self.schema);
         let checked = entry.check(&self.schema, Writer::Client)?;
-        let entry = self.stamp_new_entry(entry, checked.structural, who, false)?;
+        let mut entry = self.stamp_new_entry(entry, checked.structural, who, false)?;
+        self.prepare_dynamic_add(&mut entry)?;
         Ok(Command::Add { entry })
     }
 
@@ -703,7 +713,9 @@ impl Directory {
         let entry = entry.with_rdn_values(&self.schema);
         let checked = entry.check(&self.schema, Writer::Server)?;
         let loader = Identity::Admin(self.admin.clone());
-        self.stamp_new_entry(entry, checked.structural, &loader, true)
+        let mut entry = self.stamp_new_entry(entry, checked.structural, &loader, true)?;
+        self.stamp_ttl(&mut entry)?;
+        Ok(entry)
     }
 
     /// Adds structuralObjectClass, entryUUID, creatorsName,
@@ -866,6 +878,7 @@ impl Directory {
                 values: m.values.iter().map(<[u8]>::to_vec).collect(),
             });
         }
+        self.check_dynamic_modify(&dn, &changes)?;
         Ok(Command::Modify {
             dn,
             changes,

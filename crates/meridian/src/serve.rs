@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use meridian_directory::access::{AccessRules, RuleText};
 use meridian_directory::clock::SystemClock;
+use meridian_directory::dynamic::DynamicTtl;
 use meridian_directory::{Directory, Limits};
 
 use crate::setup::CommonArgs;
@@ -95,6 +96,11 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             Limits {
                 size_limit: config.directory.size_limit,
                 time_limit: std::time::Duration::from_secs(config.directory.time_limit_secs),
+                dynamic: DynamicTtl {
+                    default_secs: config.directory.dynamic_default_ttl_secs,
+                    min_secs: config.directory.dynamic_min_ttl_secs,
+                    max_secs: config.directory.dynamic_max_ttl_secs,
+                },
             },
         );
         if let Some(access) = access {
@@ -104,6 +110,10 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             .with_proxy_authorizers(&config.directory.proxy_authorizers)
             .map_err(anyhow::Error::msg)?;
         let directory = Arc::new(directory);
+        tokio::spawn(sweep_dynamic_entries(
+            Arc::clone(&directory),
+            std::time::Duration::from_secs(config.directory.dynamic_sweep_secs),
+        ));
         let server = Server::bind(config, admin, directory).await?;
         let addr = server.local_addr()?;
         tracing::info!(%addr, suffix = %config.directory.suffix, "meridian listening");
@@ -113,6 +123,20 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         server.run(shutdown_signal()).await;
         anyhow::Ok(())
     })
+}
+
+/// Deletes expired dynamic entries (RFC 2589) every `every`.
+async fn sweep_dynamic_entries(directory: Arc<Directory>, every: std::time::Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match directory.sweep_expired().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(deleted = n, "expired dynamic entries deleted"),
+            Err(e) => tracing::warn!(error = %e.message, "sweeping dynamic entries failed"),
+        }
+    }
 }
 
 fn init_logging(level: &str) -> anyhow::Result<()> {

@@ -731,3 +731,86 @@ fn crypt_passwords_made_by_openssl_log_in() {
         assert_eq!(rc, 49, "{uid}: {out}");
     }
 }
+
+#[test]
+fn dynamic_entries_are_refreshed_with_ldapexop_and_swept_when_they_expire() {
+    let server = Server::start(
+        "[directory]\ndynamic_default_ttl_secs = 600\ndynamic_min_ttl_secs = 1\ndynamic_max_ttl_secs = 3600\ndynamic_sweep_secs = 1\n",
+    );
+    let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let ldif = "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\n\n\
+                dn: uid=temp,dc=example,dc=com\nobjectClass: account\nobjectClass: dynamicObject\nuid: temp\n";
+    let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(ldif));
+    assert_eq!(rc, 0, "{out}");
+    let read = [
+        "-LLL",
+        "-b",
+        "uid=temp,dc=example,dc=com",
+        "-s",
+        "base",
+        "entryTtl",
+    ];
+    let (_, out) = tool(&server, "ldapsearch", &admin, &read, None);
+    assert!(out.contains("entryTtl: 600"), "{out}");
+
+    // Refresh within and beyond the bounds (ldapexop prints the TTL granted).
+    let refresh = |ttl: &str| {
+        tool(
+            &server,
+            "ldapexop",
+            &admin,
+            &["refresh", "uid=temp,dc=example,dc=com", ttl],
+            None,
+        )
+    };
+    let (rc, out) = refresh("99999");
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.to_lowercase().contains("newttl=3600"), "{out}");
+    let (rc, out) = tool(
+        &server,
+        "ldapexop",
+        &admin,
+        &["refresh", "dc=example,dc=com", "60"],
+        None,
+    );
+    assert_ne!(rc, 0, "{out}");
+    assert!(out.contains("not a dynamic entry"), "{out}");
+
+    // Listed in the root DSE.
+    let (_, out) = tool(
+        &server,
+        "ldapsearch",
+        &[],
+        &[
+            "-LLL",
+            "-s",
+            "base",
+            "-b",
+            "",
+            "supportedExtension",
+            "dynamicSubtrees",
+        ],
+        None,
+    );
+    assert!(
+        out.contains("1.3.6.1.4.1.1466.101.119.1")
+            && out.contains("dynamicSubtrees: dc=example,dc=com"),
+        "{out}"
+    );
+
+    // One second left: the sweeper (every second) deletes it.
+    let (rc, out) = refresh("1");
+    assert_eq!(rc, 0, "{out}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (rc, _) = tool(&server, "ldapsearch", &admin, &read, None);
+        if rc == 32 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the expired entry was never deleted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}

@@ -44,6 +44,7 @@ impl PublishedEntries {
         extended_oid::WHO_AM_I,
         extended_oid::PASSWORD_MODIFY,
         extended_oid::CANCEL,
+        extended_oid::REFRESH,
     ];
 
     pub(crate) fn new(suffix: &str, schema: &Schema) -> Result<Self, meridian_model::ModelError> {
@@ -57,6 +58,8 @@ impl PublishedEntries {
         let root_attrs: Vec<(&str, Vec<String>)> = vec![
             ("objectClass", vec!["top".into()]),
             ("namingContexts", vec![suffix.to_owned()]),
+            // RFC 2589: where dynamic entries may be created.
+            ("dynamicSubtrees", vec![suffix.to_owned()]),
             ("subschemaSubentry", vec![SUBSCHEMA_DN.to_owned()]),
             ("supportedLDAPVersion", vec!["3".into()]),
             ("supportedControl", text(Self::SUPPORTED_CONTROLS)),

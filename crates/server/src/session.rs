@@ -19,7 +19,8 @@ use meridian_proto::controls::{
     oid as control_oid,
 };
 use meridian_proto::extended::{
-    PasswordModifyRequest, decode_cancel, encode_password_modify_response, oid as extended_oid,
+    PasswordModifyRequest, RefreshRequest, decode_cancel, encode_password_modify_response,
+    encode_refresh_response, oid as extended_oid,
 };
 use meridian_proto::message::{encode_result, tags};
 use meridian_proto::{
@@ -514,6 +515,53 @@ impl Session {
         Action::Spawned
     }
 
+    /// Refresh (RFC 2589): a dynamic entry's new TTL, clamped to the
+    /// configured bounds; the response says what was granted.
+    fn refresh(
+        &mut self,
+        ext: &ExtendedRequest<'_>,
+        reply: Reply<'_>,
+        out: &Arc<Outbound>,
+    ) -> Action {
+        let request = match RefreshRequest::decode(ext.value) {
+            Ok(request) => request,
+            Err(e) => {
+                let message = format!(
+                    "Refresh: {e}; the value is SEQUENCE {{ entryName [0] LDAPDN, requestTtl [1] INTEGER }}"
+                );
+                return reply.extended(ResultCode::PROTOCOL_ERROR, message.as_bytes(), None);
+            }
+        };
+        let prepared =
+            reply
+                .ctx
+                .directory
+                .prepare_refresh(&self.identity, request.dn, request.ttl_secs);
+        let (command, granted) = match prepared {
+            Ok(prepared) => prepared,
+            Err(outcome) => return reply.extended(outcome.code, outcome.message.as_bytes(), None),
+        };
+        let directory = Arc::clone(&reply.ctx.directory);
+        let (id, outbound) = (reply.id, Arc::clone(out));
+        tokio::spawn(async move {
+            let outcome = directory.execute(command).await;
+            let mut value = Vec::new();
+            if outcome.code == ResultCode::SUCCESS {
+                encode_refresh_response(&mut value, granted);
+            }
+            let mut batch = Batch::default();
+            encode_extended(
+                &mut batch.bytes,
+                id,
+                &outcome,
+                (!value.is_empty()).then_some(value.as_slice()),
+            );
+            batch.completed = 1;
+            outbound.push(&mut batch);
+        });
+        Action::Spawned
+    }
+
     /// Cancel (RFC 3909): stops a streamed search, which answers
     /// `canceled`; the Cancel's own response follows it. A write already
     /// submitted is too late to stop; anything else is not running.
@@ -588,10 +636,10 @@ impl Session {
         if name == extended_oid::CANCEL {
             return self.cancel(ext, reply, out);
         }
-        let pending = [
-            (extended_oid::START_TLS, "StartTLS"),
-            (extended_oid::REFRESH, "Refresh"),
-        ];
+        if name == extended_oid::REFRESH {
+            return self.refresh(ext, reply, out);
+        }
+        let pending = [(extended_oid::START_TLS, "StartTLS")];
         if let Some((_, what)) = pending.iter().find(|(oid, _)| *oid == name) {
             let message = format!("the {what} extended operation is not implemented yet");
             return reply.extended(ResultCode::UNWILLING_TO_PERFORM, message.as_bytes(), None);

@@ -1,0 +1,256 @@
+//! Dynamic entries (RFC 2589): entries of the auxiliary class
+//! dynamicObject live for a time-to-live, extended by the Refresh
+//! extended operation, and are deleted once it runs out.
+//!
+//! An added dynamic entry gets `entryTtl` (the TTL granted, seconds) and
+//! `entryExpireTimestamp` (when it expires; Meridian's own attribute).
+//! [`Directory::prepare_refresh`] grants a new TTL clamped to the
+//! configured bounds. [`Directory::sweep_expired`] deletes expired entries,
+//! deepest first; the server runs it every `directory.dynamic_sweep_secs`.
+//! Time comes from the directory's clock, so tests move it instead of
+//! sleeping. A static entry may not be placed under a dynamic one, and
+//! no modification may make an entry dynamic or static.
+
+use std::time::Duration;
+
+use meridian_model::dn::Dn;
+use meridian_model::entry::{Description, Entry};
+use meridian_model::modify::{ModOp, Modification};
+use meridian_proto::{Ava, Filter, ResultCode, Scope};
+use meridian_store::{Command, StoreError};
+
+use crate::access::Level;
+use crate::clock::generalized_time;
+use crate::{Directory, Identity, Memberships, Outcome};
+
+/// TTL bounds, in seconds (`directory.dynamic_*_ttl_secs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DynamicTtl {
+    /// What an added dynamic entry gets.
+    pub default_secs: u32,
+    /// The least a Refresh grants.
+    pub min_secs: u32,
+    /// The most a Refresh grants.
+    pub max_secs: u32,
+}
+
+impl Default for DynamicTtl {
+    fn default() -> Self {
+        DynamicTtl {
+            default_secs: 86_400,
+            min_secs: 10,
+            max_secs: 31_536_000,
+        }
+    }
+}
+
+impl DynamicTtl {
+    /// The TTL a Refresh asking for `requested` seconds gets.
+    pub fn grant(&self, requested: u32) -> u32 {
+        requested.clamp(self.min_secs, self.max_secs)
+    }
+}
+
+const DYNAMIC_OBJECT: &str = "dynamicObject";
+
+impl Directory {
+    /// Whether `values` (of objectClass) name dynamicObject.
+    fn names_dynamic_object<'a>(&self, mut values: impl Iterator<Item = &'a [u8]>) -> bool {
+        let Some(dynamic) = self.schema.class_id(DYNAMIC_OBJECT) else {
+            return false;
+        };
+        values.any(|v| {
+            std::str::from_utf8(v)
+                .ok()
+                .and_then(|name| self.schema.class_id(name.trim()))
+                == Some(dynamic)
+        })
+    }
+
+    /// Whether `entry` is dynamic (objectClass dynamicObject).
+    pub(crate) fn is_dynamic(&self, entry: &Entry) -> bool {
+        self.schema
+            .attribute_id("objectClass")
+            .and_then(|oc| entry.get(oc))
+            .is_some_and(|a| self.names_dynamic_object(a.values.iter().map(Vec::as_slice)))
+    }
+
+    /// The `(name, values)` of the TTL attributes for `ttl` seconds from now.
+    fn ttl_attributes(&self, ttl: u32) -> [(&'static str, Vec<u8>); 2] {
+        let expires = self.clock.now() + Duration::from_secs(u64::from(ttl));
+        [
+            ("entryTtl", ttl.to_string().into_bytes()),
+            (
+                "entryExpireTimestamp",
+                generalized_time(expires).0.into_bytes(),
+            ),
+        ]
+    }
+
+    /// Gives a dynamic entry that lacks them its TTL attributes (the
+    /// default TTL from now); true if the entry is dynamic.
+    pub(crate) fn stamp_ttl(&self, entry: &mut Entry) -> Result<bool, Outcome> {
+        if !self.is_dynamic(entry) {
+            return Ok(false);
+        }
+        for (name, value) in self.ttl_attributes(self.limits.dynamic.default_secs) {
+            let desc = Description::parse(name.as_bytes(), &self.schema)?;
+            if entry.get(desc.attr).is_none() {
+                entry.attributes.push(meridian_model::entry::Attribute {
+                    desc,
+                    name: name.to_owned(),
+                    values: vec![value],
+                });
+            }
+        }
+        Ok(true)
+    }
+
+    /// For an add: a dynamic entry gets its TTL attributes; a static one
+    /// may not be placed under a dynamic parent.
+    pub(crate) fn prepare_dynamic_add(&self, entry: &mut Entry) -> Result<(), Outcome> {
+        if self.stamp_ttl(entry)? {
+            return Ok(());
+        }
+        let Some(parent) = entry.dn.parent().filter(|p| !p.is_root()) else {
+            return Ok(());
+        };
+        let snapshot = self.store.snapshot().map_err(Outcome::from)?;
+        if let Some((_, parent)) = snapshot.get(&parent).map_err(Outcome::from)? {
+            if self.is_dynamic(&parent) {
+                return Err(Outcome::new(
+                    ResultCode::UNWILLING_TO_PERFORM,
+                    format!(
+                        "{} is dynamic (RFC 2589): only dynamic entries may be placed under it",
+                        parent.dn.original()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// For a modify: no change may add or remove dynamicObject.
+    pub(crate) fn check_dynamic_modify(
+        &self,
+        dn: &Dn,
+        changes: &[Modification],
+    ) -> Result<(), Outcome> {
+        let oc = self.schema.attribute_id("objectClass");
+        let refused = || {
+            Outcome::new(
+                ResultCode::OBJECT_CLASS_MODS_PROHIBITED,
+                "an entry cannot become dynamic or static (RFC 2589): dynamicObject is set when it is added",
+            )
+        };
+        for change in changes {
+            let is_oc = Description::parse(change.attr.as_bytes(), &self.schema)
+                .is_ok_and(|d| Some(d.attr) == oc);
+            if !is_oc {
+                continue;
+            }
+            let names = self.names_dynamic_object(change.values.iter().map(Vec::as_slice));
+            match change.op {
+                ModOp::Add | ModOp::Delete if names => return Err(refused()),
+                ModOp::Replace => {
+                    let snapshot = self.store.snapshot().map_err(Outcome::from)?;
+                    let was = snapshot
+                        .get(dn)
+                        .map_err(Outcome::from)?
+                        .is_some_and(|(_, e)| self.is_dynamic(&e));
+                    if was != names {
+                        return Err(refused());
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a Refresh (RFC 2589) of the entry at `dn` for `requested`
+    /// seconds by `who`: the command that sets its new TTL, and the TTL
+    /// granted (clamped to the configured bounds). The entry must exist
+    /// and be dynamic, and `who` needs write access to it.
+    pub fn prepare_refresh(
+        &self,
+        who: &Identity,
+        dn: &[u8],
+        requested: u32,
+    ) -> Result<(Command, u32), Outcome> {
+        let dn = self.dn(dn)?;
+        let groups = &Memberships::default();
+        self.require_visible(who, &dn, None, Level::Write, groups)?;
+        let snapshot = self.store.snapshot().map_err(Outcome::from)?;
+        let Some((_, entry)) = snapshot.get(&dn).map_err(Outcome::from)? else {
+            let missing = StoreError::NoSuchObject {
+                dn: dn.original().to_owned(),
+                matched: snapshot.matched(&dn).unwrap_or_default(),
+            };
+            return Err(self.disclose(who, missing.into()));
+        };
+        if !self.is_dynamic(&entry) {
+            return Err(Outcome::new(
+                ResultCode::OBJECT_CLASS_VIOLATION,
+                format!(
+                    "{} is not a dynamic entry (objectClass dynamicObject): there is nothing to refresh",
+                    dn.original()
+                ),
+            ));
+        }
+        let granted = self.limits.dynamic.grant(requested);
+        let operational = self
+            .ttl_attributes(granted)
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), vec![value]))
+            .collect();
+        let command = Command::Modify {
+            dn,
+            changes: Vec::new(),
+            operational,
+            permissive: false,
+        };
+        Ok((command, granted))
+    }
+
+    /// Deletes every dynamic entry whose time has run out, deepest first
+    /// (an expired entry whose children live on waits for them); the
+    /// number deleted.
+    pub async fn sweep_expired(&self) -> Result<usize, Outcome> {
+        let now = generalized_time(self.clock.now()).0;
+        let expire = Description::parse(b"entryExpireTimestamp", &self.schema)?;
+        let mut expired: Vec<Dn> = Vec::new();
+        {
+            let snapshot = self.store.snapshot().map_err(Outcome::from)?;
+            let dynamic = Filter::Equality(Ava {
+                attr: b"objectClass",
+                value: DYNAMIC_OBJECT.as_bytes(),
+            });
+            snapshot
+                .search(&Dn::root(), Scope::Subtree, &dynamic, |_, entry| {
+                    // Canonical Generalized Time (whole seconds, Z) sorts
+                    // as text.
+                    let due = entry
+                        .get(expire.attr)
+                        .and_then(|a| a.values.first())
+                        .is_some_and(|when| when.as_slice() <= now.as_bytes());
+                    if due {
+                        expired.push(entry.dn.clone());
+                    }
+                    true
+                })
+                .map_err(Outcome::from)?;
+        }
+        expired.sort_by_key(|dn| std::cmp::Reverse(dn.rdns().len()));
+        let mut deleted = 0;
+        for dn in expired {
+            match self.store.execute(Command::Delete { dn }).await {
+                Ok(_) => deleted += 1,
+                // Children still alive, or deleted meanwhile: next sweep.
+                Err(StoreError::NotAllowedOnNonLeaf(_) | StoreError::NoSuchObject { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(deleted)
+    }
+}
