@@ -53,6 +53,26 @@ impl DynamicTtl {
 
 const DYNAMIC_OBJECT: &str = "dynamicObject";
 
+fn dynamic_filter() -> Filter<'static> {
+    Filter::Equality(Ava {
+        attr: b"objectClass",
+        value: DYNAMIC_OBJECT.as_bytes(),
+    })
+}
+
+/// Whether `store` holds a dynamic entry (true when it cannot tell).
+pub(crate) fn any_dynamic_entry(store: &meridian_store::Store) -> bool {
+    let Ok(snapshot) = store.snapshot() else {
+        return true;
+    };
+    let mut found = false;
+    let searched = snapshot.search(&Dn::root(), Scope::Subtree, &dynamic_filter(), |_, _| {
+        found = true;
+        false
+    });
+    found || searched.is_err()
+}
+
 impl Directory {
     /// Whether `values` (of objectClass) name dynamicObject.
     fn names_dynamic_object<'a>(&self, mut values: impl Iterator<Item = &'a [u8]>) -> bool {
@@ -93,6 +113,8 @@ impl Directory {
         if !self.is_dynamic(entry) {
             return Ok(false);
         }
+        self.may_have_dynamic
+            .store(true, std::sync::atomic::Ordering::Release);
         for (name, value) in self.ttl_attributes(self.limits.dynamic.default_secs) {
             let desc = Description::parse(name.as_bytes(), &self.schema)?;
             if entry.get(desc.attr).is_none() {
@@ -109,7 +131,11 @@ impl Directory {
     /// For an add: a dynamic entry gets its TTL attributes; a static one
     /// may not be placed under a dynamic parent.
     pub(crate) fn prepare_dynamic_add(&self, entry: &mut Entry) -> Result<(), Outcome> {
-        if self.stamp_ttl(entry)? {
+        if self.stamp_ttl(entry)?
+            || !self
+                .may_have_dynamic
+                .load(std::sync::atomic::Ordering::Acquire)
+        {
             return Ok(());
         }
         let Some(parent) = entry.dn.parent().filter(|p| !p.is_root()) else {
@@ -222,23 +248,24 @@ impl Directory {
         let mut expired: Vec<Dn> = Vec::new();
         {
             let snapshot = self.store.snapshot().map_err(Outcome::from)?;
-            let dynamic = Filter::Equality(Ava {
-                attr: b"objectClass",
-                value: DYNAMIC_OBJECT.as_bytes(),
-            });
             snapshot
-                .search(&Dn::root(), Scope::Subtree, &dynamic, |_, entry| {
-                    // Canonical Generalized Time (whole seconds, Z) sorts
-                    // as text.
-                    let due = entry
-                        .get(expire.attr)
-                        .and_then(|a| a.values.first())
-                        .is_some_and(|when| when.as_slice() <= now.as_bytes());
-                    if due {
-                        expired.push(entry.dn.clone());
-                    }
-                    true
-                })
+                .search(
+                    &Dn::root(),
+                    Scope::Subtree,
+                    &dynamic_filter(),
+                    |_, entry| {
+                        // Canonical Generalized Time (whole seconds, Z) sorts
+                        // as text.
+                        let due = entry
+                            .get(expire.attr)
+                            .and_then(|a| a.values.first())
+                            .is_some_and(|when| when.as_slice() <= now.as_bytes());
+                        if due {
+                            expired.push(entry.dn.clone());
+                        }
+                        true
+                    },
+                )
                 .map_err(Outcome::from)?;
         }
         expired.sort_by_key(|dn| std::cmp::Reverse(dn.rdns().len()));

@@ -318,6 +318,10 @@ pub struct Directory {
     new_entry_attributes: Vec<(&'static str, Description)>,
     /// Who besides the administrator may use proxied authorization.
     proxy_authorizers: Vec<ProxyAuthorizer>,
+    /// Whether any dynamic entry may exist (found at start, set when one
+    /// is added; never cleared): until then an add need not look at its
+    /// parent to keep static entries from under dynamic ones.
+    may_have_dynamic: std::sync::atomic::AtomicBool,
 }
 
 /// One `directory.proxy_authorizers` entry.
@@ -348,6 +352,7 @@ impl Directory {
     /// A directory over `store`.
     pub fn new(store: Store, admin: Dn, clock: Arc<dyn Clock>, limits: Limits) -> Self {
         let schema = Arc::clone(store.schema());
+        let may_have_dynamic = dynamic::any_dynamic_entry(&store);
         Directory {
             store,
             admin,
@@ -363,6 +368,7 @@ impl Directory {
                 })
                 .collect(),
             proxy_authorizers: Vec::new(),
+            may_have_dynamic: std::sync::atomic::AtomicBool::new(may_have_dynamic),
             schema,
         }
     }
