@@ -502,15 +502,7 @@ impl Session {
             if let (Some(password), ResultCode::SUCCESS) = (&generated, outcome.code) {
                 encode_password_modify_response(&mut value, password);
             }
-            let mut batch = Batch::default();
-            encode_extended(
-                &mut batch.bytes,
-                id,
-                &outcome,
-                (!value.is_empty()).then_some(value.as_slice()),
-            );
-            batch.completed = 1;
-            outbound.push(&mut batch);
+            push_extended(&outbound, id, &outcome, &value);
         });
         Action::Spawned
     }
@@ -549,15 +541,7 @@ impl Session {
             if outcome.code == ResultCode::SUCCESS {
                 encode_refresh_response(&mut value, granted);
             }
-            let mut batch = Batch::default();
-            encode_extended(
-                &mut batch.bytes,
-                id,
-                &outcome,
-                (!value.is_empty()).then_some(value.as_slice()),
-            );
-            batch.completed = 1;
-            outbound.push(&mut batch);
+            push_extended(&outbound, id, &outcome, &value);
         });
         Action::Spawned
     }
@@ -600,10 +584,7 @@ impl Session {
         let (id, outbound) = (reply.id, Arc::clone(out));
         tokio::spawn(async move {
             op.finished().await;
-            let mut batch = Batch::default();
-            encode_extended(&mut batch.bytes, id, &Outcome::success(), None);
-            batch.completed = 1;
-            outbound.push(&mut batch);
+            push_extended(&outbound, id, &Outcome::success(), &[]);
         });
         Action::Spawned
     }
@@ -1008,6 +989,20 @@ fn encode_search_done(buf: &mut Vec<u8>, id: i32, outcome: &Outcome, cookie: Opt
         }),
     }
     .encode(buf);
+}
+
+/// Sends the ExtendedResponse of an operation that finished on its own
+/// task (`value` empty: no responseValue), returning its permit.
+fn push_extended(outbound: &Outbound, id: i32, outcome: &Outcome, value: &[u8]) {
+    let mut batch = Batch::default();
+    encode_extended(
+        &mut batch.bytes,
+        id,
+        outcome,
+        (!value.is_empty()).then_some(value),
+    );
+    batch.completed = 1;
+    outbound.push(&mut batch);
 }
 
 /// Appends an ExtendedResponse with an optional responseValue.

@@ -202,14 +202,17 @@ impl<'s> Snapshot<'s> {
     /// The DN of the entry with ID `id` (which must exist), without
     /// decoding the rest of it.
     pub fn dn_of(&self, id: EntryId) -> Result<Dn, StoreError> {
-        let bytes = self
-            .inner
+        let text = codec::decode_dn(self.record(id)?)?;
+        Ok(Dn::parse(text, &self.inner.schema)?)
+    }
+
+    /// The stored record of entry `id`, which must exist.
+    fn record(&self, id: EntryId) -> Result<&[u8], StoreError> {
+        self.inner
             .dbs
             .id2entry
             .get(&self.txn, &keys::id_key(id))?
-            .ok_or_else(|| StoreError::Engine(format!("no entry {id}")))?;
-        let text = codec::decode_dn(bytes)?;
-        Ok(Dn::parse(text, &self.inner.schema)?)
+            .ok_or_else(|| StoreError::Engine(format!("no entry {id}")))
     }
 
     /// The entry with ID `id` as stored, part by part, without building a
@@ -221,13 +224,7 @@ impl<'s> Snapshot<'s> {
         id: EntryId,
         each: &mut dyn FnMut(StoredPart<'_>),
     ) -> Result<(), StoreError> {
-        let bytes = self
-            .inner
-            .dbs
-            .id2entry
-            .get(&self.txn, &keys::id_key(id))?
-            .ok_or_else(|| StoreError::Engine(format!("no entry {id}")))?;
-        codec::visit(bytes, &self.resolver(), each)
+        codec::visit(self.record(id)?, &self.resolver(), each)
     }
 
     /// Number of entries in the store.
