@@ -97,23 +97,39 @@ impl InFlight {
 }
 
 /// A connection's running operations by message ID. Finished ones are
-/// dropped as new ones arrive, so it never holds more than the
-/// connection's outstanding operations.
-#[derive(Debug, Default)]
-pub(crate) struct Running(HashMap<i32, Arc<InFlight>>);
+/// dropped whenever the map has doubled since the last sweep, so it holds
+/// at most about twice the connection's outstanding operations and each
+/// new operation costs amortised constant time.
+#[derive(Debug)]
+pub(crate) struct Running {
+    ops: HashMap<i32, Arc<InFlight>>,
+    sweep_at: usize,
+}
+
+impl Default for Running {
+    fn default() -> Self {
+        Running {
+            ops: HashMap::new(),
+            sweep_at: 64,
+        }
+    }
+}
 
 impl Running {
     /// Tracks a new operation and returns its handle.
     pub(crate) fn start(&mut self, id: i32, kind: Kind) -> Arc<InFlight> {
-        self.0.retain(|_, op| !op.is_finished());
+        if self.ops.len() >= self.sweep_at {
+            self.ops.retain(|_, op| !op.is_finished());
+            self.sweep_at = (self.ops.len() * 2).max(64);
+        }
         let op = InFlight::new(kind);
-        self.0.insert(id, Arc::clone(&op));
+        self.ops.insert(id, Arc::clone(&op));
         op
     }
 
     /// The operation `id`, if it is still running.
     pub(crate) fn get(&self, id: i32) -> Option<&Arc<InFlight>> {
-        self.0.get(&id).filter(|op| !op.is_finished())
+        self.ops.get(&id).filter(|op| !op.is_finished())
     }
 }
 
@@ -134,6 +150,18 @@ mod tests {
         let other = running.start(6, Kind::Write);
         other.finish();
         assert!(!other.request_stop(Stop::Cancel));
+    }
+
+    #[test]
+    fn finished_operations_do_not_pile_up() {
+        let mut running = Running::default();
+        for id in 0..10_000 {
+            running.start(id, Kind::Write).finish();
+        }
+        let live = running.start(10_000, Kind::Search);
+        assert!(running.ops.len() <= 128, "{}", running.ops.len());
+        assert!(running.get(10_000).is_some());
+        live.finish();
     }
 
     #[tokio::test]
