@@ -89,8 +89,7 @@ impl Directory {
 
     /// Whether `entry` is dynamic (objectClass dynamicObject).
     pub(crate) fn is_dynamic(&self, entry: &Entry) -> bool {
-        self.schema
-            .attribute_id("objectClass")
+        self.object_class
             .and_then(|oc| entry.get(oc))
             .is_some_and(|a| self.names_dynamic_object(a.values.iter().map(Vec::as_slice)))
     }
@@ -162,7 +161,7 @@ impl Directory {
         dn: &Dn,
         changes: &[Modification],
     ) -> Result<(), Outcome> {
-        let oc = self.schema.attribute_id("objectClass");
+        let oc = self.object_class;
         let refused = || {
             Outcome::new(
                 ResultCode::OBJECT_CLASS_MODS_PROHIBITED,

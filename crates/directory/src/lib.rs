@@ -314,6 +314,9 @@ pub struct Directory {
     /// userPassword's ID, looked up once: it is checked on every
     /// attribute a search returns and every write that may need hashing.
     user_password: Option<AttrId>,
+    /// objectClass's ID, looked up once (dynamic entries check it on
+    /// every add and modify).
+    object_class: Option<AttrId>,
     /// The operational attributes every new entry gets, parsed once.
     new_entry_attributes: Vec<(&'static str, Description)>,
     /// Who besides the administrator may use proxied authorization.
@@ -361,6 +364,7 @@ impl Directory {
             limits,
             access: AccessRules::default_rules(&schema),
             user_password: schema.attribute_id(USER_PASSWORD),
+            object_class: schema.attribute_id("objectClass"),
             new_entry_attributes: NEW_ENTRY_ATTRIBUTES
                 .iter()
                 .filter_map(|name| {
@@ -861,9 +865,11 @@ impl Directory {
         let dn = self.dn(req.dn)?;
         let groups = &Memberships::default();
         let mut changes = Vec::new();
+        let mut touches_object_class = false;
         for change in req.changes.iter() {
             let m = change.modification;
             let desc = Description::parse(m.ty, &self.schema)?;
+            touches_object_class |= Some(desc.attr) == self.object_class;
             self.require_visible(who, &dn, Some(desc.attr), Level::Write, groups)?;
             if let Some(at) = self.schema.attr(desc.attr) {
                 if at.no_user_modification {
@@ -884,7 +890,9 @@ impl Directory {
                 values: m.values.iter().map(<[u8]>::to_vec).collect(),
             });
         }
-        self.check_dynamic_modify(&dn, &changes)?;
+        if touches_object_class {
+            self.check_dynamic_modify(&dn, &changes)?;
+        }
         Ok(Command::Modify {
             dn,
             changes,
