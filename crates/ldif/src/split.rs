@@ -51,6 +51,12 @@ impl<R: BufRead> Splitter<R> {
         &self.name
     }
 
+    /// The input (to see, for example, whether a buffered reader has
+    /// more data at hand before it would block).
+    pub fn get_ref(&self) -> &R {
+        &self.input
+    }
+
     /// The limits this splitter enforces (and its records' parser should).
     pub fn limits(&self) -> Limits {
         self.limits

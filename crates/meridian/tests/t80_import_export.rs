@@ -580,3 +580,42 @@ fn entries_waiting_for_parents_are_bounded() {
     assert!(out.contains("imported 22 entries"), "{out}");
     std::fs::remove_dir_all(work).unwrap();
 }
+
+#[test]
+fn a_stopped_load_ends_even_while_a_fifo_stays_open() {
+    let work = temp_dir("open-fifo");
+    let input = fifo(&work, "never-closed.ldif");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["import", "-i"])
+        .arg(&input)
+        .arg("--data-dir")
+        .arg(work.join("data"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&input)
+        .unwrap();
+    std::io::Write::write_all(
+        &mut writer,
+        b"dn: cn=x,dc=elsewhere\nobjectClass: person\ncn: x\nsn: x\n\n",
+    )
+    .unwrap();
+    // The writer stays open; the first (bad) record must still end the load.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the stopped load never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(err.contains("outside the naming context"), "{err}");
+    drop(writer);
+    std::fs::remove_dir_all(work).unwrap();
+}

@@ -237,8 +237,18 @@ pub(crate) fn read_input(path: &Path, limits: Limits, out: &SyncSender<Chunk>) {
 
 type ReadResult = Result<(), (Position, String)>;
 
+/// The input, buffered.
+type Input = BufReader<Box<dyn Read + Send>>;
+
+/// Whether a chunk should go now: it is full, or the input has nothing
+/// more buffered, so the next read may wait (a FIFO whose writer is slow
+/// or idle must not hold back the records already read).
+fn chunk_ready(records: &[Raw], input: &Input) -> bool {
+    records.len() == CHUNK || (!records.is_empty() && input.buffer().is_empty())
+}
+
 fn read_ldif(
-    reader: impl BufRead,
+    reader: Input,
     name: &Arc<str>,
     limits: Limits,
     out: &SyncSender<Chunk>,
@@ -254,7 +264,7 @@ fn read_ldif(
                 return Err((Position::Line(e.line), e.message));
             }
         }
-        if records.len() == CHUNK && !send(out, name, &mut records) {
+        if chunk_ready(&records, splitter.get_ref()) && !send(out, name, &mut records) {
             return Ok(());
         }
     }
@@ -263,7 +273,7 @@ fn read_ldif(
 }
 
 fn read_ber(
-    mut reader: impl BufRead,
+    mut reader: Input,
     name: &Arc<str>,
     limits: Limits,
     out: &SyncSender<Chunk>,
@@ -322,7 +332,7 @@ fn read_ber(
             offset: offset - total as u64,
             pdu,
         });
-        if records.len() == CHUNK && !send(out, name, &mut records) {
+        if chunk_ready(&records, &reader) && !send(out, name, &mut records) {
             return Ok(());
         }
     }

@@ -17,8 +17,10 @@ mod progress;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
@@ -220,43 +222,59 @@ fn load(
 ) -> anyhow::Result<Report> {
     let (chunk_tx, chunk_rx) = sync_channel::<Chunk>(threads * 4);
     let (parsed_tx, parsed_rx) = sync_channel::<Vec<Result<Parsed, Refused>>>(threads * 4);
-    let chunk_rx = Arc::new(Mutex::new(chunk_rx));
+    let chunk_rx = Mutex::new(chunk_rx);
     let limits = checker.limits;
+    let stop = AtomicBool::new(false);
 
+    // Readers are not joined: one may sit in a read of a FIFO whose
+    // writer never closes it, and a load that stopped must still end.
+    // They finish when their input does, or when the channel is gone.
+    for path in &args.inputs {
+        let (path, out) = (path.clone(), chunk_tx.clone());
+        std::thread::Builder::new()
+            .name("import-read".into())
+            .spawn(move || input::read_input(&path, limits, &out))?;
+    }
+    drop(chunk_tx);
     std::thread::scope(|scope| {
-        for path in &args.inputs {
-            let out = chunk_tx.clone();
-            scope.spawn(move || input::read_input(path, limits, &out));
-        }
-        drop(chunk_tx);
         for _ in 0..threads {
-            let (rx, tx) = (Arc::clone(&chunk_rx), parsed_tx.clone());
-            scope.spawn(move || work(checker, &rx, &tx));
+            let (rx, tx, flag) = (&chunk_rx, parsed_tx.clone(), &stop);
+            let spawned = std::thread::Builder::new()
+                .name("import-parse".into())
+                .spawn_scoped(scope, move || work(checker, rx, &tx, flag));
+            if let Err(e) = spawned {
+                // The workers already started must not wait forever.
+                stop.store(true, Ordering::Release);
+                return Err(e.into());
+            }
         }
         drop(parsed_tx);
         let result = Loader::new(store, args).run(&parsed_rx);
-        // Stopping early: let readers and workers see closed channels.
+        // Stopping early: workers see the flag (or the closed channel).
+        stop.store(true, Ordering::Release);
         drop(parsed_rx);
-        drain(&chunk_rx);
         result
     })
-}
-
-/// Empties the chunk channel so blocked readers finish.
-fn drain(chunks: &Mutex<Receiver<Chunk>>) {
-    let rx = chunks.lock().unwrap_or_else(PoisonError::into_inner);
-    while rx.recv().is_ok() {}
 }
 
 fn work(
     checker: &Checker,
     chunks: &Mutex<Receiver<Chunk>>,
     out: &SyncSender<Vec<Result<Parsed, Refused>>>,
+    stop: &AtomicBool,
 ) {
     loop {
-        // Hold the lock only to take a chunk, not while parsing it.
-        let chunk = chunks.lock().unwrap_or_else(PoisonError::into_inner).recv();
-        let Ok(chunk) = chunk else { return };
+        // Hold the lock only to take a chunk, not while parsing it; wake
+        // now and then to notice a stopped load.
+        let chunk = chunks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .recv_timeout(Duration::from_millis(100));
+        let chunk = match chunk {
+            Ok(chunk) => chunk,
+            Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Acquire) => continue,
+            Err(_) => return,
+        };
         let results = match chunk {
             Chunk::Records { input, records } => records
                 .into_iter()
