@@ -58,7 +58,12 @@ pub(crate) fn run(args: ExportArgs) -> anyhow::Result<()> {
     meridian_ldif::write::version(&mut buf);
     let mut written = 0u64;
     let ids = match &base {
-        Some(base) => snapshot.ids_in_dn_order_under(base)?,
+        Some(base) => {
+            if snapshot.id(base)?.is_none() {
+                anyhow::bail!("--base: there is no entry {}", base.original());
+            }
+            snapshot.ids_in_dn_order_under(base)?
+        }
         None => snapshot.ids_in_dn_order()?,
     };
     // Written from the stored records as they are: no entry is built.

@@ -217,6 +217,11 @@ fn export_import_export_is_byte_identical_and_runs_beside_a_server() {
         !people.contains("dn: dc=example,dc=com\n") && people.contains("uid=babs"),
         "{people}"
     );
+    let (ok, _, err) = meridian(
+        &["export", "--base", "ou=Nowhere,dc=example,dc=com"],
+        &server.data_dir,
+    );
+    assert!(!ok && err.contains("no entry ou=Nowhere"), "{err}");
     assert_eq!(count(&server, "(objectClass=*)"), 4);
 
     let work = temp_dir("roundtrip");
