@@ -326,9 +326,15 @@ impl<'s> Snapshot<'s> {
             indexed: matches!(plan, Plan::Ids(_)),
             ..SearchReport::default()
         };
-        // Candidates from an index may lie outside the scope; the ones from
-        // walking the scope cannot.
-        let check_scope = matches!(plan, Plan::Ids(_));
+        // A subtree search of the root, or of the only naming context,
+        // covers every entry in the store.
+        let covers_store = scope == Scope::Subtree
+            && (base.is_root()
+                || (self.inner.suffixes.len() == 1
+                    && self.inner.suffixes.iter().all(|s| s.same_entry(base))));
+        // Candidates from an index may lie outside the scope (unless the
+        // scope is everything); the ones from walking the scope cannot.
+        let check_scope = matches!(plan, Plan::Ids(_)) && !covers_store;
         let in_scope = |bytes: &[u8]| -> Result<bool, StoreError> {
             if !check_scope {
                 return Ok(true);
@@ -360,11 +366,7 @@ impl<'s> Snapshot<'s> {
         };
         // A scan of everything under the only naming context (or the root)
         // reads id2entry in order instead of looking entries up one by one.
-        let whole_store = matches!(plan, Plan::All)
-            && scope == Scope::Subtree
-            && (base.is_root()
-                || (self.inner.suffixes.len() == 1
-                    && self.inner.suffixes.iter().all(|s| s.same_entry(base))));
+        let whole_store = matches!(plan, Plan::All) && covers_store;
         if whole_store {
             use std::ops::Bound;
             let start = keys::id_key(after.map_or(0, |a| a.saturating_add(1)));
