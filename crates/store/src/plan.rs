@@ -32,6 +32,10 @@ pub(crate) struct Planner<'a> {
     pub(crate) dbs: &'a Dbs,
     pub(crate) indexes: &'a Indexes,
     pub(crate) schema: &'a Schema,
+    /// Only IDs above this are wanted (a search resuming after the
+    /// entry it last sent: each step of a streamed or paged search reads
+    /// only the rest of every index list, not all of it again).
+    pub(crate) after: Option<EntryId>,
 }
 
 fn intersect(a: &[EntryId], b: &[EntryId]) -> Vec<EntryId> {
@@ -59,11 +63,23 @@ fn union(mut a: Vec<EntryId>, b: &[EntryId]) -> Vec<EntryId> {
 }
 
 impl Planner<'_> {
-    /// IDs under one index prefix.
+    /// IDs under one index prefix (every key is the prefix and an ID),
+    /// from the first ID above `after`.
     fn ids(&self, prefix: &[u8]) -> Result<Vec<EntryId>, StoreError> {
         let mut out = Vec::new();
-        for item in self.dbs.index.prefix_iter(self.txn, prefix)? {
+        let mut start = prefix.to_vec();
+        if let Some(after) = self.after {
+            start.extend_from_slice(&keys::id_key(after.saturating_add(1)));
+        }
+        let range = (
+            std::ops::Bound::Included(start.as_slice()),
+            std::ops::Bound::Unbounded,
+        );
+        for item in self.dbs.index.range(self.txn, &range)? {
             let (key, _) = item?;
+            if !key.starts_with(prefix) {
+                break;
+            }
             let tail = key.get(key.len().saturating_sub(8)..).unwrap_or_default();
             if let Some(id) = keys::id_from(tail) {
                 out.push(id);

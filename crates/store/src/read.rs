@@ -315,6 +315,7 @@ impl<'s> Snapshot<'s> {
             dbs: &self.inner.dbs,
             indexes: &self.inner.indexes,
             schema,
+            after,
         };
         let plan = if scope == Scope::Base {
             Plan::All

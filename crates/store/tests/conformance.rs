@@ -553,6 +553,26 @@ mod planner_properties {
                     let expected: BTreeSet<String> = all.iter().filter(|e| compiled.matches(e, &f.schema)).map(|e| e.dn.normalized()).collect();
                     let (found, _) = search(f, &format!("ou=People,{SUFFIX}"), Scope::OneLevel, text);
                     assert_eq!(found, expected, "{text}");
+                    // Resumed after some entry, as a paged or streamed
+                    // search does: the index lists are read from there on.
+                    let snap = f.store.snapshot().unwrap();
+                    let mut ids = Vec::new();
+                    snap.search(&Dn::root(), Scope::Subtree, &filter, |id, e| {
+                        ids.push((id, e.dn.normalized()));
+                        true
+                    })
+                    .unwrap();
+                    ids.sort();
+                    let after = ids.get(ids.len() / 2).map_or(0, |(id, _)| *id);
+                    let mut resumed = Vec::new();
+                    snap.search_after(&Dn::root(), Scope::Subtree, &filter, Some(after), |id, e| {
+                        resumed.push((id, e.dn.normalized()));
+                        true
+                    })
+                    .unwrap();
+                    resumed.sort();
+                    let rest: Vec<_> = ids.iter().filter(|(id, _)| *id > after).cloned().collect();
+                    assert_eq!(resumed, rest, "{text} after {after}");
                 }
             });
         }
