@@ -240,18 +240,7 @@ fn delete_subtree(txn: &mut RwTxn<'_>, ctx: &Context<'_>, dn: &Dn) -> Result<Out
     members.sort_by_key(|(key, _)| std::cmp::Reverse(key.iter().filter(|b| **b == 0).count()));
     let count = members.len() as u64;
     for (_, id) in members {
-        let entry = ctx.load(txn, id)?;
-        let parent = parent_id_of(txn, ctx, &entry.dn)?;
-        write_index(
-            txn,
-            dbs,
-            ctx.indexes.entry_keys(&entry, ctx.schema),
-            id,
-            false,
-        )?;
-        dbs.id2entry.delete(txn, &keys::id_key(id))?;
-        dbs.dn2id.delete(txn, &keys::dn_key(&entry.dn))?;
-        dbs.children.delete(txn, &keys::child_key(parent, id))?;
+        remove_leaf(txn, ctx, id)?;
     }
     Ok(Outcome::DeletedSubtree(count))
 }
@@ -633,8 +622,16 @@ fn delete(
     if has_children(txn, dbs, id)? {
         return Err(StoreError::NotAllowedOnNonLeaf(dn.original().to_owned()));
     }
+    remove_leaf(txn, ctx, id)?;
+    Ok(Outcome::Deleted)
+}
+
+/// Removes the leaf entry `id`: its record, its index keys, its DN key and
+/// its parent's link to it (delete, and each entry of a subtree delete).
+fn remove_leaf(txn: &mut RwTxn<'_>, ctx: &Context<'_>, id: EntryId) -> Result<(), StoreError> {
+    let dbs = ctx.dbs;
     let entry = ctx.load(txn, id)?;
-    let parent = parent_id_of(txn, ctx, dn)?;
+    let parent = parent_id_of(txn, ctx, &entry.dn)?;
     write_index(
         txn,
         dbs,
@@ -643,9 +640,9 @@ fn delete(
         false,
     )?;
     dbs.id2entry.delete(txn, &keys::id_key(id))?;
-    dbs.dn2id.delete(txn, &keys::dn_key(dn))?;
+    dbs.dn2id.delete(txn, &keys::dn_key(&entry.dn))?;
     dbs.children.delete(txn, &keys::child_key(parent, id))?;
-    Ok(Outcome::Deleted)
+    Ok(())
 }
 
 fn modify(
