@@ -303,25 +303,31 @@ impl Session {
                     dn: op_dn(op).to_vec(),
                     identity: self.identity.clone(),
                     read_back,
+                    success_value: None,
                     in_flight: self.running.start(id, Kind::Write),
                     started,
                 };
-                // In order, through the connection's write sequencer.
-                let queue = self.writes.get_or_insert_with(|| {
-                    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-                    tokio::spawn(sequence_writes(rx));
-                    tx
-                });
-                if let Err(failed) = queue.send((spawned, command)) {
-                    let (spawned, _) = failed.0;
-                    spawned.respond(Outcome::new(
-                        ResultCode::UNAVAILABLE,
-                        "the connection is closing",
-                    ));
-                }
-                Action::Spawned
+                self.queue_write(spawned, command)
             }
         }
+    }
+
+    /// Hands a prepared write to the connection's write sequencer, which
+    /// applies a connection's writes in the order they were read.
+    fn queue_write(&mut self, spawned: SpawnedWrite, command: meridian_store::Command) -> Action {
+        let queue = self.writes.get_or_insert_with(|| {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            tokio::spawn(sequence_writes(rx));
+            tx
+        });
+        if let Err(failed) = queue.send((spawned, command)) {
+            let (spawned, _) = failed.0;
+            spawned.respond(Outcome::new(
+                ResultCode::UNAVAILABLE,
+                "the connection is closing",
+            ));
+        }
+        Action::Spawned
     }
 
     fn bind(&mut self, bind: &BindRequest<'_>, reply: Reply<'_>) -> Action {
@@ -533,17 +539,25 @@ impl Session {
             Ok(prepared) => prepared,
             Err(outcome) => return reply.extended(outcome.code, outcome.message.as_bytes(), None),
         };
-        let directory = Arc::clone(&reply.ctx.directory);
-        let (id, outbound) = (reply.id, Arc::clone(out));
-        tokio::spawn(async move {
-            let outcome = directory.execute(command).await;
-            let mut value = Vec::new();
-            if outcome.code == ResultCode::SUCCESS {
-                encode_refresh_response(&mut value, granted);
-            }
-            push_extended(&outbound, id, &outcome, &value);
-        });
-        Action::Spawned
+        // A write like any other: in order with the connection's others.
+        let mut value = Vec::new();
+        encode_refresh_response(&mut value, granted);
+        let spawned = SpawnedWrite {
+            directory: Arc::clone(&reply.ctx.directory),
+            outbound: Arc::clone(out),
+            access_log: reply.ctx.access_log,
+            conn: self.conn_id,
+            id: reply.id,
+            tag: tags::EXTENDED_RESPONSE,
+            op_name: reply.op_name,
+            dn: request.dn.to_vec(),
+            identity: self.identity.clone(),
+            read_back: None,
+            success_value: Some(value),
+            in_flight: self.running.start(reply.id, Kind::Write),
+            started: reply.started,
+        };
+        self.queue_write(spawned, command)
     }
 
     /// Cancel (RFC 3909): stops a streamed search, which answers
@@ -1038,6 +1052,8 @@ struct SpawnedWrite {
     identity: Identity,
     /// The pre-read and post-read controls asked for, if any.
     read_back: Option<ReadBackRequest>,
+    /// For an extended operation: the responseValue sent on success.
+    success_value: Option<Vec<u8>>,
     /// Marked finished once the response is queued.
     in_flight: Arc<InFlight>,
     started: Instant,
@@ -1216,6 +1232,13 @@ impl SpawnedWrite {
             })
             .collect();
         match result_op(self.tag, result) {
+            _ if self.tag == tags::EXTENDED_RESPONSE => {
+                let value = self
+                    .success_value
+                    .as_deref()
+                    .filter(|_| outcome.code == ResultCode::SUCCESS);
+                encode_extended(&mut batch.bytes, self.id, &outcome, value);
+            }
             Some(op) if !controls.is_empty() => LdapMessage {
                 message_id: self.id,
                 op,
