@@ -9,9 +9,9 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 const RUNNING: u8 = 0;
 const ABANDONED: u8 = 1;
@@ -40,7 +40,10 @@ pub(crate) enum Stop {
 pub(crate) struct InFlight {
     kind: Kind,
     stop: AtomicU8,
-    done: watch::Sender<bool>,
+    done: AtomicBool,
+    /// Wakes a Cancel waiting for the operation's end (one allocation per
+    /// operation in all: every write makes one).
+    finished: Notify,
 }
 
 impl InFlight {
@@ -48,7 +51,8 @@ impl InFlight {
         Arc::new(InFlight {
             kind,
             stop: AtomicU8::new(RUNNING),
-            done: watch::Sender::new(false),
+            done: AtomicBool::new(false),
+            finished: Notify::new(),
         })
     }
 
@@ -81,18 +85,23 @@ impl InFlight {
 
     /// Marks the operation finished (its response, if any, is queued).
     pub(crate) fn finish(&self) {
-        self.done.send_replace(true);
+        self.done.store(true, Ordering::Release);
+        self.finished.notify_waiters();
     }
 
     pub(crate) fn is_finished(&self) -> bool {
-        *self.done.borrow()
+        self.done.load(Ordering::Acquire)
     }
 
     /// Resolves once the operation has finished.
     pub(crate) async fn finished(&self) {
-        let mut done = self.done.subscribe();
-        // An error means the sender is gone, which cannot outlive `self`.
-        let _ = done.wait_for(|d| *d).await;
+        let notified = self.finished.notified();
+        tokio::pin!(notified);
+        // Registered before the check, so a finish in between still wakes us.
+        notified.as_mut().enable();
+        if !self.is_finished() {
+            notified.await;
+        }
     }
 }
 
@@ -169,5 +178,20 @@ mod tests {
         let op = InFlight::new(Kind::Search);
         op.finish();
         op.finished().await;
+    }
+
+    #[tokio::test]
+    async fn finished_wakes_a_waiter_that_came_first() {
+        let op = InFlight::new(Kind::Search);
+        let waiter = tokio::spawn({
+            let op = Arc::clone(&op);
+            async move { op.finished().await }
+        });
+        tokio::task::yield_now().await;
+        op.finish();
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("the waiter was not woken")
+            .unwrap();
     }
 }
