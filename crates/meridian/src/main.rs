@@ -1,7 +1,7 @@
 //! The `meridian` command: serve, the integrity tools (check, reindex,
-//! repair), and bulk import and export; gen and bench join it as their
-//! issue lands.
+//! repair), bulk import and export, and the toolkit (gen, bench).
 
+mod bench;
 mod export;
 mod import;
 mod serve;
@@ -41,6 +41,10 @@ enum Command {
     Export(export::ExportArgs),
     /// Accept what an incomplete load left: check, reindex, mark complete.
     Repair(tools::RepairArgs),
+    /// Generate test entries from a template or a seed model, as LDIF or BER.
+    Gen(bench::GenArgs),
+    /// Measure an LDAP server (any server) with a scenario file.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +56,8 @@ fn main() -> ExitCode {
         Command::Import(args) => import::run(args),
         Command::Export(args) => export::run(args),
         Command::Repair(args) => tools::repair(args),
+        Command::Gen(args) => bench::generate(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

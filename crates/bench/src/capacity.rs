@@ -1,0 +1,218 @@
+//! Seed 003's capacity model: run each operation of a user profile alone
+//! at several offered rates, read the server's CPU time from `/proc`, fit
+//! CPU seconds per second against operations per second by least squares
+//! (the slope is the CPU cost of one operation, the intercept the idle
+//! cost), then compute how many users of the profile the server carries
+//! at the target utilisation:
+//!
+//! ```text
+//! users = utilisation × CPUs / Σ (operations per user per second × cost)
+//! ```
+
+use std::fmt::Write as _;
+
+use anyhow::bail;
+use serde::Serialize;
+
+use crate::procstat;
+use crate::run::{self, Options, RunResult};
+use crate::scenario::Scenario;
+
+/// One operation's measured cost.
+#[derive(Debug, Clone, Serialize)]
+pub struct OperationCost {
+    /// Operation name.
+    pub name: String,
+    /// Profile frequency: operations per user per second.
+    pub per_user: f64,
+    /// (achieved operations per second, server CPU seconds per second).
+    pub points: Vec<(f64, f64)>,
+    /// Fitted CPU milliseconds per operation (the slope).
+    pub cost_ms: f64,
+    /// Fitted CPU seconds per second at no load (the intercept).
+    pub idle: f64,
+    /// Coefficient of determination of the fit.
+    pub r_squared: f64,
+}
+
+/// The model.
+#[derive(Debug, Clone, Serialize)]
+pub struct CapacityResult {
+    /// Per operation.
+    pub operations: Vec<OperationCost>,
+    /// CPUs the capacity is computed for.
+    pub cpus: f64,
+    /// Utilisation it is computed at.
+    pub utilisation: f64,
+    /// CPU milliseconds one user of the profile costs per second.
+    pub cost_per_user_ms: f64,
+    /// Users the server carries at `utilisation` (None without a profile).
+    pub users: Option<f64>,
+}
+
+impl CapacityResult {
+    /// The model as the seed prints it.
+    pub fn to_text(&self) -> String {
+        let mut out = String::from("Capacity model (server CPU per operation, least squares)\n");
+        let _ = writeln!(
+            out,
+            "  {:<14} {:>12} {:>14} {:>10} {:>6}",
+            "operation", "per user/s", "CPU ms / op", "idle CPU", "r^2"
+        );
+        for op in &self.operations {
+            let _ = writeln!(
+                out,
+                "  {:<14} {:>12.4} {:>14.4} {:>10.3} {:>6.3}",
+                op.name, op.per_user, op.cost_ms, op.idle, op.r_squared
+            );
+        }
+        if let Some(users) = self.users {
+            let _ = writeln!(
+                out,
+                "  one user costs {:.4} CPU ms per second; at {:.0} % of {} CPUs the server supports {:.0} concurrent users",
+                self.cost_per_user_ms,
+                self.utilisation * 100.0,
+                self.cpus,
+                users
+            );
+        }
+        out
+    }
+}
+
+/// Least squares fit of `y = a + b x`: (a, b, r²).
+pub fn fit(points: &[(f64, f64)]) -> (f64, f64, f64) {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return (
+            0.0,
+            points
+                .first()
+                .map_or(0.0, |(x, y)| if *x > 0.0 { y / x } else { 0.0 }),
+            0.0,
+        );
+    }
+    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    let syy: f64 = points.iter().map(|p| (p.1 - mean_y).powi(2)).sum();
+    if sxx == 0.0 {
+        return (mean_y, 0.0, 0.0);
+    }
+    let b = sxy / sxx;
+    let a = mean_y - b * mean_x;
+    let r2 = if syy == 0.0 {
+        1.0
+    } else {
+        (sxy * sxy) / (sxx * syy)
+    };
+    (a, b, r2)
+}
+
+/// Runs the model for `scenario` against the server process `pid`.
+pub fn measure(
+    scenario: &Scenario,
+    pid: u32,
+    options: Options,
+) -> anyhow::Result<(Vec<RunResult>, CapacityResult)> {
+    if procstat::cpu_seconds(pid).is_none() {
+        bail!(
+            "cannot read /proc/{pid}/stat: the capacity model needs the server's PID on this machine"
+        );
+    }
+    let spec = &scenario.capacity;
+    if spec.rates.is_empty() || spec.rates.iter().any(|r| r.is_nan() || *r <= 0.0) {
+        bail!("capacity.rates must list offered rates above 0");
+    }
+    let profiled = scenario.operations.iter().any(|o| o.per_user > 0.0);
+    let mut runs = Vec::new();
+    let mut operations = Vec::new();
+    for (i, op) in scenario.operations.iter().enumerate() {
+        if profiled && op.per_user == 0.0 {
+            continue;
+        }
+        let mut points = Vec::new();
+        let name = scenario
+            .compile()
+            .map_err(anyhow::Error::msg)?
+            .get(i)
+            .map(|o| o.name.clone())
+            .unwrap_or_default();
+        for &rate in &spec.rates {
+            let mut alone = scenario.clone();
+            let mut single = op.clone();
+            single.name = Some(name.clone());
+            (single.per_user, single.rate, single.weight) = (0.0, 0.0, 1.0);
+            alone.operations = vec![single];
+            alone.load.rate = rate;
+            alone.load.users = 0;
+            alone.load.count = 0;
+            alone.load.duration_secs = spec.step_secs;
+            alone.load.warmup_secs = alone.load.warmup_secs.min(2.0);
+            alone.load.server_pid = Some(pid);
+            let result = run::run(&alone, &format!("{name} at {rate}/s"), options)?;
+            if let Some(server) = &result.server {
+                points.push((result.total.rate, server.cpu_seconds / result.elapsed_secs));
+            }
+            runs.push(result);
+        }
+        let (idle, slope, r_squared) = fit(&points);
+        operations.push(OperationCost {
+            name,
+            per_user: op.per_user,
+            points,
+            cost_ms: slope * 1000.0,
+            idle,
+            r_squared,
+        });
+    }
+    let cpus = if spec.cpus > 0.0 {
+        spec.cpus
+    } else {
+        procstat::cpus() as f64
+    };
+    let cost_per_user_ms: f64 = operations.iter().map(|o| o.per_user * o.cost_ms).sum();
+    let users = (profiled && cost_per_user_ms > 0.0)
+        .then(|| spec.target_utilisation * cpus * 1000.0 / cost_per_user_ms);
+    Ok((
+        runs,
+        CapacityResult {
+            operations,
+            cpus,
+            utilisation: spec.target_utilisation,
+            cost_per_user_ms,
+            users,
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn least_squares_recovers_a_line() {
+        let points: Vec<(f64, f64)> = [100.0, 200.0, 400.0, 800.0]
+            .iter()
+            .map(|x| (*x, 0.05 + 0.0002 * x))
+            .collect();
+        let (a, b, r2) = fit(&points);
+        assert!((a - 0.05).abs() < 1e-9 && (b - 0.0002).abs() < 1e-12 && (r2 - 1.0).abs() < 1e-9);
+        let noisy = [(1.0, 1.0), (2.0, 3.0), (3.0, 2.0)];
+        let (_, b, r2) = fit(&noisy);
+        assert!((b - 0.5).abs() < 1e-9 && r2 < 1.0);
+    }
+
+    #[test]
+    fn users_follow_the_profile() {
+        let result = CapacityResult {
+            operations: vec![],
+            cpus: 2.0,
+            utilisation: 0.8,
+            cost_per_user_ms: 0.4,
+            users: Some(0.8 * 2.0 * 1000.0 / 0.4),
+        };
+        assert!(result.to_text().contains("supports 4000 concurrent users"));
+    }
+}

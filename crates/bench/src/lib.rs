@@ -1,0 +1,32 @@
+//! `meridian bench` and `meridian gen`: the load generator that measures
+//! any LDAP server, and the test data it loads.
+//!
+//! * [`template`]: value templates (`uid=user{key}`, `{alpha:8}`…);
+//! * [`pdu`]: requests encoded once, re-rendered with the message ID and
+//!   the variable parts patched in;
+//! * [`ops`], [`scenario`]: the TOML scenario and its operations;
+//! * [`keys`]: key distributions (uniform, sequential, Zipf, seed 000's
+//!   pre-drawn array);
+//! * [`session`], [`wire`]: the pipelined client;
+//! * [`stats`], [`run`]: what a run measures;
+//! * [`report`]: text, JSON and HTML with SVG charts;
+//! * [`capacity`]: seed 003's capacity model;
+//! * [`generate`]: entries from templates and the seed models, as LDIF or BER;
+//! * [`canned`]: a server answering every request from a canned response,
+//!   to measure the client's own ceiling.
+
+pub mod canned;
+pub mod capacity;
+pub mod generate;
+pub mod keys;
+pub mod ops;
+pub mod pdu;
+pub mod procstat;
+pub mod report;
+pub mod rng;
+pub mod run;
+pub mod scenario;
+pub mod session;
+pub mod stats;
+pub mod template;
+pub mod wire;

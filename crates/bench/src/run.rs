@@ -1,0 +1,388 @@
+//! One run of a scenario: sessions started on a runtime of `threads`
+//! workers, a progress line, and the figures gathered at the end.
+
+use std::io::{IsTerminal as _, Write as _};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, bail};
+use serde::Serialize;
+
+use crate::keys::Keys;
+use crate::ops::Operation;
+use crate::procstat;
+use crate::rng::Rng;
+use crate::scenario::{Mode, Scenario};
+use crate::session::{self, Clock, Shared};
+use crate::stats::{OpStats, Stats, code_name};
+
+/// How a run reports while it goes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// No progress line.
+    pub quiet: bool,
+}
+
+/// The figures of one run (the JSON report holds a list of these).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    /// Scenario name.
+    pub scenario: String,
+    /// A label (the server's name in `bench compare`).
+    pub label: String,
+    /// Server URL.
+    pub target: String,
+    /// Seconds since the Unix epoch when the run started.
+    pub started_unix: u64,
+    /// Sessions (connections).
+    pub sessions: u32,
+    /// Outstanding requests per session.
+    pub depth: u32,
+    /// Client threads.
+    pub threads: usize,
+    /// `closed`, `rate`, `rates` or `profile`.
+    pub mode: String,
+    /// Offered rate (open loop), operations per second.
+    pub offered_rate: f64,
+    /// Connection-per-operation mode.
+    pub connection_per_operation: bool,
+    /// Measured seconds.
+    pub elapsed_secs: f64,
+    /// All operations together.
+    pub total: Summary,
+    /// Per operation.
+    pub operations: Vec<Summary>,
+    /// Sessions that ended with an error.
+    pub sessions_failed: u32,
+    /// The first such error.
+    pub first_error: Option<String>,
+    /// Server CPU and memory (when `server_pid` is set).
+    pub server: Option<ServerUsage>,
+}
+
+/// One operation's (or the total's) figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// Operation name.
+    pub name: String,
+    /// Completed.
+    pub count: u64,
+    /// Completed per second.
+    pub rate: f64,
+    /// Answers that were not a success.
+    pub errors: u64,
+    /// Result codes by name.
+    pub codes: std::collections::BTreeMap<String, u64>,
+    /// Entries received.
+    pub entries: u64,
+    /// Latency percentiles, microseconds.
+    pub latency_us: Percentiles,
+    /// Completions in each second of the measured time.
+    pub per_second: Vec<u64>,
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Copy, Serialize, Default)]
+pub struct Percentiles {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th.
+    pub p90: f64,
+    /// 99th.
+    pub p99: f64,
+    /// 99.9th.
+    pub p999: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+/// What the server process used during the measured time.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerUsage {
+    /// Process ID.
+    pub pid: u32,
+    /// CPU seconds used while measuring.
+    pub cpu_seconds: f64,
+    /// CPU seconds per completed operation.
+    pub cpu_seconds_per_operation: f64,
+    /// Resident memory sampled each second, bytes.
+    pub rss_bytes: Vec<u64>,
+}
+
+/// Runs `scenario` once.
+pub fn run(scenario: &Scenario, label: &str, options: Options) -> anyhow::Result<RunResult> {
+    let ops = scenario.compile().map_err(anyhow::Error::msg)?;
+    let threads = match scenario.load.threads {
+        0 => procstat::cpus(),
+        n => n,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .context("starting the client runtime")?;
+    runtime.block_on(run_async(scenario, ops, label, threads, options))
+}
+
+fn cumulative(weights: &[f64]) -> Vec<f64> {
+    weights
+        .iter()
+        .scan(0.0, |sum, w| {
+            *sum += w;
+            Some(*sum)
+        })
+        .collect()
+}
+
+async fn run_async(
+    scenario: &Scenario,
+    ops: Vec<Operation>,
+    label: &str,
+    threads: usize,
+    options: Options,
+) -> anyhow::Result<RunResult> {
+    let load = &scenario.load;
+    let address = crate::wire::resolve(&scenario.target.url)?;
+    let bind = scenario
+        .target
+        .bind_dn
+        .clone()
+        .map(|dn| (dn, scenario.target.password.clone().unwrap_or_default()));
+    // One connection first, so an unreachable server or a refused bind is
+    // one clear error rather than a failure per session.
+    {
+        let mut probe = crate::wire::connect(address, Duration::from_secs(10)).await?;
+        if let Some((dn, password)) = &bind {
+            crate::wire::bind(&mut probe, dn, password, load.max_response_bytes).await?;
+        }
+    }
+    let mix = scenario.mix();
+    let seed = match scenario.keys.seed {
+        0 => SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+        s => s,
+    };
+    let mut rng = Rng::new(seed);
+    let keys = Keys::new(&scenario.keys, &mut rng);
+    let start = Instant::now();
+    let measure_from = start + Duration::from_secs_f64(load.warmup_secs);
+    let clock = Clock {
+        start,
+        measure_from,
+        stop_at: (load.duration_secs > 0.0)
+            .then(|| measure_from + Duration::from_secs_f64(load.duration_secs)),
+        drain: Duration::from_secs_f64(load.drain_secs),
+    };
+    let shared = Arc::new(Shared {
+        cumulative: cumulative(&mix.weights),
+        seqs: ops.iter().map(|_| AtomicU64::new(0)).collect(),
+        stats: Stats::new(ops.len()),
+        ops,
+        keys,
+        address,
+        bind,
+        depth: load.depth as usize,
+        queue_length: load.queue_length,
+        connection_per_operation: load.connection_per_operation,
+        session_rate: mix.rate / f64::from(load.sessions),
+        max_pdu: load.max_response_bytes,
+        seed: rng.next_u64(),
+        clock,
+        budget: (load.count > 0).then(|| AtomicU64::new(load.count)),
+        completed: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        last_completion_ns: AtomicU64::new(0),
+    });
+
+    let cpu_at_start = load.server_pid.and_then(procstat::cpu_seconds);
+    let sessions: Vec<_> = (0..load.sessions)
+        .map(|i| tokio::spawn(session::run(Arc::clone(&shared), i)))
+        .collect();
+    let monitor = tokio::spawn(monitor(Arc::clone(&shared), load.server_pid, options));
+    let mut sessions_failed = 0;
+    let mut first_error = None;
+    for handle in sessions {
+        let outcome = match handle.await {
+            Ok(outcome) => outcome,
+            Err(e) => Err(anyhow::anyhow!("session task failed: {e}")),
+        };
+        if let Err(e) = outcome {
+            sessions_failed += 1;
+            first_error.get_or_insert_with(|| format!("{e:#}"));
+        }
+    }
+    shared.stop.store(true, Ordering::Relaxed);
+    let (rss_samples, cpu_at_measure) = monitor.await.unwrap_or_default();
+    let cpu_at_end = load.server_pid.and_then(procstat::cpu_seconds);
+
+    let ops_stats = shared.stats.snapshot();
+    let elapsed_secs = if load.count > 0 || clock.stop_at.is_none() {
+        (shared.last_completion_ns.load(Ordering::Relaxed) as f64 / 1e9).max(1e-9)
+    } else {
+        load.duration_secs
+    };
+    if sessions_failed == load.sessions {
+        bail!(
+            "every session failed; the first: {}",
+            first_error.unwrap_or_default()
+        );
+    }
+    let mut total = ops_stats
+        .first()
+        .cloned()
+        .unwrap_or_else(|| Stats::new(1).snapshot().remove(0));
+    for other in ops_stats.iter().skip(1) {
+        total.merge(other);
+    }
+    let operations: Vec<Summary> = shared
+        .ops
+        .iter()
+        .zip(&ops_stats)
+        .map(|(op, stats)| summarise(&op.name, stats, elapsed_secs, |c| op.succeeded(c)))
+        .collect();
+    let errors = operations.iter().map(|o| o.errors).sum();
+    let mut total = summarise("total", &total, elapsed_secs, |_| true);
+    total.errors = errors;
+    let server = load.server_pid.map(|pid| {
+        let cpu_seconds = match (cpu_at_measure.or(cpu_at_start), cpu_at_end) {
+            (Some(a), Some(b)) => b - a,
+            _ => 0.0,
+        };
+        ServerUsage {
+            pid,
+            cpu_seconds,
+            cpu_seconds_per_operation: cpu_seconds / total.count.max(1) as f64,
+            rss_bytes: rss_samples,
+        }
+    });
+    Ok(RunResult {
+        scenario: scenario.name.clone(),
+        label: label.to_owned(),
+        target: scenario.target.url.clone(),
+        started_unix: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+            .saturating_sub(start.elapsed().as_secs()),
+        sessions: load.sessions,
+        depth: load.depth,
+        threads,
+        mode: match mix.mode {
+            Mode::Closed => "closed",
+            Mode::Rate => "rate",
+            Mode::Rates => "rates",
+            Mode::Profile => "profile",
+        }
+        .into(),
+        offered_rate: mix.rate,
+        connection_per_operation: load.connection_per_operation,
+        elapsed_secs,
+        total,
+        operations,
+        sessions_failed,
+        first_error,
+        server,
+    })
+}
+
+fn summarise(
+    name: &str,
+    stats: &OpStats,
+    elapsed_secs: f64,
+    succeeded: impl Fn(u32) -> bool,
+) -> Summary {
+    let count = stats.count();
+    let errors = stats
+        .codes
+        .iter()
+        .filter(|(code, _)| !u32::try_from(**code).is_ok_and(&succeeded))
+        .map(|(_, n)| n)
+        .sum();
+    let h = &stats.latency;
+    let us = |ns: u64| ns as f64 / 1000.0;
+    let latency_us = if count == 0 {
+        Percentiles::default()
+    } else {
+        Percentiles {
+            mean: h.mean() / 1000.0,
+            p50: us(h.value_at_quantile(0.5)),
+            p90: us(h.value_at_quantile(0.9)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+        }
+    };
+    Summary {
+        name: name.to_owned(),
+        count,
+        rate: count as f64 / elapsed_secs,
+        errors,
+        codes: stats
+            .codes
+            .iter()
+            .map(|(c, n)| (code_name(*c), *n))
+            .collect(),
+        entries: stats.entries,
+        latency_us,
+        per_second: stats.timeline.clone(),
+    }
+}
+
+/// Prints the progress line each second and samples the server's memory;
+/// returns the memory samples and the server's CPU time when measuring
+/// began.
+async fn monitor(
+    shared: Arc<Shared>,
+    pid: Option<u32>,
+    options: Options,
+) -> (Vec<u64>, Option<f64>) {
+    let terminal = std::io::stderr().is_terminal();
+    let mut rss = Vec::new();
+    let mut cpu_at_measure = None;
+    let mut last = (Instant::now(), 0u64);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+        let now = Instant::now();
+        if cpu_at_measure.is_none() && now >= shared.clock.measure_from {
+            cpu_at_measure = pid.and_then(procstat::cpu_seconds);
+        }
+        if let Some(bytes) = pid.and_then(procstat::rss_bytes) {
+            rss.push(bytes);
+        }
+        let done = shared.completed.load(Ordering::Relaxed);
+        if !options.quiet {
+            let rate = (done - last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-9);
+            let phase = if now < shared.clock.measure_from {
+                " (warm-up)"
+            } else {
+                ""
+            };
+            let line = format!(
+                "{:7.1}s  {:>12} ops  {:>10.0}/s  {} errors{phase}",
+                now.duration_since(shared.clock.start).as_secs_f64(),
+                done,
+                rate,
+                shared.failed.load(Ordering::Relaxed),
+            );
+            let mut err = std::io::stderr().lock();
+            let _ = if terminal {
+                write!(err, "\r{line}\x1b[K")
+            } else {
+                writeln!(err, "{line}")
+            };
+        }
+        last = (now, done);
+        if shared.stop.load(Ordering::Relaxed) {
+            if terminal && !options.quiet {
+                let _ = writeln!(std::io::stderr());
+            }
+            return (rss, cpu_at_measure);
+        }
+    }
+}
