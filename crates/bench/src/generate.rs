@@ -85,6 +85,7 @@ impl EntryTemplate {
             key: seq,
             seq,
             unique: seq,
+            run: 0,
             rng,
         };
         let mut dn = Vec::new();
@@ -153,7 +154,7 @@ impl Model {
             ),
             Model::Seed003 => format!(
                 "dn: uid=dyn{{seq}},ou=Dynamic,{suffix}\nobjectClass: inetOrgPerson\nobjectClass: dynamicObject\n\
-                 uid: dyn{{seq}}\ncn: {{pick:Ann|Bob|Eve|Ian|Kim|Lea|Max|Noa}} {{alpha:8}}\nsn: {{alpha:10}}\n\
+                 uid: dyn{{seq}}\ncn: Dyn {{seq}}\nsn: {{pick:Ann|Bob|Eve|Ian|Kim|Lea|Max|Noa}} {{alpha:8}}\n\
                  givenName: {{alpha:6}}\ndisplayName: Dynamic user {{seq}}\nmail: dyn{{seq}}@example.com\n\
                  telephoneNumber: +1 555 {{digits:7}}\nmobile: +1 555 {{digits:7}}\ntitle: {{pick:guest|member|admin}}\n\
                  ou: {{pick:sales|support|research|operations}}\nl: {{alpha:8}}\nst: {{alpha:2}}\n\
@@ -267,9 +268,9 @@ fn write_stream(
     let mut rng = Rng::new(plan.seed ^ range.start.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let mut buf = Vec::with_capacity(64 * 1024);
     let mut written = 0;
-    if plan.format == Format::Ldif {
-        meridian_ldif::write::version(&mut buf);
-    }
+    // No `version: 1` line: slapcat writes none and slapadd refuses one
+    // (it reads it as an entry without a DN, or as an attribute), while
+    // every LDIF reader, ours included, accepts a file without it.
     if first {
         for (dn, attributes) in &plan.containers {
             let rendered: Vec<(&str, Vec<Vec<u8>>)> = attributes

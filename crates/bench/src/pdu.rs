@@ -152,8 +152,23 @@ impl PduTemplate {
     }
 }
 
-fn has_sentinel(bytes: &[u8]) -> bool {
-    bytes.contains(&(SENTINEL_START as u8))
+/// True when `tlv` carries a placeholder. Only string values can: an
+/// INTEGER, ENUMERATED or BOOLEAN (universal class) may hold the
+/// sentinel's byte by chance (scope singleLevel is 0x01), a string only
+/// if the marker put it there, since templates may not contain it.
+fn has_slot(tlv: &meridian_ber::Tlv<'_>) -> bool {
+    if tlv.tag.is_constructed() {
+        let mut children = Reader::new(tlv.contents);
+        while let Ok(child) = children.read() {
+            if has_slot(&child) {
+                return true;
+            }
+        }
+        false
+    } else {
+        let is_string = tlv.tag == Tag::OCTET_STRING || tlv.tag.0 & 0xc0 != 0;
+        is_string && tlv.contents.contains(&(SENTINEL_START as u8))
+    }
 }
 
 fn compile_children(mut contents: &[u8], out: &mut Vec<Node>) -> Result<(), String> {
@@ -165,7 +180,7 @@ fn compile_children(mut contents: &[u8], out: &mut Vec<Node>) -> Result<(), Stri
         let rest = reader.rest();
         let whole = contents.get(..contents.len() - rest.len()).unwrap_or(&[]);
         contents = rest;
-        if !has_sentinel(whole) {
+        if !has_slot(&tlv) {
             match out.last_mut() {
                 Some(Node::Literal(bytes)) => bytes.extend_from_slice(whole),
                 _ => out.push(Node::Literal(whole.to_vec())),
@@ -197,7 +212,7 @@ fn split_sentinels(mut bytes: &[u8]) -> Result<Vec<Piece>, String> {
         let end = at
             .iter()
             .position(|&b| b == SENTINEL_END as u8)
-            .ok_or("a placeholder was cut by the encoder")?;
+            .ok_or("a placeholder was cut by the encoder (does a value hold the byte 0x01?)")?;
         let index = std::str::from_utf8(at.get(1..end).unwrap_or(&[]))
             .ok()
             .and_then(|s| s.parse().ok())
@@ -257,6 +272,7 @@ mod tests {
                 key,
                 seq: 0,
                 unique: 0,
+                run: 0,
                 rng: &mut rng.clone(),
             };
             template.render(id, &mut values, &[], &mut out);
@@ -265,6 +281,7 @@ mod tests {
                 key,
                 seq: 0,
                 unique: 0,
+                run: 0,
                 rng: &mut rng,
             };
             let alpha = Template::parse("{alpha:300}")
@@ -300,12 +317,55 @@ mod tests {
             key: 0,
             seq: 0,
             unique: 0,
+            run: 0,
             rng: &mut rng,
         };
         template.render(5, &mut values, &controls, &mut out);
         let message = LdapMessage::decode(&out, &DecodeLimits::default()).unwrap();
         assert_eq!(message.message_id, 5);
         assert_eq!(message.controls.iter().next().unwrap().oid, b"1.2.3");
+    }
+
+    #[test]
+    fn numbers_holding_the_sentinel_byte_stay_literal() {
+        // Scope singleLevel encodes as 0x01, and a sizeLimit of 78,850 as
+        // 01 34 02: neither is a placeholder.
+        let mut marker = Marker::default();
+        let base = marker.mark("uid=u{key}").unwrap();
+        let filter = filter_str::parse("(objectClass=*)", 10).unwrap();
+        let mut encoded = Vec::new();
+        let message = |base: &str, out: &mut Vec<u8>| {
+            LdapMessage {
+                message_id: 0,
+                op: ProtocolOp::SearchRequest(SearchRequest {
+                    base: base.as_bytes(),
+                    scope: Scope::OneLevel,
+                    deref: DerefAliases::Never,
+                    size_limit: 0x01_34_02,
+                    time_limit: 1,
+                    types_only: false,
+                    filter: Filter::from_ber(&filter, meridian_proto::Depth::new(10)).unwrap(),
+                    attributes: Seq::empty(),
+                }),
+                controls: Seq::<Control<'_>>::empty(),
+            }
+            .encode(out)
+        };
+        message(&base, &mut encoded);
+        let template = marker.compile(&encoded).unwrap();
+        let mut rng = Rng::new(1);
+        let mut out = Vec::new();
+        let mut values = Values {
+            key: 9,
+            seq: 0,
+            unique: 0,
+            run: 0,
+            rng: &mut rng,
+        };
+        template.render(0, &mut values, &[], &mut out);
+        let mut expected = Vec::new();
+        message("uid=u9", &mut expected);
+        assert_eq!(out, expected);
     }
 
     #[test]

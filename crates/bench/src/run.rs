@@ -2,12 +2,13 @@
 //! workers, a progress line, and the figures gathered at the end.
 
 use std::io::{IsTerminal as _, Write as _};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
 use serde::Serialize;
+use tokio::sync::{mpsc, watch};
 
 use crate::keys::Keys;
 use crate::ops::Operation;
@@ -160,6 +161,7 @@ async fn run_async(
         }
     }
     let mix = scenario.mix();
+    let sessions = scenario.sessions();
     let seed = match scenario.keys.seed {
         0 => SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -168,6 +170,7 @@ async fn run_async(
     };
     let mut rng = Rng::new(seed);
     let keys = Keys::new(&scenario.keys, &mut rng);
+    let (ready_tx, mut ready_rx) = mpsc::channel(1024);
     let start = Instant::now();
     let measure_from = start + Duration::from_secs_f64(load.warmup_secs);
     let clock = Clock {
@@ -188,10 +191,17 @@ async fn run_async(
         depth: load.depth as usize,
         queue_length: load.queue_length,
         connection_per_operation: load.connection_per_operation,
-        session_rate: mix.rate / f64::from(load.sessions),
+        session_rate: mix.rate / f64::from(sessions),
+        foreground_sessions: sessions,
+        background: mix.background.clone(),
         max_pdu: load.max_response_bytes,
         seed: rng.next_u64(),
-        clock,
+        run_id: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        clock: OnceLock::new(),
+        ready: ready_tx,
+        started: watch::channel(false).0,
         budget: (load.count > 0).then(|| AtomicU64::new(load.count)),
         completed: AtomicU64::new(0),
         failed: AtomicU64::new(0),
@@ -200,13 +210,23 @@ async fn run_async(
     });
 
     let cpu_at_start = load.server_pid.and_then(procstat::cpu_seconds);
-    let sessions: Vec<_> = (0..load.sessions)
+    let all_sessions = sessions + mix.background.len() as u32;
+    let handles: Vec<_> = (0..all_sessions)
         .map(|i| tokio::spawn(session::run(Arc::clone(&shared), i)))
         .collect();
+    // Every session connected (or failed to): the clock starts now.
+    for _ in 0..all_sessions {
+        if ready_rx.recv().await.is_none() {
+            break;
+        }
+    }
+    let clock = *shared.clock.get_or_init(|| clock.restarted(Instant::now()));
+    // send_replace: stores the value even while no session has subscribed yet.
+    shared.started.send_replace(true);
     let monitor = tokio::spawn(monitor(Arc::clone(&shared), load.server_pid, options));
     let mut sessions_failed = 0;
     let mut first_error = None;
-    for handle in sessions {
+    for handle in handles {
         let outcome = match handle.await {
             Ok(outcome) => outcome,
             Err(e) => Err(anyhow::anyhow!("session task failed: {e}")),
@@ -226,7 +246,7 @@ async fn run_async(
     } else {
         load.duration_secs
     };
-    if sessions_failed == load.sessions {
+    if sessions_failed == all_sessions {
         bail!(
             "every session failed; the first: {}",
             first_error.unwrap_or_default()
@@ -268,7 +288,7 @@ async fn run_async(
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs())
             .saturating_sub(start.elapsed().as_secs()),
-        sessions: load.sessions,
+        sessions,
         depth: load.depth,
         threads,
         mode: match mix.mode {
@@ -349,7 +369,7 @@ async fn monitor(
     loop {
         tick.tick().await;
         let now = Instant::now();
-        if cpu_at_measure.is_none() && now >= shared.clock.measure_from {
+        if cpu_at_measure.is_none() && now >= shared.clock().measure_from {
             cpu_at_measure = pid.and_then(procstat::cpu_seconds);
         }
         if let Some(bytes) = pid.and_then(procstat::rss_bytes) {
@@ -358,14 +378,14 @@ async fn monitor(
         let done = shared.completed.load(Ordering::Relaxed);
         if !options.quiet {
             let rate = (done - last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-9);
-            let phase = if now < shared.clock.measure_from {
+            let phase = if now < shared.clock().measure_from {
                 " (warm-up)"
             } else {
                 ""
             };
             let line = format!(
                 "{:7.1}s  {:>12} ops  {:>10.0}/s  {} errors{phase}",
-                now.duration_since(shared.clock.start).as_secs_f64(),
+                now.duration_since(shared.clock().start).as_secs_f64(),
                 done,
                 rate,
                 shared.failed.load(Ordering::Relaxed),

@@ -103,6 +103,9 @@ pub struct LoadSpec {
     /// User profile: simulated users (each operation's `per_user` rate
     /// times this is its rate).
     pub users: u64,
+    /// User profile: users sharing one connection (seed 003: 100); when
+    /// set, the session count is users / this, rounded up.
+    pub users_per_session: u64,
     /// How long to wait for outstanding answers after the end.
     pub drain_secs: f64,
     /// Largest response PDU accepted.
@@ -124,6 +127,7 @@ impl Default for LoadSpec {
             connection_per_operation: false,
             rate: 0.0,
             users: 0,
+            users_per_session: 0,
             drain_secs: 10.0,
             max_response_bytes: 64 << 20,
             server_pid: None,
@@ -164,7 +168,17 @@ pub const MAX_DEPTH: u32 = 100_000;
 impl Scenario {
     /// Reads a scenario from TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Scenario, String> {
-        let scenario: Scenario = toml::from_str(text).map_err(|e| format!("{origin}: {e}"))?;
+        let scenario: Scenario = toml::from_str(text).map_err(|e| {
+            // One line: where, and what (the default rendering draws
+            // the offending line over several).
+            let line = e
+                .span()
+                .map(|span| text.get(..span.start).unwrap_or("").lines().count().max(1));
+            match line {
+                Some(line) => format!("{origin}: line {line}: {}", e.message().trim()),
+                None => format!("{origin}: {}", e.message().trim()),
+            }
+        })?;
         scenario.validate().map_err(|e| format!("{origin}: {e}"))?;
         Ok(scenario)
     }
@@ -230,6 +244,12 @@ impl Scenario {
         if mix.mode == Mode::Profile && load.users == 0 {
             return Err("operations give per_user rates but load.users is 0".into());
         }
+        if self.sessions() > MAX_SESSIONS {
+            return Err(format!(
+                "load.users / load.users_per_session asks for {} sessions, above {MAX_SESSIONS}",
+                self.sessions()
+            ));
+        }
         Ok(())
     }
 
@@ -255,39 +275,58 @@ impl Scenario {
     }
 
     /// How requests are paced and chosen.
+    ///
+    /// An operation with a `rate` among operations without one is a
+    /// background load (seed 001's 20 writes per second under a read
+    /// mix): it gets a session of its own at that rate, and the others
+    /// share `load.sessions` as usual.
     pub fn mix(&self) -> Mix {
         let ops = &self.operations;
-        if ops.iter().any(|o| o.per_user > 0.0) {
+        let mut background = Vec::new();
+        let (mode, weights, rate) = if ops.iter().any(|o| o.per_user > 0.0) {
             let weights: Vec<f64> = ops.iter().map(|o| o.per_user).collect();
             let rate = weights.iter().sum::<f64>() * self.load.users as f64;
-            Mix {
-                mode: Mode::Profile,
-                weights,
-                rate,
-            }
-        } else if ops.iter().any(|o| o.rate > 0.0) {
+            (Mode::Profile, weights, rate)
+        } else if ops.iter().all(|o| o.rate > 0.0) {
             let weights: Vec<f64> = ops.iter().map(|o| o.rate).collect();
             let rate = weights.iter().sum();
-            Mix {
-                mode: Mode::Rates,
-                weights,
-                rate,
-            }
+            (Mode::Rates, weights, rate)
         } else {
-            let weights = ops.iter().map(|o| o.weight).collect();
+            let weights = ops
+                .iter()
+                .enumerate()
+                .map(|(i, o)| {
+                    if o.rate > 0.0 {
+                        background.push((i, o.rate));
+                        0.0
+                    } else {
+                        o.weight
+                    }
+                })
+                .collect();
             if self.load.rate > 0.0 {
-                Mix {
-                    mode: Mode::Rate,
-                    weights,
-                    rate: self.load.rate,
-                }
+                (Mode::Rate, weights, self.load.rate)
             } else {
-                Mix {
-                    mode: Mode::Closed,
-                    weights,
-                    rate: 0.0,
-                }
+                (Mode::Closed, weights, 0.0)
             }
+        };
+        Mix {
+            mode,
+            weights,
+            rate,
+            background,
+        }
+    }
+
+    /// Sessions of the foreground mix.
+    pub fn sessions(&self) -> u32 {
+        let load = &self.load;
+        if self.mix().mode == Mode::Profile && load.users_per_session > 0 {
+            u32::try_from(load.users.div_ceil(load.users_per_session))
+                .unwrap_or(u32::MAX)
+                .max(1)
+        } else {
+            load.sessions
         }
     }
 }
@@ -314,6 +353,8 @@ pub struct Mix {
     pub weights: Vec<f64>,
     /// Total operations per second (open loop), 0 for closed.
     pub rate: f64,
+    /// Background operations: (operation, rate), a session each.
+    pub background: Vec<(usize, f64)>,
 }
 
 #[cfg(test)]
@@ -375,6 +416,14 @@ mod tests {
         let rates = "[[operation]]\nkind = \"search\"\nrate = 20\n[[operation]]\nkind = \"search\"\nrate = 5\n";
         let s = Scenario::parse(rates, "t").unwrap();
         assert_eq!((s.mix().mode, s.mix().rate), (Mode::Rates, 25.0));
+        let background =
+            "[[operation]]\nkind = \"search\"\n[[operation]]\nkind = \"bind\"\nrate = 20\n";
+        let mix = Scenario::parse(background, "t").unwrap().mix();
+        assert_eq!(mix.mode, Mode::Closed);
+        assert_eq!(mix.weights, [1.0, 0.0]);
+        assert_eq!(mix.background, [(1, 20.0)]);
+        let shared = "[load]\nusers = 250\nusers_per_session = 100\n[[operation]]\nkind = \"search\"\nper_user = 0.01\n";
+        assert_eq!(Scenario::parse(shared, "t").unwrap().sessions(), 3);
         let names: Vec<String> = s.compile().unwrap().into_iter().map(|o| o.name).collect();
         assert_eq!(names, ["search", "search2"]);
     }

@@ -13,14 +13,15 @@
 //! issuing waits for it.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
 use meridian_ber::{Tag, Writer, frame};
 use meridian_proto::controls::{QueueLength, oid};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{mpsc, watch};
 
 use crate::keys::{KeyStream, Keys};
 use crate::ops::Operation;
@@ -50,14 +51,25 @@ pub struct Shared {
     pub connection_per_operation: bool,
     /// Open loop: requests per second of each session (0: closed loop).
     pub session_rate: f64,
+    /// Sessions of the foreground mix; sessions from this index on run
+    /// the background operations, one each.
+    pub foreground_sessions: u32,
+    /// Background operations: (operation, rate).
+    pub background: Vec<(usize, f64)>,
     /// Largest response accepted.
     pub max_pdu: usize,
     /// Seed of the sessions' random numbers.
     pub seed: u64,
+    /// `{run}`: tells this run's added entries from an earlier run's.
+    pub run_id: u64,
     /// `{seq}` counter of each operation.
     pub seqs: Vec<AtomicU64>,
-    /// The clock of the run.
-    pub clock: Clock,
+    /// The clock of the run, set once every session is connected.
+    pub clock: OnceLock<Clock>,
+    /// Each session says here when it is connected (or failed to be).
+    pub ready: mpsc::Sender<()>,
+    /// Set to true when the clock is set: sessions start sending.
+    pub started: watch::Sender<bool>,
     /// Operations left to send in count mode.
     pub budget: Option<AtomicU64>,
     /// Where samples go.
@@ -85,7 +97,55 @@ pub struct Clock {
     pub drain: Duration,
 }
 
+impl Clock {
+    /// The same phases, moved to begin at `start`.
+    pub fn restarted(&self, start: Instant) -> Clock {
+        Clock {
+            start,
+            measure_from: start + self.measure_from.duration_since(self.start),
+            stop_at: self.stop_at.map(|t| start + t.duration_since(self.start)),
+            drain: self.drain,
+        }
+    }
+
+    /// A clock starting now with no warm-up (used only if a session ever
+    /// ran before the runner set the real one, which it does not).
+    fn now() -> Clock {
+        let now = Instant::now();
+        Clock {
+            start: now,
+            measure_from: now,
+            stop_at: None,
+            drain: Duration::ZERO,
+        }
+    }
+}
+
 impl Shared {
+    /// The run's clock.
+    pub fn clock(&self) -> &Clock {
+        self.clock.get_or_init(Clock::now)
+    }
+
+    /// Reports this session connected and waits for the start.
+    async fn arrive(&self) {
+        let _ = self.ready.send(()).await;
+        let mut started = self.started.subscribe();
+        let _ = started.wait_for(|s| *s).await;
+    }
+
+    /// The background operation session `index` runs, if it is one.
+    fn background_of(&self, index: u32) -> Option<(usize, f64)> {
+        let i = index.checked_sub(self.foreground_sessions)?;
+        self.background.get(i as usize).copied()
+    }
+
+    /// Requests per second of session `index` (0: closed loop).
+    fn rate_of(&self, index: u32) -> f64 {
+        self.background_of(index)
+            .map_or(self.session_rate, |(_, rate)| rate)
+    }
+
     fn choose(&self, rng: &mut Rng) -> usize {
         if self.cumulative.len() <= 1 {
             return 0;
@@ -112,7 +172,7 @@ impl Shared {
 
     fn sending_over(&self, now: Instant) -> bool {
         self.stop.load(Ordering::Relaxed)
-            || self.clock.stop_at.is_some_and(|t| now >= t)
+            || self.clock().stop_at.is_some_and(|t| now >= t)
             || self
                 .budget
                 .as_ref()
@@ -120,7 +180,7 @@ impl Shared {
     }
 
     fn note_completion(&self, at: Instant) {
-        if let Some(ns) = at.checked_duration_since(self.clock.measure_from) {
+        if let Some(ns) = at.checked_duration_since(self.clock().measure_from) {
             self.last_completion_ns.fetch_max(
                 ns.as_nanos().min(u128::from(u64::MAX)) as u64,
                 Ordering::Relaxed,
@@ -164,11 +224,11 @@ impl<'s> Recorder<'s> {
         if !ok {
             shared.failed.fetch_add(1, Ordering::Relaxed);
         }
-        if sent < shared.clock.measure_from {
+        if sent < shared.clock().measure_from {
             return; // warm-up
         }
         shared.note_completion(done);
-        let since = done.saturating_duration_since(shared.clock.measure_from);
+        let since = done.saturating_duration_since(shared.clock().measure_from);
         self.samples.push(Sample {
             op,
             code,
@@ -195,9 +255,14 @@ impl Drop for Recorder<'_> {
 /// only; its outstanding requests are recorded as lost.
 pub async fn run(shared: Arc<Shared>, index: u32) -> anyhow::Result<()> {
     if shared.connection_per_operation {
+        shared.arrive().await;
         one_shot_loop(&shared, index).await
     } else {
-        persistent(&shared, index).await
+        // Connect and bind before the clock starts: setting up sessions
+        // is not part of what a run measures.
+        let stream = open_connection(&shared).await;
+        shared.arrive().await;
+        persistent(&shared, index, stream?).await
     }
 }
 
@@ -205,6 +270,8 @@ pub async fn run(shared: Arc<Shared>, index: u32) -> anyhow::Result<()> {
 struct Issuer<'s> {
     shared: &'s Shared,
     index: u32,
+    /// The one operation of a background session.
+    only: Option<usize>,
     rng: Rng,
     keys: KeyStream<'s>,
     requests: u64,
@@ -215,6 +282,7 @@ impl<'s> Issuer<'s> {
         Issuer {
             shared,
             index,
+            only: shared.background_of(index).map(|(op, _)| op),
             rng: Rng::new(shared.seed ^ (u64::from(index) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
             keys: shared.keys.stream(u64::from(index)),
             requests: 0,
@@ -224,7 +292,10 @@ impl<'s> Issuer<'s> {
     /// Renders one request of a randomly chosen operation; returns it.
     fn render(&mut self, id: i32, controls: &[u8], out: &mut Vec<u8>) -> u16 {
         let shared = self.shared;
-        let op_index = shared.choose(&mut self.rng);
+        let op_index = match self.only {
+            Some(op) => op,
+            None => shared.choose(&mut self.rng),
+        };
         let Some(op) = shared.ops.get(op_index) else {
             return 0;
         };
@@ -241,6 +312,7 @@ impl<'s> Issuer<'s> {
             key,
             seq,
             unique: unique_value(self.index, self.requests),
+            run: shared.run_id,
             rng: &mut self.rng,
         };
         self.requests += 1;
@@ -279,8 +351,11 @@ async fn open_connection(shared: &Shared) -> anyhow::Result<tokio::net::TcpStrea
     Ok(stream)
 }
 
-async fn persistent(shared: &Shared, index: u32) -> anyhow::Result<()> {
-    let stream = open_connection(shared).await?;
+async fn persistent(
+    shared: &Shared,
+    index: u32,
+    stream: tokio::net::TcpStream,
+) -> anyhow::Result<()> {
     let (mut rd, mut wr) = stream.into_split();
     let mut recorder = Recorder::new(shared);
     let mut issuer = Issuer::new(shared, index);
@@ -291,12 +366,12 @@ async fn persistent(shared: &Shared, index: u32) -> anyhow::Result<()> {
     let mut id: i32 = if shared.bind.is_some() { 2 } else { 1 };
     let mut outstanding = 0usize;
 
-    let interval =
-        (shared.session_rate > 0.0).then(|| Duration::from_secs_f64(1.0 / shared.session_rate));
+    let rate = shared.rate_of(index);
+    let interval = (rate > 0.0).then(|| Duration::from_secs_f64(1.0 / rate));
     // Sessions start at random phases so an open-loop run is not a
     // series of synchronised bursts.
     let mut next_due =
-        shared.clock.start + interval.map_or(Duration::ZERO, |i| i.mul_f64(issuer.rng.unit()));
+        shared.clock().start + interval.map_or(Duration::ZERO, |i| i.mul_f64(issuer.rng.unit()));
 
     let mut wbuf: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut wpos = 0usize;
@@ -312,7 +387,7 @@ async fn persistent(shared: &Shared, index: u32) -> anyhow::Result<()> {
         loop {
             let now = Instant::now();
             if drain_deadline.is_none() && shared.sending_over(now) {
-                drain_deadline = Some(now + shared.clock.drain);
+                drain_deadline = Some(now + shared.clock().drain);
             }
             if drain_deadline.is_none() {
                 let room = shared.depth - outstanding;
@@ -365,7 +440,7 @@ async fn persistent(shared: &Shared, index: u32) -> anyhow::Result<()> {
             let wake = match (drain_deadline, interval) {
                 (Some(d), _) => d,
                 (None, Some(_)) if outstanding < shared.depth => next_due,
-                _ => shared.clock.stop_at.unwrap_or(far),
+                _ => shared.clock().stop_at.unwrap_or(far),
             };
             if wake != sleeping_until {
                 sleep.as_mut().reset(wake.into());
@@ -466,10 +541,10 @@ async fn persistent(shared: &Shared, index: u32) -> anyhow::Result<()> {
 async fn one_shot_loop(shared: &Shared, index: u32) -> anyhow::Result<()> {
     let mut recorder = Recorder::new(shared);
     let mut issuer = Issuer::new(shared, index);
-    let interval =
-        (shared.session_rate > 0.0).then(|| Duration::from_secs_f64(1.0 / shared.session_rate));
+    let rate = shared.rate_of(index);
+    let interval = (rate > 0.0).then(|| Duration::from_secs_f64(1.0 / rate));
     let mut next_due =
-        shared.clock.start + interval.map_or(Duration::ZERO, |i| i.mul_f64(issuer.rng.unit()));
+        shared.clock().start + interval.map_or(Duration::ZERO, |i| i.mul_f64(issuer.rng.unit()));
     loop {
         let start = match interval {
             Some(step) => {

@@ -6,6 +6,7 @@
 //! | `{key}`, `{key:W}` | the request's key (bench), zero-padded to W digits |
 //! | `{seq}`, `{seq:W}`, `{seq+N}`, `{seq+N:W}` | the running sequence number (+ N) |
 //! | `{unique}` | 8 characters unique to the session and request (seed 000) |
+//! | `{run}` | 8 characters telling this run from others (new DNs that a second run of a scenario does not collide with) |
 //! | `{num:MIN:MAX}` | a random integer in MIN..=MAX |
 //! | `{alpha:N}`, `{digits:N}`, `{alnum:N}` | N random letters, digits, or both |
 //! | `{pick:a\|b\|c}` | one of the listed values, at random |
@@ -25,6 +26,7 @@ enum Part {
     Key { width: usize },
     Seq { offset: u64, width: usize },
     Unique,
+    Run,
     Number { min: u64, max: u64 },
     Random { alphabet: &'static [u8], len: usize },
     Pick(Vec<Vec<u8>>),
@@ -54,6 +56,8 @@ pub struct Values<'r> {
     pub seq: u64,
     /// `{unique}`, before its 8-character rendering.
     pub unique: u64,
+    /// `{run}`, before its 8-character rendering.
+    pub run: u64,
     /// Random parts.
     pub rng: &'r mut Rng,
 }
@@ -163,6 +167,7 @@ impl Template {
                     push_decimal(out, values.seq.wrapping_add(*offset), *width);
                 }
                 Part::Unique => push_unique(out, values.unique),
+                Part::Run => push_unique(out, values.run),
                 Part::Number { min, max } => {
                     let span = max - min;
                     let n = if span == u64::MAX {
@@ -207,6 +212,7 @@ fn parse_placeholder(inner: &str) -> Result<Part, String> {
     match name {
         "key" => Ok(Part::Key { width: width(arg)? }),
         "unique" if arg.is_none() => Ok(Part::Unique),
+        "run" if arg.is_none() => Ok(Part::Run),
         "num" => {
             let (min, max) = arg
                 .and_then(|a| a.split_once(':'))
@@ -255,7 +261,7 @@ fn parse_placeholder(inner: &str) -> Result<Part, String> {
                 });
             }
             Err(format!(
-                "unknown placeholder {{{inner}}} (known: key, seq, seq+N, unique, num:MIN:MAX, alpha:N, digits:N, alnum:N, pick:a|b)"
+                "unknown placeholder {{{inner}}} (known: key, seq, seq+N, unique, run, num:MIN:MAX, alpha:N, digits:N, alnum:N, pick:a|b)"
             ))
         }
     }
@@ -319,6 +325,7 @@ mod tests {
             key,
             seq,
             unique: 0,
+            run: 0,
             rng: &mut rng,
         };
         Template::parse(text).unwrap().render_to_string(&mut values)

@@ -67,6 +67,9 @@ struct Overrides {
     /// Open loop: operations per second in total.
     #[arg(long)]
     rate: Option<f64>,
+    /// User profile: simulated users.
+    #[arg(long)]
+    users: Option<u64>,
     /// Client threads (0: one per CPU).
     #[arg(long)]
     threads: Option<usize>,
@@ -200,6 +203,7 @@ fn load(path: &Path, overrides: &Overrides) -> anyhow::Result<Scenario> {
     l.warmup_secs = o.warmup.unwrap_or(l.warmup_secs);
     l.count = o.count.unwrap_or(l.count);
     l.rate = o.rate.unwrap_or(l.rate);
+    l.users = o.users.unwrap_or(l.users);
     l.threads = o.threads.unwrap_or(l.threads);
     l.server_pid = o.server_pid.or(l.server_pid);
     scenario.keys.max = o.keys.unwrap_or(scenario.keys.max);
