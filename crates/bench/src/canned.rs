@@ -23,24 +23,35 @@ use meridian_proto::{
 /// Largest request the canned server reads.
 const MAX_REQUEST: usize = 1 << 20;
 
+/// What the canned server counts.
+#[derive(Debug, Default)]
+pub struct CannedStats {
+    /// Connections accepted.
+    pub connections: AtomicU64,
+    /// CPU time its connection threads used, in microseconds (added as
+    /// each ends), so a caller in the same process can tell the server's
+    /// share of the process's CPU from the client's.
+    pub cpu_us: AtomicU64,
+}
+
 /// Accepts connections on `listener` until `stop` is set (checked at
-/// each accept; the caller wakes it with a last connection). Each
-/// connection thread adds the CPU time it used, in microseconds, to
-/// `cpu_us` when it ends, so a caller in the same process can tell the
-/// server's share of the process's CPU from the client's.
-pub fn serve(listener: &TcpListener, stop: &Arc<AtomicBool>, cpu_us: &Arc<AtomicU64>) {
+/// each accept; the caller wakes it with a last connection).
+pub fn serve(listener: &TcpListener, stop: &Arc<AtomicBool>, stats: &Arc<CannedStats>) {
     for stream in listener.incoming() {
         if stop.load(Ordering::Relaxed) {
             return;
         }
         let Ok(stream) = stream else { continue };
-        let cpu_us = Arc::clone(cpu_us);
+        stats.connections.fetch_add(1, Ordering::Relaxed);
+        let stats = Arc::clone(stats);
         let _ = std::thread::Builder::new()
             .name("canned-conn".into())
             .spawn(move || {
                 answer(stream);
                 let used = crate::procstat::this_thread_cpu_seconds().unwrap_or(0.0);
-                cpu_us.fetch_add((used * 1e6) as u64, Ordering::Relaxed);
+                stats
+                    .cpu_us
+                    .fetch_add((used * 1e6) as u64, Ordering::Relaxed);
             });
     }
 }

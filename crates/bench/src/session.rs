@@ -158,8 +158,14 @@ impl Shared {
     }
 
     /// Takes up to `wanted` operations from the budget.
-    fn take_budget(&self, wanted: usize) -> usize {
-        let Some(budget) = &self.budget else {
+    /// The count applies to measured operations only: during the
+    /// warm-up, requests go out without drawing on it.
+    fn take_budget(&self, wanted: usize, now: Instant) -> usize {
+        let Some(budget) = self
+            .budget
+            .as_ref()
+            .filter(|_| now >= self.clock().measure_from)
+        else {
             return wanted;
         };
         let mut taken = 0;
@@ -168,6 +174,17 @@ impl Shared {
             Some(left - taken as u64)
         });
         taken
+    }
+
+    /// Returns `n` operations taken at `now` but not sent.
+    fn give_back(&self, n: usize, now: Instant) {
+        if let Some(budget) = self
+            .budget
+            .as_ref()
+            .filter(|_| now >= self.clock().measure_from)
+        {
+            budget.fetch_add(n as u64, Ordering::Relaxed);
+        }
     }
 
     fn sending_over(&self, now: Instant) -> bool {
@@ -403,7 +420,7 @@ async fn persistent(
                         due
                     }
                 };
-                let granted = if wanted > 0 { shared.take_budget(wanted) } else { 0 };
+                let granted = if wanted > 0 { shared.take_budget(wanted, now) } else { 0 };
                 let controls = if shared.queue_length && granted > 1 {
                     queue_length_control(granted)
                 } else {
@@ -413,9 +430,7 @@ async fn persistent(
                     let slot = ring.get_mut(id as usize & mask);
                     let Some(slot) = slot.filter(|s| s.is_none()) else {
                         // The ID's slot is still taken: hand the budget back.
-                        if let Some(b) = &shared.budget {
-                            b.fetch_add((granted - n) as u64, Ordering::Relaxed);
-                        }
+                        shared.give_back(granted - n, now);
                         break;
                     };
                     let sent = if interval.is_some() { next_due } else { now };
@@ -555,7 +570,7 @@ async fn one_shot_loop(shared: &Shared, index: u32) -> anyhow::Result<()> {
             }
             None => Instant::now(),
         };
-        if shared.sending_over(Instant::now()) || shared.take_budget(1) == 0 {
+        if shared.sending_over(Instant::now()) || shared.take_budget(1, Instant::now()) == 0 {
             return Ok(());
         }
         let (op, code, entries) = match one_shot(shared, &mut issuer).await {

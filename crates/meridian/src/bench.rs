@@ -5,7 +5,7 @@ use std::io::Write as _;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context as _, bail};
@@ -173,7 +173,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
             canned::serve(
                 &listener,
                 &Arc::new(AtomicBool::new(false)),
-                &Arc::new(AtomicU64::new(0)),
+                &Arc::default(),
             );
             Ok(())
         }
@@ -322,10 +322,10 @@ fn ceiling(args: &CeilingArgs) -> anyhow::Result<()> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let address = listener.local_addr()?;
     let stop = Arc::new(AtomicBool::new(false));
-    let server_cpu_us = Arc::new(AtomicU64::new(0));
+    let canned_stats = Arc::new(canned::CannedStats::default());
     let server = {
-        let (stop, cpu) = (Arc::clone(&stop), Arc::clone(&server_cpu_us));
-        std::thread::spawn(move || canned::serve(&listener, &stop, &cpu))
+        let (stop, stats) = (Arc::clone(&stop), Arc::clone(&canned_stats));
+        std::thread::spawn(move || canned::serve(&listener, &stop, &stats))
     };
     let operation = match args.op {
         CeilingOp::Search => {
@@ -353,7 +353,7 @@ fn ceiling(args: &CeilingArgs) -> anyhow::Result<()> {
     // Connection threads report their CPU as they end, which is when the
     // client has closed its sessions; give them a moment.
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let server_seconds = server_cpu_us.load(Ordering::Relaxed) as f64 / 1e6;
+    let server_seconds = canned_stats.cpu_us.load(Ordering::Relaxed) as f64 / 1e6;
     let client_seconds = process_cpu() - before - server_seconds;
     print!(
         "{}",

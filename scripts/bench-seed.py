@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""A seed scenario against Meridian and slapd, side by side.
+
+Generates N entries of a seed model with `meridian gen`, loads them into
+Meridian (`meridian import`) and into Debian's slapd (`slapadd -q`), both
+with the same equality indexes (objectClass, uid, cn), starts both on
+private 127.0.0.1 ports (durable commits on both: Meridian's default,
+slapd's back-mdb default), and runs `meridian bench compare` with the
+scenario. Extra arguments go to `meridian bench compare` as they are.
+
+    scripts/bench-seed.py target/release/meridian bench/scenarios/seed000-mixed-50-50.toml \\
+        --model seed000 --entries 100000 -- --duration 20 --warmup 3
+
+Reports (JSON and HTML) are written to --out (default: the current
+directory) as SCENARIO.json and SCENARIO.html.
+"""
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SUFFIX = "dc=example,dc=com"
+SCHEMA = "/etc/ldap/schema"
+INDEXES = ("objectClass", "uid", "cn")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_meridian(binary, ldif, work):
+    data = os.path.join(work, "meridian")
+    config = os.path.join(work, "meridian.toml")
+    with open(config, "w") as f:
+        f.write("[log]\naccess = false\n[storage.indexes]\n")
+        for attr in INDEXES:
+            f.write(f"{attr} = [\"eq\"]\n")
+    subprocess.run([binary, "import", "--config", config, "--data-dir", data, "-i", ldif], check=True,
+                   stdout=subprocess.DEVNULL)
+    env = dict(os.environ, MERIDIAN_ADMIN_PASSWORD="secret", RUST_LOG="warn")
+    server = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--config", config],
+                              stdout=subprocess.PIPE, env=env, text=True)
+    addr = next(l.split()[-1] for l in server.stdout if l.startswith("meridian listening on "))
+    return server, f"ldap://{addr}"
+
+
+def start_slapd(ldif, work):
+    db = os.path.join(work, "slapd")
+    os.makedirs(db)
+    conf = os.path.join(work, "slapd.conf")
+    with open(conf, "w") as f:
+        for s in ("core", "cosine", "inetorgperson", "nis"):
+            f.write(f"include {SCHEMA}/{s}.schema\n")
+        f.write(f"modulepath /usr/lib/ldap\nmoduleload back_mdb\ndatabase mdb\nsuffix \"{SUFFIX}\"\n"
+                f"rootdn \"cn=admin,{SUFFIX}\"\nrootpw secret\ndirectory {db}\nmaxsize 17179869184\n")
+        for attr in INDEXES:
+            f.write(f"index {attr} eq\n")
+    subprocess.run(["slapadd", "-q", "-f", conf, "-l", ldif], check=True, stdout=subprocess.DEVNULL)
+    port = free_port()
+    server = subprocess.Popen(["slapd", "-f", conf, "-h", f"ldap://127.0.0.1:{port}/", "-d", "0"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    return server, f"ldap://127.0.0.1:{port}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("binary")
+    parser.add_argument("scenario")
+    parser.add_argument("--model", required=True, choices=["seed000", "seed002", "seed003"])
+    parser.add_argument("--entries", type=int, default=100000)
+    parser.add_argument("--out", default=".")
+    args, bench_args = parser.parse_known_args()
+    args.bench_args = [a for a in bench_args if a != "--"]
+    name = os.path.splitext(os.path.basename(args.scenario))[0]
+    with tempfile.TemporaryDirectory(prefix="meridian-bench-seed-") as work:
+        ldif = os.path.join(work, "data.ldif")
+        subprocess.run([args.binary, "gen", "--model", args.model, "-n", str(args.entries), "-o", ldif], check=True,
+                       stderr=subprocess.DEVNULL)
+        servers = []
+        try:
+            meridian, meridian_url = start_meridian(args.binary, ldif, work)
+            servers.append(meridian)
+            slapd, slapd_url = start_slapd(ldif, work)
+            servers.append(slapd)
+            argv = [args.binary, "bench", "compare", args.scenario,
+                    "--server", f"meridian={meridian_url}", "--server", f"slapd={slapd_url}",
+                    "--keys", str(args.entries - 1),
+                    "--json", os.path.join(args.out, f"{name}.json"),
+                    "--html", os.path.join(args.out, f"{name}.html"), "-q", *args.bench_args]
+            print("$", " ".join(argv[1:]), flush=True)
+            sys.exit(subprocess.run(argv).returncode)
+        finally:
+            for server in servers:
+                server.terminate()
+                server.wait()
+
+
+if __name__ == "__main__":
+    main()
