@@ -44,6 +44,13 @@ impl Slapd {
     /// Loads `ldif` with slapadd and starts slapd; `tag` keeps parallel
     /// tests apart.
     pub fn start(tag: &str, ldif: &str) -> Slapd {
+        Self::start_with(tag, ldif, "", false)
+    }
+
+    /// The same with `global` added to the global section of slapd.conf
+    /// (TLS certificates, for example), listening on `ldaps://` when
+    /// `ldaps`.
+    pub fn start_with(tag: &str, ldif: &str, global: &str, ldaps: bool) -> Slapd {
         let slapd = Path::new("/usr/sbin/slapd");
         assert!(
             slapd.exists(),
@@ -54,7 +61,7 @@ impl Slapd {
         std::fs::create_dir_all(dir.join("db")).unwrap();
         let conf = format!(
             "include {s}/core.schema\ninclude {s}/cosine.schema\ninclude {s}/inetorgperson.schema\ninclude {s}/nis.schema\n\
-             modulepath /usr/lib/ldap\nmoduleload back_mdb\npidfile {d}/slapd.pid\n\
+             {global}modulepath /usr/lib/ldap\nmoduleload back_mdb\npidfile {d}/slapd.pid\n\
              database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"cn=admin,{SUFFIX}\"\nrootpw secret\ndirectory {d}/db\nmaxsize 104857600\n",
             s = schema_dir().display(),
             d = dir.display()
@@ -81,7 +88,15 @@ impl Slapd {
         let child = Command::new(slapd)
             .arg("-f")
             .arg(dir.join("slapd.conf"))
-            .args(["-h", &format!("ldap://127.0.0.1:{port}/"), "-d", "0"])
+            .args([
+                "-h",
+                &format!(
+                    "{}://127.0.0.1:{port}/",
+                    if ldaps { "ldaps" } else { "ldap" }
+                ),
+                "-d",
+                "0",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

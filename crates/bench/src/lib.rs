@@ -7,7 +7,7 @@
 //! * [`ops`], [`scenario`]: the TOML scenario and its operations;
 //! * [`keys`]: key distributions (uniform, sequential, Zipf, seed 000's
 //!   pre-drawn array);
-//! * [`session`], [`wire`]: the pipelined client;
+//! * [`session`], [`wire`], [`tls`]: the pipelined client, plain or TLS;
 //! * [`stats`], [`run`]: what a run measures;
 //! * [`report`]: text, JSON and HTML with SVG charts;
 //! * [`capacity`]: seed 003's capacity model;
@@ -29,4 +29,5 @@ pub mod scenario;
 pub mod session;
 pub mod stats;
 pub mod template;
+pub mod tls;
 pub mod wire;

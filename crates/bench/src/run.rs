@@ -17,6 +17,7 @@ use crate::rng::Rng;
 use crate::scenario::{Mode, Scenario};
 use crate::session::{self, Clock, Shared};
 use crate::stats::{OpStats, Stats, code_name};
+use crate::tls::Tls;
 
 /// How a run reports while it goes.
 #[derive(Debug, Clone, Copy, Default)]
@@ -146,7 +147,19 @@ async fn run_async(
     options: Options,
 ) -> anyhow::Result<RunResult> {
     let load = &scenario.load;
-    let address = crate::wire::resolve(&scenario.target.url)?;
+    let endpoint = crate::wire::resolve(&scenario.target.url)?;
+    let address = endpoint.address;
+    let target = &scenario.target;
+    let tls = if endpoint.tls {
+        Some(Tls::new(
+            &endpoint.host,
+            target.tls_ca_file.as_deref().map(std::path::Path::new),
+            target.tls_insecure,
+            target.tls_server_name.as_deref(),
+        )?)
+    } else {
+        None
+    };
     let bind = scenario
         .target
         .bind_dn
@@ -155,7 +168,8 @@ async fn run_async(
     // One connection first, so an unreachable server or a refused bind is
     // one clear error rather than a failure per session.
     {
-        let mut probe = crate::wire::connect(address, Duration::from_secs(10)).await?;
+        let mut probe =
+            crate::wire::connect(address, tls.as_ref(), Duration::from_secs(10)).await?;
         if let Some((dn, password)) = &bind {
             crate::wire::bind(&mut probe, dn, password, load.max_response_bytes).await?;
         }
@@ -187,6 +201,7 @@ async fn run_async(
         ops,
         keys,
         address,
+        tls,
         bind,
         depth: load.depth as usize,
         queue_length: load.queue_length,

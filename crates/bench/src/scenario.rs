@@ -65,6 +65,12 @@ pub struct TargetSpec {
     pub bind_dn: Option<String>,
     /// Its password.
     pub password: Option<String>,
+    /// `ldaps://`: PEM file of the CA certificates to trust.
+    pub tls_ca_file: Option<String>,
+    /// `ldaps://`: accept any certificate (test servers only).
+    pub tls_insecure: bool,
+    /// `ldaps://`: the name the certificate must carry, if not the URL's host.
+    pub tls_server_name: Option<String>,
 }
 
 impl Default for TargetSpec {
@@ -73,6 +79,9 @@ impl Default for TargetSpec {
             url: "ldap://127.0.0.1:389".into(),
             bind_dn: None,
             password: None,
+            tls_ca_file: None,
+            tls_insecure: false,
+            tls_server_name: None,
         }
     }
 }

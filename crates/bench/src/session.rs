@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, anyhow, bail};
 use meridian_ber::{Tag, Writer, frame};
 use meridian_proto::controls::{QueueLength, oid};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
 use crate::keys::{KeyStream, Keys};
@@ -28,7 +28,8 @@ use crate::ops::Operation;
 use crate::rng::Rng;
 use crate::stats::{Sample, Stats, client_code};
 use crate::template::{Values, unique_value};
-use crate::wire::{self, Response};
+use crate::tls::Tls;
+use crate::wire::{self, Conn, Response};
 
 /// Everything the sessions of a run share.
 #[derive(Debug)]
@@ -41,6 +42,8 @@ pub struct Shared {
     pub keys: Keys,
     /// The server.
     pub address: SocketAddr,
+    /// TLS, for an `ldaps://` target.
+    pub tls: Option<Tls>,
     /// Bind DN and password of every connection.
     pub bind: Option<(String, String)>,
     /// Outstanding requests per session.
@@ -277,9 +280,20 @@ pub async fn run(shared: Arc<Shared>, index: u32) -> anyhow::Result<()> {
     } else {
         // Connect and bind before the clock starts: setting up sessions
         // is not part of what a run measures.
-        let stream = open_connection(&shared).await;
+        let conn = open_connection(&shared).await;
         shared.arrive().await;
-        persistent(&shared, index, stream?).await
+        // A plain socket splits into owned halves without a lock; TLS
+        // state is shared by both directions, so it is split with one.
+        match conn? {
+            Conn::Plain(stream) => {
+                let (rd, wr) = stream.into_split();
+                persistent(&shared, index, rd, wr).await
+            }
+            tls @ Conn::Tls(_) => {
+                let (rd, wr) = tokio::io::split(tls);
+                persistent(&shared, index, rd, wr).await
+            }
+        }
     }
 }
 
@@ -360,20 +374,21 @@ fn queue_length_control(count: usize) -> Vec<u8> {
     out
 }
 
-async fn open_connection(shared: &Shared) -> anyhow::Result<tokio::net::TcpStream> {
-    let mut stream = wire::connect(shared.address, Duration::from_secs(10)).await?;
+async fn open_connection(shared: &Shared) -> anyhow::Result<Conn> {
+    let mut stream =
+        wire::connect(shared.address, shared.tls.as_ref(), Duration::from_secs(10)).await?;
     if let Some((dn, password)) = &shared.bind {
         wire::bind(&mut stream, dn, password, shared.max_pdu).await?;
     }
     Ok(stream)
 }
 
-async fn persistent(
+async fn persistent<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     shared: &Shared,
     index: u32,
-    stream: tokio::net::TcpStream,
+    mut rd: R,
+    mut wr: W,
 ) -> anyhow::Result<()> {
-    let (mut rd, mut wr) = stream.into_split();
     let mut recorder = Recorder::new(shared);
     let mut issuer = Issuer::new(shared, index);
 
@@ -588,10 +603,11 @@ async fn one_shot_loop(shared: &Shared, index: u32) -> anyhow::Result<()> {
 async fn one_shot(shared: &Shared, issuer: &mut Issuer<'_>) -> Result<(u16, i64, u32), (u16, i64)> {
     let mut request = Vec::new();
     let op = issuer.render(2, &[], &mut request);
-    let mut stream = match wire::connect(shared.address, Duration::from_secs(10)).await {
-        Ok(stream) => stream,
-        Err(_) => return Err((op, client_code::CONNECT_FAILED)),
-    };
+    let mut stream =
+        match wire::connect(shared.address, shared.tls.as_ref(), Duration::from_secs(10)).await {
+            Ok(stream) => stream,
+            Err(_) => return Err((op, client_code::CONNECT_FAILED)),
+        };
     let lost = |_| (op, client_code::CONNECTION_LOST);
     if let Some((dn, password)) = &shared.bind {
         wire::bind(&mut stream, dn, password, shared.max_pdu)

@@ -3,13 +3,17 @@
 //! blocking-style request/answer for binds.
 
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 use meridian_ber::{Reader, Tag, frame};
 use meridian_proto::message::{encode_simple_bind, tags};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
+
+use crate::tls::Tls;
 
 /// What a response PDU is, as far as the bench cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,42 +67,126 @@ pub fn scan(pdu: &[u8]) -> Result<(i32, Response<'_>), meridian_ber::Error> {
     Ok((id, response))
 }
 
-/// `ldap://HOST[:PORT][/]` to a socket address (port 389 by default).
-pub fn resolve(url: &str) -> anyhow::Result<SocketAddr> {
-    let rest = url.strip_prefix("ldap://").ok_or_else(|| {
-        anyhow!(
-            "server URL must be ldap://HOST[:PORT], not {url:?} (ldaps:// is not supported yet)"
-        )
-    })?;
-    let host = rest.trim_end_matches('/');
-    let address = if host
-        .rsplit_once(':')
-        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-    {
-        host.to_owned()
-    } else {
-        format!("{host}:389")
-    };
-    std::net::ToSocketAddrs::to_socket_addrs(&address)
-        .with_context(|| format!("cannot resolve {address}"))?
-        .next()
-        .ok_or_else(|| anyhow!("{address} resolves to no address"))
+/// Where a URL points.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// The resolved address.
+    pub address: SocketAddr,
+    /// The host as written (the TLS server name by default).
+    pub host: String,
+    /// `ldaps://`.
+    pub tls: bool,
 }
 
-/// Opens a connection with Nagle off (requests go out when written).
-pub async fn connect(address: SocketAddr, timeout: Duration) -> anyhow::Result<TcpStream> {
-    let stream = tokio::time::timeout(timeout, TcpStream::connect(address))
+/// `ldap://HOST[:PORT][/]` (port 389) or `ldaps://HOST[:PORT][/]` (636).
+pub fn resolve(url: &str) -> anyhow::Result<Endpoint> {
+    let (rest, tls, default_port) = if let Some(rest) = url.strip_prefix("ldap://") {
+        (rest, false, 389)
+    } else if let Some(rest) = url.strip_prefix("ldaps://") {
+        (rest, true, 636)
+    } else {
+        bail!("server URL must be ldap://HOST[:PORT] or ldaps://HOST[:PORT], not {url:?}");
+    };
+    let authority = rest.trim_end_matches('/');
+    let (host, address) = match authority.rsplit_once(':') {
+        Some((host, port)) if port.parse::<u16>().is_ok() && !host.ends_with(':') => {
+            (host, authority.to_owned())
+        }
+        _ => (authority, format!("{authority}:{default_port}")),
+    };
+    let address = std::net::ToSocketAddrs::to_socket_addrs(&address)
+        .with_context(|| format!("cannot resolve {address}"))?
+        .next()
+        .ok_or_else(|| anyhow!("{address} resolves to no address"))?;
+    Ok(Endpoint {
+        address,
+        host: host.to_owned(),
+        tls,
+    })
+}
+
+/// A connection, plain or TLS.
+#[derive(Debug)]
+pub enum Conn {
+    /// `ldap://`.
+    Plain(TcpStream),
+    /// `ldaps://`.
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_flush(cx),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// Opens a connection (Nagle off: requests go out when written), with
+/// the TLS handshake when `tls` is given; both within `timeout`.
+pub async fn connect(
+    address: SocketAddr,
+    tls: Option<&Tls>,
+    timeout: Duration,
+) -> anyhow::Result<Conn> {
+    let open = async {
+        let stream = TcpStream::connect(address)
+            .await
+            .with_context(|| format!("cannot connect to {address}"))?;
+        stream.set_nodelay(true)?;
+        match tls {
+            None => Ok(Conn::Plain(stream)),
+            Some(tls) => {
+                let stream = tls
+                    .connector
+                    .connect(tls.server_name.clone(), stream)
+                    .await
+                    .with_context(|| format!("TLS handshake with {address} failed"))?;
+                Ok(Conn::Tls(Box::new(stream)))
+            }
+        }
+    };
+    tokio::time::timeout(timeout, open)
         .await
         .map_err(|_| anyhow!("cannot connect to {address}: no answer within {timeout:?}"))?
-        .with_context(|| format!("cannot connect to {address}"))?;
-    stream.set_nodelay(true)?;
-    Ok(stream)
 }
 
 /// Binds with `dn`/`password` as message 1; an error says why the server
 /// refused.
-pub async fn bind(
-    stream: &mut TcpStream,
+pub async fn bind<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
     dn: &str,
     password: &str,
     max_pdu: usize,
@@ -125,8 +213,8 @@ pub async fn bind(
 
 /// Reads one whole PDU (for the simple exchanges: binds, one-shot
 /// operations).
-pub async fn read_pdu(
-    stream: &mut TcpStream,
+pub async fn read_pdu<S: AsyncRead + Unpin>(
+    stream: &mut S,
     buf: &mut Vec<u8>,
     max_pdu: usize,
 ) -> anyhow::Result<Vec<u8>> {
@@ -192,8 +280,17 @@ mod tests {
 
     #[test]
     fn urls_resolve() {
-        assert_eq!(resolve("ldap://127.0.0.1:3890").unwrap().port(), 3890);
-        assert_eq!(resolve("ldap://127.0.0.1/").unwrap().port(), 389);
+        let plain = resolve("ldap://127.0.0.1:3890").unwrap();
+        assert_eq!(
+            (plain.address.port(), plain.tls, plain.host.as_str()),
+            (3890, false, "127.0.0.1")
+        );
+        assert_eq!(resolve("ldap://127.0.0.1/").unwrap().address.port(), 389);
+        let tls = resolve("ldaps://localhost").unwrap();
+        assert_eq!(
+            (tls.address.port(), tls.tls, tls.host.as_str()),
+            (636, true, "localhost")
+        );
         assert!(
             resolve("http://x")
                 .unwrap_err()

@@ -40,9 +40,15 @@ enum BenchCommand {
 /// Settings that override the scenario file.
 #[derive(Debug, Args)]
 struct Overrides {
-    /// Server URL (ldap://HOST:PORT).
+    /// Server URL (ldap://HOST:PORT or ldaps://HOST:PORT).
     #[arg(long)]
     url: Option<String>,
+    /// ldaps://: PEM file of the CA certificates to trust.
+    #[arg(long)]
+    tls_ca_file: Option<String>,
+    /// ldaps://: accept any server certificate (test servers only).
+    #[arg(long)]
+    tls_insecure: bool,
     /// Bind DN of every session.
     #[arg(short = 'D', long)]
     bind_dn: Option<String>,
@@ -196,6 +202,10 @@ fn load(path: &Path, overrides: &Overrides) -> anyhow::Result<Scenario> {
     if let Some(pw) = &o.password {
         t.password = Some(pw.clone());
     }
+    if let Some(ca) = &o.tls_ca_file {
+        t.tls_ca_file = Some(ca.clone());
+    }
+    t.tls_insecure |= o.tls_insecure;
     let l = &mut scenario.load;
     l.sessions = o.sessions.unwrap_or(l.sessions);
     l.depth = o.depth.unwrap_or(l.depth);

@@ -498,3 +498,70 @@ fn queue_length_bundles_and_the_client_ceiling() {
         "{stdout}"
     );
 }
+
+#[test]
+fn ldaps_with_a_verified_certificate_and_refusals_without_one() {
+    // A CA and a certificate for "localhost" signed by it.
+    let dir = temp_dir("tls");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
+        .unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let (ca_file, cert_file, key_file) = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    let global = format!(
+        "TLSCACertificateFile {}\nTLSCertificateFile {}\nTLSCertificateKeyFile {}\n",
+        ca_file.display(),
+        cert_file.display(),
+        key_file.display()
+    );
+    let server = slapd::Slapd::start_with("bench-tls", &generate("seed000", 100), &global, true);
+    let url = format!("ldaps://localhost:{}", server.port);
+    let scenario = scenarios_dir().join("seed000-mixed-50-50.toml");
+
+    let report = run_briefly(
+        &scenario,
+        &url,
+        99,
+        &["--tls-ca-file", ca_file.to_str().unwrap(), "--depth", "20"],
+    );
+    let run = &report["runs"][0];
+    assert!(run["total"]["count"].as_u64().unwrap() > 0, "{run}");
+    assert_eq!(run["total"]["errors"], 0, "{run}");
+
+    // Without a CA the run is refused before connecting; with the wrong
+    // CA the handshake fails; --tls-insecure accepts the certificate.
+    let (ok, _, stderr) = bench(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--url",
+        &url,
+        "-w",
+        PASSWORD,
+    ]);
+    assert!(!ok && stderr.contains("tls_ca_file"), "{stderr}");
+    let (ok, _, stderr) = bench(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--url",
+        &url,
+        "-w",
+        PASSWORD,
+        "--tls-ca-file",
+        cert_file.to_str().unwrap(),
+    ]);
+    assert!(!ok && stderr.contains("TLS handshake"), "{stderr}");
+    let report = run_briefly(&scenario, &url, 99, &["--tls-insecure", "--depth", "20"]);
+    assert!(report["runs"][0]["total"]["count"].as_u64().unwrap() > 0);
+}
