@@ -210,6 +210,7 @@ async fn run_async(
         foreground_sessions: sessions,
         background: mix.background.clone(),
         max_pdu: load.max_response_bytes,
+        timeout: (load.timeout_secs > 0.0).then(|| Duration::from_secs_f64(load.timeout_secs)),
         seed: rng.next_u64(),
         run_id: SystemTime::now()
             .duration_since(UNIX_EPOCH)

@@ -117,6 +117,9 @@ pub struct LoadSpec {
     pub users_per_session: u64,
     /// How long to wait for outstanding answers after the end.
     pub drain_secs: f64,
+    /// Client-side time-out per request (0: none): a request without an
+    /// answer this long is recorded as `timeout` and abandoned.
+    pub timeout_secs: f64,
     /// Largest response PDU accepted.
     pub max_response_bytes: usize,
     /// Which server process to sample CPU and memory from (`/proc`).
@@ -138,6 +141,7 @@ impl Default for LoadSpec {
             users: 0,
             users_per_session: 0,
             drain_secs: 10.0,
+            timeout_secs: 0.0,
             max_response_bytes: 64 << 20,
             server_pid: None,
         }
@@ -212,6 +216,7 @@ impl Scenario {
             ("load.warmup_secs", load.warmup_secs),
             ("load.rate", load.rate),
             ("load.drain_secs", load.drain_secs),
+            ("load.timeout_secs", load.timeout_secs),
         ] {
             if !(value >= 0.0 && value.is_finite()) {
                 return Err(format!("{key} must be a number of at least 0, not {value}"));

@@ -61,6 +61,9 @@ pub struct Shared {
     pub background: Vec<(usize, f64)>,
     /// Largest response accepted.
     pub max_pdu: usize,
+    /// Client-side time-out of a request (abandoned and recorded as
+    /// `timeout` when it passes).
+    pub timeout: Option<Duration>,
     /// Seed of the sessions' random numbers.
     pub seed: u64,
     /// `{run}`: tells this run's added entries from an earlier run's.
@@ -352,6 +355,18 @@ impl<'s> Issuer<'s> {
     }
 }
 
+/// Appends an AbandonRequest (message `id`) for message `abandoned`.
+fn encode_abandon(id: i32, abandoned: i32, out: &mut Vec<u8>) {
+    let mut w = Writer::new(out);
+    let message = w.start(Tag::SEQUENCE);
+    w.integer(Tag::INTEGER, i64::from(id));
+    w.integer(
+        meridian_proto::message::tags::ABANDON_REQUEST,
+        i64::from(abandoned),
+    );
+    w.end(message);
+}
+
 fn next_id(id: i32) -> i32 {
     if id == i32::MAX { 1 } else { id + 1 }
 }
@@ -410,6 +425,7 @@ async fn persistent<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let mut rbuf = vec![0u8; 64 * 1024];
     let (mut rstart, mut rend) = (0usize, 0usize);
     let mut drain_deadline: Option<Instant> = None;
+    let mut next_timeout_check = Instant::now();
     let far = Instant::now() + Duration::from_secs(86_400 * 365);
     let sleep = tokio::time::sleep_until(far.into());
     tokio::pin!(sleep);
@@ -467,11 +483,29 @@ async fn persistent<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 }
                 return Ok(());
             }
-            let wake = match (drain_deadline, interval) {
+            if let Some(limit) = shared.timeout.filter(|_| now >= next_timeout_check) {
+                // Time out requests older than the limit: record them,
+                // abandon them, free their slots. Checked a few times per
+                // limit, not per request: a scan of the ring.
+                for cell in &mut ring {
+                    if let Some(slot) = cell.filter(|s| now.saturating_duration_since(s.sent) >= limit) {
+                        *cell = None;
+                        outstanding -= 1;
+                        recorder.record(slot.op, client_code::TIMEOUT, slot.sent, now, slot.entries);
+                        encode_abandon(id, slot.id, &mut wbuf);
+                        id = next_id(id);
+                    }
+                }
+                next_timeout_check = now + (limit / 10).max(Duration::from_millis(10));
+            }
+            let mut wake = match (drain_deadline, interval) {
                 (Some(d), _) => d,
                 (None, Some(_)) if outstanding < shared.depth => next_due,
                 _ => shared.clock().stop_at.unwrap_or(far),
             };
+            if shared.timeout.is_some() && outstanding > 0 {
+                wake = wake.min(next_timeout_check);
+            }
             if wake != sleeping_until {
                 sleep.as_mut().reset(wake.into());
                 sleeping_until = wake;
@@ -515,6 +549,11 @@ async fn persistent<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                             Response::Entry | Response::Done { .. } => {
                                 let cell = ring.get_mut(rid as usize & mask);
                                 let Some(cell) = cell.filter(|c| c.is_some_and(|s| s.id == rid)) else {
+                                    if shared.timeout.is_some() {
+                                        // A late answer to a request that timed
+                                        // out and was abandoned.
+                                        continue;
+                                    }
                                     bail!("an answer to message {rid}, which is not outstanding");
                                 };
                                 if let Response::Done { code, .. } = response {
@@ -620,18 +659,28 @@ async fn one_shot(shared: &Shared, issuer: &mut Issuer<'_>) -> Result<(u16, i64,
         .map_err(|_| (op, client_code::CONNECTION_LOST))?;
     let mut buf = Vec::with_capacity(4096);
     let mut entries = 0u32;
-    let code = loop {
-        let pdu = wire::read_pdu(&mut stream, &mut buf, shared.max_pdu)
-            .await
-            .map_err(lost)?;
-        match wire::scan(&pdu) {
-            Ok((_, Response::Entry)) => entries = entries.saturating_add(1),
-            Ok((_, Response::Intermediate)) => {}
-            Ok((_, Response::Done { code, .. } | Response::Notice { code, .. })) => {
-                break i64::from(code);
+    let answer = async {
+        loop {
+            let pdu = wire::read_pdu(&mut stream, &mut buf, shared.max_pdu)
+                .await
+                .map_err(lost)?;
+            match wire::scan(&pdu) {
+                Ok((_, Response::Entry)) => entries = entries.saturating_add(1),
+                Ok((_, Response::Intermediate)) => {}
+                Ok((_, Response::Done { code, .. } | Response::Notice { code, .. })) => {
+                    return Ok(i64::from(code));
+                }
+                Err(_) => return Err((op, client_code::CONNECTION_LOST)),
             }
-            Err(_) => return Err((op, client_code::CONNECTION_LOST)),
         }
+    };
+    let code = match shared.timeout {
+        Some(limit) => match tokio::time::timeout(limit, answer).await {
+            Ok(code) => code?,
+            // The connection is dropped: that ends the request too.
+            Err(_) => return Err((op, client_code::TIMEOUT)),
+        },
+        None => answer.await?,
     };
     // UnbindRequest: [APPLICATION 2] NULL, message 3.
     let _ = stream

@@ -20,6 +20,8 @@ pub mod client_code {
     pub const UNANSWERED: i64 = -2;
     /// The connection was closed with the request outstanding.
     pub const CONNECTION_LOST: i64 = -3;
+    /// No answer within `load.timeout_secs` (the request was abandoned).
+    pub const TIMEOUT: i64 = -4;
 }
 
 /// A code's name for reports.
@@ -28,6 +30,7 @@ pub fn code_name(code: i64) -> String {
         client_code::CONNECT_FAILED => "connectFailed".into(),
         client_code::UNANSWERED => "unanswered".into(),
         client_code::CONNECTION_LOST => "connectionLost".into(),
+        client_code::TIMEOUT => "timeout".into(),
         _ => u32::try_from(code)
             .ok()
             .and_then(|c| meridian_proto::ResultCode(c).name())

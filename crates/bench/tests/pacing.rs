@@ -104,3 +104,56 @@ fn connection_per_operation_opens_a_connection_each_time() {
     // The probe connection of the run, then one per operation.
     assert_eq!(server.connections.load(Ordering::Relaxed), 1 + 40);
 }
+
+#[test]
+fn a_request_without_an_answer_times_out_and_is_abandoned() {
+    // A server that reads everything and answers nothing.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let received = Arc::new(std::sync::Mutex::new(Vec::new()));
+    {
+        let received = Arc::clone(&received);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let received = Arc::clone(&received);
+                std::thread::spawn(move || {
+                    use std::io::Read;
+                    let mut stream = stream.unwrap();
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = stream.read(&mut buf) {
+                        if n == 0 {
+                            break;
+                        }
+                        received.lock().unwrap().extend_from_slice(&buf[..n]);
+                    }
+                });
+            }
+        });
+    }
+    let text = format!(
+        "[target]\nurl = \"ldap://{address}\"\n[load]\ndepth = 5\nduration_secs = 1\n\
+         timeout_secs = 0.2\ndrain_secs = 0.5\n{SEARCH}"
+    );
+    let scenario = Scenario::parse(&text, "test").unwrap();
+    let result = run::run(&scenario, "test", Options { quiet: true }).unwrap();
+    let timeouts = result.total.codes.get("timeout").copied().unwrap_or(0);
+    assert!(timeouts >= 10, "{:?}", result.total.codes);
+    assert_eq!(result.total.codes.len(), 1, "{:?}", result.total.codes);
+    // Give the reader thread a moment for the last bytes.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let bytes = received.lock().unwrap().clone();
+    let mut rest = &bytes[..];
+    let mut abandons = 0;
+    while !rest.is_empty() {
+        let (message, used) =
+            meridian_proto::LdapMessage::decode_prefix(rest, &Default::default()).unwrap();
+        if let meridian_proto::ProtocolOp::AbandonRequest(_) = message.op {
+            abandons += 1;
+        }
+        rest = &rest[used..];
+    }
+    assert_eq!(
+        abandons, timeouts,
+        "one AbandonRequest per timed-out request"
+    );
+}
