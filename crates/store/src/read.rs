@@ -391,14 +391,49 @@ impl<'s> Snapshot<'s> {
                 ids.sort_unstable();
                 ids.retain(|id| *id > after);
             }
-            for id in ids {
-                let Some(bytes) = self.inner.dbs.id2entry.get(&self.txn, &keys::id_key(id))? else {
-                    return Err(StoreError::Engine(format!(
-                        "entry {id} is indexed but missing"
-                    )));
-                };
-                if !visit(id, bytes)? {
-                    break;
+            let missing =
+                |id: EntryId| StoreError::Engine(format!("entry {id} is indexed but missing"));
+            // Candidates that are a good share of the store (a subtree
+            // scan of the one big container, a broad index list) are read
+            // in one pass over id2entry in key order, merged with the
+            // sorted list: a cursor step per entry instead of a B-tree
+            // descent (mdb_get was 15 % of an unindexed search's CPU).
+            let dense = after.is_some() && ids.len() as u64 * 4 >= self.len()?;
+            if let (true, Some(&first)) = (dense, ids.first()) {
+                use std::ops::Bound;
+                let start = keys::id_key(first);
+                let from: (Bound<&[u8]>, Bound<&[u8]>) =
+                    (Bound::Included(&start[..]), Bound::Unbounded);
+                let mut wanted = ids.iter().copied().peekable();
+                for item in self.inner.dbs.id2entry.range(&self.txn, &from)? {
+                    let (key, bytes) = item?;
+                    let Some(id) = keys::id_from(key) else {
+                        continue;
+                    };
+                    match wanted.peek().copied() {
+                        None => break,
+                        Some(next) if next < id => return Err(missing(next)),
+                        Some(next) if next > id => continue,
+                        Some(_) => {
+                            wanted.next();
+                            if !visit(id, bytes)? {
+                                return Ok(report);
+                            }
+                        }
+                    }
+                }
+                if let Some(id) = wanted.next() {
+                    return Err(missing(id));
+                }
+            } else {
+                for id in ids {
+                    let Some(bytes) = self.inner.dbs.id2entry.get(&self.txn, &keys::id_key(id))?
+                    else {
+                        return Err(missing(id));
+                    };
+                    if !visit(id, bytes)? {
+                        break;
+                    }
                 }
             }
         }
