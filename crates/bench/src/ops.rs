@@ -139,6 +139,14 @@ pub struct OpSpec {
     pub password: String,
 }
 
+/// Borrowed views of owned value lists, as the codec's `Seq` takes them.
+pub fn borrowed(values: &[Vec<Vec<u8>>]) -> Vec<Vec<&[u8]>> {
+    values
+        .iter()
+        .map(|vs| vs.iter().map(Vec::as_slice).collect())
+        .collect()
+}
+
 fn one() -> f64 {
     1.0
 }
@@ -228,10 +236,7 @@ impl Operation {
                     .iter()
                     .map(|c| c.values.iter().map(|v| mark("changes.values", v)).collect())
                     .collect::<Result<_, _>>()?;
-                let value_refs: Vec<Vec<&[u8]>> = values
-                    .iter()
-                    .map(|vs| vs.iter().map(Vec::as_slice).collect())
-                    .collect();
+                let value_refs = borrowed(&values);
                 let changes: Vec<Change<'_>> = spec
                     .changes
                     .iter()
@@ -266,10 +271,7 @@ impl Operation {
                     .values()
                     .map(|vs| vs.iter().map(|v| mark("entry", v)).collect())
                     .collect::<Result<_, _>>()?;
-                let value_refs: Vec<Vec<&[u8]>> = values
-                    .iter()
-                    .map(|vs| vs.iter().map(Vec::as_slice).collect())
-                    .collect();
+                let value_refs = borrowed(&values);
                 let attributes: Vec<PartialAttribute<'_>> = spec
                     .entry
                     .keys()

@@ -18,7 +18,7 @@ use std::process::Command;
 use meridian_proto::extended::{encode_cancel, oid as extended_oid};
 use meridian_proto::message::encode_simple_bind;
 use meridian_proto::{Filter, LdapMessage, ProtocolOp, ResultCode, Scope, SearchRequest, Seq};
-use support::{ADMIN_DN, ADMIN_PASSWORD, Client, Server, temp_dir, text};
+use support::{ADMIN_DN, ADMIN_PASSWORD, Client, Server, temp_dir};
 
 /// Entries in the big server: 32 MB of results, more than the socket
 /// buffers of both ends hold, so a client that does not read stops the
@@ -47,14 +47,7 @@ fn big_data() -> std::path::PathBuf {
     }
     let file = data.join("big.ldif");
     std::fs::write(&file, ldif).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
-        .args(["import", "-i"])
-        .arg(&file)
-        .arg("--data-dir")
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    support::import(&file, &data);
     data
 }
 

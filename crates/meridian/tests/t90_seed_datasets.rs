@@ -14,9 +14,8 @@
 mod support;
 
 use std::fmt::Write as _;
-use std::process::Command;
 
-use support::{ADMIN_DN, ADMIN_PASSWORD, Server, temp_dir, text, tool};
+use support::{ADMIN_DN, ADMIN_PASSWORD, Server, temp_dir, tool};
 
 const ENTRIES: usize = 100_000;
 
@@ -24,18 +23,10 @@ fn import(data: &std::path::Path, ldif: &str) {
     let work = data.parent().unwrap();
     let file = work.join("seed.ldif");
     std::fs::write(&file, ldif).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
-        .args(["import", "-i"])
-        .arg(&file)
-        .arg("--data-dir")
-        .arg(data)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let summary = support::import(&file, data);
     assert!(
-        text(&out.stdout).contains(&format!("imported {} entries", ENTRIES + 2)),
-        "{}",
-        text(&out.stdout)
+        summary.contains(&format!("imported {} entries", ENTRIES + 2)),
+        "{summary}"
     );
 }
 

@@ -51,14 +51,7 @@ fn meridian_with(ldif: &str) -> Server {
     let data = work.join("data");
     let file = work.join("seed.ldif");
     std::fs::write(&file, ldif).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
-        .args(["import", "-i"])
-        .arg(&file)
-        .arg("--data-dir")
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    support::import(&file, &data);
     Server::start_with("", Some(PASSWORD), Some(data))
 }
 
@@ -476,8 +469,8 @@ fn queue_length_bundles_and_the_client_ceiling() {
     let file = dir.join("bundles.toml");
     let scenario = std::fs::read_to_string(scenarios_dir().join("seed000-mixed-50-50.toml"))
         .unwrap()
-        .replace("depth = 1000\n", "depth = 100\nqueue_length = true\n");
-    assert!(scenario.contains("queue_length = true"));
+        .replace("depth = 1000\n", "depth = 100\n");
+    assert!(scenario.contains("depth = 100\n") && scenario.contains("queue_length = true\n"));
     std::fs::write(&file, scenario).unwrap();
     let report = run_briefly(&file, &server.url(), 199, &["--sessions", "2"]);
     assert!(report["runs"][0]["total"]["count"].as_u64().unwrap() > 0);

@@ -225,6 +225,24 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// `meridian import -i FILE --data-dir DATA` (offline, default config);
+/// panics with the tool's message if it fails; returns its summary.
+pub fn import(file: &std::path::Path, data: &std::path::Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["import", "-i"])
+        .arg(file)
+        .arg("--data-dir")
+        .arg(data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "meridian import: {}",
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
 /// A raw connection speaking our codec.
 pub struct Client {
     pub stream: TcpStream,
