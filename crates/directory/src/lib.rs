@@ -58,6 +58,11 @@ impl PasswordChange {
         &self.new
     }
 
+    /// Whose password changes.
+    pub fn target(&self) -> &Dn {
+        &self.target
+    }
+
     /// Checks the old password if required and hashes the new one. Slow
     /// by design: run it on the blocking pool.
     pub fn into_command(self, allow_cleartext: bool) -> Result<Command, Outcome> {

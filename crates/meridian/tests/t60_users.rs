@@ -814,3 +814,105 @@ fn dynamic_entries_are_refreshed_with_ldapexop_and_swept_when_they_expire() {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
+
+/// A Password Modify is a write like the others: pipelined with a modify
+/// of the same password on one connection, the two apply in the order
+/// sent, whichever order that is (its slow hashing used to run beside
+/// the connection's write sequence, so the later request could land
+/// first).
+#[test]
+fn password_modify_keeps_its_place_among_pipelined_writes() {
+    use meridian_proto::extended::{PasswordModifyRequest, oid as ext_oid};
+    use meridian_proto::message::encode_simple_bind;
+    use meridian_proto::{
+        Change, ExtendedRequest, LdapMessage, ModifyOperation, ModifyRequest, PartialAttribute,
+        ProtocolOp, Seq,
+    };
+
+    let server = Server::start("");
+    let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let ldif = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
+                dn: uid=carol,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: carol\ncn: Carol\nsn: C\nuserPassword: first\n";
+    let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(ldif));
+    assert_eq!(rc, 0, "{out}");
+    let carol = b"uid=carol,dc=example,dc=com";
+
+    let encode_passwd = |id: i32, new: &[u8], out: &mut Vec<u8>| {
+        let mut value = Vec::new();
+        PasswordModifyRequest {
+            user: Some(carol),
+            old_password: None,
+            new_password: Some(new),
+        }
+        .encode(&mut value);
+        LdapMessage {
+            message_id: id,
+            op: ProtocolOp::ExtendedRequest(ExtendedRequest {
+                name: ext_oid::PASSWORD_MODIFY,
+                value: Some(&value),
+            }),
+            controls: Seq::empty(),
+        }
+        .encode(out);
+    };
+    let encode_modify = |id: i32, new: &[u8], out: &mut Vec<u8>| {
+        let values = [new];
+        let changes = [Change {
+            operation: ModifyOperation::Replace,
+            modification: PartialAttribute {
+                ty: b"userPassword",
+                values: Seq::from_items(&values),
+            },
+        }];
+        LdapMessage {
+            message_id: id,
+            op: ProtocolOp::ModifyRequest(ModifyRequest {
+                dn: carol,
+                changes: Seq::from_items(&changes),
+            }),
+            controls: Seq::empty(),
+        }
+        .encode(out);
+    };
+
+    for passwd_first in [true, false] {
+        let mut client = Client::connect(server.addr);
+        let mut bytes = Vec::new();
+        encode_simple_bind(
+            &mut bytes,
+            1,
+            ADMIN_DN.as_bytes(),
+            ADMIN_PASSWORD.as_bytes(),
+        );
+        client.send(&bytes);
+        client.read_until(|m| matches!(m.op, ProtocolOp::BindResponse(_)));
+        // Both in one write: the server reads them in one pass.
+        let mut bytes = Vec::new();
+        if passwd_first {
+            encode_passwd(2, b"by-passwd", &mut bytes);
+            encode_modify(3, b"by-modify", &mut bytes);
+        } else {
+            encode_modify(2, b"by-modify", &mut bytes);
+            encode_passwd(3, b"by-passwd", &mut bytes);
+        }
+        client.send(&bytes);
+        let mut answered = 0;
+        client.read_until(|m| {
+            match m.op {
+                ProtocolOp::ExtendedResponse(r) => assert_eq!(r.result.code.0, 0, "{m:?}"),
+                ProtocolOp::ModifyResponse(r) => assert_eq!(r.code.0, 0, "{m:?}"),
+                _ => return false,
+            }
+            answered += 1;
+            answered == 2
+        });
+        let (last, overtaken) = if passwd_first {
+            ("by-modify", "by-passwd")
+        } else {
+            ("by-passwd", "by-modify")
+        };
+        let dn = "uid=carol,dc=example,dc=com";
+        assert_eq!(whoami(&server, dn, last).0, 0, "the later write must win");
+        assert_ne!(whoami(&server, dn, overtaken).0, 0);
+    }
+}

@@ -71,7 +71,7 @@ pub(crate) struct Session {
     /// Who the client is (RFC 4513 authorization identity).
     identity: Identity,
     /// The connection's write sequencer, started at its first write.
-    writes: Option<tokio::sync::mpsc::UnboundedSender<(SpawnedWrite, meridian_store::Command)>>,
+    writes: Option<tokio::sync::mpsc::UnboundedSender<(SpawnedWrite, Pending)>>,
     /// Streamed searches and writes still running, for Abandon and Cancel.
     running: Running,
 }
@@ -315,12 +315,16 @@ impl Session {
     /// Hands a prepared write to the connection's write sequencer, which
     /// applies a connection's writes in the order they were read.
     fn queue_write(&mut self, spawned: SpawnedWrite, command: meridian_store::Command) -> Action {
+        self.queue_pending(spawned, Pending::Ready(command))
+    }
+
+    fn queue_pending(&mut self, spawned: SpawnedWrite, pending: Pending) -> Action {
         let queue = self.writes.get_or_insert_with(|| {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             tokio::spawn(sequence_writes(rx));
             tx
         });
-        if let Err(failed) = queue.send((spawned, command)) {
+        if let Err(failed) = queue.send((spawned, pending)) {
             let (spawned, _) = failed.0;
             spawned.respond(Outcome::new(
                 ResultCode::UNAVAILABLE,
@@ -467,10 +471,12 @@ impl Session {
         }
     }
 
-    /// Password Modify (RFC 3062): checked here, finished on a task (the
-    /// old-password check and the hashing are slow by design).
+    /// Password Modify (RFC 3062): checked here, then a write like any
+    /// other, in order with the connection's others; the old-password
+    /// check and the hashing (slow by design) run on the blocking pool
+    /// when its turn comes.
     fn password_modify(
-        &self,
+        &mut self,
         ext: &ExtendedRequest<'_>,
         reply: Reply<'_>,
         out: &Arc<Outbound>,
@@ -492,25 +498,31 @@ impl Session {
             Ok(change) => change,
             Err(outcome) => return reply.extended(outcome.code, outcome.message.as_bytes(), None),
         };
-        let directory = Arc::clone(&ctx.directory);
-        let outbound = Arc::clone(out);
-        let (id, allow_cleartext) = (reply.id, ctx.allow_cleartext);
-        tokio::spawn(async move {
-            let generated = change.generated.then(|| change.new_password().to_vec());
-            let command =
-                tokio::task::spawn_blocking(move || change.into_command(allow_cleartext)).await;
-            let outcome = match command {
-                Ok(Ok(command)) => directory.execute(command).await,
-                Ok(Err(outcome)) => outcome,
-                Err(e) => Outcome::new(ResultCode::OTHER, format!("password change failed: {e}")),
-            };
+        let success_value = change.generated.then(|| {
             let mut value = Vec::new();
-            if let (Some(password), ResultCode::SUCCESS) = (&generated, outcome.code) {
-                encode_password_modify_response(&mut value, password);
-            }
-            push_extended(&outbound, id, &outcome, &value);
+            encode_password_modify_response(&mut value, change.new_password());
+            value
         });
-        Action::Spawned
+        let spawned = SpawnedWrite {
+            directory: Arc::clone(&ctx.directory),
+            outbound: Arc::clone(out),
+            access_log: ctx.access_log,
+            conn: self.conn_id,
+            id: reply.id,
+            tag: tags::EXTENDED_RESPONSE,
+            op_name: reply.op_name,
+            dn: change.target().original().as_bytes().to_vec(),
+            identity: self.identity.clone(),
+            read_back: None,
+            success_value,
+            in_flight: self.running.start(reply.id, Kind::Write),
+            started: reply.started,
+        };
+        let allow_cleartext = ctx.allow_cleartext;
+        self.queue_pending(
+            spawned,
+            Pending::Blocking(Box::new(move || change.into_command(allow_cleartext))),
+        )
     }
 
     /// Refresh (RFC 2589): a dynamic entry's new TTL, clamped to the
@@ -1138,10 +1150,32 @@ fn read_back_request(
 /// at a time, so the store applies them in that order (a pipelined parent
 /// is added before its children); waiting for each commit happens on its
 /// own task, so answers still leave as soon as their batch commits.
-async fn sequence_writes(
-    mut queue: tokio::sync::mpsc::UnboundedReceiver<(SpawnedWrite, meridian_store::Command)>,
-) {
-    while let Some((write, command)) = queue.recv().await {
+/// A write's command, or the slow work that makes it (run in the write's
+/// turn on the blocking pool).
+enum Pending {
+    Ready(meridian_store::Command),
+    Blocking(Box<dyn FnOnce() -> Result<meridian_store::Command, Outcome> + Send>),
+}
+
+async fn sequence_writes(mut queue: tokio::sync::mpsc::UnboundedReceiver<(SpawnedWrite, Pending)>) {
+    while let Some((write, pending)) = queue.recv().await {
+        let command = match pending {
+            Pending::Ready(command) => command,
+            Pending::Blocking(make) => match tokio::task::spawn_blocking(make).await {
+                Ok(Ok(command)) => command,
+                Ok(Err(outcome)) => {
+                    write.respond(outcome);
+                    continue;
+                }
+                Err(e) => {
+                    write.respond(Outcome::new(
+                        ResultCode::OTHER,
+                        format!("the write failed: {e}"),
+                    ));
+                    continue;
+                }
+            },
+        };
         let command = if write.directory.needs_hashing(&command) {
             // Password hashing is deliberately slow: keep it off the workers.
             let directory = Arc::clone(&write.directory);
