@@ -25,6 +25,18 @@ pub fn schema_dir() -> PathBuf {
         .unwrap_or_else(|| "/etc/ldap/schema".into())
 }
 
+/// What [`Slapd::start_with`] adds to the reference configuration.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extra<'a> {
+    /// Lines for the global section, after the modules are loaded (TLS
+    /// certificates, `moduleload dds`).
+    pub global: &'a str,
+    /// Lines for the database section (`overlay dds`).
+    pub database: &'a str,
+    /// Listen on `ldaps://` instead of `ldap://`.
+    pub ldaps: bool,
+}
+
 /// A running slapd, killed (and its files removed) when dropped.
 pub struct Slapd {
     child: Child,
@@ -44,13 +56,17 @@ impl Slapd {
     /// Loads `ldif` with slapadd and starts slapd; `tag` keeps parallel
     /// tests apart.
     pub fn start(tag: &str, ldif: &str) -> Slapd {
-        Self::start_with(tag, ldif, "", false)
+        Self::start_with(tag, ldif, &Extra::default())
     }
 
-    /// The same with `global` added to the global section of slapd.conf
-    /// (TLS certificates, for example), listening on `ldaps://` when
-    /// `ldaps`.
-    pub fn start_with(tag: &str, ldif: &str, global: &str, ldaps: bool) -> Slapd {
+    /// The same with `extra` added to slapd.conf, listening on `ldaps://`
+    /// when it says so.
+    pub fn start_with(tag: &str, ldif: &str, extra: &Extra<'_>) -> Slapd {
+        let Extra {
+            global,
+            database,
+            ldaps,
+        } = *extra;
         let slapd = Path::new("/usr/sbin/slapd");
         assert!(
             slapd.exists(),
@@ -61,8 +77,9 @@ impl Slapd {
         std::fs::create_dir_all(dir.join("db")).unwrap();
         let conf = format!(
             "include {s}/core.schema\ninclude {s}/cosine.schema\ninclude {s}/inetorgperson.schema\ninclude {s}/nis.schema\n\
-             {global}modulepath /usr/lib/ldap\nmoduleload back_mdb\npidfile {d}/slapd.pid\n\
-             database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"cn=admin,{SUFFIX}\"\nrootpw secret\ndirectory {d}/db\nmaxsize 104857600\n",
+             modulepath /usr/lib/ldap\nmoduleload back_mdb\n{global}pidfile {d}/slapd.pid\n\
+             database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"cn=admin,{SUFFIX}\"\nrootpw secret\ndirectory {d}/db\nmaxsize 104857600\n\
+             {database}",
             s = schema_dir().display(),
             d = dir.display()
         );

@@ -131,12 +131,25 @@ fn every_seed_scenario_runs_against_meridian_and_slapd() {
         .iter()
         .map(|(name, ldif)| (*name, meridian_with(ldif)))
         .collect();
-    // slapd has no dynamicObject without its dds overlay: seed 003 runs
-    // against Meridian only.
+    // Dynamic objects (seed 003) need slapd's dds overlay.
+    let dds = slapd::Extra {
+        global: "moduleload dds\n",
+        database: "overlay dds\ndds-max-ttl 1d\ndds-default-ttl 1h\n",
+        ldaps: false,
+    };
     let slapds: HashMap<&str, slapd::Slapd> = sets
         .iter()
-        .filter(|(name, _)| *name != "dynamic-003")
-        .map(|(name, ldif)| (*name, slapd::Slapd::start(&format!("bench-{name}"), ldif)))
+        .map(|(name, ldif)| {
+            let extra = if *name == "dynamic-003" {
+                dds
+            } else {
+                slapd::Extra::default()
+            };
+            (
+                *name,
+                slapd::Slapd::start_with(&format!("bench-{name}"), ldif, &extra),
+            )
+        })
         .collect();
 
     let mut files: Vec<PathBuf> = std::fs::read_dir(scenarios_dir())
@@ -519,7 +532,15 @@ fn ldaps_with_a_verified_certificate_and_refusals_without_one() {
         cert_file.display(),
         key_file.display()
     );
-    let server = slapd::Slapd::start_with("bench-tls", &generate("seed000", 100), &global, true);
+    let server = slapd::Slapd::start_with(
+        "bench-tls",
+        &generate("seed000", 100),
+        &slapd::Extra {
+            global: &global,
+            ldaps: true,
+            ..slapd::Extra::default()
+        },
+    );
     let url = format!("ldaps://localhost:{}", server.port);
     let scenario = scenarios_dir().join("seed000-mixed-50-50.toml");
 
