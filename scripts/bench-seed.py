@@ -33,11 +33,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_meridian(binary, ldif, work):
+def start_meridian(binary, ldif, work, directory_config):
     data = os.path.join(work, "meridian")
     config = os.path.join(work, "meridian.toml")
     with open(config, "w") as f:
-        f.write("[log]\naccess = false\n[storage.indexes]\n")
+        f.write(f"[directory]\n{directory_config}\n[log]\naccess = false\n[storage.indexes]\n")
         for attr in INDEXES:
             f.write(f"{attr} = [\"eq\"]\n")
     subprocess.run([binary, "import", "--config", config, "--data-dir", data, "-i", ldif], check=True,
@@ -79,6 +79,8 @@ def main():
     parser.add_argument("--model", required=True, choices=["seed000", "seed002", "seed003"])
     parser.add_argument("--entries", type=int, default=100000)
     parser.add_argument("--out", default=".")
+    parser.add_argument("--meridian-directory", default="",
+                        help="lines for Meridian's [directory] table, e.g. 'password_hash_memory_kib = 1024'")
     args, bench_args = parser.parse_known_args()
     args.bench_args = [a for a in bench_args if a != "--"]
     name = os.path.splitext(os.path.basename(args.scenario))[0]
@@ -88,7 +90,8 @@ def main():
                        stderr=subprocess.DEVNULL)
         servers = []
         try:
-            meridian, meridian_url = start_meridian(args.binary, ldif, work)
+            meridian, meridian_url = start_meridian(args.binary, ldif, work,
+                                                    args.meridian_directory.replace("\\n", "\n"))
             servers.append(meridian)
             slapd, slapd_url = start_slapd(ldif, work)
             servers.append(slapd)

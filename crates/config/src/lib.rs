@@ -218,6 +218,12 @@ pub struct DirectoryConfig {
     pub dynamic_max_ttl_secs: u32,
     /// How often expired dynamic entries are deleted, in seconds.
     pub dynamic_sweep_secs: u64,
+    /// Memory (KiB) of the Argon2id hash of each new password, the
+    /// administrator's included. Every bind verifies one: a server whose
+    /// clients bind per operation pays this per operation.
+    pub password_hash_memory_kib: u32,
+    /// Passes of that hash over its memory.
+    pub password_hash_iterations: u32,
 }
 
 /// `[log]`.
@@ -270,6 +276,9 @@ impl Default for DirectoryConfig {
             dynamic_min_ttl_secs: 10,
             dynamic_max_ttl_secs: 31_536_000,
             dynamic_sweep_secs: 10,
+            // The argon2 crate's defaults (OWASP's minimum for Argon2id).
+            password_hash_memory_kib: 19_456,
+            password_hash_iterations: 2,
         }
     }
 }
@@ -375,6 +384,21 @@ impl Config {
                 ),
             );
         }
+        if !(8..=4_194_304).contains(&d.password_hash_memory_kib) {
+            return invalid(
+                "directory.password_hash_memory_kib",
+                format!(
+                    "{} is outside 8..=4194304 (4 GiB)",
+                    d.password_hash_memory_kib
+                ),
+            );
+        }
+        if !(1..=100).contains(&d.password_hash_iterations) {
+            return invalid(
+                "directory.password_hash_iterations",
+                format!("{} is outside 1..=100", d.password_hash_iterations),
+            );
+        }
         if d.dynamic_sweep_secs == 0 || d.dynamic_sweep_secs > 86_400 {
             return invalid(
                 "directory.dynamic_sweep_secs",
@@ -465,6 +489,14 @@ mod tests {
             ("[server]\nmax_ber_depth = 2", "server.max_ber_depth"),
             ("[directory]\nsuffix = \"dc=\\\\x\"", "directory.suffix"),
             ("[directory]\nadmin_dn = \"\"", "directory.admin_dn"),
+            (
+                "[directory]\npassword_hash_memory_kib = 4",
+                "directory.password_hash_memory_kib",
+            ),
+            (
+                "[directory]\npassword_hash_iterations = 0",
+                "directory.password_hash_iterations",
+            ),
         ] {
             let err = Config::from_toml(text, Path::new("x.toml")).unwrap_err();
             assert!(err.to_string().contains(key), "{text}: {err}");

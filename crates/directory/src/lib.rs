@@ -50,6 +50,7 @@ pub struct PasswordChange {
     /// True when the server chose the new password (returned to the client).
     pub generated: bool,
     operational: Vec<(String, Vec<Vec<u8>>)>,
+    cost: password::HashCost,
 }
 
 impl PasswordChange {
@@ -78,7 +79,7 @@ impl PasswordChange {
                 ));
             }
         }
-        let hashed = password::hash(&self.new)
+        let hashed = password::hash(&self.new, self.cost)
             .map_err(|e| Outcome::new(ResultCode::OTHER, format!("hashing: {e}")))?;
         Ok(Command::Modify {
             dn: self.target,
@@ -288,6 +289,8 @@ pub struct Limits {
     pub time_limit: Duration,
     /// Dynamic entries' TTL bounds.
     pub dynamic: dynamic::DynamicTtl,
+    /// The cost of the `{ARGON2}` hashes of new passwords.
+    pub password_hash: password::HashCost,
 }
 
 impl Default for Limits {
@@ -297,6 +300,7 @@ impl Default for Limits {
             size_limit: 500,
             time_limit: Duration::from_secs(3600),
             dynamic: dynamic::DynamicTtl::default(),
+            password_hash: password::HashCost::default(),
         }
     }
 }
@@ -974,7 +978,7 @@ impl Directory {
         let hash_all = |values: &mut Vec<Vec<u8>>| -> Result<(), Outcome> {
             for v in values.iter_mut() {
                 if !password::is_hashed(v) {
-                    *v = password::hash(v).map_err(|e| {
+                    *v = password::hash(v, self.limits.password_hash).map_err(|e| {
                         Outcome::new(ResultCode::OTHER, format!("hashing a password: {e}"))
                     })?;
                 }
@@ -1080,6 +1084,7 @@ impl Directory {
             new,
             generated,
             operational: self.operational_changes(who),
+            cost: self.limits.password_hash,
         })
     }
 

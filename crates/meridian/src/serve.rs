@@ -9,10 +9,9 @@ use meridian_server::{AdminCredentials, PASSWORD_ENV, PasswordSource, Server};
 
 use std::sync::Arc;
 
+use meridian_directory::Directory;
 use meridian_directory::access::{AccessRules, RuleText};
 use meridian_directory::clock::SystemClock;
-use meridian_directory::dynamic::DynamicTtl;
-use meridian_directory::{Directory, Limits};
 
 use crate::setup::CommonArgs;
 
@@ -60,6 +59,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         &config.directory.admin_dn,
         env_password,
         &config.directory.data_dir,
+        setup.password_hash_cost(),
     )?;
     match &source {
         PasswordSource::Environment => {
@@ -93,15 +93,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             store,
             admin_dn.clone(),
             Arc::new(SystemClock),
-            Limits {
-                size_limit: config.directory.size_limit,
-                time_limit: std::time::Duration::from_secs(config.directory.time_limit_secs),
-                dynamic: DynamicTtl {
-                    default_secs: config.directory.dynamic_default_ttl_secs,
-                    min_secs: config.directory.dynamic_min_ttl_secs,
-                    max_secs: config.directory.dynamic_max_ttl_secs,
-                },
-            },
+            setup.directory_limits(),
         );
         if let Some(access) = access {
             directory = directory.with_access(access);

@@ -85,6 +85,31 @@ impl Setup {
             .map_err(|e| anyhow::anyhow!("config key `directory.admin_dn`: {e}"))
     }
 
+    /// The directory's limits and password cost from the config (serve
+    /// and import alike: an import hashes clear-text passwords and gives
+    /// dynamic entries their TTL as the server would).
+    pub(crate) fn directory_limits(&self) -> meridian_directory::Limits {
+        let d = &self.config.directory;
+        meridian_directory::Limits {
+            size_limit: d.size_limit,
+            time_limit: std::time::Duration::from_secs(d.time_limit_secs),
+            dynamic: meridian_directory::dynamic::DynamicTtl {
+                default_secs: d.dynamic_default_ttl_secs,
+                min_secs: d.dynamic_min_ttl_secs,
+                max_secs: d.dynamic_max_ttl_secs,
+            },
+            password_hash: self.password_hash_cost(),
+        }
+    }
+
+    /// The cost of new `{ARGON2}` hashes (`directory.password_hash_*`).
+    pub(crate) fn password_hash_cost(&self) -> meridian_directory::password::HashCost {
+        meridian_directory::password::HashCost {
+            memory_kib: self.config.directory.password_hash_memory_kib,
+            iterations: self.config.directory.password_hash_iterations,
+        }
+    }
+
     fn store_options(&self) -> StoreOptions {
         StoreOptions {
             path: self.store_path(),

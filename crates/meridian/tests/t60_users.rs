@@ -916,3 +916,47 @@ fn password_modify_keeps_its_place_among_pipelined_writes() {
         assert_ne!(whoami(&server, dn, overtaken).0, 0);
     }
 }
+
+/// `directory.password_hash_*` set the cost of new `{ARGON2}` hashes, the
+/// administrator's included; binds verify at the cost stored in the hash.
+#[test]
+fn the_password_hash_cost_is_configurable() {
+    let server =
+        Server::start("[directory]\npassword_hash_memory_kib = 64\npassword_hash_iterations = 1\n");
+    let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let ldif = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
+                dn: uid=dave,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: dave\ncn: Dave\nsn: D\nuserPassword: cheap\n";
+    let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(ldif));
+    assert_eq!(rc, 0, "{out}");
+    let (_, out) = tool(
+        &server,
+        "ldapsearch",
+        &admin,
+        &[
+            "-LLL",
+            "-b",
+            "uid=dave,dc=example,dc=com",
+            "-s",
+            "base",
+            "userPassword",
+        ],
+        None,
+    );
+    let encoded = out
+        .lines()
+        .find_map(|l| l.strip_prefix("userPassword:: "))
+        .unwrap_or_default();
+    let stored = meridian_directory::password::base64::decode(
+        encoded.as_bytes(),
+        meridian_directory::password::base64::STANDARD,
+    )
+    .unwrap();
+    assert!(
+        stored.starts_with(b"{ARGON2}$argon2id$v=19$m=64,t=1,p=1$"),
+        "{}",
+        text(&stored)
+    );
+    assert_eq!(whoami(&server, "uid=dave,dc=example,dc=com", "cheap").0, 0);
+    assert_ne!(whoami(&server, "uid=dave,dc=example,dc=com", "dear").0, 0);
+    assert_eq!(whoami(&server, ADMIN_DN, ADMIN_PASSWORD).0, 0);
+}

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use argon2::Argon2;
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::password_hash::{PasswordHash, PasswordVerifier};
+use meridian_directory::password::{HashCost, argon2_phc};
 use meridian_model::dn::Dn;
 use tokio::sync::Semaphore;
 
@@ -79,6 +80,7 @@ impl AdminCredentials {
         admin_dn_text: &str,
         env_password: Option<String>,
         data_dir: &Path,
+        cost: HashCost,
     ) -> Result<(AdminCredentials, PasswordSource), AdminError> {
         let io = |path: &Path| {
             let path = path.to_owned();
@@ -87,7 +89,7 @@ impl AdminCredentials {
         let secret = data_dir.join(SECRET_FILE);
         let (hash, source) = if let Some(password) = env_password {
             (
-                hash_password(password.as_bytes())?,
+                hash_password(password.as_bytes(), cost)?,
                 PasswordSource::Environment,
             )
         } else if secret.exists() {
@@ -103,7 +105,7 @@ impl AdminCredentials {
             (hash, PasswordSource::Stored(secret))
         } else {
             let password = generate_password()?;
-            let hash = hash_password(password.as_bytes())?;
+            let hash = hash_password(password.as_bytes(), cost)?;
             std::fs::create_dir_all(data_dir).map_err(io(data_dir))?;
             write_private(&secret, &format!("{SCHEME}{hash}\n")).map_err(io(&secret))?;
             (
@@ -156,14 +158,8 @@ impl AdminCredentials {
     }
 }
 
-fn hash_password(password: &[u8]) -> Result<String, AdminError> {
-    let mut salt = [0u8; 16];
-    getrandom::fill(&mut salt).map_err(|e| AdminError::Hash(e.to_string()))?;
-    let salt = SaltString::encode_b64(&salt).map_err(|e| AdminError::Hash(e.to_string()))?;
-    Argon2::default()
-        .hash_password(password, &salt)
-        .map(|h| h.to_string())
-        .map_err(|e| AdminError::Hash(e.to_string()))
+fn hash_password(password: &[u8], cost: HashCost) -> Result<String, AdminError> {
+    argon2_phc(password, cost).map_err(AdminError::Hash)
 }
 
 /// 20 characters from a 64-symbol alphabet: 120 bits, without modulo bias.
@@ -204,8 +200,14 @@ mod tests {
     async fn generated_password_is_stored_hashed_and_reused() {
         let dir = std::env::temp_dir().join(format!("meridian-admin-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let (creds, source) =
-            AdminCredentials::load(&dn(), "cn=admin,dc=example,dc=com", None, &dir).unwrap();
+        let (creds, source) = AdminCredentials::load(
+            &dn(),
+            "cn=admin,dc=example,dc=com",
+            None,
+            &dir,
+            HashCost::default(),
+        )
+        .unwrap();
         let PasswordSource::Generated { password, path } = source else {
             panic!("expected a generated password");
         };
@@ -215,8 +217,14 @@ mod tests {
         assert!(creds.verify(password.clone().into_bytes()).await);
         assert!(!creds.verify(b"wrong".to_vec()).await);
 
-        let (again, source) =
-            AdminCredentials::load(&dn(), "cn=admin,dc=example,dc=com", None, &dir).unwrap();
+        let (again, source) = AdminCredentials::load(
+            &dn(),
+            "cn=admin,dc=example,dc=com",
+            None,
+            &dir,
+            HashCost::default(),
+        )
+        .unwrap();
         assert!(matches!(source, PasswordSource::Stored(_)));
         assert!(again.verify(password.into_bytes()).await);
         std::fs::remove_dir_all(&dir).unwrap();
@@ -230,6 +238,7 @@ mod tests {
             "cn=admin,dc=example,dc=com",
             Some("s3cret".into()),
             &dir,
+            HashCost::default(),
         )
         .unwrap();
         assert_eq!(source, PasswordSource::Environment);

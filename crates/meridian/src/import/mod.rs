@@ -25,8 +25,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 use meridian_config::Durability;
+use meridian_directory::Directory;
 use meridian_directory::clock::SystemClock;
-use meridian_directory::{Directory, Limits as DirectoryLimits};
 use meridian_model::entry::Entry;
 use meridian_store::keys::dn_key;
 use meridian_store::{Command, Outcome, Store, StoreError};
@@ -126,7 +126,7 @@ pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
         store.clone(),
         setup.admin_dn()?,
         Arc::new(SystemClock),
-        DirectoryLimits::default(),
+        setup.directory_limits(),
     ));
     let checker = Arc::new(Checker {
         directory,
