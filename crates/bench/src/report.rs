@@ -332,8 +332,13 @@ fn label_number(v: f64) -> String {
     if v >= 1e6 {
         format!("{:.1}M", v / 1e6)
     } else if v >= 1e4 {
-        format!("{:.0}k", v / 1e3)
-    } else if v >= 10.0 || v == 0.0 {
+        let k = v / 1e3;
+        if k.fract() == 0.0 {
+            format!("{k:.0}k")
+        } else {
+            format!("{k:.1}k")
+        }
+    } else if v >= 10.0 || v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")
@@ -487,6 +492,17 @@ pub fn bar_chart(title: &str, y_label: &str, groups: &[(String, Vec<(String, f64
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn axis_labels_are_short_and_exact_enough() {
+        assert_eq!(label_number(0.0), "0");
+        assert_eq!(label_number(4.0), "4");
+        assert_eq!(label_number(1.5), "1.50");
+        assert_eq!(label_number(6250.0), "6250");
+        assert_eq!(label_number(12_500.0), "12.5k");
+        assert_eq!(label_number(20_000.0), "20k");
+        assert_eq!(label_number(2_500_000.0), "2.5M");
+    }
 
     #[test]
     fn axes_round_up() {

@@ -364,7 +364,14 @@ fn summarise(
             .collect(),
         entries: stats.entries,
         latency_us,
-        per_second: stats.timeline.clone(),
+        // The measured seconds only: answers that arrive while the run
+        // drains would draw a last, partial second as a collapse.
+        per_second: stats
+            .timeline
+            .iter()
+            .copied()
+            .take(elapsed_secs.ceil() as usize)
+            .collect(),
     }
 }
 
