@@ -150,23 +150,53 @@ impl Report {
         if !self.description.is_empty() {
             let _ = writeln!(h, "<p>{}</p>", esc(&self.description));
         }
-        // Scaling (sweep) or side by side (compare): total throughput per run.
+        // Scaling (sweep) or side by side (compare): total throughput per
+        // run; for a sweep also latency against the swept value.
         if self.runs.len() > 1 {
-            let by_sessions = self.kind == "sweep";
+            let sweep = self.kind == "sweep";
+            let swept = self
+                .runs
+                .first()
+                .and_then(|r| r.label.split_once('='))
+                .map(|(k, _)| k);
             let points: Vec<(String, f64)> = self
                 .runs
                 .iter()
-                .map(|r| (run_name(r, by_sessions), r.total.rate))
+                .map(|r| (run_name(r, sweep), r.total.rate))
                 .collect();
+            let title = match (sweep, swept) {
+                (true, Some("sessions")) => "Throughput by session count",
+                (true, Some("depth")) => "Throughput by depth",
+                (true, Some("rate")) => "Throughput by offered rate",
+                _ => "Throughput by run",
+            };
             h.push_str(&bar_chart(
-                if by_sessions {
-                    "Throughput by session count"
-                } else {
-                    "Throughput by run"
-                },
+                title,
                 "operations per second",
                 &[("total".to_owned(), points)],
             ));
+            let value = |r: &RunResult| {
+                r.label
+                    .split_once('=')
+                    .and_then(|(_, v)| v.parse::<f64>().ok())
+            };
+            if sweep && self.runs.iter().all(|r| value(r).is_some()) {
+                let curve = |pick: fn(&RunResult) -> f64| -> Vec<(f64, f64)> {
+                    self.runs
+                        .iter()
+                        .map(|r| (value(r).unwrap_or(0.0), pick(r)))
+                        .collect()
+                };
+                h.push_str(&line_chart(
+                    "Latency by swept value",
+                    swept.unwrap_or("value"),
+                    "milliseconds",
+                    &[
+                        ("p50".to_owned(), curve(|r| r.total.latency_us.p50 / 1000.0)),
+                        ("p99".to_owned(), curve(|r| r.total.latency_us.p99 / 1000.0)),
+                    ],
+                ));
+            }
         }
         let series: Vec<(String, Vec<(f64, f64)>)> = self
             .runs
@@ -254,8 +284,10 @@ const COLOURS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
 
-fn run_name(run: &RunResult, by_sessions: bool) -> String {
-    if by_sessions {
+fn run_name(run: &RunResult, sweep: bool) -> String {
+    if sweep && run.label.starts_with("rate=") {
+        format!("{} ops/s offered", run.offered_rate)
+    } else if sweep {
         format!("{} sessions x depth {}", run.sessions, run.depth)
     } else if !run.label.is_empty() {
         run.label.clone()

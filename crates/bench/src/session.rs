@@ -367,6 +367,10 @@ fn encode_abandon(id: i32, abandoned: i32, out: &mut Vec<u8>) {
     w.end(message);
 }
 
+/// Lateness of an open-loop request that is the timer's, not the
+/// server's: tokio's timers fire on a 1 ms wheel.
+const TIMER_SLACK: Duration = Duration::from_millis(2);
+
 fn next_id(id: i32) -> i32 {
     if id == i32::MAX { 1 } else { id + 1 }
 }
@@ -464,7 +468,14 @@ async fn persistent<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                         shared.give_back(granted - n, now);
                         break;
                     };
-                    let sent = if interval.is_some() { next_due } else { now };
+                    // Open loop: timed from the schedule when the request
+                    // went out late (the window was full: the server held
+                    // it back), from now when only the timer's resolution
+                    // made it late.
+                    let sent = match interval {
+                        Some(_) if now.saturating_duration_since(next_due) > TIMER_SLACK => next_due,
+                        _ => now,
+                    };
                     let op = issuer.render(id, if n == 0 { &controls } else { &[] }, &mut wbuf);
                     *slot = Some(Slot { id, op, sent, entries: 0 });
                     outstanding += 1;
@@ -620,7 +631,12 @@ async fn one_shot_loop(shared: &Shared, index: u32) -> anyhow::Result<()> {
                 let scheduled = next_due;
                 tokio::time::sleep_until(scheduled.into()).await;
                 next_due += step;
-                scheduled
+                let now = Instant::now();
+                if now.saturating_duration_since(scheduled) > TIMER_SLACK {
+                    scheduled
+                } else {
+                    now
+                }
             }
             None => Instant::now(),
         };

@@ -107,7 +107,8 @@ struct RunArgs {
     scenario: PathBuf,
     #[command(flatten)]
     overrides: Overrides,
-    /// Run once per value: `sessions=1,8,32,128` or `depth=1,10,100`.
+    /// Run once per value: `sessions=1,8,32,128`, `depth=1,10,100` or
+    /// `rate=1000,2000,4000` (open loop).
     #[arg(long)]
     sweep: Option<String>,
     #[command(flatten)]
@@ -258,21 +259,26 @@ fn run_scenario(args: RunArgs) -> anyhow::Result<()> {
     let (key, values) = sweep.split_once('=').with_context(|| {
         format!("--sweep {sweep:?}: expected sessions=1,8,32 or depth=1,10,100")
     })?;
-    let values: Vec<u32> = values
+    let values: Vec<f64> = values
         .split(',')
         .map(|v| {
             v.trim()
                 .parse()
+                .ok()
+                .filter(|n: &f64| *n >= 0.0 && n.is_finite())
                 .with_context(|| format!("--sweep: {v:?} is not a number"))
         })
         .collect::<anyhow::Result<_>>()?;
     let mut runs = Vec::new();
     for value in values {
         let mut one = scenario.clone();
+        let whole = || u32::try_from(value as u64).unwrap_or(u32::MAX);
         match key {
-            "sessions" => one.load.sessions = value,
-            "depth" => one.load.depth = value,
-            _ => bail!("--sweep {key}: only sessions and depth can be swept"),
+            "sessions" => one.load.sessions = whole(),
+            "depth" => one.load.depth = whole(),
+            // Open loop at each offered rate: latency against load.
+            "rate" => one.load.rate = value,
+            _ => bail!("--sweep {key}: sessions, depth and rate can be swept"),
         }
         one.validate().map_err(anyhow::Error::msg)?;
         runs.push(run::run(&one, &format!("{key}={value}"), options)?);

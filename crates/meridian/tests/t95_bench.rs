@@ -333,6 +333,49 @@ fn compare_and_sweep_write_reports_with_charts() {
     let html_text = std::fs::read_to_string(&sweep).unwrap();
     assert!(html_text.contains("Throughput by session count"));
     assert!(html_text.contains("4 sessions x depth 1"));
+
+    // Offered-rate sweeps: open loop at each rate, latency against load.
+    let rates = dir.join("rates.json");
+    let rates_html = dir.join("rates.html");
+    let (ok, _, stderr) = bench(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--url",
+        &server.url(),
+        "-w",
+        PASSWORD,
+        "--keys",
+        "999",
+        "--duration",
+        "1",
+        "--depth",
+        "10",
+        "--sweep",
+        "rate=50,200",
+        "--json",
+        rates.to_str().unwrap(),
+        "--html",
+        rates_html.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(ok, "{stderr}");
+    let runs = json(&rates)["runs"].as_array().unwrap().clone();
+    let offered: Vec<f64> = runs
+        .iter()
+        .map(|r| r["offered_rate"].as_f64().unwrap())
+        .collect();
+    assert_eq!(offered, [50.0, 200.0]);
+    assert!(runs.iter().all(|r| r["mode"] == "rate"));
+    let done = runs[1]["total"]["count"].as_u64().unwrap();
+    assert!(
+        (100..=200).contains(&done),
+        "{done} operations at 200/s for 1 s"
+    );
+    assert_eq!(
+        charts(&rates_html)["polyline"],
+        2 + 2,
+        "timeline per run and p50/p99 curves"
+    );
 }
 
 /// Parses an HTML report as XML (it is XHTML) and counts its SVG elements.
