@@ -15,6 +15,28 @@ use std::process::Command;
 
 use support::*;
 
+/// The userPassword value stored for `dn`, as the administrator reads it.
+fn stored_password(server: &Server, dn: &str) -> Vec<u8> {
+    let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let (rc, out) = tool(
+        server,
+        "ldapsearch",
+        &admin,
+        &["-LLL", "-b", dn, "-s", "base", "userPassword"],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    let encoded = out
+        .lines()
+        .find_map(|l| l.strip_prefix("userPassword:: "))
+        .unwrap_or_default();
+    meridian_directory::password::base64::decode(
+        encoded.as_bytes(),
+        meridian_directory::password::base64::STANDARD,
+    )
+    .unwrap()
+}
+
 #[test]
 fn users_bind_with_hashed_passwords_and_read_but_not_write() {
     let server = Server::start("");
@@ -34,31 +56,12 @@ fn users_bind_with_hashed_passwords_and_read_but_not_write() {
     assert_eq!(rc, 0, "{out}");
 
     // Stored hashed; the administrator sees the hash, never the clear text.
-    let (_, out) = tool(
-        &server,
-        "ldapsearch",
-        &admin,
-        &[
-            "-LLL",
-            "-b",
-            "uid=alice,dc=example,dc=com",
-            "-s",
-            "base",
-            "userPassword",
-        ],
-        None,
+    let decoded = stored_password(&server, "uid=alice,dc=example,dc=com");
+    assert!(
+        decoded.starts_with(b"{ARGON2}$argon2id$"),
+        "{}",
+        text(&decoded)
     );
-    let encoded = out
-        .lines()
-        .find_map(|l| l.strip_prefix("userPassword:: "))
-        .unwrap_or_default()
-        .to_owned();
-    let decoded = meridian_directory::password::base64::decode(
-        encoded.as_bytes(),
-        meridian_directory::password::base64::STANDARD,
-    )
-    .unwrap();
-    assert!(decoded.starts_with(b"{ARGON2}$argon2id$"), "{out}");
 
     // Binds: our hash, slappasswd's hash, wrong password, unknown DN.
     let alice = ["-D", "uid=alice,dc=example,dc=com", "-w", "wonderland"];
@@ -928,29 +931,7 @@ fn the_password_hash_cost_is_configurable() {
                 dn: uid=dave,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: dave\ncn: Dave\nsn: D\nuserPassword: cheap\n";
     let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(ldif));
     assert_eq!(rc, 0, "{out}");
-    let (_, out) = tool(
-        &server,
-        "ldapsearch",
-        &admin,
-        &[
-            "-LLL",
-            "-b",
-            "uid=dave,dc=example,dc=com",
-            "-s",
-            "base",
-            "userPassword",
-        ],
-        None,
-    );
-    let encoded = out
-        .lines()
-        .find_map(|l| l.strip_prefix("userPassword:: "))
-        .unwrap_or_default();
-    let stored = meridian_directory::password::base64::decode(
-        encoded.as_bytes(),
-        meridian_directory::password::base64::STANDARD,
-    )
-    .unwrap();
+    let stored = stored_password(&server, "uid=dave,dc=example,dc=com");
     assert!(
         stored.starts_with(b"{ARGON2}$argon2id$v=19$m=64,t=1,p=1$"),
         "{}",

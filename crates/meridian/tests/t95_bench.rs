@@ -309,26 +309,32 @@ fn compare_and_sweep_write_reports_with_charts() {
     assert_eq!(counts["polyline"], 2, "{counts:?}");
     assert!(counts["rect"] >= 2 + 2 * 2 * 4, "{counts:?}");
 
+    // The same run swept over one setting; `reports` are the report flags.
+    let url = server.url();
+    let scenario_path = scenario.to_str().unwrap();
+    let swept = |sweep: &str, depth: &str, reports: &[&str]| {
+        let mut args = vec![
+            "run",
+            scenario_path,
+            "--url",
+            &url,
+            "-w",
+            PASSWORD,
+            "--keys",
+            "999",
+            "--duration",
+            "1",
+            "--depth",
+            depth,
+            "--sweep",
+            sweep,
+            "-q",
+        ];
+        args.extend_from_slice(reports);
+        bench(&args)
+    };
     let sweep = dir.join("sweep.html");
-    let (ok, _, stderr) = bench(&[
-        "run",
-        scenario.to_str().unwrap(),
-        "--url",
-        &server.url(),
-        "-w",
-        PASSWORD,
-        "--keys",
-        "999",
-        "--duration",
-        "1",
-        "--sweep",
-        "sessions=1,4",
-        "--depth",
-        "1",
-        "--html",
-        sweep.to_str().unwrap(),
-        "-q",
-    ]);
+    let (ok, _, stderr) = swept("sessions=1,4", "1", &["--html", sweep.to_str().unwrap()]);
     assert!(ok, "{stderr}");
     let html_text = std::fs::read_to_string(&sweep).unwrap();
     assert!(html_text.contains("Throughput by session count"));
@@ -337,27 +343,16 @@ fn compare_and_sweep_write_reports_with_charts() {
     // Offered-rate sweeps: open loop at each rate, latency against load.
     let rates = dir.join("rates.json");
     let rates_html = dir.join("rates.html");
-    let (ok, _, stderr) = bench(&[
-        "run",
-        scenario.to_str().unwrap(),
-        "--url",
-        &server.url(),
-        "-w",
-        PASSWORD,
-        "--keys",
-        "999",
-        "--duration",
-        "1",
-        "--depth",
-        "10",
-        "--sweep",
+    let (ok, _, stderr) = swept(
         "rate=50,200",
-        "--json",
-        rates.to_str().unwrap(),
-        "--html",
-        rates_html.to_str().unwrap(),
-        "-q",
-    ]);
+        "10",
+        &[
+            "--json",
+            rates.to_str().unwrap(),
+            "--html",
+            rates_html.to_str().unwrap(),
+        ],
+    );
     assert!(ok, "{stderr}");
     let runs = json(&rates)["runs"].as_array().unwrap().clone();
     let offered: Vec<f64> = runs

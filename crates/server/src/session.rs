@@ -1159,6 +1159,14 @@ enum Pending {
 
 async fn sequence_writes(mut queue: tokio::sync::mpsc::UnboundedReceiver<(SpawnedWrite, Pending)>) {
     while let Some((write, pending)) = queue.recv().await {
+        let pending = match pending {
+            // Password hashing is deliberately slow: keep it off the workers.
+            Pending::Ready(command) if write.directory.needs_hashing(&command) => {
+                let directory = Arc::clone(&write.directory);
+                Pending::Blocking(Box::new(move || directory.hash_passwords(command)))
+            }
+            other => other,
+        };
         let command = match pending {
             Pending::Ready(command) => command,
             Pending::Blocking(make) => match tokio::task::spawn_blocking(make).await {
@@ -1170,31 +1178,11 @@ async fn sequence_writes(mut queue: tokio::sync::mpsc::UnboundedReceiver<(Spawne
                 Err(e) => {
                     write.respond(Outcome::new(
                         ResultCode::OTHER,
-                        format!("the write failed: {e}"),
+                        format!("the write's hashing failed: {e}"),
                     ));
                     continue;
                 }
             },
-        };
-        let command = if write.directory.needs_hashing(&command) {
-            // Password hashing is deliberately slow: keep it off the workers.
-            let directory = Arc::clone(&write.directory);
-            match tokio::task::spawn_blocking(move || directory.hash_passwords(command)).await {
-                Ok(Ok(command)) => command,
-                Ok(Err(outcome)) => {
-                    write.respond(outcome);
-                    continue;
-                }
-                Err(e) => {
-                    write.respond(Outcome::new(
-                        ResultCode::OTHER,
-                        format!("password hashing failed: {e}"),
-                    ));
-                    continue;
-                }
-            }
-        } else {
-            command
         };
         match write.directory.submit(command).await {
             Ok(submitted) => {
