@@ -826,7 +826,6 @@ fn dynamic_entries_are_refreshed_with_ldapexop_and_swept_when_they_expire() {
 #[test]
 fn password_modify_keeps_its_place_among_pipelined_writes() {
     use meridian_proto::extended::{PasswordModifyRequest, oid as ext_oid};
-    use meridian_proto::message::encode_simple_bind;
     use meridian_proto::{
         Change, ExtendedRequest, LdapMessage, ModifyOperation, ModifyRequest, PartialAttribute,
         ProtocolOp, Seq,
@@ -879,16 +878,7 @@ fn password_modify_keeps_its_place_among_pipelined_writes() {
     };
 
     for passwd_first in [true, false] {
-        let mut client = Client::connect(server.addr);
-        let mut bytes = Vec::new();
-        encode_simple_bind(
-            &mut bytes,
-            1,
-            ADMIN_DN.as_bytes(),
-            ADMIN_PASSWORD.as_bytes(),
-        );
-        client.send(&bytes);
-        client.read_until(|m| matches!(m.op, ProtocolOp::BindResponse(_)));
+        let mut client = Client::admin(server.addr);
         // Both in one write: the server reads them in one pass.
         let mut bytes = Vec::new();
         if passwd_first {

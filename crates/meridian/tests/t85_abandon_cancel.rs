@@ -16,9 +16,8 @@ use std::fmt::Write as _;
 use std::process::Command;
 
 use meridian_proto::extended::{encode_cancel, oid as extended_oid};
-use meridian_proto::message::encode_simple_bind;
 use meridian_proto::{Filter, LdapMessage, ProtocolOp, ResultCode, Scope, SearchRequest, Seq};
-use support::{ADMIN_DN, ADMIN_PASSWORD, Client, Server, temp_dir};
+use support::{ADMIN_PASSWORD, Client, Server, temp_dir};
 
 /// Entries in the big server: 32 MB of results, more than the socket
 /// buffers of both ends hold, so a client that does not read stops the
@@ -52,17 +51,7 @@ fn big_data() -> std::path::PathBuf {
 }
 
 fn bound_client(server: &Server) -> Client {
-    let mut client = Client::connect(server.addr);
-    let mut bytes = Vec::new();
-    encode_simple_bind(
-        &mut bytes,
-        1,
-        ADMIN_DN.as_bytes(),
-        ADMIN_PASSWORD.as_bytes(),
-    );
-    client.send(&bytes);
-    client.read_until(|m| matches!(m.op, ProtocolOp::BindResponse(_)));
-    client
+    Client::admin(server.addr)
 }
 
 fn search_everything(client: &mut Client, id: i32) {
@@ -207,16 +196,7 @@ fn a_streamed_search_gets_its_access_log_line() {
             break addr.parse().unwrap();
         }
     };
-    let mut client = Client::connect(addr);
-    let mut bytes = Vec::new();
-    encode_simple_bind(
-        &mut bytes,
-        1,
-        ADMIN_DN.as_bytes(),
-        ADMIN_PASSWORD.as_bytes(),
-    );
-    client.send(&bytes);
-    client.read_until(|m| matches!(m.op, ProtocolOp::BindResponse(_)));
+    let mut client = Client::admin(addr);
     search_everything(&mut client, 2);
     client.read_until(|m| matches!(m.op, ProtocolOp::SearchResultDone(_)));
     drop(client);

@@ -262,6 +262,21 @@ impl Client {
         }
     }
 
+    /// A connection bound as the administrator (message 1).
+    pub fn admin(addr: SocketAddr) -> Client {
+        let mut client = Client::connect(addr);
+        let mut bytes = Vec::new();
+        meridian_proto::message::encode_simple_bind(
+            &mut bytes,
+            1,
+            ADMIN_DN.as_bytes(),
+            ADMIN_PASSWORD.as_bytes(),
+        );
+        client.send(&bytes);
+        client.read_until(|m| matches!(m.op, meridian_proto::ProtocolOp::BindResponse(_)));
+        client
+    }
+
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).unwrap();
     }
