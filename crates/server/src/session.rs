@@ -292,32 +292,35 @@ impl Session {
                 // The write runs on its own task so the connection keeps
                 // reading (pipelining); its answer goes straight to the
                 // outbound buffer, possibly out of order.
-                let spawned = SpawnedWrite {
-                    directory: Arc::clone(&ctx.directory),
-                    outbound: Arc::clone(out),
-                    access_log: ctx.access_log,
-                    conn: self.conn_id,
-                    id,
-                    tag: response_tag,
-                    op_name: op.name(),
-                    dn: op_dn(op).to_vec(),
-                    identity: self.identity.clone(),
-                    read_back,
-                    success_value: None,
-                    in_flight: self.running.start(id, Kind::Write),
-                    started,
-                };
-                self.queue_write(spawned, command)
+                let mut spawned = self.spawned_write(&reply, out, op_dn(op));
+                spawned.read_back = read_back;
+                self.queue_pending(spawned, Pending::Ready(command))
             }
         }
     }
 
-    /// Hands a prepared write to the connection's write sequencer, which
-    /// applies a connection's writes in the order they were read.
-    fn queue_write(&mut self, spawned: SpawnedWrite, command: meridian_store::Command) -> Action {
-        self.queue_pending(spawned, Pending::Ready(command))
+    /// The write answering `reply`'s request on the entry `dn`, tracked
+    /// for Abandon and Cancel from now on.
+    fn spawned_write(&mut self, reply: &Reply<'_>, out: &Arc<Outbound>, dn: &[u8]) -> SpawnedWrite {
+        SpawnedWrite {
+            directory: Arc::clone(&reply.ctx.directory),
+            outbound: Arc::clone(out),
+            access_log: reply.ctx.access_log,
+            conn: self.conn_id,
+            id: reply.id,
+            tag: reply.tag,
+            op_name: reply.op_name,
+            dn: dn.to_vec(),
+            identity: self.identity.clone(),
+            read_back: None,
+            success_value: None,
+            in_flight: self.running.start(reply.id, Kind::Write),
+            started: reply.started,
+        }
     }
 
+    /// Hands a write to the connection's write sequencer, which applies a
+    /// connection's writes in the order they were read.
     fn queue_pending(&mut self, spawned: SpawnedWrite, pending: Pending) -> Action {
         let queue = self.writes.get_or_insert_with(|| {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -503,21 +506,8 @@ impl Session {
             encode_password_modify_response(&mut value, change.new_password());
             value
         });
-        let spawned = SpawnedWrite {
-            directory: Arc::clone(&ctx.directory),
-            outbound: Arc::clone(out),
-            access_log: ctx.access_log,
-            conn: self.conn_id,
-            id: reply.id,
-            tag: tags::EXTENDED_RESPONSE,
-            op_name: reply.op_name,
-            dn: change.target().original().as_bytes().to_vec(),
-            identity: self.identity.clone(),
-            read_back: None,
-            success_value,
-            in_flight: self.running.start(reply.id, Kind::Write),
-            started: reply.started,
-        };
+        let mut spawned = self.spawned_write(&reply, out, change.target().original().as_bytes());
+        spawned.success_value = success_value;
         let allow_cleartext = ctx.allow_cleartext;
         self.queue_pending(
             spawned,
@@ -554,22 +544,9 @@ impl Session {
         // A write like any other: in order with the connection's others.
         let mut value = Vec::new();
         encode_refresh_response(&mut value, granted);
-        let spawned = SpawnedWrite {
-            directory: Arc::clone(&reply.ctx.directory),
-            outbound: Arc::clone(out),
-            access_log: reply.ctx.access_log,
-            conn: self.conn_id,
-            id: reply.id,
-            tag: tags::EXTENDED_RESPONSE,
-            op_name: reply.op_name,
-            dn: request.dn.to_vec(),
-            identity: self.identity.clone(),
-            read_back: None,
-            success_value: Some(value),
-            in_flight: self.running.start(reply.id, Kind::Write),
-            started: reply.started,
-        };
-        self.queue_write(spawned, command)
+        let mut spawned = self.spawned_write(&reply, out, request.dn);
+        spawned.success_value = Some(value);
+        self.queue_pending(spawned, Pending::Ready(command))
     }
 
     /// Cancel (RFC 3909): stops a streamed search, which answers
