@@ -148,28 +148,14 @@ impl Slapd {
 
 /// Appends an AddRequest for `dn` with `attrs` (names and values).
 pub fn encode_add(bytes: &mut Vec<u8>, id: i32, dn: &str, attrs: &[(&str, &[&str])]) {
-    use meridian_proto::{AddRequest, LdapMessage, PartialAttribute, ProtocolOp, Seq};
-    let values: Vec<Vec<&[u8]>> = attrs
-        .iter()
-        .map(|(_, vs)| vs.iter().map(|v| v.as_bytes()).collect())
-        .collect();
-    let parts: Vec<PartialAttribute<'_>> = attrs
-        .iter()
-        .zip(&values)
-        .map(|((ty, _), vs)| PartialAttribute {
-            ty: ty.as_bytes(),
-            values: Seq::from_items(vs),
-        })
-        .collect();
-    LdapMessage {
-        message_id: id,
-        op: ProtocolOp::AddRequest(AddRequest {
-            dn: dn.as_bytes(),
-            attributes: Seq::from_items(&parts),
-        }),
-        controls: Seq::empty(),
-    }
-    .encode(bytes);
+    meridian_proto::message::encode_add(
+        bytes,
+        id,
+        dn.as_bytes(),
+        attrs
+            .iter()
+            .map(|(ty, vs)| (ty.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
+    );
 }
 
 /// Standard base64 with padding (for LDIF `::` values).

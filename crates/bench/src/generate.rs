@@ -21,7 +21,6 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context as _, bail};
-use meridian_proto::{AddRequest, LdapMessage, PartialAttribute, ProtocolOp, Seq};
 
 use crate::rng::Rng;
 use crate::template::{Template, Values};
@@ -315,35 +314,20 @@ fn encode(
             }
             out.push(b'\n');
         }
-        Format::Ber => {
-            let values: Vec<Vec<&[u8]>> = attributes
+        Format::Ber => meridian_proto::message::encode_add(
+            out,
+            (number % i32::MAX as u64).max(1) as i32,
+            dn,
+            attributes
                 .iter()
-                .map(|(_, vs)| vs.iter().map(Vec::as_slice).collect())
-                .collect();
-            let parts: Vec<PartialAttribute<'_>> = attributes
-                .iter()
-                .zip(&values)
-                .map(|((name, _), vs)| PartialAttribute {
-                    ty: name.as_bytes(),
-                    values: Seq::from_items(vs),
-                })
-                .collect();
-            LdapMessage {
-                message_id: (number % i32::MAX as u64).max(1) as i32,
-                op: ProtocolOp::AddRequest(AddRequest {
-                    dn,
-                    attributes: Seq::from_items(&parts),
-                }),
-                controls: Seq::empty(),
-            }
-            .encode(out);
-        }
+                .map(|(name, vs)| (name.as_bytes(), vs.iter().map(Vec::as_slice))),
+        ),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use meridian_proto::DecodeLimits;
+    use meridian_proto::{DecodeLimits, LdapMessage, ProtocolOp};
 
     use super::*;
 

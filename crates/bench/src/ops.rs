@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use meridian_proto::message::DerefAliases;
 use meridian_proto::{
-    AddRequest, Ava, BindRequest, Change, CompareRequest, Control, Depth, Filter, LdapMessage,
-    ModifyDnRequest, ModifyOperation, ModifyRequest, PartialAttribute, ProtocolOp, Scope,
-    SearchRequest, Seq, filter_str, message::Authentication,
+    Ava, BindRequest, Change, CompareRequest, Control, Depth, Filter, LdapMessage, ModifyDnRequest,
+    ModifyOperation, ModifyRequest, PartialAttribute, ProtocolOp, Scope, SearchRequest, Seq,
+    filter_str, message::Authentication,
 };
 use serde::Deserialize;
 
@@ -139,14 +139,6 @@ pub struct OpSpec {
     pub password: String,
 }
 
-/// Borrowed views of owned value lists, as the codec's `Seq` takes them.
-pub fn borrowed(values: &[Vec<Vec<u8>>]) -> Vec<Vec<&[u8]>> {
-    values
-        .iter()
-        .map(|vs| vs.iter().map(Vec::as_slice).collect())
-        .collect()
-}
-
 fn one() -> f64 {
     1.0
 }
@@ -236,7 +228,10 @@ impl Operation {
                     .iter()
                     .map(|c| c.values.iter().map(|v| mark("changes.values", v)).collect())
                     .collect::<Result<_, _>>()?;
-                let value_refs = borrowed(&values);
+                let value_refs: Vec<Vec<&[u8]>> = values
+                    .iter()
+                    .map(|vs| vs.iter().map(Vec::as_slice).collect())
+                    .collect();
                 let changes: Vec<Change<'_>> = spec
                     .changes
                     .iter()
@@ -271,21 +266,15 @@ impl Operation {
                     .values()
                     .map(|vs| vs.iter().map(|v| mark("entry", v)).collect())
                     .collect::<Result<_, _>>()?;
-                let value_refs = borrowed(&values);
-                let attributes: Vec<PartialAttribute<'_>> = spec
-                    .entry
-                    .keys()
-                    .zip(&value_refs)
-                    .map(|(ty, vs)| PartialAttribute {
-                        ty: ty.as_bytes(),
-                        values: Seq::from_items(vs),
-                    })
-                    .collect();
-                message(ProtocolOp::AddRequest(AddRequest {
-                    dn: &dn,
-                    attributes: Seq::from_items(&attributes),
-                }))
-                .encode(&mut encoded);
+                meridian_proto::message::encode_add(
+                    &mut encoded,
+                    0,
+                    &dn,
+                    spec.entry
+                        .keys()
+                        .zip(&values)
+                        .map(|(ty, vs)| (ty.as_bytes(), vs.iter().map(Vec::as_slice))),
+                );
             }
             OpKind::Delete => message(ProtocolOp::DelRequest(&dn)).encode(&mut encoded),
             OpKind::Modrdn => {

@@ -19,7 +19,7 @@ use meridian_directory::dynamic::DynamicTtl;
 use meridian_directory::{Directory, Identity, Limits};
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
-use meridian_proto::{AddRequest, PartialAttribute, ResultCode, Seq};
+use meridian_proto::{DecodeLimits, LdapMessage, PartialAttribute, ProtocolOp, ResultCode, Seq};
 use meridian_store::{Store, StoreOptions};
 
 /// A clock the test moves.
@@ -65,21 +65,18 @@ fn directory(clock: Arc<ManualClock>) -> (Directory, Arc<Schema>) {
 }
 
 async fn add(d: &Directory, admin: &Identity, dn: &str, attrs: &[(&str, &[&str])]) -> ResultCode {
-    let values: Vec<Vec<&[u8]>> = attrs
-        .iter()
-        .map(|(_, vs)| vs.iter().map(|v| v.as_bytes()).collect())
-        .collect();
-    let parts: Vec<PartialAttribute<'_>> = attrs
-        .iter()
-        .zip(&values)
-        .map(|((ty, _), vs)| PartialAttribute {
-            ty: ty.as_bytes(),
-            values: Seq::from_items(vs),
-        })
-        .collect();
-    let request = AddRequest {
-        dn: dn.as_bytes(),
-        attributes: Seq::from_items(&parts),
+    let mut bytes = Vec::new();
+    meridian_proto::message::encode_add(
+        &mut bytes,
+        1,
+        dn.as_bytes(),
+        attrs
+            .iter()
+            .map(|(ty, vs)| (ty.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
+    );
+    let message = LdapMessage::decode(&bytes, &DecodeLimits::default()).unwrap();
+    let ProtocolOp::AddRequest(request) = message.op else {
+        unreachable!("encode_add writes an AddRequest")
     };
     match d.prepare_add(admin, &request) {
         Ok(command) => d.execute(command).await.code,

@@ -889,6 +889,36 @@ pub fn encode_simple_bind(buf: &mut Vec<u8>, message_id: i32, name: &[u8], passw
     .encode(buf);
 }
 
+/// Appends an AddRequest for `dn` with `attributes` (type and values),
+/// written straight from the caller's own layout: loaders and generators
+/// hold owned values, and building the borrowed [`PartialAttribute`]
+/// lists an [`LdapMessage`] needs would cost two vectors per entry.
+pub fn encode_add<'v, A, V>(buf: &mut Vec<u8>, message_id: i32, dn: &[u8], attributes: A)
+where
+    A: IntoIterator<Item = (&'v [u8], V)>,
+    V: IntoIterator<Item = &'v [u8]>,
+{
+    let mut w = Writer::new(buf);
+    let m = w.start(Tag::SEQUENCE);
+    w.integer(Tag::INTEGER, i64::from(message_id));
+    let op = w.start(tags::ADD_REQUEST);
+    w.octets(Tag::OCTET_STRING, dn);
+    let list = w.start(Tag::SEQUENCE);
+    for (ty, values) in attributes {
+        let attribute = w.start(Tag::SEQUENCE);
+        w.octets(Tag::OCTET_STRING, ty);
+        let set = w.start(Tag::SET);
+        for value in values {
+            w.octets(Tag::OCTET_STRING, value);
+        }
+        w.end(set);
+        w.end(attribute);
+    }
+    w.end(list);
+    w.end(op);
+    w.end(m);
+}
+
 /// The OID of the Notice of Disconnection (RFC 4511 section 4.4.1).
 pub const NOTICE_OF_DISCONNECTION_OID: &[u8] = b"1.3.6.1.4.1.1466.20036";
 

@@ -229,3 +229,39 @@ fn invalid_filter_strings_are_refused() {
     assert!(filter_str::parse(&deep, 32).is_err());
     assert!(filter_str::parse(&deep, 64).is_ok());
 }
+
+#[test]
+fn encode_add_writes_what_an_add_request_message_encodes() {
+    let attributes: [(&[u8], Vec<&[u8]>); 3] = [
+        (b"objectClass", vec![b"top", b"inetOrgPerson"]),
+        (b"cn", vec![&[b'x'; 300][..]]),
+        (b"description", vec![]),
+    ];
+    let mut direct = Vec::new();
+    message::encode_add(
+        &mut direct,
+        42,
+        b"cn=x,dc=example,dc=com",
+        attributes.iter().map(|(ty, vs)| (*ty, vs.iter().copied())),
+    );
+    let values: Vec<Vec<&[u8]>> = attributes.iter().map(|(_, vs)| vs.clone()).collect();
+    let parts: Vec<PartialAttribute<'_>> = attributes
+        .iter()
+        .zip(&values)
+        .map(|((ty, _), vs)| PartialAttribute {
+            ty,
+            values: Seq::from_items(vs),
+        })
+        .collect();
+    let mut via_message = Vec::new();
+    LdapMessage {
+        message_id: 42,
+        op: ProtocolOp::AddRequest(AddRequest {
+            dn: b"cn=x,dc=example,dc=com",
+            attributes: Seq::from_items(&parts),
+        }),
+        controls: Seq::empty(),
+    }
+    .encode(&mut via_message);
+    assert_eq!(direct, via_message);
+}

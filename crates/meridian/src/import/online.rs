@@ -21,9 +21,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use meridian_ldif::Limits;
-use meridian_proto::{
-    AddRequest, DecodeLimits, LdapMessage, PartialAttribute, ProtocolOp, ResultCode, Seq,
-};
+use meridian_proto::{DecodeLimits, LdapMessage, ProtocolOp, ResultCode, Seq};
 
 use super::input::{self, Chunk, Origin, Raw, Refused};
 use super::progress::Progress;
@@ -46,29 +44,14 @@ struct Add {
 
 impl Add {
     fn encode(&self, id: i32, out: &mut Vec<u8>) {
-        let values: Vec<Vec<&[u8]>> = self
-            .attributes
-            .iter()
-            .map(|(_, vs)| vs.iter().map(Vec::as_slice).collect())
-            .collect();
-        let parts: Vec<PartialAttribute<'_>> = self
-            .attributes
-            .iter()
-            .zip(&values)
-            .map(|((ty, _), vs)| PartialAttribute {
-                ty,
-                values: Seq::from_items(vs),
-            })
-            .collect();
-        LdapMessage {
-            message_id: id,
-            op: ProtocolOp::AddRequest(AddRequest {
-                dn: &self.dn,
-                attributes: Seq::from_items(&parts),
-            }),
-            controls: Seq::empty(),
-        }
-        .encode(out);
+        meridian_proto::message::encode_add(
+            out,
+            id,
+            &self.dn,
+            self.attributes
+                .iter()
+                .map(|(ty, vs)| (ty.as_slice(), vs.iter().map(Vec::as_slice))),
+        );
     }
 }
 
