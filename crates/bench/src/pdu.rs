@@ -61,6 +61,7 @@ impl Marker {
         compile_children(fields.rest(), &mut body)?;
         Ok(PduTemplate {
             body,
+            uses_seq: self.slots.iter().any(Template::uses_seq),
             slots: self.slots,
         })
     }
@@ -72,6 +73,8 @@ pub struct PduTemplate {
     /// Everything after the message ID.
     body: Vec<Node>,
     slots: Vec<Template>,
+    /// A placeholder is `{seq}` (asked once per request: kept, not derived).
+    uses_seq: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -118,7 +121,7 @@ impl PduTemplate {
 
     /// True when a placeholder is `{seq}`.
     pub fn uses_seq(&self) -> bool {
-        self.slots.iter().any(Template::uses_seq)
+        self.uses_seq
     }
 
     fn render_node(&self, node: &Node, values: &mut Values<'_>, w: &mut Writer<'_>) {
@@ -132,9 +135,7 @@ impl PduTemplate {
                         Piece::Bytes(bytes) => w.raw(bytes),
                         Piece::Slot(i) => {
                             if let Some(slot) = self.slots.get(*i) {
-                                let mut rendered = Vec::new();
-                                slot.render(values, &mut rendered);
-                                w.raw(&rendered);
+                                w.append_with(|buf| slot.render(values, buf));
                             }
                         }
                     }

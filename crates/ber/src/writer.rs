@@ -79,6 +79,13 @@ impl<'b> Writer<'b> {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// Lets `append` write contents straight into the buffer (a value
+    /// rendered in place instead of into a temporary). It must only
+    /// append: what is already there holds the open values' headers.
+    pub fn append_with(&mut self, append: impl FnOnce(&mut Vec<u8>)) {
+        append(self.buf);
+    }
+
     /// Writes a primitive value with the given contents (OCTET STRING,
     /// LDAPString, LDAPOID and every other string type).
     pub fn octets(&mut self, tag: Tag, contents: &[u8]) {
