@@ -39,3 +39,20 @@ def server():
         finally:
             proc.terminate()
             assert proc.wait(timeout=20) == 0, "meridian did not stop cleanly on SIGTERM"
+
+
+def connect(host, port, strategy, dn=ADMIN_DN, password=ADMIN_PASSWORD):
+    """An ldap3 connection with `strategy`, bound (as the administrator by default)."""
+    from ldap3 import Connection, Server
+
+    conn = Connection(Server(host, port=port), dn, password, client_strategy=strategy)
+    assert conn.bind(), conn.result
+    return conn
+
+
+def wait(conn, message_id):
+    """The result of an operation, for either strategy."""
+    if conn.strategy.sync:
+        return conn.result
+    _, result = conn.get_response(message_id, timeout=30)
+    return result

@@ -4,9 +4,9 @@ application would: post-read on add and modify (RFC 4527), proxied
 authorization (RFC 4370), Refresh of a dynamic entry (RFC 2589)."""
 
 import pytest
-from ldap3 import ASYNC, BASE, MODIFY_REPLACE, SYNC, Connection, Server
+from ldap3 import ASYNC, BASE, MODIFY_REPLACE, SYNC
 
-from conftest import ADMIN_DN, ADMIN_PASSWORD
+from conftest import connect, wait
 
 SUFFIX = "dc=example,dc=com"
 POST_READ = "1.3.6.1.1.13.2"
@@ -22,19 +22,6 @@ def tlv(tag, body):
 def attribute_selection(*names):
     """AttributeSelection ::= SEQUENCE OF LDAPString."""
     return tlv(0x30, b"".join(tlv(0x04, n.encode()) for n in names))
-
-
-def connect(host, port, strategy, dn=ADMIN_DN, password=ADMIN_PASSWORD):
-    conn = Connection(Server(host, port=port), dn, password, client_strategy=strategy)
-    assert conn.bind(), conn.result
-    return conn
-
-
-def wait(conn, message_id):
-    if conn.strategy.sync:
-        return conn.result
-    _, result = conn.get_response(message_id, timeout=30)
-    return result
 
 
 def response_control(result, oid):

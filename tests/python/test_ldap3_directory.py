@@ -11,27 +11,11 @@ from ldap3 import (
     MODIFY_REPLACE,
     SUBTREE,
     SYNC,
-    Connection,
-    Server,
 )
 
-from conftest import ADMIN_DN, ADMIN_PASSWORD
+from conftest import connect, wait
 
 SUFFIX = "dc=example,dc=com"
-
-
-def connect(host, port, strategy):
-    conn = Connection(Server(host, port=port), ADMIN_DN, ADMIN_PASSWORD, client_strategy=strategy)
-    assert conn.bind(), conn.result
-    return conn
-
-
-def wait(conn, message_id):
-    """The result of an operation, for either strategy."""
-    if conn.strategy.sync:
-        return conn.result
-    _, result = conn.get_response(message_id, timeout=30)
-    return result
 
 
 @pytest.mark.parametrize("strategy", [SYNC, ASYNC])
