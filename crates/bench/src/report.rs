@@ -76,20 +76,11 @@ impl Report {
                 "errors"
             );
             for s in run.operations.iter().chain(std::iter::once(&run.total)) {
-                let ms = |us: f64| us / 1000.0;
-                let _ = writeln!(
-                    out,
-                    "  {:<14} {:>10} {:>11.0} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>7}",
-                    s.name,
-                    s.count,
-                    s.rate,
-                    ms(s.latency_us.p50),
-                    ms(s.latency_us.p90),
-                    ms(s.latency_us.p99),
-                    ms(s.latency_us.p999),
-                    ms(s.latency_us.max),
-                    s.errors
-                );
+                let _ = write!(out, "  {:<14} {:>10} {:>11.0}", s.name, s.count, s.rate);
+                for ms in s.latency_us.table_millis() {
+                    let _ = write!(out, " {ms:>9.3}");
+                }
+                let _ = writeln!(out, " {:>7}", s.errors);
             }
             for s in &run.operations {
                 let failures: Vec<String> = s
@@ -302,20 +293,17 @@ fn summary_table(run: &RunResult) -> String {
          <th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>entries</th><th>errors</th></tr>\n",
     );
     let row = |s: &Summary| {
-        let ms = |us: f64| format!("{:.3}", us / 1000.0);
-        format!(
-            "<tr><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        let mut row = format!(
+            "<tr><td>{}</td><td>{}</td><td>{:.0}</td>",
             esc(&s.name),
             s.count,
-            s.rate,
-            ms(s.latency_us.p50),
-            ms(s.latency_us.p90),
-            ms(s.latency_us.p99),
-            ms(s.latency_us.p999),
-            ms(s.latency_us.max),
-            s.entries,
-            s.errors
-        )
+            s.rate
+        );
+        for ms in s.latency_us.table_millis() {
+            let _ = write!(row, "<td>{ms:.3}</td>");
+        }
+        let _ = writeln!(row, "<td>{}</td><td>{}</td></tr>", s.entries, s.errors);
+        row
     };
     for s in run.operations.iter().chain(std::iter::once(&run.total)) {
         h.push_str(&row(s));

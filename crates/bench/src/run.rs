@@ -101,6 +101,14 @@ pub struct Percentiles {
     pub max: f64,
 }
 
+impl Percentiles {
+    /// p50, p90, p99, p99.9 and max in milliseconds: the columns of the
+    /// text and HTML tables.
+    pub fn table_millis(&self) -> [f64; 5] {
+        [self.p50, self.p90, self.p99, self.p999, self.max].map(|us| us / 1000.0)
+    }
+}
+
 /// What the server process used during the measured time.
 #[derive(Debug, Clone, Serialize)]
 pub struct ServerUsage {

@@ -594,26 +594,24 @@ fn ldaps_with_a_verified_certificate_and_refusals_without_one() {
 
     // Without a CA the run is refused before connecting; with the wrong
     // CA the handshake fails; --tls-insecure accepts the certificate.
-    let (ok, _, stderr) = bench(&[
-        "run",
-        scenario.to_str().unwrap(),
-        "--url",
-        &url,
-        "-w",
-        PASSWORD,
-    ]);
-    assert!(!ok && stderr.contains("tls_ca_file"), "{stderr}");
-    let (ok, _, stderr) = bench(&[
-        "run",
-        scenario.to_str().unwrap(),
-        "--url",
-        &url,
-        "-w",
-        PASSWORD,
-        "--tls-ca-file",
-        cert_file.to_str().unwrap(),
-    ]);
-    assert!(!ok && stderr.contains("TLS handshake"), "{stderr}");
+    let refused = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            scenario.to_str().unwrap(),
+            "--url",
+            &url,
+            "-w",
+            PASSWORD,
+        ];
+        args.extend_from_slice(extra);
+        let (ok, _, stderr) = bench(&args);
+        assert!(!ok, "{args:?} succeeded");
+        stderr
+    };
+    let stderr = refused(&[]);
+    assert!(stderr.contains("tls_ca_file"), "{stderr}");
+    let stderr = refused(&["--tls-ca-file", cert_file.to_str().unwrap()]);
+    assert!(stderr.contains("TLS handshake"), "{stderr}");
     let report = run_briefly(&scenario, &url, 99, &["--tls-insecure", "--depth", "20"]);
     assert!(report["runs"][0]["total"]["count"].as_u64().unwrap() > 0);
 }
