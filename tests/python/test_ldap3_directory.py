@@ -75,3 +75,54 @@ def test_every_operation(server, strategy):
     r = wait(conn, conn.add(f"uid=user5,ou=People,{SUFFIX}", ["account"], {"uid": "user5"}))
     assert r["result"] == 68, r
     conn.unbind()
+
+
+def test_aliases_and_referrals(server):
+    """ldap3 dereferences aliases by default (derefAlways); referral
+    objects come back as continuation references and referral results
+    (ldap3 told not to chase them: they point at hosts that do not
+    exist), and ManageDsaIT reads the referral object itself."""
+    from ldap3 import DEREF_ALWAYS, DEREF_NEVER, Connection, Server
+
+    from conftest import ADMIN_DN, ADMIN_PASSWORD
+
+    host, port = server
+    conn = Connection(Server(host, port=port), ADMIN_DN, ADMIN_PASSWORD, auto_referrals=False)
+    assert conn.bind(), conn.result
+    assert conn.add(SUFFIX, ["dcObject", "organization"], {"dc": "example", "o": "Example"}), conn.result
+    assert conn.add(f"ou=People,{SUFFIX}", ["organizationalUnit"], {"ou": "People"}), conn.result
+    alice = f"uid=alice,ou=People,{SUFFIX}"
+    assert conn.add(alice, ["account"], {"uid": "alice"}), conn.result
+    alias = f"cn=to-alice,{SUFFIX}"
+    assert conn.add(alias, ["alias", "extensibleObject"], {"cn": "to-alice", "aliasedObjectName": alice}), conn.result
+    remote = f"ou=Remote,{SUFFIX}"
+    url = "ldap://other.example.net/ou=Far,dc=example,dc=net"
+    assert conn.add(remote, ["referral", "extensibleObject"], {"ou": "Remote", "ref": url}), conn.result
+
+    # ldap3's default follows the alias; neverDerefAliases does not.
+    assert conn.search(alias, "(objectClass=*)", BASE)
+    assert [e["dn"] for e in conn.response] == [alice]
+    assert conn.search(alias, "(objectClass=*)", BASE, dereference_aliases=DEREF_NEVER)
+    assert [e["dn"] for e in conn.response] == [alias]
+
+    # A subtree search: the alias is replaced by alice (returned once),
+    # the referral object by a continuation reference.
+    conn.search(SUFFIX, "(objectClass=*)", SUBTREE, dereference_aliases=DEREF_ALWAYS)
+    entries = [e["dn"] for e in conn.response if e["type"] == "searchResEntry"]
+    refs = [e["uri"] for e in conn.response if e["type"] == "searchResRef"]
+    assert sorted(entries) == sorted([SUFFIX, f"ou=People,{SUFFIX}", alice]), conn.response
+    assert refs == [[url + "??sub"]], conn.response
+
+    # An update below the referral object: referral, with the target's
+    # place at the other server.
+    conn.modify(f"uid=bob,{remote}", {"description": [(MODIFY_REPLACE, ["x"])]})
+    assert conn.result["result"] == 10, conn.result
+    assert conn.result["dn"] == remote, conn.result
+    assert conn.result["referrals"] == ["ldap://other.example.net/uid=bob,ou=Far,dc=example,dc=net"], conn.result
+
+    # ManageDsaIT: the referral object is an entry like any other.
+    manage = [("2.16.840.1.113730.3.4.2", True, None)]
+    assert conn.search(remote, "(objectClass=*)", BASE, attributes=["ref"], controls=manage), conn.result
+    assert conn.response[0]["attributes"]["ref"] == [url]
+    assert conn.delete(remote, controls=manage), conn.result
+    conn.unbind()

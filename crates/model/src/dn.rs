@@ -159,6 +159,27 @@ impl Dn {
         })
     }
 
+    /// The RDNs of `self` above `ancestor` in the client's spelling
+    /// (re-escaped per RFC 4514): `uid=zed` for `uid=zed,ou=Remote,o=x`
+    /// relative to `ou=Remote,o=x`. `None` unless `self` is strictly
+    /// below `ancestor`. Referrals and aliases graft it onto another DN.
+    pub fn relative_to(&self, ancestor: &Dn) -> Option<String> {
+        if !self.is_descendant_of(ancestor) {
+            return None;
+        }
+        let keep = self.rdns.len() - ancestor.rdns.len();
+        let spelled = SyntacticDn::parse(&self.original)
+            .ok()
+            .filter(|d| d.rdns.len() == self.rdns.len())
+            .map(|d| {
+                SyntacticDn {
+                    rdns: d.rdns.into_iter().take(keep).collect(),
+                }
+                .to_string()
+            });
+        spelled.or_else(|| Some(self.rdns.get(..keep)?.join(",")))
+    }
+
     /// True if both name the same entry (equal normalised forms; `==`
     /// also compares the spelling). Compares without allocating.
     pub fn same_entry(&self, other: &Dn) -> bool {

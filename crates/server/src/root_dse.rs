@@ -38,6 +38,7 @@ impl PublishedEntries {
         control_oid::PRE_READ,
         control_oid::POST_READ,
         control_oid::PROXIED_AUTHZ_V2,
+        control_oid::MANAGE_DSA_IT,
     ];
     /// The extended operations served.
     pub(crate) const SUPPORTED_EXTENSIONS: &'static [&'static [u8]] = &[

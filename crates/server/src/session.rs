@@ -12,7 +12,9 @@ use std::time::Instant;
 use meridian_ber::{Tag, Writer};
 use std::sync::Arc;
 
-use meridian_directory::{Directory, Identity, Outcome, PageRequest, SearchCursor, Step};
+use meridian_directory::{
+    Directory, Identity, Outcome, PageRequest, SearchControls, SearchCursor, Step,
+};
 use meridian_model::dn::Dn;
 use meridian_proto::controls::{
     PagedResults, QueueLength, decode_assertion, decode_proxied_authz, decode_read_entry_request,
@@ -217,6 +219,15 @@ impl Session {
                 return reply.result(op_dn(op), ResultCode::PROTOCOL_ERROR, message.as_bytes());
             }
         };
+        let manage_dsa_it = msg
+            .controls
+            .iter()
+            .any(|c| c.oid == control_oid::MANAGE_DSA_IT);
+        if let Some(action) = referral_answer(op, manage_dsa_it, &ctx.directory) {
+            return match action {
+                Ok(outcome) | Err(outcome) => reply.outcome(op_dn(op), &outcome),
+            };
+        }
         let prepared = match op {
             ProtocolOp::BindRequest(bind) => return self.bind(bind, reply),
             ProtocolOp::SearchRequest(search) => {
@@ -228,7 +239,7 @@ impl Session {
                         return reply.outcome(search.base, &outcome);
                     }
                 }
-                return self.search_request(search, &msg.controls, reply, out);
+                return self.search_request(search, &msg.controls, manage_dsa_it, reply, out);
             }
             ProtocolOp::ExtendedRequest(ext) => return self.extended(ext, reply, out),
             ProtocolOp::CompareRequest(cmp) => {
@@ -639,6 +650,7 @@ impl Session {
         &mut self,
         search: &SearchRequest<'_>,
         controls: &meridian_proto::Seq<'_, Control<'_>>,
+        manage_dsa_it: bool,
         reply: Reply<'_>,
         out: &Arc<Outbound>,
     ) -> Action {
@@ -663,6 +675,10 @@ impl Session {
                 return reply.result(search.base, ResultCode::PROTOCOL_ERROR, message.as_bytes());
             }
         };
+        let controls = SearchControls {
+            page,
+            manage_dsa_it,
+        };
         // The first step runs here; a result larger than one step's budget
         // continues on a task that waits for the client to read.
         let mut cursor = SearchCursor::new();
@@ -671,7 +687,7 @@ impl Session {
             search,
             reply.id,
             &mut reply.batch.bytes,
-            page,
+            controls,
             &mut cursor,
             SEARCH_STEP_BYTES,
         );
@@ -682,7 +698,7 @@ impl Session {
             Step::Done(outcome, None) => reply.outcome(search.base, &outcome),
             Step::More => {
                 let stream = StreamedSearch {
-                    request: OwnedSearch::new(search, page),
+                    request: OwnedSearch::new(search, controls),
                     identity: self.identity.clone(),
                     directory: Arc::clone(&ctx.directory),
                     outbound: Arc::clone(out),
@@ -753,12 +769,8 @@ impl Reply<'_> {
         if self.tag == tags::EXTENDED_RESPONSE {
             return self.extended(outcome.code, outcome.message.as_bytes(), None);
         }
-        let result = LdapResult {
-            code: outcome.code,
-            matched_dn: outcome.matched.as_bytes(),
-            message: outcome.message.as_bytes(),
-            referral: None,
-        };
+        let urls = referral_urls(outcome);
+        let result = ldap_result(outcome, &urls);
         encode_result(&mut self.batch.bytes, self.id, self.tag, &result);
         self.done(dn, outcome.code)
     }
@@ -830,10 +842,11 @@ struct OwnedSearch {
     filter: Vec<u8>,
     attributes: Vec<Vec<u8>>,
     page: Option<(i32, Vec<u8>)>,
+    manage_dsa_it: bool,
 }
 
 impl OwnedSearch {
-    fn new(req: &SearchRequest<'_>, page: Option<PageRequest<'_>>) -> Self {
+    fn new(req: &SearchRequest<'_>, controls: SearchControls<'_>) -> Self {
         let mut filter = Vec::new();
         req.filter.to_ber(&mut filter);
         OwnedSearch {
@@ -845,15 +858,13 @@ impl OwnedSearch {
             types_only: req.types_only,
             filter,
             attributes: req.attributes.iter().map(<[u8]>::to_vec).collect(),
-            page: page.map(|p| (p.size, p.cookie.to_vec())),
+            page: controls.page.map(|p| (p.size, p.cookie.to_vec())),
+            manage_dsa_it: controls.manage_dsa_it,
         }
     }
 
     /// Calls `f` with borrowed views of the request.
-    fn with<R>(
-        &self,
-        f: impl FnOnce(&SearchRequest<'_>, Option<PageRequest<'_>>) -> R,
-    ) -> Option<R> {
+    fn with<R>(&self, f: impl FnOnce(&SearchRequest<'_>, SearchControls<'_>) -> R) -> Option<R> {
         // Validated when the request was decoded; the depth bound only
         // guards against a bug here.
         let filter =
@@ -874,7 +885,13 @@ impl OwnedSearch {
             size: *size,
             cookie,
         });
-        Some(f(&req, page))
+        Some(f(
+            &req,
+            SearchControls {
+                page,
+                manage_dsa_it: self.manage_dsa_it,
+            },
+        ))
     }
 }
 
@@ -934,13 +951,13 @@ impl StreamedSearch {
                 }
             }
             let mut batch = Batch::default();
-            let step = self.request.with(|req, page| {
+            let step = self.request.with(|req, controls| {
                 self.directory.search_step(
                     &self.identity,
                     req,
                     self.id,
                     &mut batch.bytes,
-                    page,
+                    controls,
                     &mut self.cursor,
                     SEARCH_STEP_BYTES,
                 )
@@ -965,6 +982,21 @@ impl StreamedSearch {
     }
 }
 
+/// The referral URLs of `outcome`, borrowed for [`ldap_result`].
+fn referral_urls(outcome: &Outcome) -> Vec<&[u8]> {
+    outcome.referrals.iter().map(String::as_bytes).collect()
+}
+
+/// The LDAPResult of `outcome`; `urls` are its [`referral_urls`].
+fn ldap_result<'a>(outcome: &'a Outcome, urls: &'a [&'a [u8]]) -> LdapResult<'a> {
+    LdapResult {
+        code: outcome.code,
+        matched_dn: outcome.matched.as_bytes(),
+        message: outcome.message.as_bytes(),
+        referral: (!urls.is_empty()).then(|| meridian_proto::Seq::from_items(urls)),
+    }
+}
+
 /// Appends a SearchResultDone, with the paged results response control
 /// when `cookie` is given.
 fn encode_search_done(buf: &mut Vec<u8>, id: i32, outcome: &Outcome, cookie: Option<&[u8]>) {
@@ -977,14 +1009,10 @@ fn encode_search_done(buf: &mut Vec<u8>, id: i32, outcome: &Outcome, cookie: Opt
         critical: false,
         value: Some(&value),
     }];
+    let urls = referral_urls(outcome);
     LdapMessage {
         message_id: id,
-        op: ProtocolOp::SearchResultDone(LdapResult {
-            code: outcome.code,
-            matched_dn: outcome.matched.as_bytes(),
-            message: outcome.message.as_bytes(),
-            referral: None,
-        }),
+        op: ProtocolOp::SearchResultDone(ldap_result(outcome, &urls)),
         controls: meridian_proto::Seq::from_items(if cookie.is_some() {
             &control[..]
         } else {
@@ -1010,15 +1038,11 @@ fn push_extended(outbound: &Outbound, id: i32, outcome: &Outcome, value: &[u8]) 
 
 /// Appends an ExtendedResponse with an optional responseValue.
 fn encode_extended(buf: &mut Vec<u8>, id: i32, outcome: &Outcome, value: Option<&[u8]>) {
+    let urls = referral_urls(outcome);
     LdapMessage {
         message_id: id,
         op: ProtocolOp::ExtendedResponse(meridian_proto::ExtendedResponse {
-            result: LdapResult {
-                code: outcome.code,
-                matched_dn: outcome.matched.as_bytes(),
-                message: outcome.message.as_bytes(),
-                referral: None,
-            },
+            result: ldap_result(outcome, &urls),
             name: None,
             value,
         }),
@@ -1216,12 +1240,8 @@ impl SpawnedWrite {
     fn respond_with(self, outcome: Outcome, controls: &[(&'static [u8], Vec<u8>)]) {
         let outcome = self.directory.disclose(&self.identity, outcome);
         let mut batch = Batch::default();
-        let result = LdapResult {
-            code: outcome.code,
-            matched_dn: outcome.matched.as_bytes(),
-            message: outcome.message.as_bytes(),
-            referral: None,
-        };
+        let urls = referral_urls(&outcome);
+        let result = ldap_result(&outcome, &urls);
         let controls: Vec<Control<'_>> = controls
             .iter()
             .map(|(oid, value)| Control {
@@ -1332,6 +1352,44 @@ fn paged_request<'a>(
 /// Checks the request's controls: unknown critical controls refuse the
 /// operation (RFC 4511 section 4.1.11), unknown non-critical ones are
 /// ignored. Returns the Queue Length bundle size announced, if any.
+/// The answer to an update or compare that reaches a referral object
+/// without ManageDsaIT (RFC 3296 section 5.2): `referral` for the
+/// target, affectsMultipleDSAs for a rename whose new superior is held
+/// elsewhere. `None`: the operation goes ahead. Searches check their
+/// base themselves (after following aliases).
+fn referral_answer(
+    op: &ProtocolOp<'_>,
+    manage_dsa_it: bool,
+    directory: &Directory,
+) -> Option<Result<Outcome, Outcome>> {
+    if manage_dsa_it {
+        return None;
+    }
+    let target = match op {
+        ProtocolOp::AddRequest(_)
+        | ProtocolOp::DelRequest(_)
+        | ProtocolOp::ModifyRequest(_)
+        | ProtocolOp::ModifyDnRequest(_)
+        | ProtocolOp::CompareRequest(_) => op_dn(op),
+        _ => return None,
+    };
+    if let Some(referral) = directory.referral(target, None) {
+        return Some(Ok(referral));
+    }
+    let ProtocolOp::ModifyDnRequest(rename) = op else {
+        return None;
+    };
+    let superior = rename.new_superior?;
+    let held_elsewhere = directory.referral(superior, None)?;
+    Some(Err(Outcome::new(
+        ResultCode::AFFECTS_MULTIPLE_DSAS,
+        format!(
+            "the new superior is under the referral object \"{}\": the entry would move to another server",
+            held_elsewhere.matched
+        ),
+    )))
+}
+
 fn check_controls(msg: &LdapMessage<'_>) -> Result<u64, (ResultCode, String)> {
     let mut bundle = 0;
     for control in msg.controls.iter() {
@@ -1366,6 +1424,15 @@ fn check_controls(msg: &LdapMessage<'_>) -> Result<u64, (ResultCode, String)> {
                 return Err((
                     ResultCode::PROTOCOL_ERROR,
                     "the permissive modify control takes no value".to_owned(),
+                ));
+            }
+        } else if control.oid == control_oid::MANAGE_DSA_IT {
+            // Served by `handle_op` and search; RFC 3296 section 3: no
+            // value.
+            if control.value.is_some() {
+                return Err((
+                    ResultCode::PROTOCOL_ERROR,
+                    "the ManageDsaIT control takes no value".to_owned(),
                 ));
             }
         } else if control.critical {

@@ -237,6 +237,28 @@ impl<'s> Snapshot<'s> {
         Ok(self.len()? == 0)
     }
 
+    /// The entries of an object class (its subclasses too), read from
+    /// the objectClass equality index; `None` when objectClass has no
+    /// equality index. Referral objects and aliases are found this way:
+    /// one index lookup tells a search or an update that there are none.
+    pub fn class_members(&self, class: &str) -> Result<Option<Vec<EntryId>>, StoreError> {
+        let planner = Planner {
+            txn: &self.txn,
+            dbs: &self.inner.dbs,
+            indexes: &self.inner.indexes,
+            schema: &self.inner.schema,
+            after: None,
+        };
+        let filter = Filter::Equality(meridian_proto::Ava {
+            attr: b"objectClass",
+            value: class.as_bytes(),
+        });
+        Ok(match planner.plan(&filter)? {
+            Plan::Ids(ids) => Some(ids),
+            Plan::All => None,
+        })
+    }
+
     /// IDs in scope, in DN order for subtrees.
     fn scope_ids(
         &self,

@@ -181,8 +181,18 @@ pub fn tool(
     extra: &[&str],
     stdin: Option<&str>,
 ) -> (i32, String) {
-    let url = server.url();
-    let mut args = vec!["-x", "-H", &url];
+    tool_at(&server.url(), tool, bind, extra, stdin)
+}
+
+/// [`tool`] against any server's URL (slapd's too).
+pub fn tool_at(
+    url: &str,
+    tool: &str,
+    bind: &[&str],
+    extra: &[&str],
+    stdin: Option<&str>,
+) -> (i32, String) {
+    let mut args = vec!["-x", "-H", url];
     args.extend_from_slice(bind);
     args.extend_from_slice(extra);
     let mut child = Command::new(tool)
