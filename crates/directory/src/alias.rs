@@ -17,6 +17,7 @@ use meridian_model::entry::Entry;
 use meridian_proto::{ResultCode, Scope};
 use meridian_store::{EntryId, Snapshot};
 
+use crate::presence::Special;
 use crate::referral::has_class;
 use crate::{Directory, Outcome};
 
@@ -140,7 +141,7 @@ impl Directory {
         base: &Dn,
         scope: Scope,
     ) -> Result<Option<Roots>, Outcome> {
-        if scope == Scope::Base {
+        if scope == Scope::Base || !self.presence.may_hold(Special::Alias) {
             return Ok(None);
         }
         let aliases: Vec<(EntryId, Dn)> = match snapshot.class_members("alias")? {

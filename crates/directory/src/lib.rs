@@ -19,6 +19,7 @@ pub mod dynamic;
 pub mod encode;
 pub mod ids;
 pub mod password;
+mod presence;
 mod referral;
 mod search;
 
@@ -238,6 +239,8 @@ pub struct Directory {
     /// is added; never cleared): until then an add need not look at its
     /// parent to keep static entries from under dynamic ones.
     may_have_dynamic: std::sync::atomic::AtomicBool,
+    /// Whether referral objects and aliases may exist.
+    presence: presence::Presence,
 }
 
 /// One `directory.proxy_authorizers` entry.
@@ -269,6 +272,7 @@ impl Directory {
     pub fn new(store: Store, admin: Dn, clock: Arc<dyn Clock>, limits: Limits) -> Self {
         let schema = Arc::clone(store.schema());
         let may_have_dynamic = dynamic::any_dynamic_entry(&store);
+        let presence = presence::Presence::of(&store);
         Directory {
             store,
             admin,
@@ -286,6 +290,7 @@ impl Directory {
                 .collect(),
             proxy_authorizers: Vec::new(),
             may_have_dynamic: std::sync::atomic::AtomicBool::new(may_have_dynamic),
+            presence,
             schema,
         }
     }
@@ -624,7 +629,18 @@ impl Directory {
         let checked = entry.check(&self.schema, Writer::Client)?;
         let mut entry = self.stamp_new_entry(entry, checked.structural, who, false)?;
         self.prepare_dynamic_add(&mut entry)?;
+        self.note_special(&entry);
         Ok(Command::Add { entry })
+    }
+
+    /// Records that `entry`, about to be added, is a referral object or
+    /// an alias.
+    fn note_special(&self, entry: &Entry) {
+        for kind in presence::Special::ALL {
+            if referral::has_class(entry, &self.schema, kind.class()) {
+                self.presence.note(kind);
+            }
+        }
     }
 
     /// Checks an entry of a bulk load (`meridian import`) as the server
@@ -805,6 +821,10 @@ impl Directory {
         }
         if touches_object_class {
             self.check_dynamic_modify(&dn, &changes)?;
+            // It may become a referral object or an alias.
+            for kind in presence::Special::ALL {
+                self.presence.note(kind);
+            }
         }
         Ok(Command::Modify {
             dn,

@@ -22,6 +22,7 @@ use meridian_proto::message::tags;
 use meridian_proto::{ResultCode, Scope};
 use meridian_store::{Snapshot, StoreError};
 
+use crate::presence::Special;
 use crate::{Directory, Outcome};
 
 /// True if `entry` is of object class `class` (by name, any case).
@@ -185,14 +186,6 @@ impl Directory {
             .collect()
     }
 
-    /// True unless the objectClass index says there is no referral
-    /// object at all (the common case, answered by one index lookup).
-    pub(crate) fn may_hold(snapshot: &Snapshot<'_>, class: &str) -> Result<bool, StoreError> {
-        Ok(snapshot
-            .class_members(class)?
-            .is_none_or(|ids| !ids.is_empty()))
-    }
-
     /// The `referral` answer to an operation on `target` made without
     /// ManageDsaIT (RFC 3296 section 5.2): when `target` is a referral
     /// object, or does not exist and its nearest existing ancestor is
@@ -200,6 +193,9 @@ impl Directory {
     /// `None` when the operation goes ahead; an unparsable DN also gives
     /// `None`, the operation reports it.
     pub fn referral(&self, target: &[u8], search_scope: Option<Scope>) -> Option<Outcome> {
+        if !self.presence.may_hold(Special::Referral) {
+            return None;
+        }
         let dn = self.dn(target).ok()?;
         let snapshot = self.store.snapshot().ok()?;
         self.referral_at(&snapshot, &dn, search_scope)
@@ -213,7 +209,7 @@ impl Directory {
         target: &Dn,
         search_scope: Option<Scope>,
     ) -> Result<Option<Outcome>, StoreError> {
-        if target.is_root() || !Self::may_hold(snapshot, "referral")? {
+        if target.is_root() || !self.presence.may_hold(Special::Referral) {
             return Ok(None);
         }
         let (entry, below) = match snapshot.get(target)? {

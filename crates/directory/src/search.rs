@@ -13,6 +13,7 @@ use meridian_store::EntryId;
 
 use crate::access::{FilterAttrs, Level};
 use crate::encode::{Projection, encode_entry};
+use crate::presence::Special;
 use crate::referral::{encode_reference, is_referral};
 use crate::{Directory, Identity, Memberships, Outcome};
 
@@ -173,7 +174,7 @@ impl Directory {
         let snapshot = self.store.snapshot().map_err(Outcome::from)?;
         let mut base = self.dn(req.base)?;
         if matches!(req.deref, DerefAliases::FindingBase | DerefAliases::Always)
-            && Self::may_hold(&snapshot, "alias")?
+            && self.presence.may_hold(Special::Alias)
         {
             base = self.find_through_aliases(&snapshot, base)?;
         }
@@ -255,7 +256,7 @@ impl Directory {
         // whatever the filter says (as in slapd): they are candidates too.
         let references = !controls.manage_dsa_it
             && req.scope != Scope::Base
-            && Self::may_hold(&snapshot, "referral")?;
+            && self.presence.may_hold(Special::Referral);
         let either: [Filter<'_>; 2];
         let filter = if references {
             let referral = Filter::Equality(meridian_proto::Ava {

@@ -166,6 +166,9 @@ fn bench(c: &mut Criterion) {
     group.bench_function("raw_lmdb_scan", |b| {
         b.iter(|| black_box(store.snapshot().unwrap().raw_scan_len().unwrap()))
     });
+    group.bench_function("raw_lmdb_scan_touching_every_line", |b| {
+        b.iter(|| black_box(store.snapshot().unwrap().raw_scan_touch().unwrap()))
+    });
     group.bench_function("batch_of_1000_durable_modifies", |b| {
         let mut round = 0u64;
         b.iter_batched(
