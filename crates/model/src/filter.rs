@@ -146,9 +146,7 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
             Some(f) => Node::Not(Box::new(compile(&f, schema))),
             None => Node::Undefined,
         },
-        Filter::Present(attr) => {
-            desc(attr).map_or(Node::False, |d| Node::Present(Wanted::new(d, schema)))
-        }
+        Filter::Present(attr) => desc(attr).map_or(Node::False, |d| Node::Present(Wanted::new(d))),
         Filter::Equality(ava) | Filter::GreaterOrEqual(ava) | Filter::LessOrEqual(ava) => {
             let (kind, want) = match filter {
                 Filter::Equality(_) => (RuleKind::Equality, Want::Equal),
@@ -163,7 +161,7 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
                     .ok()
                     .and_then(|n| schema.class_id(n.trim()))
                 {
-                    Some(class) => Node::ObjectClass(class, Wanted::new(d, schema)),
+                    Some(class) => Node::ObjectClass(class, Wanted::new(d)),
                     // An unknown class is an assertion value the rule
                     // cannot take: Undefined, as in slapd.
                     None => Node::Undefined,
@@ -174,7 +172,7 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
             };
             match rule.key(ava.value, schema) {
                 Some(key) => Node::Compare {
-                    desc: Wanted::new(d, schema),
+                    desc: Wanted::new(d),
                     rule,
                     key,
                     want,
@@ -191,7 +189,7 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
             };
             match approx_key(rule.norm, ava.value, schema) {
                 Some(key) => Node::Approx {
-                    desc: Wanted::new(d, schema),
+                    desc: Wanted::new(d),
                     rule,
                     key,
                 },
@@ -216,7 +214,7 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
                 .collect();
             match rule.substring_parts(&parts, schema) {
                 Some(parts) => Node::Substrings {
-                    desc: Wanted::new(d, schema),
+                    desc: Wanted::new(d),
                     rule,
                     parts,
                 },
@@ -303,23 +301,24 @@ impl AttrName<'_> {
 #[derive(Debug, Clone)]
 struct Wanted {
     desc: Description,
-    spellings: Vec<String>,
 }
 
 impl Wanted {
-    fn new(desc: Description, schema: &Schema) -> Wanted {
-        let spellings = schema.family_spellings(desc.attr).to_vec();
-        Wanted { desc, spellings }
+    fn new(desc: Description) -> Wanted {
+        Wanted { desc }
     }
 
     fn matches(&self, name: AttrName<'_>, schema: &Schema) -> bool {
         match name {
-            AttrName::Resolved(d) => d.is_matched_by(&self.desc, schema),
+            AttrName::Resolved(d) => {
+                schema.family(self.desc.attr).contains(&d.attr)
+                    && self.desc.options.iter().all(|o| d.options.contains(o))
+            }
             AttrName::Raw(raw) => {
                 let mut parts = raw.split(|b| *b == b';');
                 let base = parts.next().unwrap_or_default();
-                if !self
-                    .spellings
+                if !schema
+                    .family_spellings(self.desc.attr)
                     .iter()
                     .any(|s| s.as_bytes().eq_ignore_ascii_case(base))
                 {

@@ -404,7 +404,9 @@ impl Norm {
             if self.ia5() && !value.is_ascii() {
                 return None;
             }
-            let mut out = String::new();
+            // Room for the usual case (preparing adds at most a space at
+            // each end): one allocation, not a growth per doubling.
+            let mut out = String::with_capacity(value.len() + 2);
             prep::prepare(value, fold, spaces, part, &mut out).ok()?;
             return Some(out.into_bytes());
         }

@@ -62,6 +62,27 @@ pub(crate) fn encode(
     Ok(out)
 }
 
+/// Starts loading every cache line of a record at once. A filter walks
+/// a record one varint after the other, each read depending on the one
+/// before, so without this each line's cache miss waits for the previous
+/// one; with it they overlap (perf: in a server scanning a base larger
+/// than its share of the cache, the misses were most of the scan).
+#[inline]
+pub(crate) fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in bytes.chunks(64).skip(1) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: SSE is part of every x86_64 CPU, and a prefetch is only
+        // a hint: it never faults and changes no state we can observe.
+        #[allow(unsafe_code)]
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast());
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
 struct Cursor<'a> {
     data: &'a [u8],
 }
@@ -295,19 +316,27 @@ impl Target for RawEntry<'_, '_> {
             return;
         };
         let Ok(count) = c.varint() else { return };
+        let known = self.names.known();
         for _ in 0..count {
             let stored;
             let name = if version == VERSION_1 {
                 let Ok(text) = c.bytes() else { return };
                 AttrName::Raw(text)
             } else {
-                let Ok(name) = c.number().and_then(|n| self.names.name(n)) else {
-                    return;
+                let Ok(number) = c.number() else { return };
+                let name = match known.get(number as usize) {
+                    Some(name) => name,
+                    None => {
+                        let Ok(name) = self.names.name(number) else {
+                            return;
+                        };
+                        stored = name;
+                        &*stored
+                    }
                 };
-                stored = name;
-                match &stored.desc {
+                match &name.desc {
                     Some(desc) => AttrName::Resolved(desc),
-                    None => AttrName::Raw(stored.text.as_bytes()),
+                    None => AttrName::Raw(name.text.as_bytes()),
                 }
             };
             let Ok(n) = c.varint() else { return };

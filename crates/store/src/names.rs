@@ -106,10 +106,19 @@ pub(crate) trait NameSource {
     fn name(&self, number: u32) -> Result<std::borrow::Cow<'_, Name>, StoreError>;
     /// The schema the names' descriptions were parsed with.
     fn schema(&self) -> &Schema;
+    /// The names known in memory, by number: a scan looks its names up
+    /// here directly and calls [`NameSource::name`] only for the others
+    /// (perf: the call and its `Result<Cow>` return, copied through the
+    /// stack, were a third of an unindexed search's CPU).
+    fn known(&self) -> &[Name];
 }
 
 /// A table alone (tests): unknown numbers are errors.
 impl NameSource for (NameTable, &Schema) {
+    fn known(&self) -> &[Name] {
+        &self.0.list
+    }
+
     fn name(&self, number: u32) -> Result<std::borrow::Cow<'_, Name>, StoreError> {
         self.0
             .list
@@ -149,6 +158,10 @@ pub(crate) struct Resolver<'a, 't> {
 }
 
 impl NameSource for Resolver<'_, '_> {
+    fn known(&self) -> &[Name] {
+        &self.table.list
+    }
+
     fn schema(&self) -> &Schema {
         self.schema
     }

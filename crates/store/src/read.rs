@@ -392,6 +392,7 @@ impl<'s> Snapshot<'s> {
         let names = self.resolver();
         let mut visit = |id: EntryId, bytes: &[u8]| -> Result<bool, StoreError> {
             report.candidates += 1;
+            codec::prefetch(bytes);
             if !in_scope(bytes)? || !compiled.matches(&codec::RawEntry::new(bytes, &names), schema)
             {
                 return Ok(true);
