@@ -50,7 +50,6 @@ use crate::ids::{CsnSource, uuid_v4};
 pub struct PasswordChange {
     target: Dn,
     old: Option<Vec<u8>>,
-    stored: Vec<Vec<u8>>,
     new: Vec<u8>,
     /// True when the server chose the new password (returned to the client).
     pub generated: bool,
@@ -70,23 +69,40 @@ impl PasswordChange {
     }
 
     /// Checks the old password if required and hashes the new one. Slow
-    /// by design: run it on the blocking pool.
-    pub fn into_command(self, allow_cleartext: bool) -> Result<Command, Outcome> {
+    /// by design: run it on the blocking pool, once the connection's
+    /// earlier writes have committed (it reads what they wrote).
+    ///
+    /// The old password is checked against the values stored now, and
+    /// the change is guarded by the value it matched (the write applies
+    /// only if that value is still there): a change of the password by
+    /// another connection in between makes the write fail with
+    /// assertionFailed instead of replacing a password the client never
+    /// proved it knew. [`PasswordChange::CHANGED_MEANWHILE`] is the
+    /// answer to give then.
+    pub fn into_command(
+        self,
+        directory: &Directory,
+        allow_cleartext: bool,
+    ) -> Result<Command, Outcome> {
+        let mut proven = None;
         if let Some(old) = &self.old {
-            if !self
-                .stored
-                .iter()
-                .any(|v| password::verify(v, old, allow_cleartext))
-            {
-                return Err(Outcome::new(
-                    ResultCode::INVALID_CREDENTIALS,
-                    "the old password is wrong",
-                ));
-            }
+            let stored = directory.user_passwords(&self.target)?.ok_or_else(|| {
+                Outcome::from(StoreError::NoSuchObject {
+                    dn: self.target.original().to_owned(),
+                    matched: String::new(),
+                })
+            })?;
+            let matched = stored
+                .into_iter()
+                .find(|v| password::verify(v, old, allow_cleartext))
+                .ok_or_else(|| {
+                    Outcome::new(ResultCode::INVALID_CREDENTIALS, "the old password is wrong")
+                })?;
+            proven = Some(matched);
         }
         let hashed = password::hash(&self.new, self.cost)
             .map_err(|e| Outcome::new(ResultCode::OTHER, format!("hashing: {e}")))?;
-        Ok(Command::Modify {
+        let modify = Command::Modify {
             dn: self.target,
             changes: vec![Modification {
                 op: ModOp::Replace,
@@ -95,8 +111,27 @@ impl PasswordChange {
             }],
             operational: self.operational,
             permissive: false,
+        };
+        Ok(match proven {
+            None => modify,
+            Some(value) => {
+                let mut assertion = Vec::new();
+                meridian_proto::Filter::Equality(meridian_proto::Ava {
+                    attr: USER_PASSWORD.as_bytes(),
+                    value: &value,
+                })
+                .to_ber(&mut assertion);
+                Command::Guarded {
+                    assertion,
+                    command: Box::new(modify),
+                }
+            }
         })
     }
+
+    /// The answer when the guard of [`PasswordChange::into_command`]
+    /// fails.
+    pub const CHANGED_MEANWHILE: &str = "the password was changed by another operation while the old one was being checked; try again";
 }
 
 /// 20 characters from a 64-symbol alphabet (120 bits).
@@ -987,7 +1022,9 @@ impl Directory {
                 "changing your own password needs the old one (oldPasswd)",
             ));
         }
-        let stored = self.user_passwords(&target)?.ok_or_else(|| {
+        // The entry must exist; its passwords are read when the old one
+        // is checked (`into_command`).
+        self.user_passwords(&target)?.ok_or_else(|| {
             Outcome::from(StoreError::NoSuchObject {
                 dn: target.original().to_owned(),
                 matched: String::new(),
@@ -1004,7 +1041,6 @@ impl Directory {
             } else {
                 None
             },
-            stored,
             new,
             generated,
             operational: self.operational_changes(who),

@@ -10,17 +10,18 @@
     clippy::indexing_slicing
 )]
 
+mod support;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use meridian_config::{Backend, StorageConfig};
 use meridian_directory::clock::Clock;
 use meridian_directory::dynamic::DynamicTtl;
-use meridian_directory::{Directory, Identity, Limits};
+use meridian_directory::{Directory, Limits};
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
-use meridian_proto::{DecodeLimits, LdapMessage, PartialAttribute, ProtocolOp, ResultCode, Seq};
-use meridian_store::{Store, StoreOptions};
+use meridian_proto::{PartialAttribute, ResultCode, Seq};
+use support::add;
 
 /// A clock the test moves.
 #[derive(Debug)]
@@ -39,19 +40,6 @@ impl ManualClock {
 }
 
 fn directory(clock: Arc<ManualClock>) -> (Directory, Arc<Schema>) {
-    let schema = Arc::new(Schema::builtin().unwrap());
-    let store = Store::open(
-        StoreOptions {
-            path: std::env::temp_dir(),
-            storage: StorageConfig {
-                backend: Backend::Memory,
-                ..StorageConfig::default()
-            },
-            suffixes: vec![Dn::parse(b"dc=example,dc=com", &schema).unwrap()],
-        },
-        Arc::clone(&schema),
-    )
-    .unwrap();
     let limits = Limits {
         dynamic: DynamicTtl {
             default_secs: 100,
@@ -60,28 +48,7 @@ fn directory(clock: Arc<ManualClock>) -> (Directory, Arc<Schema>) {
         },
         ..Limits::default()
     };
-    let admin = Dn::parse(b"cn=admin,dc=example,dc=com", &schema).unwrap();
-    (Directory::new(store, admin, clock, limits), schema)
-}
-
-async fn add(d: &Directory, admin: &Identity, dn: &str, attrs: &[(&str, &[&str])]) -> ResultCode {
-    let mut bytes = Vec::new();
-    meridian_proto::message::encode_add(
-        &mut bytes,
-        1,
-        dn.as_bytes(),
-        attrs
-            .iter()
-            .map(|(ty, vs)| (ty.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
-    );
-    let message = LdapMessage::decode(&bytes, &DecodeLimits::default()).unwrap();
-    let ProtocolOp::AddRequest(request) = message.op else {
-        unreachable!("encode_add writes an AddRequest")
-    };
-    match d.prepare_add(admin, &request) {
-        Ok(command) => d.execute(command).await.code,
-        Err(outcome) => outcome.code,
-    }
+    support::directory(clock, limits)
 }
 
 fn exists(d: &Directory, schema: &Schema, dn: &str) -> bool {

@@ -877,6 +877,52 @@ fn password_modify_keeps_its_place_among_pipelined_writes() {
         .encode(out);
     };
 
+    // A user changing its own password twice in one pipeline: the
+    // Password Modify's old password is the one the modify before it
+    // set, so it must be checked after that modify has committed.
+    let dn = "uid=carol,dc=example,dc=com";
+    let mut client = Client::bound(server.addr, dn, "first");
+    let mut bytes = Vec::new();
+    encode_modify(2, b"second", &mut bytes);
+    let mut value = Vec::new();
+    PasswordModifyRequest {
+        user: None,
+        old_password: Some(b"second"),
+        new_password: Some(b"third"),
+    }
+    .encode(&mut value);
+    LdapMessage {
+        message_id: 3,
+        op: ProtocolOp::ExtendedRequest(ExtendedRequest {
+            name: ext_oid::PASSWORD_MODIFY,
+            value: Some(&value),
+        }),
+        controls: Seq::empty(),
+    }
+    .encode(&mut bytes);
+    client.send(&bytes);
+    let mut answered = 0;
+    client.read_until(|m| {
+        match m.op {
+            ProtocolOp::ExtendedResponse(r) => assert_eq!(r.result.code.0, 0, "{m:?}"),
+            ProtocolOp::ModifyResponse(r) => assert_eq!(r.code.0, 0, "{m:?}"),
+            _ => return false,
+        }
+        answered += 1;
+        answered == 2
+    });
+    assert_eq!(whoami(&server, dn, "third").0, 0);
+    let (rc, out) = tool(
+        &server,
+        "ldapmodify",
+        &admin,
+        &[],
+        Some(&format!(
+            "dn: {dn}\nchangetype: modify\nreplace: userPassword\nuserPassword: first\n"
+        )),
+    );
+    assert_eq!(rc, 0, "{out}");
+
     for passwd_first in [true, false] {
         let mut client = Client::admin(server.addr);
         // Both in one write: the server reads them in one pass.

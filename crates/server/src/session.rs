@@ -325,6 +325,7 @@ impl Session {
             identity: self.identity.clone(),
             read_back: None,
             success_value: None,
+            guard_failure: None,
             in_flight: self.running.start(reply.id, Kind::Write),
             started: reply.started,
         }
@@ -519,10 +520,17 @@ impl Session {
         });
         let mut spawned = self.spawned_write(&reply, out, change.target().original().as_bytes());
         spawned.success_value = success_value;
+        spawned.guard_failure = Some(Outcome::new(
+            ResultCode::INVALID_CREDENTIALS,
+            meridian_directory::PasswordChange::CHANGED_MEANWHILE,
+        ));
         let allow_cleartext = ctx.allow_cleartext;
+        let directory = Arc::clone(&ctx.directory);
         self.queue_pending(
             spawned,
-            Pending::Blocking(Box::new(move || change.into_command(allow_cleartext))),
+            Pending::AfterEarlier(Box::new(move || {
+                change.into_command(&directory, allow_cleartext)
+            })),
         )
     }
 
@@ -1067,6 +1075,9 @@ struct SpawnedWrite {
     read_back: Option<ReadBackRequest>,
     /// For an extended operation: the responseValue sent on success.
     success_value: Option<Vec<u8>>,
+    /// The answer instead of assertionFailed when the write's own guard
+    /// fails (Password Modify's, not a client's assertion control).
+    guard_failure: Option<Outcome>,
     /// Marked finished once the response is queued.
     in_flight: Arc<InFlight>,
     started: Instant,
@@ -1155,11 +1166,20 @@ fn read_back_request(
 /// turn on the blocking pool).
 enum Pending {
     Ready(meridian_store::Command),
-    Blocking(Box<dyn FnOnce() -> Result<meridian_store::Command, Outcome> + Send>),
+    Blocking(MakeCommand),
+    /// Like `Blocking`, but it reads what the connection's earlier
+    /// writes wrote: it runs once they have committed.
+    AfterEarlier(MakeCommand),
 }
 
+type MakeCommand = Box<dyn FnOnce() -> Result<meridian_store::Command, Outcome> + Send>;
+
 async fn sequence_writes(mut queue: tokio::sync::mpsc::UnboundedReceiver<(SpawnedWrite, Pending)>) {
+    // The tasks waiting for submitted writes to commit (finished ones
+    // are dropped as the queue moves on).
+    let mut committing: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     while let Some((write, pending)) = queue.recv().await {
+        committing.retain(|task| !task.is_finished());
         let pending = match pending {
             // Password hashing is deliberately slow: keep it off the workers.
             Pending::Ready(command) if write.directory.needs_hashing(&command) => {
@@ -1168,9 +1188,19 @@ async fn sequence_writes(mut queue: tokio::sync::mpsc::UnboundedReceiver<(Spawne
             }
             other => other,
         };
-        let command = match pending {
-            Pending::Ready(command) => command,
-            Pending::Blocking(make) => match tokio::task::spawn_blocking(make).await {
+        let make = match pending {
+            Pending::Ready(command) => Ok(command),
+            Pending::Blocking(make) => Err(make),
+            Pending::AfterEarlier(make) => {
+                for task in committing.drain(..) {
+                    let _ = task.await;
+                }
+                Err(make)
+            }
+        };
+        let command = match make {
+            Ok(command) => command,
+            Err(make) => match tokio::task::spawn_blocking(make).await {
                 Ok(Ok(command)) => command,
                 Ok(Err(outcome)) => {
                     write.respond(outcome);
@@ -1187,16 +1217,25 @@ async fn sequence_writes(mut queue: tokio::sync::mpsc::UnboundedReceiver<(Spawne
         };
         match write.directory.submit(command).await {
             Ok(submitted) => {
-                tokio::spawn(async move {
+                committing.push(tokio::spawn(async move {
                     match submitted.wait().await {
                         Ok(meridian_store::Outcome::ReadBack { pre, post, .. }) => {
                             let controls = write.read_back_controls(pre, post);
                             write.respond_with(Outcome::success(), &controls);
                         }
                         Ok(_) => write.respond(Outcome::success()),
-                        Err(e) => write.respond(e.into()),
+                        Err(e) => {
+                            let outcome: Outcome = e.into();
+                            let outcome = match &write.guard_failure {
+                                Some(instead) if outcome.code == ResultCode::ASSERTION_FAILED => {
+                                    instead.clone()
+                                }
+                                _ => outcome,
+                            };
+                            write.respond(outcome);
+                        }
                     }
-                });
+                }));
             }
             Err(outcome) => write.respond(outcome),
         }

@@ -274,16 +274,27 @@ impl Client {
 
     /// A connection bound as the administrator (message 1).
     pub fn admin(addr: SocketAddr) -> Client {
+        Client::bound(addr, ADMIN_DN, ADMIN_PASSWORD)
+    }
+
+    /// Connected and bound as `dn` (the bind must succeed).
+    pub fn bound(addr: SocketAddr, dn: &str, password: &str) -> Client {
         let mut client = Client::connect(addr);
         let mut bytes = Vec::new();
         meridian_proto::message::encode_simple_bind(
             &mut bytes,
             1,
-            ADMIN_DN.as_bytes(),
-            ADMIN_PASSWORD.as_bytes(),
+            dn.as_bytes(),
+            password.as_bytes(),
         );
         client.send(&bytes);
-        client.read_until(|m| matches!(m.op, meridian_proto::ProtocolOp::BindResponse(_)));
+        client.read_until(|m| match &m.op {
+            meridian_proto::ProtocolOp::BindResponse(r) => {
+                assert_eq!(r.result.code.0, 0, "bind as {dn}: {m:?}");
+                true
+            }
+            _ => false,
+        });
         client
     }
 
