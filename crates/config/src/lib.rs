@@ -187,8 +187,11 @@ pub struct ServerConfig {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct DirectoryConfig {
-    /// The naming context.
+    /// The naming context (its database is `data_dir/db`).
     pub suffix: String,
+    /// More naming contexts, each with its own database in
+    /// `data_dir/contexts/<suffix>`. None may be at or under another.
+    pub additional_suffixes: Vec<String>,
     /// The administrator, who bypasses access control.
     pub admin_dn: String,
     /// Where databases and the administrator's hashed password live.
@@ -263,6 +266,7 @@ impl Default for DirectoryConfig {
     fn default() -> Self {
         DirectoryConfig {
             suffix: "dc=example,dc=com".into(),
+            additional_suffixes: Vec::new(),
             admin_dn: "cn=admin,dc=example,dc=com".into(),
             data_dir: PathBuf::from("./meridian-data"),
             schema_files: Vec::new(),
@@ -360,10 +364,17 @@ impl Config {
             );
         }
         let d = &self.directory;
+        let suffixes = d
+            .additional_suffixes
+            .iter()
+            .map(|s| ("directory.additional_suffixes", s));
         for (key, dn) in [
             ("directory.suffix", &d.suffix),
             ("directory.admin_dn", &d.admin_dn),
-        ] {
+        ]
+        .into_iter()
+        .chain(suffixes)
+        {
             match meridian_proto::dn::Dn::parse(dn) {
                 Ok(parsed) if parsed.is_root() => {
                     return invalid(key, "must not be the empty DN".into());

@@ -140,7 +140,7 @@ impl Directory {
         let Some(parent) = entry.dn.parent().filter(|p| !p.is_root()) else {
             return Ok(());
         };
-        let snapshot = self.store.snapshot().map_err(Outcome::from)?;
+        let snapshot = self.store_for(&parent).snapshot().map_err(Outcome::from)?;
         if let Some((_, parent)) = snapshot.get(&parent).map_err(Outcome::from)? {
             if self.is_dynamic(&parent) {
                 return Err(Outcome::new(
@@ -178,7 +178,7 @@ impl Directory {
             match change.op {
                 ModOp::Add | ModOp::Delete if names => return Err(refused()),
                 ModOp::Replace => {
-                    let snapshot = self.store.snapshot().map_err(Outcome::from)?;
+                    let snapshot = self.store_for(dn).snapshot().map_err(Outcome::from)?;
                     let was = snapshot
                         .get(dn)
                         .map_err(Outcome::from)?
@@ -206,7 +206,7 @@ impl Directory {
         let dn = self.dn(dn)?;
         let groups = &Memberships::default();
         self.require_visible(who, &dn, None, Level::Write, groups)?;
-        let snapshot = self.store.snapshot().map_err(Outcome::from)?;
+        let snapshot = self.store_for(&dn).snapshot().map_err(Outcome::from)?;
         let Some((_, entry)) = snapshot.get(&dn).map_err(Outcome::from)? else {
             let missing = StoreError::NoSuchObject {
                 dn: dn.original().to_owned(),
@@ -245,8 +245,8 @@ impl Directory {
         let now = generalized_time(self.clock.now()).0;
         let expire = Description::parse(b"entryExpireTimestamp", &self.schema)?;
         let mut expired: Vec<Dn> = Vec::new();
-        {
-            let snapshot = self.store.snapshot().map_err(Outcome::from)?;
+        for store in self.stores() {
+            let snapshot = store.snapshot().map_err(Outcome::from)?;
             snapshot
                 .search(
                     &Dn::root(),
@@ -270,7 +270,7 @@ impl Directory {
         expired.sort_by_key(|dn| std::cmp::Reverse(dn.rdns().len()));
         let mut deleted = 0;
         for dn in expired {
-            match self.store.execute(Command::Delete { dn }).await {
+            match self.store_for(&dn).execute(Command::Delete { dn }).await {
                 Ok(_) => deleted += 1,
                 // Children still alive, or deleted meanwhile: next sweep.
                 Err(StoreError::NotAllowedOnNonLeaf(_) | StoreError::NoSuchObject { .. }) => {}

@@ -253,7 +253,11 @@ struct Memberships(std::cell::RefCell<Vec<(Vec<String>, bool)>>);
 /// The directory: the store, the schema, and the server's identity rules.
 #[derive(Debug)]
 pub struct Directory {
-    store: Store,
+    /// The first naming context's store.
+    primary: Store,
+    /// The stores of the other naming contexts, each with its own
+    /// database (`directory.additional_suffixes`).
+    more: Vec<Store>,
     schema: Arc<Schema>,
     admin: Dn,
     clock: Arc<dyn Clock>,
@@ -309,7 +313,8 @@ impl Directory {
         let may_have_dynamic = dynamic::any_dynamic_entry(&store);
         let presence = presence::Presence::of(&store);
         Directory {
-            store,
+            primary: store,
+            more: Vec::new(),
             admin,
             clock,
             csn: CsnSource::new(0),
@@ -403,7 +408,7 @@ impl Directory {
             ));
         }
         let exists = self
-            .store
+            .store_for(&dn)
             .snapshot()
             .and_then(|s| s.id(&dn))
             .map_err(Outcome::from)?
@@ -421,9 +426,47 @@ impl Directory {
         self
     }
 
-    /// The store the directory runs on.
+    /// The same directory serving more naming contexts, one store each
+    /// (none may hold another's suffix: `Setup` checks).
+    pub fn with_more_contexts(mut self, stores: Vec<Store>) -> Self {
+        for store in &stores {
+            if dynamic::any_dynamic_entry(store) {
+                self.may_have_dynamic
+                    .store(true, std::sync::atomic::Ordering::Release);
+            }
+            self.presence.include(&presence::Presence::of(store));
+        }
+        self.more.extend(stores);
+        self
+    }
+
+    /// The first naming context's store.
     pub fn store(&self) -> &Store {
-        &self.store
+        &self.primary
+    }
+
+    /// Every naming context's store, the first first.
+    pub fn stores(&self) -> impl Iterator<Item = &Store> {
+        std::iter::once(&self.primary).chain(&self.more)
+    }
+
+    /// The naming context holding `dn`, by position in [`Self::stores`]:
+    /// the one whose suffix it is at or under, else the first (whose
+    /// store then answers noSuchObject as a single context would).
+    fn context_of(&self, dn: &Dn) -> usize {
+        if self.more.is_empty() {
+            return 0;
+        }
+        self.stores()
+            .position(|store| store.suffixes().iter().any(|s| dn.is_within(s)))
+            .unwrap_or(0)
+    }
+
+    /// The store holding `dn` (see [`Self::context_of`]).
+    fn store_for(&self, dn: &Dn) -> &Store {
+        self.stores()
+            .nth(self.context_of(dn))
+            .unwrap_or(&self.primary)
     }
 
     /// The schema.
@@ -450,7 +493,7 @@ impl Directory {
     /// Whether `who` is in the group entry at `group` (its member or
     /// uniqueMember values name `who`).
     fn is_member(&self, group: &Dn, who: &Dn) -> bool {
-        let Ok(snapshot) = self.store.snapshot() else {
+        let Ok(snapshot) = self.store_for(group).snapshot() else {
             return false;
         };
         let Ok(Some((_, entry))) = snapshot.get(group) else {
@@ -537,7 +580,7 @@ impl Directory {
         }
         // The same matchedDN a missing entry would get: its nearest
         // existing ancestor (that the caller may see).
-        let matched = match self.store.snapshot() {
+        let matched = match self.store_for(dn).snapshot() {
             Ok(snapshot) => snapshot.matched(dn).unwrap_or_default(),
             Err(_) => String::new(),
         };
@@ -791,7 +834,7 @@ impl Directory {
         let dn = self.dn(dn)?;
         let groups = &Memberships::default();
         self.require_filter_access(who, &dn, filter, groups)?;
-        let snapshot = self.store.snapshot().map_err(Outcome::from)?;
+        let snapshot = self.store_for(&dn).snapshot().map_err(Outcome::from)?;
         let Some((_, entry)) = snapshot.get(&dn).map_err(Outcome::from)? else {
             return Err(StoreError::NoSuchObject {
                 dn: dn.original().to_owned(),
@@ -888,6 +931,16 @@ impl Directory {
         if let Some(superior) = &new_superior {
             // Moving an entry writes below its new parent.
             self.require(who, superior, None, Level::Write, groups)?;
+            if self.context_of(superior) != self.context_of(&dn) {
+                return Err(Outcome::new(
+                    ResultCode::AFFECTS_MULTIPLE_DSAS,
+                    format!(
+                        "{} and {} are in different naming contexts, each its own database: move the entry by adding it there and deleting it here",
+                        dn.original(),
+                        superior.original()
+                    ),
+                ));
+            }
         }
         Ok(Command::ModifyDn {
             dn,
@@ -914,7 +967,7 @@ impl Directory {
     /// The userPassword values of the entry at `dn`, or `None` if there
     /// is no such entry.
     pub fn user_passwords(&self, dn: &Dn) -> Result<Option<Vec<Vec<u8>>>, Outcome> {
-        let snapshot = self.store.snapshot().map_err(Outcome::from)?;
+        let snapshot = self.store_for(dn).snapshot().map_err(Outcome::from)?;
         let Some((_, entry)) = snapshot.get(dn).map_err(Outcome::from)? else {
             return Ok(None);
         };
@@ -1071,12 +1124,22 @@ impl Directory {
     /// Queues a prepared write with the store (in call order) and returns
     /// a handle to its result.
     pub async fn submit(&self, command: Command) -> Result<meridian_store::Submitted, Outcome> {
-        self.store.submit(command).await.map_err(Outcome::from)
+        self.store_of(&command)
+            .submit(command)
+            .await
+            .map_err(Outcome::from)
+    }
+
+    /// The store a command goes to: its target's naming context.
+    fn store_of(&self, command: &Command) -> &Store {
+        command
+            .target()
+            .map_or(&self.primary, |dn| self.store_for(dn))
     }
 
     /// Runs a prepared write through the store's writer.
     pub async fn execute(&self, command: Command) -> Outcome {
-        match self.store.execute(command).await {
+        match self.store_of(&command).execute(command).await {
             Ok(_) => Outcome::success(),
             Err(e) => e.into(),
         }
@@ -1108,7 +1171,7 @@ impl Directory {
                 format!("{} has no equality matching rule", at.name()),
             ));
         };
-        let snapshot = self.store.snapshot().map_err(Outcome::from)?;
+        let snapshot = self.store_for(&dn).snapshot().map_err(Outcome::from)?;
         let Some((_, entry)) = snapshot.get(&dn).map_err(Outcome::from)? else {
             return Err(StoreError::NoSuchObject {
                 dn: dn.original().to_owned(),

@@ -74,6 +74,15 @@ impl Presence {
         }
     }
 
+    /// Adds what `other` (another naming context's) may hold.
+    pub(crate) fn include(&self, other: &Presence) {
+        for kind in Special::ALL {
+            if other.may_hold(kind) {
+                self.note(kind);
+            }
+        }
+    }
+
     fn flag(&self, kind: Special) -> &AtomicBool {
         match kind {
             Special::Referral => &self.referral,

@@ -197,7 +197,7 @@ impl Directory {
             return None;
         }
         let dn = self.dn(target).ok()?;
-        let snapshot = self.store.snapshot().ok()?;
+        let snapshot = self.store_for(&dn).snapshot().ok()?;
         self.referral_at(&snapshot, &dn, search_scope)
             .ok()
             .flatten()

@@ -20,6 +20,8 @@ use crate::{Directory, Identity, Memberships, Outcome};
 /// Where a streamed search stands between steps.
 #[derive(Debug, Clone)]
 pub struct SearchCursor {
+    /// Which of the searched naming contexts (a position in their list).
+    context: Option<usize>,
     after: Option<meridian_store::EntryId>,
     sent: usize,
     started: Instant,
@@ -29,6 +31,7 @@ impl SearchCursor {
     /// A search not started yet.
     pub fn new() -> Self {
         SearchCursor {
+            context: None,
             after: None,
             sent: 0,
             started: Instant::now(),
@@ -64,7 +67,9 @@ pub struct PageRequest<'a> {
 /// Where a paged search stands between pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct PagePosition {
-    /// The last entry ID sent.
+    /// The naming context (a position in the searched ones' list).
+    context: u32,
+    /// The last entry ID sent there (0: none yet).
     last: meridian_store::EntryId,
     /// Entries sent on all pages so far: the size limit bounds the whole
     /// paged search, not each page (RFC 2696 section 3; slapd does the
@@ -72,28 +77,34 @@ struct PagePosition {
     total: u64,
 }
 
-/// A cookie: version 2, the position, and a fingerprint of the search it
-/// belongs to. No server state: nothing is held between pages.
+/// A cookie: version 3, the position, a fingerprint of the search it
+/// belongs to, and the naming context. No server state: nothing is held
+/// between pages. (Version 2, before several naming contexts, had no
+/// context: it is read as the first.)
 fn encode_cookie(position: PagePosition, fingerprint: u64) -> Vec<u8> {
-    let mut c = Vec::with_capacity(25);
-    c.push(2);
+    let mut c = Vec::with_capacity(29);
+    c.push(3);
     c.extend_from_slice(&position.last.to_be_bytes());
     c.extend_from_slice(&position.total.to_be_bytes());
     c.extend_from_slice(&fingerprint.to_be_bytes());
+    c.extend_from_slice(&position.context.to_be_bytes());
     c
 }
 
 fn decode_cookie(cookie: &[u8], fingerprint: u64) -> Option<PagePosition> {
     let (&version, rest) = cookie.split_first()?;
-    if version != 2 || rest.len() != 24 {
-        return None;
-    }
+    let context = match (version, rest.len()) {
+        (2, 24) => 0,
+        (3, 28) => u32::from_be_bytes(rest.get(24..28)?.try_into().ok()?),
+        _ => return None,
+    };
     let word = |i: usize| -> Option<u64> {
         Some(u64::from_be_bytes(
             rest.get(i * 8..i * 8 + 8)?.try_into().ok()?,
         ))
     };
     let position = PagePosition {
+        context,
         last: word(0)?,
         total: word(1)?,
     };
@@ -171,18 +182,26 @@ impl Directory {
         byte_budget: usize,
     ) -> Result<Step, Outcome> {
         let page = controls.page;
-        let snapshot = self.store.snapshot().map_err(Outcome::from)?;
         let mut base = self.dn(req.base)?;
         if matches!(req.deref, DerefAliases::FindingBase | DerefAliases::Always)
             && self.presence.may_hold(Special::Alias)
         {
-            base = self.find_through_aliases(&snapshot, base)?;
+            let home = self.store_for(&base).snapshot().map_err(Outcome::from)?;
+            base = self.find_through_aliases(&home, base)?;
         }
         if !controls.manage_dsa_it {
-            if let Some(referral) = self.referral_at(&snapshot, &base, Some(req.scope))? {
+            let home = self.store_for(&base).snapshot().map_err(Outcome::from)?;
+            if let Some(referral) = self.referral_at(&home, &base, Some(req.scope))? {
                 return Ok(Step::Done(referral, page.map(|_| Vec::new())));
             }
         }
+        // The naming contexts searched: the base's, or every one in turn
+        // for a search of the whole tree (the root with a wider scope).
+        let contexts: Vec<&meridian_store::Store> = if base.is_root() && req.scope != Scope::Base {
+            self.stores().collect()
+        } else {
+            vec![self.store_for(&base)]
+        };
         let admin = matches!(who, Identity::Admin(_));
         let groups = &Memberships::default();
         if !admin && !base.rdns().is_empty() {
@@ -229,8 +248,12 @@ impl Directory {
             }
         };
         // A continuation resumes after the last entry it sent; entry-ID
-        // order throughout (ID 0 is the root, never an entry).
-        let after = cursor.after.or(resume.map(|r| r.last)).unwrap_or(0);
+        // order throughout each context (ID 0 is the root, never an entry).
+        let mut position = cursor
+            .context
+            .or(resume.map(|r| usize::try_from(r.context).unwrap_or(usize::MAX)))
+            .unwrap_or(0);
+        let mut after = cursor.after.or(resume.map(|r| r.last)).unwrap_or(0);
         // Entries sent on earlier pages count against the size limit.
         let earlier_pages = resume.map_or(0, |r| usize::try_from(r.total).unwrap_or(usize::MAX));
         let mut last_sent: Option<meridian_store::EntryId> = None;
@@ -268,118 +291,135 @@ impl Directory {
         } else {
             req.filter
         };
-        let roots = match req.deref {
-            DerefAliases::InSearching | DerefAliases::Always => {
-                self.alias_roots(&snapshot, &base, req.scope)?
-            }
-            DerefAliases::Never | DerefAliases::FindingBase => None,
-        };
         let mut sent = cursor.sent;
         let mut stopped: Option<Outcome> = None;
-        let mut emit = |id: EntryId, entry: &Entry| -> bool {
-            if references && is_referral(entry, &self.schema) {
-                if !admin && self.access_level(who, &entry.dn, None, groups) < Level::Read {
+        while let Some(store) = contexts.get(position) {
+            let snapshot = store.snapshot().map_err(Outcome::from)?;
+            let roots = match req.deref {
+                DerefAliases::InSearching | DerefAliases::Always => {
+                    self.alias_roots(&snapshot, &base, req.scope)?
+                }
+                DerefAliases::Never | DerefAliases::FindingBase => None,
+            };
+            let mut emit = |id: EntryId, entry: &Entry| -> bool {
+                if references && is_referral(entry, &self.schema) {
+                    if !admin && self.access_level(who, &entry.dn, None, groups) < Level::Read {
+                        return true;
+                    }
+                    if buf.len() >= byte_budget {
+                        out_of_budget = true;
+                        return false;
+                    }
+                    encode_reference(buf, message_id, &self.continuation(entry, req.scope));
+                    last_sent = Some(id);
+                    return true;
+                }
+                // An entry the caller may not read, or matched through an
+                // attribute the caller may not search, is passed over as
+                // if it did not match: nothing about it is revealed.
+                if !admin && !self.may_see(who, entry, &filter_attrs, groups) {
                     return true;
                 }
                 if buf.len() >= byte_budget {
                     out_of_budget = true;
                     return false;
                 }
-                encode_reference(buf, message_id, &self.continuation(entry, req.scope));
+                if page_size.is_some_and(|p| sent >= p) {
+                    more = true;
+                    return false;
+                }
+                if earlier_pages.saturating_add(sent) >= size_limit {
+                    stopped = Some(Outcome::new(
+                        ResultCode::SIZE_LIMIT_EXCEEDED,
+                        format!("size limit of {size_limit} entries reached"),
+                    ));
+                    return false;
+                }
+                if started.elapsed() > time_limit {
+                    stopped = Some(Outcome::new(
+                        ResultCode::TIME_LIMIT_EXCEEDED,
+                        "time limit reached",
+                    ));
+                    return false;
+                }
+                let mut computed: Vec<(&str, Vec<Vec<u8>>)> = Vec::new();
+                if want_entry_dn {
+                    computed.push(("entryDN", vec![entry.dn.original().as_bytes().to_vec()]));
+                }
+                if want_has || want_num {
+                    // Only the children the caller could find: counting
+                    // the others would reveal that they exist.
+                    let ids = snapshot.children(Some(id)).unwrap_or_default();
+                    let visible = |child: &meridian_store::EntryId| {
+                        admin
+                            || snapshot.dn_of(*child).is_ok_and(|dn| {
+                                self.access_level(who, &dn, None, groups) >= Level::Read
+                            })
+                    };
+                    let children = if want_num {
+                        ids.iter().filter(|c| visible(c)).count()
+                    } else {
+                        usize::from(ids.iter().any(visible))
+                    };
+                    if want_has {
+                        let v: &[u8] = if children > 0 { b"TRUE" } else { b"FALSE" };
+                        computed.push(("hasSubordinates", vec![v.to_vec()]));
+                    }
+                    if want_num {
+                        computed.push(("numSubordinates", vec![children.to_string().into_bytes()]));
+                    }
+                }
+                if want_subschema {
+                    computed.push((
+                        "subschemaSubentry",
+                        vec![meridian_model::subschema::SUBSCHEMA_DN.as_bytes().to_vec()],
+                    ));
+                }
+                let visible = |a: &meridian_model::entry::Attribute| {
+                    admin || self.may_read_attribute(who, &entry.dn, a.desc.attr, groups)
+                };
+                encode_entry(buf, message_id, entry, projection, visible, &computed);
+                sent += 1;
                 last_sent = Some(id);
-                return true;
-            }
-            // An entry the caller may not read, or matched through an
-            // attribute the caller may not search, is passed over as
-            // if it did not match: nothing about it is revealed.
-            if !admin && !self.may_see(who, entry, &filter_attrs, groups) {
-                return true;
-            }
-            if buf.len() >= byte_budget {
-                out_of_budget = true;
-                return false;
-            }
-            if page_size.is_some_and(|p| sent >= p) {
-                more = true;
-                return false;
-            }
-            if earlier_pages.saturating_add(sent) >= size_limit {
-                stopped = Some(Outcome::new(
-                    ResultCode::SIZE_LIMIT_EXCEEDED,
-                    format!("size limit of {size_limit} entries reached"),
-                ));
-                return false;
-            }
-            if started.elapsed() > time_limit {
-                stopped = Some(Outcome::new(
-                    ResultCode::TIME_LIMIT_EXCEEDED,
-                    "time limit reached",
-                ));
-                return false;
-            }
-            let mut computed: Vec<(&str, Vec<Vec<u8>>)> = Vec::new();
-            if want_entry_dn {
-                computed.push(("entryDN", vec![entry.dn.original().as_bytes().to_vec()]));
-            }
-            if want_has || want_num {
-                // Only the children the caller could find: counting
-                // the others would reveal that they exist.
-                let ids = snapshot.children(Some(id)).unwrap_or_default();
-                let visible = |child: &meridian_store::EntryId| {
-                    admin
-                        || snapshot.dn_of(*child).is_ok_and(|dn| {
-                            self.access_level(who, &dn, None, groups) >= Level::Read
-                        })
-                };
-                let children = if want_num {
-                    ids.iter().filter(|c| visible(c)).count()
-                } else {
-                    usize::from(ids.iter().any(visible))
-                };
-                if want_has {
-                    let v: &[u8] = if children > 0 { b"TRUE" } else { b"FALSE" };
-                    computed.push(("hasSubordinates", vec![v.to_vec()]));
-                }
-                if want_num {
-                    computed.push(("numSubordinates", vec![children.to_string().into_bytes()]));
-                }
-            }
-            if want_subschema {
-                computed.push((
-                    "subschemaSubentry",
-                    vec![meridian_model::subschema::SUBSCHEMA_DN.as_bytes().to_vec()],
-                ));
-            }
-            let visible = |a: &meridian_model::entry::Attribute| {
-                admin || self.may_read_attribute(who, &entry.dn, a.desc.attr, groups)
+                true
             };
-            encode_entry(buf, message_id, entry, projection, visible, &computed);
-            sent += 1;
-            last_sent = Some(id);
-            true
-        };
-        match &roots {
-            None => {
-                snapshot.search_after(&base, req.scope, &filter, Some(after), &mut emit)?;
+            match &roots {
+                None => {
+                    snapshot.search_after(&base, req.scope, &filter, Some(after), &mut emit)?;
+                }
+                Some(roots) => self.search_merged(&snapshot, roots, &filter, after, &mut emit)?,
             }
-            Some(roots) => self.search_merged(&snapshot, roots, &filter, after, &mut emit)?,
+            if out_of_budget || more || stopped.is_some() {
+                break;
+            }
+            // This context is done: the next from its start.
+            position += 1;
+            after = 0;
+            last_sent = None;
         }
+        // The last entry sent in the current context (by this call or
+        // an earlier step), 0 if none yet.
+        let last = last_sent.unwrap_or(after);
         if out_of_budget {
-            cursor.after = last_sent.or(Some(after));
+            cursor.context = Some(position);
+            cursor.after = Some(last);
             cursor.sent = sent;
             return Ok(Step::More);
         }
-        // The last entry of this call, or of an earlier step.
-        let last_sent = last_sent.or(cursor.after);
-        let cookie = page_size.map(|_| match (more, last_sent) {
-            (true, Some(last)) => encode_cookie(
-                PagePosition {
-                    last,
-                    total: u64::try_from(earlier_pages.saturating_add(sent)).unwrap_or(u64::MAX),
-                },
-                fingerprint,
-            ),
-            _ => Vec::new(),
+        let cookie = page_size.map(|_| {
+            if more {
+                encode_cookie(
+                    PagePosition {
+                        context: u32::try_from(position).unwrap_or(u32::MAX),
+                        last,
+                        total: u64::try_from(earlier_pages.saturating_add(sent))
+                            .unwrap_or(u64::MAX),
+                    },
+                    fingerprint,
+                )
+            } else {
+                Vec::new()
+            }
         });
         Ok(Step::Done(stopped.unwrap_or_else(Outcome::success), cookie))
     }

@@ -87,14 +87,17 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let runtime = runtime.build().context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let store = setup.open_store()?;
-        setup.refuse_incomplete(&store)?;
+        let mut stores = setup.open_all_stores()?.into_iter();
+        let first = stores
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("no naming context to serve"))?;
         let mut directory = Directory::new(
-            store,
+            first,
             admin_dn.clone(),
             Arc::new(SystemClock),
             setup.directory_limits(),
-        );
+        )
+        .with_more_contexts(stores.collect());
         if let Some(access) = access {
             directory = directory.with_access(access);
         }

@@ -21,7 +21,9 @@ pub(crate) struct CommonArgs {
     /// Data directory (`directory.data_dir`).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Naming context (`directory.suffix`).
+    /// Naming context: one of the configured ones (`directory.suffix`,
+    /// `directory.additional_suffixes`) selects it for the subcommands that
+    /// work on one; any other replaces `directory.suffix`.
     #[arg(long)]
     suffix: Option<String>,
     /// Extra schema file, loaded after `directory.schema_files`; repeatable.
@@ -33,7 +35,11 @@ pub(crate) struct CommonArgs {
 pub(crate) struct Setup {
     pub(crate) config: Config,
     pub(crate) schema: Arc<Schema>,
+    /// The naming context a one-context subcommand (import, export,
+    /// check, reindex) works on.
     pub(crate) suffix: Dn,
+    /// Every naming context, `directory.suffix` first.
+    suffixes: Vec<Dn>,
 }
 
 impl CommonArgs {
@@ -47,8 +53,26 @@ impl CommonArgs {
         if let Some(dir) = &self.data_dir {
             config.directory.data_dir.clone_from(dir);
         }
+        // `--suffix` naming a configured context selects it; any other
+        // replaces the first (as it did before there were several).
+        let same = |a: &str, b: &str| {
+            meridian_proto::dn::Dn::parse(a)
+                .ok()
+                .zip(meridian_proto::dn::Dn::parse(b).ok())
+                .is_some_and(|(a, b)| a.to_string().eq_ignore_ascii_case(&b.to_string()))
+        };
+        let mut selected = 0;
         if let Some(suffix) = &self.suffix {
-            config.directory.suffix.clone_from(suffix);
+            match config
+                .directory
+                .additional_suffixes
+                .iter()
+                .position(|s| same(s, suffix))
+            {
+                Some(i) => selected = i + 1,
+                None if same(&config.directory.suffix, suffix) => {}
+                None => config.directory.suffix.clone_from(suffix),
+            }
         }
         config
             .directory
@@ -60,22 +84,69 @@ impl CommonArgs {
         for file in &config.directory.schema_files {
             schema.load_file(file).context("schema")?;
         }
-        // Schema-aware check of the suffix (the config layer only checks
-        // its syntax): every attribute type must be known.
+        // Schema-aware check of the suffixes (the config layer only
+        // checks their syntax): every attribute type must be known.
         let suffix = Dn::parse(config.directory.suffix.as_bytes(), &schema)
             .map_err(|e| anyhow::anyhow!("config key `directory.suffix`: {e}"))?;
+        let mut suffixes = vec![suffix];
+        for text in &config.directory.additional_suffixes {
+            let dn = Dn::parse(text.as_bytes(), &schema)
+                .map_err(|e| anyhow::anyhow!("config key `directory.additional_suffixes`: {e}"))?;
+            if let Some(other) = suffixes
+                .iter()
+                .find(|s| dn.is_within(s) || s.is_within(&dn))
+            {
+                anyhow::bail!(
+                    "config key `directory.additional_suffixes`: {:?} is at or under {:?} or holds it; naming contexts may not nest",
+                    dn.original(),
+                    other.original()
+                );
+            }
+            suffixes.push(dn);
+        }
+        let suffix = suffixes
+            .get(selected)
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("no naming context {selected}"))?;
         Ok(Setup {
             config,
             schema: Arc::new(schema),
             suffix,
+            suffixes,
         })
     }
 }
 
 impl Setup {
-    /// Where the store's files live.
+    /// Where the selected naming context's files live.
     pub(crate) fn store_path(&self) -> PathBuf {
-        self.config.directory.data_dir.join("db")
+        self.store_path_of(&self.suffix)
+    }
+
+    /// Where the files of the naming context `suffix` live: `db` for the
+    /// first, `contexts/<suffix>` for the others (the normalised DN, with
+    /// anything but letters, digits and `=,.-` as `_`).
+    fn store_path_of(&self, suffix: &Dn) -> PathBuf {
+        let data = &self.config.directory.data_dir;
+        if self
+            .suffixes
+            .first()
+            .is_none_or(|first| first.same_entry(suffix))
+        {
+            return data.join("db");
+        }
+        let name: String = suffix
+            .normalized()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "=,.-".contains(c) {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        data.join("contexts").join(name)
     }
 
     /// The administrator's DN (`directory.admin_dn`), checked against
@@ -111,11 +182,31 @@ impl Setup {
     }
 
     fn store_options(&self) -> StoreOptions {
+        self.store_options_of(&self.suffix)
+    }
+
+    fn store_options_of(&self, suffix: &Dn) -> StoreOptions {
         StoreOptions {
-            path: self.store_path(),
+            path: self.store_path_of(suffix),
             storage: self.config.storage.clone(),
-            suffixes: vec![self.suffix.clone()],
+            suffixes: vec![suffix.clone()],
         }
+    }
+
+    /// Opens every naming context's store, `directory.suffix`'s first,
+    /// refusing any that holds an incomplete load (what `serve` runs on).
+    pub(crate) fn open_all_stores(&self) -> anyhow::Result<Vec<Store>> {
+        self.suffixes
+            .iter()
+            .map(|suffix| {
+                let options = self.store_options_of(suffix);
+                let path = options.path.clone();
+                let store = Store::open(options, Arc::clone(&self.schema))
+                    .with_context(|| format!("opening the store in {}", path.display()))?;
+                self.refuse_incomplete_at(&store, &path)?;
+                Ok(store)
+            })
+            .collect()
     }
 
     /// Opens the store for reading only (beside a running server).
@@ -124,12 +215,12 @@ impl Setup {
             .with_context(|| format!("opening the store in {}", self.store_path().display()))
     }
 
-    /// Fails if the database holds a load that did not complete.
-    pub(crate) fn refuse_incomplete(&self, store: &Store) -> anyhow::Result<()> {
+    /// Fails if the database at `path` holds a load that did not complete.
+    fn refuse_incomplete_at(&self, store: &Store, path: &std::path::Path) -> anyhow::Result<()> {
         if let Some(what) = store.snapshot()?.incomplete_load()? {
             anyhow::bail!(
                 "the database in {} holds an incomplete load ({what}); it is not served until                  `meridian import --replace` loads it anew or `meridian repair` accepts what it holds",
-                self.store_path().display()
+                path.display()
             );
         }
         Ok(())

@@ -115,7 +115,7 @@ impl Server {
                 max_pdu_bytes: s.max_pdu_bytes,
                 max_depth: s.max_ber_depth,
             },
-            published: root_dse::PublishedEntries::new(&config.directory.suffix, &schema)
+            published: root_dse::PublishedEntries::new(&naming_contexts(config), &schema)
                 .map_err(|e| StartError::Schema(e.to_string()))?,
             schema,
             directory,
@@ -229,4 +229,12 @@ async fn refuse_busy(mut stream: TcpStream, limit: usize) {
     })
     .await;
     tracing::warn!(limit, "connection refused: too many connections");
+}
+
+/// Every naming context the config serves, the first first.
+fn naming_contexts(config: &Config) -> Vec<String> {
+    std::iter::once(&config.directory.suffix)
+        .chain(&config.directory.additional_suffixes)
+        .cloned()
+        .collect()
 }

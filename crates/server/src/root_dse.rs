@@ -48,7 +48,11 @@ impl PublishedEntries {
         extended_oid::REFRESH,
     ];
 
-    pub(crate) fn new(suffix: &str, schema: &Schema) -> Result<Self, meridian_model::ModelError> {
+    /// The root DSE naming `suffixes` and `cn=Subschema` for `schema`.
+    pub(crate) fn new(
+        suffixes: &[String],
+        schema: &Schema,
+    ) -> Result<Self, meridian_model::ModelError> {
         let text = |values: &[&[u8]]| {
             values
                 .iter()
@@ -58,9 +62,9 @@ impl PublishedEntries {
         let vendor_version = format!("Meridian {}", env!("CARGO_PKG_VERSION"));
         let root_attrs: Vec<(&str, Vec<String>)> = vec![
             ("objectClass", vec!["top".into()]),
-            ("namingContexts", vec![suffix.to_owned()]),
+            ("namingContexts", suffixes.to_vec()),
             // RFC 2589: where dynamic entries may be created.
-            ("dynamicSubtrees", vec![suffix.to_owned()]),
+            ("dynamicSubtrees", suffixes.to_vec()),
             ("subschemaSubentry", vec![SUBSCHEMA_DN.to_owned()]),
             ("supportedLDAPVersion", vec!["3".into()]),
             ("supportedControl", text(Self::SUPPORTED_CONTROLS)),
@@ -145,7 +149,7 @@ mod tests {
     fn published() -> (PublishedEntries, Schema) {
         let schema = Schema::builtin().unwrap();
         (
-            PublishedEntries::new("dc=example,dc=com", &schema).unwrap(),
+            PublishedEntries::new(&["dc=example,dc=com".to_owned()], &schema).unwrap(),
             schema,
         )
     }

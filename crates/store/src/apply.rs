@@ -115,15 +115,7 @@ pub(crate) fn apply(
 
 /// The entry a command writes, by DN (`None` for commands without one).
 fn target_dn(command: &Command) -> Option<&Dn> {
-    match command {
-        Command::Add { entry } => Some(&entry.dn),
-        Command::Delete { dn }
-        | Command::DeleteSubtree { dn }
-        | Command::Modify { dn, .. }
-        | Command::ModifyDn { dn, .. } => Some(dn),
-        Command::Guarded { command, .. } | Command::ReadBack { command, .. } => target_dn(command),
-        Command::RebuildIndexes | Command::AddMany { .. } | Command::SetLoadState(_) => None,
-    }
+    command.target()
 }
 
 /// Applies `command` with its target read before and/or after, in this

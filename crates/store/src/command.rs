@@ -102,6 +102,24 @@ pub enum Command {
     SetLoadState(Option<String>),
 }
 
+impl Command {
+    /// The entry the command writes, by DN (`None` for the commands of
+    /// bulk loads and maintenance, which have none).
+    pub fn target(&self) -> Option<&Dn> {
+        match self {
+            Command::Add { entry } => Some(&entry.dn),
+            Command::Delete { dn }
+            | Command::DeleteSubtree { dn }
+            | Command::Modify { dn, .. }
+            | Command::ModifyDn { dn, .. } => Some(dn),
+            Command::Guarded { command, .. } | Command::ReadBack { command, .. } => {
+                command.target()
+            }
+            Command::RebuildIndexes | Command::AddMany { .. } | Command::SetLoadState(_) => None,
+        }
+    }
+}
+
 /// What a successful command did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {

@@ -306,6 +306,11 @@ impl Store {
         Snapshot::new(&self.inner)
     }
 
+    /// The naming contexts this store holds.
+    pub fn suffixes(&self) -> &[Dn] {
+        &self.inner.suffixes
+    }
+
     /// The schema the store checks entries against.
     pub fn schema(&self) -> &Arc<Schema> {
         &self.inner.schema

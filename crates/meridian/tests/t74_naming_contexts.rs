@@ -1,0 +1,205 @@
+//! Several naming contexts (`directory.additional_suffixes`), each with
+//! its own database: every operation reaches the right one, a search of
+//! the whole tree walks them all (paged too), an entry cannot move
+//! between them, and the offline tools work on the one `--suffix` names.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod support;
+
+use std::process::Command;
+
+use support::*;
+
+const CONFIG: &str = "[directory]\nadditional_suffixes = [\"o=other\", \"dc=corp,dc=net\"]\n";
+
+const DATA: &str = "\
+dn: dc=example,dc=com
+objectClass: domain
+dc: example
+
+dn: uid=a,dc=example,dc=com
+objectClass: account
+uid: a
+
+dn: o=other
+objectClass: organization
+o: other
+
+dn: uid=b,o=other
+objectClass: account
+objectClass: simpleSecurityObject
+uid: b
+userPassword: b-secret
+
+dn: uid=c,o=other
+objectClass: account
+uid: c
+
+dn: dc=corp,dc=net
+objectClass: domain
+dc: corp
+";
+
+fn dns(out: &str) -> Vec<String> {
+    let mut dns: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("dn: "))
+        .map(str::to_owned)
+        .collect();
+    dns.sort();
+    dns
+}
+
+#[test]
+fn each_naming_context_has_its_own_database() {
+    let mut server = Server::start(CONFIG);
+    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(DATA));
+    assert_eq!(code, 0, "{out}");
+
+    let (code, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &["-LLL", "-b", "", "-s", "base", "namingContexts"],
+        None,
+    );
+    assert_eq!(code, 0, "{out}");
+    for suffix in ["dc=example,dc=com", "o=other", "dc=corp,dc=net"] {
+        assert!(out.contains(&format!("namingContexts: {suffix}")), "{out}");
+    }
+
+    // A search under one context sees only it.
+    let (code, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &["-LLL", "-b", "o=other", "dn"],
+        None,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(dns(&out), ["o=other", "uid=b,o=other", "uid=c,o=other"]);
+
+    // The whole tree: every context in turn, also page by page (pages
+    // that end inside one context and resume in the next).
+    let every = [
+        "dc=corp,dc=net",
+        "dc=example,dc=com",
+        "o=other",
+        "uid=a,dc=example,dc=com",
+        "uid=b,o=other",
+        "uid=c,o=other",
+    ];
+    for paging in [
+        &[][..],
+        &["-E", "pr=1/noprompt"][..],
+        &["-E", "pr=2/noprompt"][..],
+    ] {
+        let mut args = vec!["-LLL", "-b", "", "-s", "sub"];
+        args.extend_from_slice(paging);
+        args.push("dn");
+        let (code, out) = admin_tool(&server, "ldapsearch", &args, None);
+        assert_eq!(code, 0, "{out}");
+        assert_eq!(dns(&out), every, "{paging:?}");
+    }
+    let (code, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &["-LLL", "-b", "", "-s", "one", "dn"],
+        None,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        dns(&out),
+        ["dc=corp,dc=net", "dc=example,dc=com", "o=other"]
+    );
+
+    // Binds, compares, modifies and deletes find their entry.
+    assert_eq!(whoami(&server, "uid=b,o=other", "b-secret").0, 0);
+    let (code, out) = admin_tool(&server, "ldapcompare", &["uid=c,o=other", "uid:c"], None);
+    assert_eq!(code, 6, "{out}");
+    let modify =
+        "dn: uid=c,o=other\nchangetype: modify\nreplace: description\ndescription: moved\n";
+    let (code, out) = admin_tool(&server, "ldapmodify", &[], Some(modify));
+    assert_eq!(code, 0, "{out}");
+
+    // No move between contexts: affectsMultipleDSAs.
+    let (code, out) = admin_tool(
+        &server,
+        "ldapmodrdn",
+        &["-s", "dc=example,dc=com", "uid=c,o=other", "uid=c"],
+        None,
+    );
+    assert_eq!(code, 71, "{out}");
+    let (code, out) = admin_tool(&server, "ldapdelete", &["uid=c,o=other"], None);
+    assert_eq!(code, 0, "{out}");
+
+    // Each context is its own database, and all of it survives a restart.
+    let data = server.data_dir.clone();
+    assert!(
+        data.join("contexts")
+            .join("o=other")
+            .join("data.mdb")
+            .is_file()
+    );
+    assert!(server.terminate().success());
+    // (Both servers remove the data directory when dropped: the second
+    // is stopped, not dropped, before the offline tools run.)
+    let mut again = Server::start_with(CONFIG, Some(ADMIN_PASSWORD), Some(data.clone()));
+    let (code, out) = admin_tool(
+        &again,
+        "ldapsearch",
+        &["-LLL", "-b", "o=other", "description"],
+        None,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(dns(&out), ["o=other", "uid=b,o=other"]);
+    assert!(again.terminate().success());
+
+    // The offline tools work on the context `--suffix` names.
+    let config = data.join("test-config.toml");
+    let meridian = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+            .args(args)
+            .arg("--config")
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let exported = meridian(&["export", "--suffix", "o=other", "--no-operational"]);
+    assert_eq!(dns(&exported), ["o=other", "uid=b,o=other"]);
+    let exported = meridian(&["export", "--no-operational"]);
+    assert_eq!(
+        dns(&exported),
+        ["dc=example,dc=com", "uid=a,dc=example,dc=com"]
+    );
+    meridian(&["check", "--suffix", "dc=corp,dc=net"]);
+}
+
+#[test]
+fn nested_naming_contexts_are_refused() {
+    let dir = temp_dir("nested");
+    let config = dir.join("nested.toml");
+    std::fs::write(
+        &config,
+        "[directory]\nadditional_suffixes = [\"ou=inner,dc=example,dc=com\"]\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["check", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let message = text(&out.stderr);
+    assert!(message.contains("may not nest"), "{message}");
+}
