@@ -877,6 +877,21 @@ fn password_modify_keeps_its_place_among_pipelined_writes() {
         .encode(out);
     };
 
+    // Reads the two answers (a modify's and a Password Modify's): both
+    // must be success.
+    let both_succeed = |client: &mut Client| {
+        let mut answered = 0;
+        client.read_until(|m| {
+            match m.op {
+                ProtocolOp::ExtendedResponse(r) => assert_eq!(r.result.code.0, 0, "{m:?}"),
+                ProtocolOp::ModifyResponse(r) => assert_eq!(r.code.0, 0, "{m:?}"),
+                _ => return false,
+            }
+            answered += 1;
+            answered == 2
+        });
+    };
+
     // A user changing its own password twice in one pipeline: the
     // Password Modify's old password is the one the modify before it
     // set, so it must be checked after that modify has committed.
@@ -901,16 +916,7 @@ fn password_modify_keeps_its_place_among_pipelined_writes() {
     }
     .encode(&mut bytes);
     client.send(&bytes);
-    let mut answered = 0;
-    client.read_until(|m| {
-        match m.op {
-            ProtocolOp::ExtendedResponse(r) => assert_eq!(r.result.code.0, 0, "{m:?}"),
-            ProtocolOp::ModifyResponse(r) => assert_eq!(r.code.0, 0, "{m:?}"),
-            _ => return false,
-        }
-        answered += 1;
-        answered == 2
-    });
+    both_succeed(&mut client);
     assert_eq!(whoami(&server, dn, "third").0, 0);
     let (rc, out) = tool(
         &server,
@@ -935,16 +941,7 @@ fn password_modify_keeps_its_place_among_pipelined_writes() {
             encode_passwd(3, b"by-passwd", &mut bytes);
         }
         client.send(&bytes);
-        let mut answered = 0;
-        client.read_until(|m| {
-            match m.op {
-                ProtocolOp::ExtendedResponse(r) => assert_eq!(r.result.code.0, 0, "{m:?}"),
-                ProtocolOp::ModifyResponse(r) => assert_eq!(r.code.0, 0, "{m:?}"),
-                _ => return false,
-            }
-            answered += 1;
-            answered == 2
-        });
+        both_succeed(&mut client);
         let (last, overtaken) = if passwd_first {
             ("by-modify", "by-passwd")
         } else {

@@ -349,6 +349,17 @@ fn essence(code: i32, output: &str) -> (i32, Vec<String>) {
     (code, lines)
 }
 
+/// A server on `ldif`, loaded with `meridian import` (as slapd's is with
+/// slapadd).
+fn serve_imported(tag: &str, ldif: &str) -> Server {
+    let dir = temp_dir(tag);
+    let file = dir.join("data.ldif");
+    std::fs::write(&file, ldif).unwrap();
+    let data = dir.join("db");
+    import(&file, &data);
+    Server::start_with("", Some(ADMIN_PASSWORD), Some(data))
+}
+
 #[test]
 fn referrals_and_aliases_answer_as_slapd_does() {
     let reference = Slapd::start_with(
@@ -359,12 +370,7 @@ fn referrals_and_aliases_answer_as_slapd_does() {
             ..Extra::default()
         },
     );
-    let dir = temp_dir("referrals");
-    let ldif = dir.join("data.ldif");
-    std::fs::write(&ldif, DATA).unwrap();
-    let data = dir.join("db");
-    import(&ldif, &data);
-    let server = Server::start_with("", Some(ADMIN_PASSWORD), Some(data));
+    let server = serve_imported("referrals", DATA);
     let slapd_url = format!("ldap://127.0.0.1:{}", reference.port);
     let slapd_bind = ["-D", ADMIN_DN, "-w", "secret"];
     let our_bind = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
@@ -389,12 +395,7 @@ fn referrals_and_aliases_answer_as_slapd_does() {
 
 #[test]
 fn referral_answers_carry_their_urls_and_a_readable_message() {
-    let dir = temp_dir("referral-urls");
-    let ldif = dir.join("data.ldif");
-    std::fs::write(&ldif, DATA).unwrap();
-    let data = dir.join("db");
-    import(&ldif, &data);
-    let server = Server::start_with("", Some(ADMIN_PASSWORD), Some(data));
+    let server = serve_imported("referral-urls", DATA);
     let (code, out) = admin_tool(
         &server,
         "ldapsearch",
@@ -482,12 +483,7 @@ fn a_paged_search_through_aliases_returns_each_entry_once() {
         "dn: cn=back,ou=Big,dc=example,dc=com\nobjectClass: alias\nobjectClass: extensibleObject\n\
          cn: back\naliasedObjectName: ou=Links,dc=example,dc=com\n\n",
     );
-    let dir = temp_dir("alias-paging");
-    let file = dir.join("data.ldif");
-    std::fs::write(&file, &ldif).unwrap();
-    let data = dir.join("db");
-    import(&file, &data);
-    let server = Server::start_with("", Some(ADMIN_PASSWORD), Some(data));
+    let server = serve_imported("alias-paging", &ldif);
     for extra in [&["-E", "pr=300/noprompt"][..], &[][..]] {
         let mut args = vec![
             "-LLL",
