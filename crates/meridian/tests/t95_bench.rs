@@ -614,4 +614,37 @@ fn ldaps_with_a_verified_certificate_and_refusals_without_one() {
     assert!(stderr.contains("TLS handshake"), "{stderr}");
     let report = run_briefly(&scenario, &url, 99, &["--tls-insecure", "--depth", "20"]);
     assert!(report["runs"][0]["total"]["count"].as_u64().unwrap() > 0);
+
+    // `meridian import --online` over the same TLS client: 50 entries
+    // into slapd, the certificate checked against the CA.
+    let ldif: String = (0..50)
+        .map(|n| format!("dn: uid=tls{n},dc=example,dc=com\nobjectClass: account\nuid: tls{n}\n\n"))
+        .collect();
+    let input = dir.join("tls.ldif");
+    std::fs::write(&input, ldif).unwrap();
+    let import = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+            .args([
+                "import",
+                "--online",
+                &url,
+                "-D",
+                "cn=admin,dc=example,dc=com",
+                "-w",
+                PASSWORD,
+            ])
+            .args(extra)
+            .arg("-i")
+            .arg(&input)
+            .output()
+            .unwrap();
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    };
+    let (ok, stdout, stderr) = import(&["--tls-ca-file", ca_file.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("imported 50 "), "{stdout}");
+    let (ok, _, stderr) = import(&[]);
+    assert!(!ok && stderr.contains("--tls-ca-file"), "{stderr}");
+    let (ok, _, stderr) = import(&["--tls-ca-file", cert_file.to_str().unwrap()]);
+    assert!(!ok && stderr.contains("TLS handshake"), "{stderr}");
 }

@@ -69,7 +69,7 @@ pub(crate) struct ImportArgs {
     #[arg(long, default_value_t = 64 << 20)]
     max_record_bytes: usize,
     /// Send the entries as AddRequests to a running server at
-    /// ldap://HOST:PORT instead of writing a database.
+    /// ldap://HOST:PORT or ldaps://HOST:PORT instead of writing a database.
     #[arg(long, value_name = "URL", conflicts_with_all = ["append", "replace"])]
     online: Option<String>,
     /// With --online: bind as this DN first.
@@ -85,6 +85,13 @@ pub(crate) struct ImportArgs {
     /// With --online: requests in flight at once.
     #[arg(long, default_value_t = 512, requires = "online")]
     window: usize,
+    /// With an ldaps:// URL: the CA certificates (PEM) the server's
+    /// certificate must be signed by.
+    #[arg(long, value_name = "FILE", requires = "online")]
+    tls_ca_file: Option<std::path::PathBuf>,
+    /// With an ldaps:// URL: accept any certificate (tests only).
+    #[arg(long, requires = "online")]
+    tls_insecure: bool,
 }
 
 /// Runs the import; an error means the load did not complete.
@@ -102,6 +109,8 @@ pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
                 .clone()
                 .or_else(|| std::env::var("MERIDIAN_BIND_PASSWORD").ok()),
             window: args.window,
+            tls_ca_file: args.tls_ca_file.clone(),
+            tls_insecure: args.tls_insecure,
         };
         return online::run(&target, &args.inputs, ldif_limits, args.continue_on_error);
     }

@@ -1,6 +1,11 @@
-//! `meridian import --online ldap://HOST:PORT`: the same inputs sent as
-//! AddRequests to a running server (Meridian or any other) over one
-//! connection, with up to `--window` requests outstanding.
+//! `meridian import --online ldap://HOST:PORT` (or `ldaps://`): the same
+//! inputs sent as AddRequests to a running server (Meridian or any other)
+//! over one connection, with up to `--window` requests outstanding.
+//!
+//! For `ldaps://` the TLS session is the bench client's (rustls,
+//! `meridian_bench::wire::connect`), run by a small thread that copies
+//! between it and one end of a local socket pair; the sending and
+//! reading threads below use the other end as they use a TCP socket.
 //!
 //! One thread sends (requests are encoded into one buffer and written
 //! when it fills or the window is full), one thread reads responses and
@@ -13,7 +18,8 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -32,6 +38,112 @@ pub(crate) struct Target {
     pub(crate) bind_dn: Option<String>,
     pub(crate) password: Option<String>,
     pub(crate) window: usize,
+    /// `ldaps://`: the CA file, or any certificate when `tls_insecure`.
+    pub(crate) tls_ca_file: Option<PathBuf>,
+    /// `ldaps://`: accept any certificate.
+    pub(crate) tls_insecure: bool,
+}
+
+/// The connection as the sending and reading threads see it.
+enum Wire {
+    /// `ldap://`: the socket itself.
+    Tcp(TcpStream),
+    /// `ldaps://`: our end of the pair the TLS thread copies through.
+    Local(UnixStream),
+}
+
+impl Wire {
+    fn try_clone(&self) -> std::io::Result<Wire> {
+        Ok(match self {
+            Wire::Tcp(s) => Wire::Tcp(s.try_clone()?),
+            Wire::Local(s) => Wire::Local(s.try_clone()?),
+        })
+    }
+
+    /// No more requests: the server (through the TLS thread) sees the end.
+    fn shutdown_write(&self) -> std::io::Result<()> {
+        match self {
+            Wire::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
+            Wire::Local(s) => s.shutdown(std::net::Shutdown::Write),
+        }
+    }
+}
+
+impl Read for Wire {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Wire::Tcp(s) => s.read(buf),
+            Wire::Local(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Wire {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Wire::Tcp(s) => s.write(buf),
+            Wire::Local(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Wire::Tcp(s) => s.flush(),
+            Wire::Local(s) => s.flush(),
+        }
+    }
+}
+
+/// Opens the connection `target` names: a TCP socket for `ldap://`; for
+/// `ldaps://`, the handshake (certificate checked) done here, so a
+/// refusal is reported before the load starts, then the TLS thread.
+fn open(target: &Target) -> anyhow::Result<(Wire, Option<std::thread::JoinHandle<()>>)> {
+    let endpoint =
+        meridian_bench::wire::resolve(&target.url).map_err(|e| anyhow::anyhow!("--online: {e}"))?;
+    let timeout = Duration::from_secs(10);
+    if !endpoint.tls {
+        let stream = TcpStream::connect_timeout(&endpoint.address, timeout)
+            .with_context(|| format!("connecting to {}", endpoint.address))?;
+        stream.set_nodelay(true)?;
+        return Ok((Wire::Tcp(stream), None));
+    }
+    if target.tls_ca_file.is_none() && !target.tls_insecure {
+        anyhow::bail!(
+            "{} is ldaps://: give --tls-ca-file (the CA that signed the server's certificate), or --tls-insecure to accept any",
+            target.url
+        );
+    }
+    let tls = meridian_bench::tls::Tls::new(
+        &endpoint.host,
+        target.tls_ca_file.as_deref(),
+        target.tls_insecure,
+        None,
+    )?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the TLS thread's runtime")?;
+    let mut conn = runtime.block_on(meridian_bench::wire::connect(
+        endpoint.address,
+        Some(&tls),
+        timeout,
+    ))?;
+    let (ours, theirs) = UnixStream::pair().context("a local socket pair for TLS")?;
+    theirs.set_nonblocking(true)?;
+    let copier = std::thread::Builder::new()
+        .name("import-tls".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let Ok(mut local) = tokio::net::UnixStream::from_std(theirs) else {
+                    return;
+                };
+                // Ends when both directions have: our shutdown after the
+                // unbind, then the server's close.
+                let _ = tokio::io::copy_bidirectional(&mut conn, &mut local).await;
+            });
+        })
+        .context("starting the TLS thread")?;
+    Ok((Wire::Local(ours), Some(copier)))
 }
 
 /// An add ready to send (kept until answered, to send it again after a
@@ -73,24 +185,7 @@ pub(crate) fn run(
     limits: Limits,
     continue_on_error: bool,
 ) -> anyhow::Result<()> {
-    let address = target
-        .url
-        .strip_prefix("ldap://")
-        .ok_or_else(|| anyhow::anyhow!("--online takes an ldap://HOST:PORT URL (ldaps:// needs TLS, not built yet), not {:?}", target.url))?
-        .trim_end_matches('/');
-    let address = if address.contains(':') {
-        address.to_owned()
-    } else {
-        format!("{address}:389")
-    };
-    let socket = address
-        .to_socket_addrs()
-        .with_context(|| format!("resolving {address}"))?
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("{address} resolves to no address"))?;
-    let mut stream = TcpStream::connect_timeout(&socket, Duration::from_secs(10))
-        .with_context(|| format!("connecting to {address}"))?;
-    stream.set_nodelay(true)?;
+    let (mut stream, copier) = open(target)?;
     let mut reader = ResponseReader {
         stream: stream.try_clone()?,
         buf: Vec::with_capacity(1 << 16),
@@ -147,6 +242,9 @@ pub(crate) fn run(
             eprintln!("refused: {r}");
         }
         progress.finish(added, refused.len());
+        if let Some(copier) = copier {
+            let _ = copier.join();
+        }
         result?;
         if !refused.is_empty() && !continue_on_error {
             anyhow::bail!(
@@ -158,7 +256,7 @@ pub(crate) fn run(
 }
 
 fn bind(
-    stream: &mut TcpStream,
+    stream: &mut Wire,
     reader: &mut ResponseReader,
     dn: &str,
     password: &str,
@@ -186,7 +284,7 @@ fn bind(
     }
 }
 
-fn unbind(stream: &mut TcpStream) -> std::io::Result<()> {
+fn unbind(stream: &mut Wire) -> std::io::Result<()> {
     let mut out = Vec::new();
     LdapMessage {
         message_id: i32::MAX,
@@ -195,11 +293,11 @@ fn unbind(stream: &mut TcpStream) -> std::io::Result<()> {
     }
     .encode(&mut out);
     stream.write_all(&out)?;
-    stream.shutdown(std::net::Shutdown::Write)
+    stream.shutdown_write()
 }
 
 struct Sender<'a> {
-    stream: &'a mut TcpStream,
+    stream: &'a mut Wire,
     out: Vec<u8>,
     next_id: i32,
     tokens: &'a SyncSender<()>,
@@ -382,7 +480,7 @@ fn to_add(input: &Arc<str>, raw: Raw, limits: &Limits) -> Result<Option<Add>, Re
 }
 
 struct ResponseReader {
-    stream: TcpStream,
+    stream: Wire,
     buf: Vec<u8>,
 }
 
