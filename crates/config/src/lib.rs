@@ -227,6 +227,10 @@ pub struct DirectoryConfig {
     pub password_hash_memory_kib: u32,
     /// Passes of that hash over its memory.
     pub password_hash_iterations: u32,
+    /// Binds verified recently, kept (as keyed digests) so that a client
+    /// binding again with the same password skips the slow hash; 0 keeps
+    /// none. See docs/configuration.md for the trade-off.
+    pub bind_cache_entries: usize,
 }
 
 /// `[log]`.
@@ -283,6 +287,7 @@ impl Default for DirectoryConfig {
             // The argon2 crate's defaults (OWASP's minimum for Argon2id).
             password_hash_memory_kib: 19_456,
             password_hash_iterations: 2,
+            bind_cache_entries: 10_000,
         }
     }
 }
@@ -404,6 +409,15 @@ impl Config {
                 ),
             );
         }
+        if d.bind_cache_entries > 1_000_000 {
+            return invalid(
+                "directory.bind_cache_entries",
+                format!(
+                    "{} is above 1000000 (about 50 MB of digests); 0 turns the cache off",
+                    d.bind_cache_entries
+                ),
+            );
+        }
         if !(1..=100).contains(&d.password_hash_iterations) {
             return invalid(
                 "directory.password_hash_iterations",
@@ -507,6 +521,10 @@ mod tests {
             (
                 "[directory]\npassword_hash_iterations = 0",
                 "directory.password_hash_iterations",
+            ),
+            (
+                "[directory]\nbind_cache_entries = 2000000",
+                "directory.bind_cache_entries",
             ),
         ] {
             let err = Config::from_toml(text, Path::new("x.toml")).unwrap_err();

@@ -974,3 +974,32 @@ fn the_password_hash_cost_is_configurable() {
     assert_ne!(whoami(&server, "uid=dave,dc=example,dc=com", "dear").0, 0);
     assert_eq!(whoami(&server, ADMIN_DN, ADMIN_PASSWORD).0, 0);
 }
+
+/// The bind cache (`directory.bind_cache_entries`) answers a repeated
+/// bind without the slow hash, but only for the password stored now: a
+/// changed password ends the old one's cached success at once, a wrong
+/// password is never cached, and with the cache off binds still work.
+#[test]
+fn a_cached_bind_ends_when_the_password_changes() {
+    for config in ["", "[directory]\nbind_cache_entries = 0\n"] {
+        let server = Server::start(config);
+        let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+        let ldif = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
+                    dn: uid=erin,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: erin\ncn: Erin\nsn: E\nuserPassword: old-secret\n";
+        let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(ldif));
+        assert_eq!(rc, 0, "{out}");
+        let dn = "uid=erin,dc=example,dc=com";
+        for _ in 0..3 {
+            assert_eq!(whoami(&server, dn, "old-secret").0, 0, "{config}");
+            assert_eq!(whoami(&server, dn, "wrong").0, 49, "{config}");
+            assert_eq!(whoami(&server, ADMIN_DN, ADMIN_PASSWORD).0, 0, "{config}");
+        }
+        let change = format!(
+            "dn: {dn}\nchangetype: modify\nreplace: userPassword\nuserPassword: new-secret\n"
+        );
+        let (rc, out) = tool(&server, "ldapmodify", &admin, &[], Some(&change));
+        assert_eq!(rc, 0, "{out}");
+        assert_eq!(whoami(&server, dn, "old-secret").0, 49, "{config}");
+        assert_eq!(whoami(&server, dn, "new-secret").0, 0, "{config}");
+    }
+}

@@ -128,6 +128,11 @@ impl AdminCredentials {
         ))
     }
 
+    /// The stored `{ARGON2}` hash (the bind cache's key for it).
+    pub(crate) fn hash(&self) -> &str {
+        &self.hash
+    }
+
     /// The DN as configured.
     pub fn dn(&self) -> &str {
         &self.dn

@@ -196,7 +196,7 @@ impl Reader<'_> {
                     // while a bind is in progress. Flush what is ready
                     // first so earlier answers are not held up.
                     self.out.push(&mut self.batch);
-                    let verified = self.ctx.admin.verify(password).await;
+                    let verified = self.ctx.verify_admin(password).await;
                     self.session.finish_admin_bind(
                         self.ctx,
                         message_id,

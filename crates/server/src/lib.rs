@@ -6,6 +6,7 @@
 //! dispatched by [`session`]. See `ARCHITECTURE.md` for the whole path.
 
 mod admin;
+mod bind_cache;
 mod connection;
 mod inflight;
 mod outbound;
@@ -44,6 +45,8 @@ pub(crate) struct ServerContext {
     pub(crate) password_checks: Arc<Semaphore>,
     /// Clear-text userPassword values are accepted at bind.
     pub(crate) allow_cleartext: bool,
+    /// Binds verified recently (`directory.bind_cache_entries`).
+    pub(crate) bind_cache: bind_cache::BindCache,
     /// How long a closing connection waits for its in-flight operations.
     pub(crate) shutdown_grace: Duration,
     pub(crate) queue_flush: Duration,
@@ -52,18 +55,42 @@ pub(crate) struct ServerContext {
 impl ServerContext {
     /// Checks `password` against a user's stored userPassword values on
     /// the blocking pool, at most one check per CPU at a time.
+    /// A pair verified recently is answered from the bind cache.
     pub(crate) async fn verify_password(&self, stored: Vec<Vec<u8>>, password: Vec<u8>) -> bool {
+        if stored.iter().any(|v| self.bind_cache.holds(v, &password)) {
+            return true;
+        }
         let Ok(_permit) = self.password_checks.acquire().await else {
             return false;
         };
         let cleartext = self.allow_cleartext;
-        tokio::task::spawn_blocking(move || {
-            stored
-                .iter()
-                .any(|value| meridian_directory::password::verify(value, &password, cleartext))
+        let checked = tokio::task::spawn_blocking(move || {
+            let matched = stored
+                .into_iter()
+                .find(|value| meridian_directory::password::verify(value, &password, cleartext));
+            (matched, password)
         })
-        .await
-        .unwrap_or(false)
+        .await;
+        match checked {
+            Ok((Some(value), password)) => {
+                self.bind_cache.record(&value, &password);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Checks the administrator's password (the bind cache first).
+    pub(crate) async fn verify_admin(&self, password: Vec<u8>) -> bool {
+        let hash = self.admin.hash().as_bytes();
+        if self.bind_cache.holds(hash, &password) {
+            return true;
+        }
+        let verified = self.admin.verify(password.clone()).await;
+        if verified {
+            self.bind_cache.record(hash, &password);
+        }
+        verified
     }
 }
 
@@ -129,6 +156,7 @@ impl Server {
                 std::thread::available_parallelism().map_or(1, usize::from),
             )),
             allow_cleartext: config.directory.allow_cleartext_passwords,
+            bind_cache: bind_cache::BindCache::new(config.directory.bind_cache_entries),
             queue_flush: Duration::from_millis(s.queue_length_flush_ms),
         };
         Ok(Server {
