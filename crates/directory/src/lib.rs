@@ -625,6 +625,12 @@ impl Directory {
             .is_ok_and(|d| Some(d.attr) == self.user_password)
     }
 
+    /// Whether an entry's attribute is userPassword (its description is
+    /// already parsed: no name lookup, which every imported entry would pay).
+    fn is_user_password(&self, attribute: &meridian_model::entry::Attribute) -> bool {
+        Some(attribute.desc.attr) == self.user_password
+    }
+
     /// Whether `who` (not the administrator) may read `attr` of the entry
     /// at `dn`: never userPassword, otherwise as the rules say.
     fn may_read_attribute(
@@ -773,6 +779,8 @@ impl Directory {
                 "the schema lacks an operational attribute every entry needs",
             ));
         }
+        // One reallocation, not one per doubling on the way.
+        entry.attributes.reserve(values.len());
         for ((name, desc), value) in self.new_entry_attributes.iter().zip(values) {
             if keep_given && entry.get(desc.attr).is_some() {
                 continue;
@@ -999,7 +1007,11 @@ impl Directory {
         };
         match command {
             Command::Add { mut entry } => {
-                for attr in entry.attributes.iter_mut().filter(|a| is_password(&a.name)) {
+                for attr in entry
+                    .attributes
+                    .iter_mut()
+                    .filter(|a| self.is_user_password(a))
+                {
                     hash_all(&mut attr.values)?;
                 }
                 Ok(Command::Add { entry })
@@ -1105,10 +1117,9 @@ impl Directory {
     pub fn needs_hashing(&self, command: &Command) -> bool {
         let is_password = |name: &str| self.names_user_password(name);
         match command {
-            Command::Add { entry } => entry
-                .attributes
-                .iter()
-                .any(|a| is_password(&a.name) && a.values.iter().any(|v| !password::is_hashed(v))),
+            Command::Add { entry } => entry.attributes.iter().any(|a| {
+                self.is_user_password(a) && a.values.iter().any(|v| !password::is_hashed(v))
+            }),
             Command::Modify { changes, .. } => changes.iter().any(|c| {
                 matches!(c.op, ModOp::Add | ModOp::Replace)
                     && is_password(&c.attr)

@@ -67,7 +67,12 @@ pub(crate) fn apply(
     command: &Command,
 ) -> Result<Outcome, StoreError> {
     match command {
-        Command::Add { entry } => add(txn, ctx, entry, true),
+        Command::Add { entry } => {
+            let mut adds = Adds::start(txn, ctx.dbs)?;
+            let added = add(txn, ctx, entry, true, &mut adds)?;
+            adds.finish(txn, ctx.dbs)?;
+            Ok(added)
+        }
         Command::Delete { dn } => delete(txn, ctx, dn),
         Command::DeleteSubtree { dn } => delete_subtree(txn, ctx, dn),
         Command::Guarded { assertion, command } => {
@@ -164,8 +169,9 @@ fn add_many(
 ) -> Result<Outcome, StoreError> {
     let mut added = 0;
     let mut failed = Vec::new();
+    let mut adds = Adds::start(txn, ctx.dbs)?;
     for (position, entry) in entries.iter().enumerate() {
-        match add(txn, ctx, entry, !prechecked) {
+        match add(txn, ctx, entry, !prechecked, &mut adds) {
             Ok(_) => added += 1,
             Err(
                 e @ (StoreError::MapFull | StoreError::Engine(_) | StoreError::WritesRefused(_)),
@@ -175,6 +181,7 @@ fn add_many(
             Err(e) => failed.push((position, e)),
         }
     }
+    adds.finish(txn, ctx.dbs)?;
     Ok(Outcome::AddedMany { added, failed })
 }
 
@@ -494,13 +501,71 @@ fn write_index(
     Ok(())
 }
 
+/// What the adds of one command share. The next entry ID is read from
+/// `meta` once and written back once, not twice per entry; the last
+/// parent found is remembered, since a bulk load adds siblings one after
+/// another (nothing is deleted within the command, so it stays valid).
+struct Adds {
+    next_id: EntryId,
+    first_id: EntryId,
+    /// The `dn2id` key of the last parent looked up, and its ID.
+    last_parent: Option<(Vec<u8>, EntryId)>,
+}
+
+impl Adds {
+    fn start(txn: &RwTxn<'_>, dbs: &Dbs) -> Result<Adds, StoreError> {
+        let next_id = match dbs.meta.get(txn, NEXT_ID)? {
+            Some(bytes) => {
+                keys::id_from(bytes).ok_or_else(|| StoreError::Engine("corrupt next_id".into()))?
+            }
+            None => 1,
+        };
+        Ok(Adds {
+            next_id,
+            first_id: next_id,
+            last_parent: None,
+        })
+    }
+
+    /// The ID of the parent whose `dn2id` key is `key`, if it exists.
+    fn parent_id(
+        &mut self,
+        txn: &RwTxn<'_>,
+        dbs: &Dbs,
+        key: &[u8],
+    ) -> Result<Option<EntryId>, StoreError> {
+        if let Some((last, id)) = &self.last_parent {
+            if last.as_slice() == key {
+                return Ok(Some(*id));
+            }
+        }
+        let found = dbs.dn2id.get(txn, key)?.and_then(keys::id_from);
+        if let Some(id) = found {
+            self.last_parent = Some((key.to_vec(), id));
+        }
+        Ok(found)
+    }
+
+    /// Writes back the next ID if any add used one.
+    fn finish(self, txn: &mut RwTxn<'_>, dbs: &Dbs) -> Result<(), StoreError> {
+        if self.next_id != self.first_id {
+            dbs.meta.put(txn, NEXT_ID, &self.next_id.to_be_bytes())?;
+        }
+        Ok(())
+    }
+}
+
 /// Adds `entry`; `check`: against the schema first (false only for
-/// entries the caller checked). Every refusal comes before the first write.
+/// entries the caller checked). Every refusal (entryAlreadyExists,
+/// noSuchObject, a schema violation) comes before anything is written,
+/// so a refused entry needs no rollback; `dn2id` is written first and
+/// with NO_OVERWRITE, which is also the existence check.
 fn add(
     txn: &mut RwTxn<'_>,
     ctx: &Context<'_>,
     entry: &Entry,
     check: bool,
+    adds: &mut Adds,
 ) -> Result<Outcome, StoreError> {
     let dbs = ctx.dbs;
     if entry.dn.is_root() {
@@ -511,8 +576,13 @@ fn add(
         .into());
     }
     let key = keys::dn_key(&entry.dn);
-    if dbs.dn2id.get(txn, &key)?.is_some() {
-        return Err(StoreError::AlreadyExists(entry.dn.original().to_owned()));
+    let already_exists = || StoreError::AlreadyExists(entry.dn.original().to_owned());
+    // An existing entry is reported as such before any other refusal
+    // (as slapd does); with `check` that needs a lookup, since the schema
+    // check comes before the write. A prechecked entry that exists has a
+    // parent, so the parent check passes and the write below reports it.
+    if check && dbs.dn2id.get(txn, &key)?.is_some() {
+        return Err(already_exists());
     }
     let is_suffix = ctx.suffixes.iter().any(|s| s.same_entry(&entry.dn));
     let parent_key = keys::parent_key(&key, &entry.dn);
@@ -526,7 +596,7 @@ fn add(
     } else {
         // Looked up by key: a bulk load adds millions of entries and
         // building each parent's DN would cost more than the lookup.
-        match dbs.dn2id.get(txn, parent_key)?.and_then(keys::id_from) {
+        match adds.parent_id(txn, dbs, parent_key)? {
             Some(id) => id,
             None => {
                 let parent = entry.dn.parent().unwrap_or_else(Dn::root);
@@ -537,20 +607,23 @@ fn add(
     if check {
         entry.check(ctx.schema, Writer::Server)?;
     }
-    let id = match dbs.meta.get(txn, NEXT_ID)? {
-        Some(bytes) => {
-            keys::id_from(bytes).ok_or_else(|| StoreError::Engine("corrupt next_id".into()))?
-        }
-        None => 1,
-    };
-    dbs.meta.put(txn, NEXT_ID, &(id + 1).to_be_bytes())?;
+    // Encoded before anything is written: it may number new attribute
+    // names, but those are only `meta` keys, harmless if the add fails.
+    let record = ctx.encode(txn, entry)?;
+    let id = adds.next_id;
+    if dbs
+        .dn2id
+        .get_or_put(txn, &key, &keys::id_key(id))?
+        .is_some()
+    {
+        return Err(already_exists());
+    }
+    adds.next_id += 1;
     // IDs only grow, so the new record goes after every other: APPEND
     // fills pages instead of splitting them in half (half the file for
     // a bulk load), and skips the search for the insertion point.
-    let record = ctx.encode(txn, entry)?;
     dbs.id2entry
         .put_with_flags(txn, heed::PutFlags::APPEND, &keys::id_key(id), &record)?;
-    dbs.dn2id.put(txn, &key, &keys::id_key(id))?;
     dbs.children
         .put(txn, &keys::child_key(parent_id, id), &[])?;
     write_index(

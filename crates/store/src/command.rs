@@ -78,8 +78,10 @@ pub enum Command {
     /// rollback; an engine failure fails the whole command.
     AddMany {
         /// Complete entries, in the order to add them (shared: the loader
-        /// keeps them to retry those whose parent came later).
-        entries: std::sync::Arc<[Entry]>,
+        /// keeps them to retry those whose parent came later). A `Vec`
+        /// behind the `Arc`, not a slice: the loader's batch moves in
+        /// without copying its entries again.
+        entries: std::sync::Arc<Vec<Entry>>,
         /// The caller has checked every entry against this store's
         /// schema (`Directory::prepare_import` does): the writer, the one
         /// thread every load goes through, skips the check.

@@ -299,7 +299,7 @@ fn work(
 
 /// A batch submitted to the writer, not yet booked.
 struct InFlight {
-    entries: Arc<[Entry]>,
+    entries: Arc<Vec<Entry>>,
     origins: Vec<Origin>,
     result: meridian_store::Submitted,
 }
@@ -314,7 +314,7 @@ struct Loader<'a> {
     /// The batch the writer is applying.
     in_flight: Option<InFlight>,
     /// The last batch settled (see [`Loader::settle`]).
-    written: Option<Arc<[Entry]>>,
+    written: Option<Arc<Vec<Entry>>>,
     orphans: Orphans,
     /// Entries in `orphans`, and the most allowed (`--max-waiting`).
     waiting: usize,
@@ -391,7 +391,7 @@ impl<'a> Loader<'a> {
         let batch = std::mem::take(&mut self.batch);
         let (origins, entries): (Vec<Origin>, Vec<_>) =
             batch.into_iter().map(|p| (p.origin, p.entry)).unzip();
-        let entries: Arc<[Entry]> = entries.into();
+        let entries: Arc<Vec<Entry>> = Arc::new(entries);
         let result = self.store.submit_blocking(Command::AddMany {
             entries: Arc::clone(&entries),
             // The workers ran Directory::prepare_import.
