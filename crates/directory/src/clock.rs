@@ -34,11 +34,24 @@ impl Clock for FixedClock {
 /// microseconds, for timestamps and CSNs.
 pub fn generalized_time(t: SystemTime) -> (String, u32) {
     let since = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
-    let instant = meridian_model::time::Instant {
-        secs: i64::try_from(since.as_secs()).unwrap_or(i64::MAX),
-        nanos: 0,
-    };
-    (instant.canonical(), since.subsec_micros())
+    let secs = i64::try_from(since.as_secs()).unwrap_or(i64::MAX);
+    // Writes come many per second (a bulk load stamps a million entries
+    // in a few): each thread formats a second once.
+    let text = LAST_SECOND.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.0 != secs || last.1.is_empty() {
+            last.1 = meridian_model::time::Instant { secs, nanos: 0 }.canonical();
+            last.0 = secs;
+        }
+        last.1.clone()
+    });
+    (text, since.subsec_micros())
+}
+
+thread_local! {
+    /// The last second [`generalized_time`] formatted on this thread.
+    static LAST_SECOND: std::cell::RefCell<(i64, String)> =
+        const { std::cell::RefCell::new((0, String::new())) };
 }
 
 #[cfg(test)]

@@ -689,9 +689,15 @@ impl Directory {
 
     /// Timestamps, CSN and names for a write by `who`.
     fn stamp(&self, who: &Identity) -> (String, String, String) {
+        let (seconds, csn) = self.time_and_csn();
+        (seconds, csn, who.dn_text().to_owned())
+    }
+
+    /// Now as a timestamp, and a new CSN for it.
+    fn time_and_csn(&self) -> (String, String) {
         let (seconds, micros) = generalized_time(self.clock.now());
         let csn = self.csn.next(&seconds, micros);
-        (seconds, csn, who.dn_text().to_owned())
+        (seconds, csn)
     }
 
     /// Checks an add and builds its command (operational attributes set).
@@ -711,7 +717,7 @@ impl Directory {
         )?
         .with_rdn_values(&self.schema);
         let checked = entry.check(&self.schema, Writer::Client)?;
-        let mut entry = self.stamp_new_entry(entry, checked.structural, who, false)?;
+        let mut entry = self.stamp_new_entry(entry, checked.structural, who.dn_text(), false)?;
         self.prepare_dynamic_add(&mut entry)?;
         self.note_special(&entry);
         Ok(Command::Add { entry })
@@ -735,8 +741,10 @@ impl Directory {
     pub fn prepare_import(&self, entry: Entry) -> Result<Entry, Outcome> {
         let entry = entry.with_rdn_values(&self.schema);
         let checked = entry.check(&self.schema, Writer::Server)?;
-        let loader = Identity::Admin(self.admin.clone());
-        let mut entry = self.stamp_new_entry(entry, checked.structural, &loader, true)?;
+        // Loaded as the administrator (its name, not a copy of its DN
+        // per entry).
+        let loader = self.admin.original();
+        let mut entry = self.stamp_new_entry(entry, checked.structural, loader, true)?;
         self.stamp_ttl(&mut entry)?;
         Ok(entry)
     }
@@ -748,7 +756,7 @@ impl Directory {
         &self,
         mut entry: Entry,
         structural: meridian_model::schema::ClassId,
-        who: &Identity,
+        creator: &str,
         keep_given: bool,
     ) -> Result<Entry, Outcome> {
         let structural = self
@@ -756,7 +764,8 @@ impl Directory {
             .class_by_id(structural)
             .map(|c| c.name().to_owned())
             .unwrap_or_default();
-        let (now, csn, creator) = self.stamp(who);
+        let (now, csn) = self.time_and_csn();
+        let creator = creator.to_owned();
         let uuid = uuid_v4().map_err(|e| {
             Outcome::new(
                 ResultCode::OTHER,

@@ -16,6 +16,10 @@ use super::input::{Origin, Raw, Refused};
 pub(crate) struct Parsed {
     pub(crate) origin: Origin,
     pub(crate) entry: Entry,
+    /// The worker that built the entry: its allocator holds the entry's
+    /// memory, and the entry goes back to it to be freed (see
+    /// [`super::Loader::free`]).
+    pub(crate) worker: usize,
 }
 
 /// What workers share.
@@ -27,7 +31,12 @@ pub(crate) struct Checker {
 
 impl Checker {
     /// `None` for a record of comments only.
-    pub(crate) fn check(&self, input: &Arc<str>, raw: Raw) -> Option<Result<Parsed, Refused>> {
+    pub(crate) fn check(
+        &self,
+        worker: usize,
+        input: &Arc<str>,
+        raw: Raw,
+    ) -> Option<Result<Parsed, Refused>> {
         let add = match raw.into_add(input, &self.limits) {
             Ok(Some(add)) => add,
             Ok(None) => return None,
@@ -40,7 +49,11 @@ impl Checker {
             .and_then(|dn| Entry::from_values(dn, add.values, schema).map_err(|e| e.to_string()))
             .and_then(|entry| self.complete(entry));
         Some(match result {
-            Ok(entry) => Ok(Parsed { origin, entry }),
+            Ok(entry) => Ok(Parsed {
+                origin,
+                entry,
+                worker,
+            }),
             Err(message) => Err(Refused { origin, message }),
         })
     }
