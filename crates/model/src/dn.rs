@@ -38,10 +38,11 @@ impl Dn {
         })?;
         let mut rdns = Vec::with_capacity(parsed.rdns.len());
         let mut avas = Vec::with_capacity(parsed.rdns.len());
-        for rdn in &parsed.rdns {
+        // Taken apart by value: each value moves into `avas` uncopied.
+        for rdn in parsed.rdns {
             let mut parts = Vec::with_capacity(rdn.avas.len());
             let mut values = Vec::with_capacity(rdn.avas.len());
-            for ava in &rdn.avas {
+            for ava in rdn.avas {
                 let attr_id = schema.attribute_id(&ava.ty).ok_or_else(|| {
                     ModelError::new(
                         ResultCode::INVALID_DN_SYNTAX,
@@ -54,9 +55,9 @@ impl Dn {
                 let attr = schema
                     .attr(attr_id)
                     .ok_or_else(|| ModelError::new(ResultCode::OTHER, "dangling attribute id"))?;
-                let raw = match &ava.value {
-                    DnValue::Text(v) => v.clone(),
-                    DnValue::Ber(ber) => ber_string_contents(ber).unwrap_or_else(|| ber.clone()),
+                let raw = match ava.value {
+                    DnValue::Text(v) => v,
+                    DnValue::Ber(ber) => ber_string_contents(&ber).unwrap_or(ber),
                 };
                 let mut part = String::with_capacity(raw.len() + 8);
                 part.extend(attr.name().chars().map(|c| c.to_ascii_lowercase()));

@@ -157,7 +157,10 @@ impl Entry {
         pairs: impl IntoIterator<Item = (String, Vec<u8>)>,
         schema: &Schema,
     ) -> Result<Entry, ModelError> {
-        let mut out: Vec<Attribute> = Vec::new();
+        let pairs = pairs.into_iter();
+        // Room for the attributes given and for the operational ones
+        // the server adds to a new entry (seven), so they never move.
+        let mut out: Vec<Attribute> = Vec::with_capacity(pairs.size_hint().0 + 8);
         for (name, value) in pairs {
             let desc = Description::parse(name.as_bytes(), schema)?;
             match out.iter_mut().find(|a| a.desc == desc) {
@@ -178,19 +181,37 @@ impl Entry {
     /// Adds the values of the entry's RDN that its attributes lack, as
     /// slapd does on add (X.501 requires them; clients often omit them).
     pub fn with_rdn_values(mut self, schema: &Schema) -> Entry {
-        let Some(rdn) = self.dn.rdn_values().first().cloned() else {
+        let Some(rdn) = self.dn.rdn_values().first() else {
             return self;
         };
+        let mut missing = Vec::new();
         for (attr, value) in rdn {
-            let rule = schema.attr(attr).and_then(|t| t.equality);
-            let key = |v: &[u8]| rule.map_or_else(|| Some(v.to_vec()), |r| r.key(v, schema));
-            let wanted = key(&value);
+            let present = self
+                .attributes
+                .iter()
+                .find(|a| a.desc.attr == *attr && a.desc.options.is_empty())
+                .map(|a| {
+                    // The same bytes (nearly always: the entry repeats
+                    // its RDN) need no matching rule.
+                    a.values.iter().any(|v| v == value) || {
+                        let rule = schema.attr(*attr).and_then(|t| t.equality);
+                        let key =
+                            |v: &[u8]| rule.map_or_else(|| Some(v.to_vec()), |r| r.key(v, schema));
+                        let wanted = key(value);
+                        a.values.iter().any(|v| key(v) == wanted)
+                    }
+                });
+            let listed = missing.iter().any(|(a, v)| a == attr && v == value);
+            if present != Some(true) && !listed {
+                missing.push((*attr, value.clone()));
+            }
+        }
+        for (attr, value) in missing {
             match self
                 .attributes
                 .iter_mut()
                 .find(|a| a.desc.attr == attr && a.desc.options.is_empty())
             {
-                Some(a) if a.values.iter().any(|v| key(v) == wanted) => {}
                 Some(a) => a.values.push(value),
                 None => self.attributes.push(Attribute {
                     desc: Description {

@@ -33,7 +33,9 @@ pub(crate) struct Context<'a> {
 impl Context<'_> {
     /// The stored form of `entry`, numbering new attribute names.
     fn encode(&self, txn: &mut RwTxn<'_>, entry: &Entry) -> Result<Vec<u8>, StoreError> {
-        codec::encode(entry, |name| self.names.number(txn, self.dbs, name))
+        codec::encode(entry, |position, name| {
+            self.names.number(txn, self.dbs, position, name)
+        })
     }
 
     /// A record read in this transaction, decoded.

@@ -46,14 +46,25 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
 /// number (the writer's [`crate::names::Assigner`]).
 pub(crate) fn encode(
     entry: &Entry,
-    mut number: impl FnMut(&str) -> Result<u32, StoreError>,
+    mut number: impl FnMut(usize, &str) -> Result<u32, StoreError>,
 ) -> Result<Vec<u8>, StoreError> {
-    let mut out = Vec::with_capacity(256);
+    // The record's size, overestimated by at most the varints' slack:
+    // written once, never grown.
+    const VARINT_MAX: usize = 10;
+    let values: usize = entry
+        .attributes
+        .iter()
+        .flat_map(|a| &a.values)
+        .map(|v| v.len() + VARINT_MAX)
+        .sum();
+    let size =
+        1 + entry.dn.original().len() + VARINT_MAX * (2 + 2 * entry.attributes.len()) + values;
+    let mut out = Vec::with_capacity(size);
     out.push(VERSION_2);
     put_bytes(&mut out, entry.dn.original().as_bytes());
     put_varint(&mut out, entry.attributes.len() as u64);
-    for attr in &entry.attributes {
-        put_varint(&mut out, u64::from(number(&attr.name)?));
+    for (position, attr) in entry.attributes.iter().enumerate() {
+        put_varint(&mut out, u64::from(number(position, &attr.name)?));
         put_varint(&mut out, attr.values.len() as u64);
         for v in &attr.values {
             put_bytes(&mut out, v);
@@ -390,7 +401,7 @@ mod tests {
         )
         .unwrap();
         let table = NameTable::of(&["sn", "jpegPhoto", "objectClass", "cn;lang-de"], &schema);
-        let bytes = encode(&e, |name| Ok(table.number_of(name).unwrap())).unwrap();
+        let bytes = encode(&e, |_, name| Ok(table.number_of(name).unwrap())).unwrap();
         let names = (table, &schema);
         assert_eq!(decode(&bytes, &names).unwrap(), e);
         assert_eq!(

@@ -13,7 +13,7 @@ use meridian_ldif::{Body, Limits, RawRecord, Splitter};
 use meridian_proto::{DecodeLimits, LdapMessage, ProtocolOp};
 
 /// Raw records handed to workers at a time: amortises channel costs.
-const CHUNK: usize = 256;
+pub(crate) const CHUNK: usize = 256;
 
 /// Where a record came from, for error messages: `input:line` for LDIF,
 /// `input: PDU n (byte offset)` for BER.

@@ -230,7 +230,12 @@ fn load(
     threads: usize,
 ) -> anyhow::Result<Report> {
     let (chunk_tx, chunk_rx) = sync_channel::<Chunk>(threads * 4);
-    let (parsed_tx, parsed_rx) = sync_channel::<Vec<Result<Parsed, Refused>>>(threads * 4);
+    // Room for two batches of parsed entries: the loader waits for the
+    // writer's previous batch while the workers go on parsing (with a
+    // few chunks of room they stopped, and the writer then waited for
+    // them).
+    let parsed_room = threads * 4 + (2 * args.batch.max(1)).div_ceil(input::CHUNK);
+    let (parsed_tx, parsed_rx) = sync_channel::<Vec<Result<Parsed, Refused>>>(parsed_room);
     let chunk_rx = Mutex::new(chunk_rx);
     let limits = checker.limits;
     let stop = AtomicBool::new(false);
