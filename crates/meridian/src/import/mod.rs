@@ -114,6 +114,7 @@ pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
         };
         return online::run(&target, &args.inputs, ldif_limits, args.continue_on_error);
     }
+    crate::keep_freed_memory();
     let setup = args.common.load(|config| {
         // The load is synced once at the end (see the module doc).
         config.storage.durability = Durability::Relaxed;
