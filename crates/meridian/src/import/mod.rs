@@ -277,12 +277,29 @@ fn load(
             }
         }
         drop(parsed_tx);
+        let (loaded_tx, loaded_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::Builder::new()
+            .name("import-flush".into())
+            .spawn_scoped(scope, move || flush_while_loading(store, &loaded_rx))?;
         let result = Loader::new(store, args, freers).run(&parsed_rx);
+        drop(loaded_tx);
         // Stopping early: workers see the flag (or the closed channel).
         stop.store(true, Ordering::Release);
         drop(parsed_rx);
         result
     })
+}
+
+/// Writes what the load has committed so far to disk now and then, until
+/// `loaded` closes. Commits are not synced during a load, and the kernel
+/// starts writing dirty pages back only past a share of all memory, so
+/// otherwise the whole database waited for the final sync (0.22 s of a
+/// 4 s load of 1M entries) instead of going out while the CPUs parse.
+/// Errors are left to the final sync, which reports them.
+fn flush_while_loading(store: &Store, loaded: &Receiver<()>) {
+    while let Err(RecvTimeoutError::Timeout) = loaded.recv_timeout(Duration::from_millis(250)) {
+        let _ = store.sync();
+    }
 }
 
 /// A parsing thread.
