@@ -40,63 +40,62 @@ impl Dn {
         let mut avas = Vec::with_capacity(parsed.rdns.len());
         // Taken apart by value: each value moves into `avas` uncopied.
         for rdn in parsed.rdns {
-            let mut parts = Vec::with_capacity(rdn.avas.len());
-            let mut values = Vec::with_capacity(rdn.avas.len());
-            for ava in rdn.avas {
-                let attr_id = schema.attribute_id(&ava.ty).ok_or_else(|| {
-                    ModelError::new(
-                        ResultCode::INVALID_DN_SYNTAX,
-                        format!(
-                            "invalid DN {original:?}: attribute type {:?} is not defined",
-                            ava.ty
-                        ),
-                    )
-                })?;
-                let attr = schema
-                    .attr(attr_id)
-                    .ok_or_else(|| ModelError::new(ResultCode::OTHER, "dangling attribute id"))?;
-                let raw = match ava.value {
-                    DnValue::Text(v) => v,
-                    DnValue::Ber(ber) => ber_string_contents(&ber).unwrap_or(ber),
-                };
-                let mut part = String::with_capacity(raw.len() + 8);
-                part.extend(attr.name().chars().map(|c| c.to_ascii_lowercase()));
-                part.push('=');
-                match attr.equality {
-                    Some(rule) => {
-                        let key = rule.key(&raw, schema).ok_or_else(|| {
-                            ModelError::new(
-                                ResultCode::INVALID_DN_SYNTAX,
-                                format!(
-                                    "invalid DN {original:?}: value of {} is not valid for {}",
-                                    attr.name(),
-                                    rule.name
-                                ),
-                            )
-                        })?;
-                        let _ = write_text_value(&mut part, &key);
-                    }
-                    None => {
-                        let _ = write_text_value(&mut part, &raw);
-                    }
-                }
-                values.push((attr_id, raw));
-                parts.push(part);
-            }
-            // Single-valued RDNs (nearly all) need no sort or join.
-            let rdn = if parts.len() == 1 {
-                parts.pop().unwrap_or_default()
-            } else {
-                parts.sort();
-                parts.join("+")
-            };
-            rdns.push(rdn);
+            let (normalized, values) = normalize_rdn(rdn, schema, &original)?;
+            rdns.push(normalized);
             avas.push(values);
         }
         Ok(Dn {
             original,
             rdns,
             avas,
+        })
+    }
+
+    /// [`Dn::parse`] for a DN that is likely a child of `parent`, whose
+    /// text a bulk load repeats for every child: when `text` is one RDN,
+    /// a separator and exactly `parent`'s text, only that RDN is parsed
+    /// and `parent`'s normalised RDNs are reused (`true` in the answer).
+    /// Otherwise `text` is parsed whole. The result is the same either
+    /// way: the syntactic parser carries no state across a separator.
+    pub fn parse_child(
+        text: &[u8],
+        parent: &Dn,
+        schema: &Schema,
+    ) -> Result<(Dn, bool), ModelError> {
+        let tail = parent.original.as_bytes();
+        if !parent.is_root() && text.ends_with(tail) {
+            if let Some((rdn, rest)) = SyntacticDn::split_first_rdn(text) {
+                if rest == text.len() - tail.len() {
+                    if let Ok(original) = std::str::from_utf8(text) {
+                        let original = original.to_owned();
+                        let (normalized, values) = normalize_rdn(rdn, schema, &original)?;
+                        let mut rdns = Vec::with_capacity(parent.rdns.len() + 1);
+                        rdns.push(normalized);
+                        rdns.extend(parent.rdns.iter().cloned());
+                        let mut avas = Vec::with_capacity(parent.avas.len() + 1);
+                        avas.push(values);
+                        avas.extend(parent.avas.iter().cloned());
+                        let dn = Dn {
+                            original,
+                            rdns,
+                            avas,
+                        };
+                        return Ok((dn, true));
+                    }
+                }
+            }
+        }
+        Dn::parse(text, schema).map(|dn| (dn, false))
+    }
+
+    /// The parent, its text exactly as it is written in this DN (where
+    /// [`Dn::parent`] re-escapes it): what [`Dn::parse_child`] matches.
+    pub fn parent_as_written(&self) -> Option<Dn> {
+        let (_, rest) = SyntacticDn::split_first_rdn(self.original.as_bytes())?;
+        Some(Dn {
+            original: self.original.get(rest..)?.to_owned(),
+            rdns: self.rdns.get(1..)?.to_vec(),
+            avas: self.avas.get(1..)?.to_vec(),
         })
     }
 
@@ -208,6 +207,71 @@ pub fn normalize(text: &[u8], schema: &Schema) -> Result<String, ModelError> {
     Dn::parse(text, schema).map(|dn| dn.normalized())
 }
 
+/// The values of one RDN as given, by attribute.
+type RdnValues = Vec<(AttrId, Vec<u8>)>;
+
+/// One RDN normalised: its RFC 4514 string (types by primary name in
+/// lower case, values reduced by their equality rule, several values
+/// sorted) and its values as given. `original` (the whole DN) is for
+/// error messages.
+fn normalize_rdn(
+    rdn: meridian_proto::dn::Rdn,
+    schema: &Schema,
+    original: &str,
+) -> Result<(String, RdnValues), ModelError> {
+    let mut parts = Vec::with_capacity(rdn.avas.len());
+    let mut values = Vec::with_capacity(rdn.avas.len());
+    for ava in rdn.avas {
+        let attr_id = schema.attribute_id(&ava.ty).ok_or_else(|| {
+            ModelError::new(
+                ResultCode::INVALID_DN_SYNTAX,
+                format!(
+                    "invalid DN {original:?}: attribute type {:?} is not defined",
+                    ava.ty
+                ),
+            )
+        })?;
+        let attr = schema
+            .attr(attr_id)
+            .ok_or_else(|| ModelError::new(ResultCode::OTHER, "dangling attribute id"))?;
+        let raw = match ava.value {
+            DnValue::Text(v) => v,
+            DnValue::Ber(ber) => ber_string_contents(&ber).unwrap_or(ber),
+        };
+        let mut part = String::with_capacity(raw.len() + 8);
+        part.extend(attr.name().chars().map(|c| c.to_ascii_lowercase()));
+        part.push('=');
+        match attr.equality {
+            Some(rule) => {
+                let key = rule.key(&raw, schema).ok_or_else(|| {
+                    ModelError::new(
+                        ResultCode::INVALID_DN_SYNTAX,
+                        format!(
+                            "invalid DN {original:?}: value of {} is not valid for {}",
+                            attr.name(),
+                            rule.name
+                        ),
+                    )
+                })?;
+                let _ = write_text_value(&mut part, &key);
+            }
+            None => {
+                let _ = write_text_value(&mut part, &raw);
+            }
+        }
+        values.push((attr_id, raw));
+        parts.push(part);
+    }
+    // Single-valued RDNs (nearly all) need no sort or join.
+    let normalized = if parts.len() == 1 {
+        parts.pop().unwrap_or_default()
+    } else {
+        parts.sort();
+        parts.join("+")
+    };
+    Ok((normalized, values))
+}
+
 /// The contents of a BER-encoded string value (`#04024869` is "Hi").
 fn ber_string_contents(ber: &[u8]) -> Option<Vec<u8>> {
     let mut r = meridian_ber::Reader::new(ber);
@@ -235,6 +299,83 @@ mod tests {
 
     fn dn(s: &str) -> Dn {
         Dn::parse(s.as_bytes(), &Schema::builtin().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_child_parsed_with_its_parents_parse_equals_a_whole_parse() {
+        let schema = Schema::builtin().unwrap();
+        let cases = [
+            // (DN, the DN whose parent_as_written is offered)
+            (
+                "uid=a,ou=People,dc=example,dc=com",
+                "uid=b,ou=People,dc=example,dc=com",
+            ),
+            (
+                "cn=x+sn=y;ou=People,dc=example,dc=com",
+                "uid=b;ou=People,dc=example,dc=com",
+            ),
+            (
+                r"cn=a\\,ou=People,dc=example,dc=com",
+                "uid=b,ou=People,dc=example,dc=com",
+            ),
+            (
+                r"cn=a\,ou=People,dc=example,dc=com",
+                "uid=b,ou=People,dc=example,dc=com",
+            ),
+            (
+                r"cn=a\2C,ou=People,dc=example,dc=com",
+                "uid=b,ou=People,dc=example,dc=com",
+            ),
+            (
+                "uid=a , ou=People,dc=example,dc=com",
+                "uid=b , ou=People,dc=example,dc=com",
+            ),
+            (
+                "uid=a,  ou=People,dc=example,dc=com",
+                "uid=b, ou=People,dc=example,dc=com",
+            ),
+            (
+                "cn=#04024869,ou=People,dc=example,dc=com",
+                "uid=b,ou=People,dc=example,dc=com",
+            ),
+            (
+                "uid=a,ou=Other,dc=example,dc=com",
+                "uid=b,ou=People,dc=example,dc=com",
+            ),
+            (
+                "ou=People,dc=example,dc=com",
+                "uid=b,ou=People,dc=example,dc=com",
+            ),
+            ("dc=com", "dc=example,dc=com"),
+        ];
+        for (text, sibling) in cases {
+            let parent = Dn::parse(sibling.as_bytes(), &schema)
+                .unwrap()
+                .parent_as_written()
+                .unwrap();
+            let whole = Dn::parse(text.as_bytes(), &schema);
+            let child = Dn::parse_child(text.as_bytes(), &parent, &schema);
+            match (whole, child) {
+                (Ok(whole), Ok((child, _))) => {
+                    assert_eq!(whole, child, "{text}");
+                }
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{text}"),
+                (whole, child) => panic!("{text}: {whole:?} against {child:?}"),
+            }
+        }
+        // The common case takes the short way.
+        let parent = dn("uid=b,ou=People,dc=example,dc=com")
+            .parent_as_written()
+            .unwrap();
+        assert_eq!(parent.original(), "ou=People,dc=example,dc=com");
+        let (_, reused) =
+            Dn::parse_child(b"uid=a,ou=People,dc=example,dc=com", &parent, &schema).unwrap();
+        assert!(reused);
+        // An unknown type in the first RDN reads as it does parsed whole.
+        let err =
+            Dn::parse_child(b"nosuch=a,ou=People,dc=example,dc=com", &parent, &schema).unwrap_err();
+        let whole = Dn::parse(b"nosuch=a,ou=People,dc=example,dc=com", &schema).unwrap_err();
+        assert_eq!(err.to_string(), whole.to_string());
     }
 
     #[test]

@@ -95,6 +95,27 @@ impl Dn {
         Ok(Dn { rdns })
     }
 
+    /// The first RDN of `s` and the offset where the rest of the DN
+    /// begins (just after the `,` or `;` that ends the RDN); `None` if
+    /// `s` is a single RDN or does not start with a valid one. Parsing
+    /// `s` whole gives this RDN followed by the RDNs of `s[offset..]`
+    /// parsed alone: the parser carries no state across a separator.
+    pub fn split_first_rdn(s: &[u8]) -> Option<(Rdn, usize)> {
+        if s.len() > MAX_DN_BYTES {
+            return None;
+        }
+        let mut p = DnParser { s, pos: 0 };
+        let mut avas = vec![p.type_and_value().ok()?];
+        while p.peek() == Some(b'+') {
+            p.pos += 1;
+            avas.push(p.type_and_value().ok()?);
+        }
+        match p.peek() {
+            Some(b',' | b';') => Some((Rdn { avas }, p.pos + 1)),
+            _ => None,
+        }
+    }
+
     /// True for the empty DN (the root DSE).
     pub fn is_root(&self) -> bool {
         self.rdns.is_empty()

@@ -315,6 +315,7 @@ struct Worker<'a> {
 
 impl Worker<'_> {
     fn run(&self) {
+        let mut last_parent = None;
         loop {
             // Entries are freed by the thread that allocated them: freed
             // by the loader, mimalloc's cross-thread frees and page
@@ -337,11 +338,10 @@ impl Worker<'_> {
             let results = match chunk {
                 Chunk::Records { input, records } => {
                     let mut results = Vec::with_capacity(records.len());
-                    results.extend(
-                        records
-                            .into_iter()
-                            .filter_map(|raw| self.checker.check(self.index, &input, raw)),
-                    );
+                    results.extend(records.into_iter().filter_map(|raw| {
+                        self.checker
+                            .check(self.index, &mut last_parent, &input, raw)
+                    }));
                     results
                 }
                 Chunk::Failed { origin, message } => vec![Err(Refused { origin, message })],

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use meridian_directory::Directory;
 use meridian_ldif::Limits;
+use meridian_model::ModelError;
 use meridian_model::dn::Dn;
 use meridian_model::entry::Entry;
 use meridian_store::Command;
@@ -31,9 +32,12 @@ pub(crate) struct Checker {
 
 impl Checker {
     /// `None` for a record of comments only.
+    /// `last_parent`: the parent of the last DN this worker parsed,
+    /// spelled as it was written (see [`Dn::parse_child`]).
     pub(crate) fn check(
         &self,
         worker: usize,
+        last_parent: &mut Option<Dn>,
         input: &Arc<str>,
         raw: Raw,
     ) -> Option<Result<Parsed, Refused>> {
@@ -44,7 +48,8 @@ impl Checker {
         };
         let origin = add.origin;
         let schema = self.directory.schema();
-        let result = Dn::parse(&add.dn, schema)
+        let result = self
+            .dn(&add.dn, last_parent)
             .map_err(|e| format!("dn `{}`: {e}", String::from_utf8_lossy(&add.dn)))
             .and_then(|dn| Entry::from_values(dn, add.values, schema).map_err(|e| e.to_string()))
             .and_then(|entry| self.complete(entry));
@@ -56,6 +61,20 @@ impl Checker {
             }),
             Err(message) => Err(Refused { origin, message }),
         })
+    }
+
+    /// The DN of a record. Loads name many children of one entry in a
+    /// row: their parent's part of the DN is parsed once.
+    fn dn(&self, text: &[u8], last_parent: &mut Option<Dn>) -> Result<Dn, ModelError> {
+        let schema = self.directory.schema();
+        let (dn, reused) = match last_parent {
+            Some(parent) => Dn::parse_child(text, parent, schema)?,
+            None => (Dn::parse(text, schema)?, false),
+        };
+        if !reused {
+            *last_parent = dn.parent_as_written();
+        }
+        Ok(dn)
     }
 
     /// The schema check and operational attributes; entries outside the
