@@ -75,16 +75,23 @@ pub(crate) fn any_dynamic_entry(store: &meridian_store::Store) -> bool {
 
 impl Directory {
     /// Whether `values` (of objectClass) name dynamicObject.
-    fn names_dynamic_object<'a>(&self, mut values: impl Iterator<Item = &'a [u8]>) -> bool {
+    fn names_dynamic_object<'a>(&self, values: impl Iterator<Item = &'a [u8]>) -> bool {
+        // Every add asks: only a value of the name's length or an OID
+        // can name the class, and only those are looked up.
+        let may_name_it = |name: &str| {
+            name.len() == DYNAMIC_OBJECT.len() || name.starts_with(|c: char| c.is_ascii_digit())
+        };
+        let mut candidates = values
+            .filter_map(|v| std::str::from_utf8(v).ok().map(str::trim))
+            .filter(|name| may_name_it(name))
+            .peekable();
+        if candidates.peek().is_none() {
+            return false;
+        }
         let Some(dynamic) = self.schema.class_id(DYNAMIC_OBJECT) else {
             return false;
         };
-        values.any(|v| {
-            std::str::from_utf8(v)
-                .ok()
-                .and_then(|name| self.schema.class_id(name.trim()))
-                == Some(dynamic)
-        })
+        candidates.any(|name| self.schema.class_id(name) == Some(dynamic))
     }
 
     /// Whether `entry` is dynamic (objectClass dynamicObject).

@@ -70,6 +70,43 @@ impl Description {
     }
 }
 
+/// The descriptions of the previous entries' attributes, by position:
+/// the records of a bulk load list the same names in the same order, and
+/// comparing a name is cheaper than parsing it again. For one schema.
+#[derive(Debug, Default)]
+pub struct RecentDescriptions {
+    by_position: Vec<Option<(String, Description)>>,
+}
+
+impl RecentDescriptions {
+    /// Positions past this are parsed every time.
+    const POSITIONS: usize = 64;
+
+    /// [`Description::parse`] of `name`, found at `position` of a record.
+    pub fn parse(
+        &mut self,
+        position: usize,
+        name: &str,
+        schema: &Schema,
+    ) -> Result<Description, ModelError> {
+        if let Some(Some((seen, desc))) = self.by_position.get(position) {
+            if seen == name {
+                return Ok(desc.clone());
+            }
+        }
+        let desc = Description::parse(name.as_bytes(), schema)?;
+        if position < Self::POSITIONS {
+            if self.by_position.len() <= position {
+                self.by_position.resize(position + 1, None);
+            }
+            if let Some(slot) = self.by_position.get_mut(position) {
+                *slot = Some((name.to_owned(), desc.clone()));
+            }
+        }
+        Ok(desc)
+    }
+}
+
 /// One attribute of an entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attribute {
@@ -152,17 +189,19 @@ impl Entry {
     /// [`Entry::new`] from owned `(description, value)` pairs, one value
     /// each (as LDIF gives them): values and names move into the entry
     /// instead of being copied.
+    /// `recent` remembers the descriptions of the previous entries.
     pub fn from_values(
         dn: Dn,
         pairs: impl IntoIterator<Item = (String, Vec<u8>)>,
         schema: &Schema,
+        recent: &mut RecentDescriptions,
     ) -> Result<Entry, ModelError> {
         let pairs = pairs.into_iter();
         // Room for the attributes given and for the operational ones
         // the server adds to a new entry (seven), so they never move.
         let mut out: Vec<Attribute> = Vec::with_capacity(pairs.size_hint().0 + 8);
-        for (name, value) in pairs {
-            let desc = Description::parse(name.as_bytes(), schema)?;
+        for (position, (name, value)) in pairs.enumerate() {
+            let desc = recent.parse(position, &name, schema)?;
             match out.iter_mut().find(|a| a.desc == desc) {
                 Some(existing) => existing.values.push(value),
                 None => out.push(Attribute {
@@ -377,13 +416,15 @@ impl Entry {
         if let Some(rdn) = self.dn.rdn_values().first() {
             for (attr, value) in rdn {
                 let present = self.get(*attr).is_some_and(|a| {
-                    let rule = schema.attr(*attr).and_then(|t| t.equality);
-                    a.values.iter().any(|v| match rule {
-                        Some(r) => {
-                            r.key(v, schema).is_some() && r.key(v, schema) == r.key(value, schema)
-                        }
-                        None => v == value,
-                    })
+                    // The same bytes (nearly always) need no matching rule.
+                    if a.values.iter().any(|v| v == value) {
+                        return true;
+                    }
+                    let Some(rule) = schema.attr(*attr).and_then(|t| t.equality) else {
+                        return false;
+                    };
+                    let wanted = rule.key(value, schema);
+                    wanted.is_some() && a.values.iter().any(|v| rule.key(v, schema) == wanted)
                 });
                 if !present {
                     let name = schema.attr(*attr).map_or("?", |a| a.name());
@@ -459,6 +500,28 @@ fn add_with_superclasses(id: ClassId, schema: &Schema, out: &mut Vec<ClassId>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn remembered_descriptions_are_those_parsed_afresh() {
+        let schema = Schema::builtin().unwrap();
+        let mut recent = RecentDescriptions::default();
+        let records: [&[&str]; 3] = [
+            &["objectClass", "cn", "description;lang-de"],
+            &["objectClass", "CN", "description;lang-de", "sn"],
+            &["sn", "cn", "nosuch"],
+        ];
+        for names in records {
+            for (position, name) in names.iter().enumerate() {
+                let fresh = Description::parse(name.as_bytes(), &schema);
+                let remembered = recent.parse(position, name, &schema);
+                match (fresh, remembered) {
+                    (Ok(a), Ok(b)) => assert_eq!(a, b, "{name}"),
+                    (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                    (a, b) => panic!("{name}: {a:?} against {b:?}"),
+                }
+            }
+        }
+    }
 
     fn entry(schema: &Schema, dn: &str, attrs: &[(&str, &[&str])]) -> Entry {
         let dn = Dn::parse(dn.as_bytes(), schema).unwrap();

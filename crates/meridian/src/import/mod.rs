@@ -315,7 +315,7 @@ struct Worker<'a> {
 
 impl Worker<'_> {
     fn run(&self) {
-        let mut last_parent = None;
+        let mut recent = parse::Recent::default();
         loop {
             // Entries are freed by the thread that allocated them: freed
             // by the loader, mimalloc's cross-thread frees and page
@@ -339,8 +339,7 @@ impl Worker<'_> {
                 Chunk::Records { input, records } => {
                     let mut results = Vec::with_capacity(records.len());
                     results.extend(records.into_iter().filter_map(|raw| {
-                        self.checker
-                            .check(self.index, &mut last_parent, &input, raw)
+                        self.checker.check(self.index, &mut recent, &input, raw)
                     }));
                     results
                 }

@@ -8,7 +8,7 @@ use meridian_directory::Directory;
 use meridian_ldif::Limits;
 use meridian_model::ModelError;
 use meridian_model::dn::Dn;
-use meridian_model::entry::Entry;
+use meridian_model::entry::{Entry, RecentDescriptions};
 use meridian_store::Command;
 
 use super::input::{Origin, Raw, Refused};
@@ -23,6 +23,16 @@ pub(crate) struct Parsed {
     pub(crate) worker: usize,
 }
 
+/// What one worker remembers of its previous records: loads repeat the
+/// parent DN and the attribute names record after record.
+#[derive(Default)]
+pub(crate) struct Recent {
+    /// The parent of the last DN, spelled as it was written (see
+    /// [`Dn::parse_child`]).
+    parent: Option<Dn>,
+    descriptions: RecentDescriptions,
+}
+
 /// What workers share.
 pub(crate) struct Checker {
     pub(crate) directory: Arc<Directory>,
@@ -32,12 +42,11 @@ pub(crate) struct Checker {
 
 impl Checker {
     /// `None` for a record of comments only.
-    /// `last_parent`: the parent of the last DN this worker parsed,
-    /// spelled as it was written (see [`Dn::parse_child`]).
+    /// `recent`: what this worker's previous records had.
     pub(crate) fn check(
         &self,
         worker: usize,
-        last_parent: &mut Option<Dn>,
+        recent: &mut Recent,
         input: &Arc<str>,
         raw: Raw,
     ) -> Option<Result<Parsed, Refused>> {
@@ -49,9 +58,12 @@ impl Checker {
         let origin = add.origin;
         let schema = self.directory.schema();
         let result = self
-            .dn(&add.dn, last_parent)
+            .dn(&add.dn, &mut recent.parent)
             .map_err(|e| format!("dn `{}`: {e}", String::from_utf8_lossy(&add.dn)))
-            .and_then(|dn| Entry::from_values(dn, add.values, schema).map_err(|e| e.to_string()))
+            .and_then(|dn| {
+                Entry::from_values(dn, add.values, schema, &mut recent.descriptions)
+                    .map_err(|e| e.to_string())
+            })
             .and_then(|entry| self.complete(entry));
         Some(match result {
             Ok(entry) => Ok(Parsed {
