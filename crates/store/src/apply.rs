@@ -348,8 +348,8 @@ fn modify_dn(
 
     let old_keys = ctx.indexes.entry_keys(&old, schema);
     let new_keys = ctx.indexes.entry_keys(&new, schema);
-    write_index(txn, dbs, old_keys.difference(&new_keys).cloned(), id, false)?;
-    write_index(txn, dbs, new_keys.difference(&old_keys).cloned(), id, true)?;
+    write_index(txn, dbs, old_keys.difference(&new_keys), id, false)?;
+    write_index(txn, dbs, new_keys.difference(&old_keys), id, true)?;
     let record = ctx.encode(txn, &new)?;
     dbs.id2entry.put(txn, &keys::id_key(id), &record)?;
     let old_parent_id = parent_id_of(txn, ctx, dn)?;
@@ -485,15 +485,19 @@ fn no_such(txn: &heed::RoTxn<'_>, dbs: &Dbs, dn: &meridian_model::dn::Dn) -> Sto
     }
 }
 
-fn write_index(
+fn write_index<P: AsRef<[u8]>>(
     txn: &mut RwTxn<'_>,
     dbs: &Dbs,
-    prefixes: impl IntoIterator<Item = Vec<u8>>,
+    prefixes: impl IntoIterator<Item = P>,
     id: EntryId,
     put: bool,
 ) -> Result<(), StoreError> {
+    // Each key built in one buffer: prefix, then the ID.
+    let mut key = Vec::new();
     for prefix in prefixes {
-        let key = keys::with_id(prefix, id);
+        key.clear();
+        key.extend_from_slice(prefix.as_ref());
+        key.extend_from_slice(&id.to_be_bytes());
         if put {
             dbs.index.put(txn, &key, &[])?;
         } else {
@@ -631,7 +635,7 @@ fn add(
     write_index(
         txn,
         dbs,
-        ctx.indexes.entry_keys(entry, ctx.schema),
+        &ctx.indexes.entry_keys(entry, ctx.schema),
         id,
         true,
     )?;
@@ -744,8 +748,8 @@ fn modify(
     if touches_index {
         let old_keys = ctx.indexes.entry_keys(&old, ctx.schema);
         let new_keys = ctx.indexes.entry_keys(&new, ctx.schema);
-        write_index(txn, dbs, old_keys.difference(&new_keys).cloned(), id, false)?;
-        write_index(txn, dbs, new_keys.difference(&old_keys).cloned(), id, true)?;
+        write_index(txn, dbs, old_keys.difference(&new_keys), id, false)?;
+        write_index(txn, dbs, new_keys.difference(&old_keys), id, true)?;
     }
     let record = ctx.encode(txn, &new)?;
     dbs.id2entry.put(txn, &keys::id_key(id), &record)?;
