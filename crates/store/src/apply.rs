@@ -635,7 +635,7 @@ fn add(
     write_index(
         txn,
         dbs,
-        &ctx.indexes.entry_keys(entry, ctx.schema),
+        ctx.indexes.entry_keys(entry, ctx.schema),
         id,
         true,
     )?;
