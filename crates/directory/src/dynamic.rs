@@ -126,7 +126,7 @@ impl Directory {
             if entry.get(desc.attr).is_none() {
                 entry.attributes.push(meridian_model::entry::Attribute {
                     desc,
-                    name: name.to_owned(),
+                    name: name.into(),
                     values: vec![value],
                 });
             }

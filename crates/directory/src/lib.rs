@@ -796,7 +796,7 @@ impl Directory {
             }
             entry.attributes.push(meridian_model::entry::Attribute {
                 desc: desc.clone(),
-                name: (*name).to_owned(),
+                name: std::borrow::Cow::Borrowed(*name),
                 values: vec![value.into_bytes()],
             });
         }

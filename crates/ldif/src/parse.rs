@@ -195,7 +195,9 @@ impl<'a> Parser<'a> {
     /// Joins continuation lines (a leading space) to the line before and
     /// drops comments (after joining: a comment may be folded too).
     fn unfold<'r>(&self, raw: &'r RawRecord) -> Result<Vec<Line<'r>>, LdifError> {
-        let mut lines: Vec<Line<'r>> = Vec::new();
+        // At most one line per newline (and one unterminated): sized once.
+        let newlines = raw.text.iter().filter(|b| **b == b'\n').count();
+        let mut lines: Vec<Line<'r>> = Vec::with_capacity(newlines + 1);
         let mut in_comment = false;
         for (i, physical) in raw.text.split_inclusive(|b| *b == b'\n').enumerate() {
             let number = raw.line + i as u64;
@@ -355,7 +357,7 @@ impl<'a> Parser<'a> {
         &self,
         lines: impl Iterator<Item = Line<'l>>,
     ) -> Result<Vec<AttrValue>, LdifError> {
-        let mut attrs = Vec::new();
+        let mut attrs = Vec::with_capacity(lines.size_hint().0);
         for line in lines {
             let (name, spec) = self.split(&line)?;
             attrs.push(AttrValue {

@@ -5,6 +5,8 @@
 //! each failure to the result code RFC 4511 and slapd use, with a message
 //! that names the attribute or class at fault.
 
+use std::borrow::Cow;
+
 use meridian_proto::ResultCode;
 
 use crate::ModelError;
@@ -112,8 +114,10 @@ impl RecentDescriptions {
 pub struct Attribute {
     /// Type and options.
     pub desc: Description,
-    /// The name as the client wrote it (returned to clients as given).
-    pub name: String,
+    /// The name as the client wrote it (returned to clients as given);
+    /// borrowed for the names the server itself writes (the operational
+    /// attributes of every new entry), so they cost no allocation.
+    pub name: Cow<'static, str>,
     /// Values as given.
     pub values: Vec<Vec<u8>>,
 }
@@ -175,7 +179,7 @@ impl Entry {
                 Some(existing) => existing.values.extend(values),
                 None => out.push(Attribute {
                     desc,
-                    name: label,
+                    name: label.into(),
                     values,
                 }),
             }
@@ -206,7 +210,7 @@ impl Entry {
                 Some(existing) => existing.values.push(value),
                 None => out.push(Attribute {
                     desc,
-                    name,
+                    name: name.into(),
                     values: vec![value],
                 }),
             }
@@ -259,7 +263,8 @@ impl Entry {
                     },
                     name: schema
                         .attr(attr)
-                        .map_or_else(String::new, |t| t.name().to_owned()),
+                        .map_or_else(String::new, |t| t.name().to_owned())
+                        .into(),
                     values: vec![value],
                 }),
             }

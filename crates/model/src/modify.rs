@@ -90,7 +90,7 @@ pub fn apply_parts(
                     None => {
                         out.attributes.push(Attribute {
                             desc: desc.clone(),
-                            name: change.attr.clone(),
+                            name: change.attr.clone().into(),
                             values: Vec::new(),
                         });
                         out.attributes.len() - 1
@@ -163,7 +163,7 @@ pub fn apply_parts(
                 if !change.values.is_empty() {
                     out.attributes.push(Attribute {
                         desc: desc.clone(),
-                        name: change.attr.clone(),
+                        name: change.attr.clone().into(),
                         values: change.values.clone(),
                     });
                 }

@@ -202,7 +202,7 @@ pub(crate) fn decode(bytes: &[u8], names: &dyn NameSource) -> Result<Entry, Stor
         let values = values(&mut c)?.into_iter().map(<[u8]>::to_vec).collect();
         attributes.push(Attribute {
             desc,
-            name: name.into_owned().text,
+            name: name.into_owned().text.into(),
             values,
         });
     }
