@@ -76,22 +76,20 @@ pub(crate) fn any_dynamic_entry(store: &meridian_store::Store) -> bool {
 impl Directory {
     /// Whether `values` (of objectClass) name dynamicObject.
     fn names_dynamic_object<'a>(&self, values: impl Iterator<Item = &'a [u8]>) -> bool {
-        // Every add asks: only a value of the name's length or an OID
-        // can name the class, and only those are looked up.
-        let may_name_it = |name: &str| {
-            name.len() == DYNAMIC_OBJECT.len() || name.starts_with(|c: char| c.is_ascii_digit())
-        };
-        let mut candidates = values
-            .filter_map(|v| std::str::from_utf8(v).ok().map(str::trim))
-            .filter(|name| may_name_it(name))
-            .peekable();
-        if candidates.peek().is_none() {
-            return false;
-        }
+        // Every add asks, so no value is looked up in the schema unless
+        // it is an OID: names are compared with the class's own.
         let Some(dynamic) = self.schema.class_id(DYNAMIC_OBJECT) else {
             return false;
         };
-        candidates.any(|name| self.schema.class_id(name) == Some(dynamic))
+        let Some(class) = self.schema.class_by_id(dynamic) else {
+            return false;
+        };
+        let mut values = values.filter_map(|v| std::str::from_utf8(v).ok().map(str::trim));
+        values.any(|name| {
+            class.names.iter().any(|n| n.eq_ignore_ascii_case(name))
+                || (name.starts_with(|c: char| c.is_ascii_digit())
+                    && self.schema.class_id(name) == Some(dynamic))
+        })
     }
 
     /// Whether `entry` is dynamic (objectClass dynamicObject).

@@ -84,6 +84,25 @@ async fn dynamic_entries_expire_refresh_and_stay_dynamic() {
         add(&d, &admin, "uid=kid,uid=tmp,dc=example,dc=com", dynamic).await,
         ResultCode::SUCCESS
     );
+    // The class by its OID, or in another case, is the same class: these
+    // children are dynamic too (a static one is refused below).
+    for (uid, class) in [
+        ("oid", "1.3.6.1.4.1.1466.101.119.2"),
+        ("upper", "DYNAMICOBJECT"),
+    ] {
+        let spelled: &[(&str, &[&str])] = &[("objectClass", &["account", class]), ("uid", &[uid])];
+        assert_eq!(
+            add(
+                &d,
+                &admin,
+                &format!("uid={uid},uid=tmp,dc=example,dc=com"),
+                spelled
+            )
+            .await,
+            ResultCode::SUCCESS,
+            "{class}"
+        );
+    }
     // A static entry may not live under a dynamic one.
     let static_kid: &[(&str, &[&str])] = &[("objectClass", &["account"]), ("uid", &["s"])];
     assert_eq!(
@@ -122,10 +141,12 @@ async fn dynamic_entries_expire_refresh_and_stay_dynamic() {
         ResultCode::NO_SUCH_OBJECT
     );
 
-    // At 100 s the child expires; the refreshed parent lives on.
+    // At 100 s the children expire (all three: dynamic, however the
+    // class was spelled); the refreshed parent lives on.
     clock.advance(1);
-    assert_eq!(d.sweep_expired().await.unwrap(), 1);
+    assert_eq!(d.sweep_expired().await.unwrap(), 3);
     assert!(!exists(&d, &schema, "uid=kid,uid=tmp,dc=example,dc=com"));
+    assert!(!exists(&d, &schema, "uid=oid,uid=tmp,dc=example,dc=com"));
     assert!(exists(&d, &schema, "uid=tmp,dc=example,dc=com"));
     clock.advance(1000);
     assert_eq!(d.sweep_expired().await.unwrap(), 1);
