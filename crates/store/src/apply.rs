@@ -630,8 +630,19 @@ fn add(
     // a bulk load), and skips the search for the insertion point.
     dbs.id2entry
         .put_with_flags(txn, heed::PutFlags::APPEND, &keys::id_key(id), &record)?;
-    dbs.children
-        .put(txn, &keys::child_key(parent_id, id), &[])?;
+    // The new child has the largest ID, so its link goes last among its
+    // parent's; and last in the database when the parent is the newest
+    // one with children, as in a bulk load of siblings: then APPEND skips
+    // the search (LMDB answers KEYEXIST, and nothing is written, when the
+    // key is not the last).
+    let link = keys::child_key(parent_id, id);
+    match dbs
+        .children
+        .put_with_flags(txn, heed::PutFlags::APPEND, &link, &[])
+    {
+        Err(heed::Error::Mdb(heed::MdbError::KeyExist)) => dbs.children.put(txn, &link, &[])?,
+        other => other?,
+    }
     write_index(
         txn,
         dbs,

@@ -264,7 +264,7 @@ fn load(
                         index: worker,
                         checker,
                         chunks: rx,
-                        out: &tx,
+                        out: tx,
                         to_free: &free_rx,
                         stop: flag,
                     };
@@ -307,14 +307,16 @@ struct Worker<'a> {
     index: usize,
     checker: &'a Checker,
     chunks: &'a Mutex<Receiver<Chunk>>,
-    out: &'a SyncSender<Vec<Result<Parsed, Refused>>>,
+    /// Owned: dropped when the input is done, so the loader sees the
+    /// end of the parsed entries.
+    out: SyncSender<Vec<Result<Parsed, Refused>>>,
     /// Written entries this worker built, sent back to be freed here.
     to_free: &'a Receiver<Vec<Entry>>,
     stop: &'a AtomicBool,
 }
 
 impl Worker<'_> {
-    fn run(&self) {
+    fn run(self) {
         let mut recent = parse::Recent::default();
         loop {
             // Entries are freed by the thread that allocated them: freed
@@ -333,7 +335,18 @@ impl Worker<'_> {
             let chunk = match chunk {
                 Ok(chunk) => chunk,
                 Err(RecvTimeoutError::Timeout) if !self.stop.load(Ordering::Acquire) => continue,
-                Err(_) => return,
+                Err(RecvTimeoutError::Disconnected) => {
+                    // All read and parsed; the last batches are still
+                    // being written. Free them here as they come back,
+                    // until the loader is done and drops its end (which
+                    // it does once every worker's `out` is gone).
+                    drop(self.out);
+                    while let Ok(written) = self.to_free.recv() {
+                        drop(written);
+                    }
+                    return;
+                }
+                Err(RecvTimeoutError::Timeout) => return,
             };
             let results = match chunk {
                 Chunk::Records { input, records } => {
