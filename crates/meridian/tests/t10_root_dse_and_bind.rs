@@ -236,9 +236,14 @@ fn an_invalid_config_is_refused_with_the_key_and_reason() {
         ),
     ] {
         std::fs::write(&config, toml).unwrap();
+        // Its own data directory and port: a check that comes after the
+        // store is opened must not touch ./meridian-data in the source
+        // tree (an earlier version left one there).
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
-            .args(["serve", "--config"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
             .arg(&config)
+            .arg("--data-dir")
+            .arg(dir.join("data"))
             .output()
             .unwrap();
         assert!(!out.status.success());
