@@ -72,18 +72,55 @@ impl Description {
     }
 }
 
-/// The descriptions of the previous entries' attributes, by position:
-/// the records of a bulk load list the same names in the same order, and
-/// comparing a name is cheaper than parsing it again. For one schema.
-#[derive(Debug, Default)]
-pub struct RecentDescriptions {
-    by_position: Vec<Option<(String, Description)>>,
+/// What was derived from the attribute name last seen at each position
+/// of a record. The records of a bulk load list the same names in the
+/// same order, so comparing one name with the last one there is cheaper
+/// than parsing or hashing it again.
+#[derive(Debug)]
+pub struct ByPosition<T> {
+    slots: Vec<Option<(String, T)>>,
 }
 
-impl RecentDescriptions {
-    /// Positions past this are parsed every time.
+impl<T> Default for ByPosition<T> {
+    fn default() -> Self {
+        ByPosition { slots: Vec::new() }
+    }
+}
+
+impl<T: Clone> ByPosition<T> {
+    /// Positions past this are never remembered (a few dozen attributes
+    /// cover real entries; this bounds the memory).
     const POSITIONS: usize = 64;
 
+    /// What was remembered for `name` at `position`, if `name` is the
+    /// name last seen there.
+    pub fn get(&self, position: usize, name: &str) -> Option<&T> {
+        match self.slots.get(position) {
+            Some(Some((seen, value))) if seen == name => Some(value),
+            _ => None,
+        }
+    }
+
+    /// Remembers `value` for `name` at `position`.
+    pub fn remember(&mut self, position: usize, name: &str, value: T) {
+        if position >= Self::POSITIONS {
+            return;
+        }
+        if self.slots.len() <= position {
+            self.slots.resize(position + 1, None);
+        }
+        if let Some(slot) = self.slots.get_mut(position) {
+            *slot = Some((name.to_owned(), value));
+        }
+    }
+}
+
+/// The descriptions of the previous entries' attributes, by position.
+/// For one schema.
+#[derive(Debug, Default)]
+pub struct RecentDescriptions(ByPosition<Description>);
+
+impl RecentDescriptions {
     /// [`Description::parse`] of `name`, found at `position` of a record.
     pub fn parse(
         &mut self,
@@ -91,20 +128,11 @@ impl RecentDescriptions {
         name: &str,
         schema: &Schema,
     ) -> Result<Description, ModelError> {
-        if let Some(Some((seen, desc))) = self.by_position.get(position) {
-            if seen == name {
-                return Ok(desc.clone());
-            }
+        if let Some(desc) = self.0.get(position, name) {
+            return Ok(desc.clone());
         }
         let desc = Description::parse(name.as_bytes(), schema)?;
-        if position < Self::POSITIONS {
-            if self.by_position.len() <= position {
-                self.by_position.resize(position + 1, None);
-            }
-            if let Some(slot) = self.by_position.get_mut(position) {
-                *slot = Some((name.to_owned(), desc.clone()));
-            }
-        }
+        self.0.remember(position, name, desc.clone());
         Ok(desc)
     }
 }
@@ -120,6 +148,23 @@ pub struct Attribute {
     pub name: Cow<'static, str>,
     /// Values as given.
     pub values: Vec<Vec<u8>>,
+}
+
+impl Attribute {
+    /// Whether `value` is one of the values, by the type's equality rule
+    /// (by bytes if it has none).
+    pub fn has_value(&self, value: &[u8], schema: &Schema) -> bool {
+        // The same bytes (nearly always: an entry repeats its RDN) need
+        // no matching rule.
+        if self.values.iter().any(|v| v == value) {
+            return true;
+        }
+        let Some(rule) = schema.attr(self.desc.attr).and_then(|t| t.equality) else {
+            return false;
+        };
+        let wanted = rule.key(value, schema);
+        wanted.is_some() && self.values.iter().any(|v| rule.key(v, schema) == wanted)
+    }
 }
 
 /// An entry: a DN and attributes.
@@ -229,23 +274,9 @@ impl Entry {
         };
         let mut missing = Vec::new();
         for (attr, value) in rdn {
-            let present = self
-                .attributes
-                .iter()
-                .find(|a| a.desc.attr == *attr && a.desc.options.is_empty())
-                .map(|a| {
-                    // The same bytes (nearly always: the entry repeats
-                    // its RDN) need no matching rule.
-                    a.values.iter().any(|v| v == value) || {
-                        let rule = schema.attr(*attr).and_then(|t| t.equality);
-                        let key =
-                            |v: &[u8]| rule.map_or_else(|| Some(v.to_vec()), |r| r.key(v, schema));
-                        let wanted = key(value);
-                        a.values.iter().any(|v| key(v) == wanted)
-                    }
-                });
+            let present = self.get(*attr).is_some_and(|a| a.has_value(value, schema));
             let listed = missing.iter().any(|(a, v)| a == attr && v == value);
-            if present != Some(true) && !listed {
+            if !present && !listed {
                 missing.push((*attr, value.clone()));
             }
         }
@@ -420,17 +451,7 @@ impl Entry {
         // The RDN's values must be values of the entry (X.501).
         if let Some(rdn) = self.dn.rdn_values().first() {
             for (attr, value) in rdn {
-                let present = self.get(*attr).is_some_and(|a| {
-                    // The same bytes (nearly always) need no matching rule.
-                    if a.values.iter().any(|v| v == value) {
-                        return true;
-                    }
-                    let Some(rule) = schema.attr(*attr).and_then(|t| t.equality) else {
-                        return false;
-                    };
-                    let wanted = rule.key(value, schema);
-                    wanted.is_some() && a.values.iter().any(|v| rule.key(v, schema) == wanted)
-                });
+                let present = self.get(*attr).is_some_and(|a| a.has_value(value, schema));
                 if !present {
                     let name = schema.attr(*attr).map_or("?", |a| a.name());
                     return Err(violation(

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use heed::{RoTxn, RwTxn};
 use meridian_model::Schema;
-use meridian_model::entry::Description;
+use meridian_model::entry::{ByPosition, Description};
 use meridian_model::fxhash::FxBuildHasher;
 
 use crate::{Dbs, StoreError};
@@ -195,7 +195,7 @@ pub(crate) struct Assigner {
     /// in the same order, and comparing one name is cheaper than a hash
     /// lookup (which was a tenth of a bulk load's writer). Names of the
     /// table only: a pending name may be taken back by a rollback.
-    recent: RefCell<Vec<Option<(String, u32)>>>,
+    recent: RefCell<ByPosition<u32>>,
 }
 
 impl Assigner {
@@ -203,7 +203,7 @@ impl Assigner {
         Assigner {
             table,
             pending: RefCell::new(Vec::new()),
-            recent: RefCell::new(Vec::new()),
+            recent: RefCell::new(ByPosition::default()),
         }
     }
 
@@ -216,25 +216,13 @@ impl Assigner {
         position: usize,
         text: &str,
     ) -> Result<u32, StoreError> {
-        let mut recent = self.recent.borrow_mut();
-        if let Some(Some((name, n))) = recent.get(position) {
-            if name == text {
-                return Ok(*n);
-            }
-        }
-        if let Some(&n) = self.table.numbers.get(text) {
-            // Positions past a few dozen are rare; they are not cached.
-            if position < 64 {
-                if recent.len() <= position {
-                    recent.resize(position + 1, None);
-                }
-                if let Some(slot) = recent.get_mut(position) {
-                    *slot = Some((text.to_owned(), n));
-                }
-            }
+        if let Some(&n) = self.recent.borrow().get(position, text) {
             return Ok(n);
         }
-        drop(recent);
+        if let Some(&n) = self.table.numbers.get(text) {
+            self.recent.borrow_mut().remember(position, text, n);
+            return Ok(n);
+        }
         let mut pending = self.pending.borrow_mut();
         if let Some(p) = pending.iter().position(|t| t == text) {
             return Ok(self.table.len() + p as u32);
