@@ -217,8 +217,20 @@ impl Shared {
 struct Slot {
     id: i32,
     op: u16,
-    sent: Instant,
+    issued: Issued,
     entries: u32,
+}
+
+/// When a request was due and when it is timed from.
+#[derive(Debug, Clone, Copy)]
+struct Issued {
+    /// Its place in the schedule (open loop), or when it went out (closed
+    /// loop). This decides whether it belongs to the warm-up or the
+    /// measured window, so a window of N intervals holds N requests
+    /// whatever the timer's jitter.
+    due: Instant,
+    /// Where its latency starts.
+    sent: Instant,
 }
 
 /// What a session draws from and records into.
@@ -238,7 +250,7 @@ impl<'s> Recorder<'s> {
         }
     }
 
-    fn record(&mut self, op: u16, code: i64, sent: Instant, done: Instant, entries: u32) {
+    fn record(&mut self, op: u16, code: i64, issued: Issued, done: Instant, entries: u32) {
         let shared = self.shared;
         let ok = shared
             .ops
@@ -247,7 +259,7 @@ impl<'s> Recorder<'s> {
         if !ok {
             shared.failed.fetch_add(1, Ordering::Relaxed);
         }
-        if sent < shared.clock().measure_from {
+        if issued.due < shared.clock().measure_from {
             return; // warm-up
         }
         shared.note_completion(done);
@@ -257,7 +269,7 @@ impl<'s> Recorder<'s> {
             code,
             second: since.as_secs().min(u64::from(u32::MAX)) as u32,
             latency_ns: done
-                .saturating_duration_since(sent)
+                .saturating_duration_since(issued.sent)
                 .as_nanos()
                 .min(u128::from(u64::MAX)) as u64,
             entries,
@@ -438,7 +450,10 @@ async fn persistent<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let result: anyhow::Result<()> = async {
         loop {
             let now = Instant::now();
-            if drain_deadline.is_none() && shared.sending_over(now) {
+            // Open loop: requests due before the end of the run still go
+            // out when the timer wakes us a little after it.
+            let schedule_now = if interval.is_some() { now.min(next_due) } else { now };
+            if drain_deadline.is_none() && shared.sending_over(schedule_now) {
                 drain_deadline = Some(now + shared.clock().drain);
             }
             if drain_deadline.is_none() {
@@ -448,7 +463,8 @@ async fn persistent<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                     Some(step) => {
                         let mut due = 0;
                         let mut t = next_due;
-                        while t <= now && due < room {
+                        let stop_at = shared.clock().stop_at.unwrap_or(far);
+                        while t <= now && t < stop_at && due < room {
                             due += 1;
                             t += step;
                         }
@@ -477,7 +493,8 @@ async fn persistent<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                         _ => now,
                     };
                     let op = issuer.render(id, if n == 0 { &controls } else { &[] }, &mut wbuf);
-                    *slot = Some(Slot { id, op, sent, entries: 0 });
+                    let due = if interval.is_some() { next_due } else { now };
+                    *slot = Some(Slot { id, op, issued: Issued { due, sent }, entries: 0 });
                     outstanding += 1;
                     id = next_id(id);
                     if let Some(step) = interval {
@@ -490,7 +507,7 @@ async fn persistent<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             }
             if drain_deadline.is_some_and(|d| now >= d) {
                 for slot in ring.iter_mut().filter_map(Option::take) {
-                    recorder.record(slot.op, client_code::UNANSWERED, slot.sent, now, slot.entries);
+                    recorder.record(slot.op, client_code::UNANSWERED, slot.issued, now, slot.entries);
                 }
                 return Ok(());
             }
@@ -499,10 +516,10 @@ async fn persistent<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 // abandon them, free their slots. Checked a few times per
                 // limit, not per request: a scan of the ring.
                 for cell in &mut ring {
-                    if let Some(slot) = cell.filter(|s| now.saturating_duration_since(s.sent) >= limit) {
+                    if let Some(slot) = cell.filter(|s| now.saturating_duration_since(s.issued.sent) >= limit) {
                         *cell = None;
                         outstanding -= 1;
-                        recorder.record(slot.op, client_code::TIMEOUT, slot.sent, now, slot.entries);
+                        recorder.record(slot.op, client_code::TIMEOUT, slot.issued, now, slot.entries);
                         encode_abandon(id, slot.id, &mut wbuf);
                         id = next_id(id);
                     }
@@ -571,7 +588,7 @@ async fn persistent<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                                     if let Some(slot) = cell.take() {
                                         outstanding -= 1;
                                         completed += 1;
-                                        recorder.record(slot.op, i64::from(code), slot.sent, done, slot.entries);
+                                        recorder.record(slot.op, i64::from(code), slot.issued, done, slot.entries);
                                     }
                                 } else if let Some(slot) = cell.as_mut() {
                                     slot.entries = slot.entries.saturating_add(1);
@@ -605,7 +622,7 @@ async fn persistent<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             recorder.record(
                 slot.op,
                 client_code::CONNECTION_LOST,
-                slot.sent,
+                slot.issued,
                 now,
                 slot.entries,
             );
@@ -626,21 +643,31 @@ async fn one_shot_loop(shared: &Shared, index: u32) -> anyhow::Result<()> {
     let mut next_due =
         shared.clock().start + interval.map_or(Duration::ZERO, |i| i.mul_f64(issuer.rng.unit()));
     loop {
-        let start = match interval {
+        let issued = match interval {
             Some(step) => {
                 let scheduled = next_due;
                 tokio::time::sleep_until(scheduled.into()).await;
                 next_due += step;
                 let now = Instant::now();
-                if now.saturating_duration_since(scheduled) > TIMER_SLACK {
+                let sent = if now.saturating_duration_since(scheduled) > TIMER_SLACK {
                     scheduled
                 } else {
                     now
+                };
+                Issued {
+                    due: scheduled,
+                    sent,
                 }
             }
-            None => Instant::now(),
+            None => {
+                let now = Instant::now();
+                Issued {
+                    due: now,
+                    sent: now,
+                }
+            }
         };
-        if shared.sending_over(Instant::now()) || shared.take_budget(1, Instant::now()) == 0 {
+        if shared.sending_over(issued.due) || shared.take_budget(1, Instant::now()) == 0 {
             return Ok(());
         }
         let (op, code, entries) = match one_shot(shared, &mut issuer).await {
@@ -648,7 +675,7 @@ async fn one_shot_loop(shared: &Shared, index: u32) -> anyhow::Result<()> {
             Err((op, code)) => (op, code, 0),
         };
         let done = Instant::now();
-        recorder.record(op, code, start, done, entries);
+        recorder.record(op, code, issued, done, entries);
         shared.completed.fetch_add(1, Ordering::Relaxed);
     }
 }
