@@ -48,6 +48,9 @@ impl Ternary {
 #[derive(Debug, Clone)]
 pub struct CompiledFilter {
     root: Node,
+    /// How many attribute items ([`Wanted`]) the filter has; each has a
+    /// slot below this.
+    slots: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -113,9 +116,14 @@ fn approx_key(norm: Norm, value: &[u8], schema: &Schema) -> Option<Vec<u8>> {
 impl CompiledFilter {
     /// Compiles `filter` against `schema`.
     pub fn compile(filter: &Filter<'_>, schema: &Schema) -> CompiledFilter {
-        CompiledFilter {
-            root: compile(filter, schema),
-        }
+        let mut slots = 0;
+        let root = compile(filter, schema, &mut slots);
+        CompiledFilter { root, slots }
+    }
+
+    /// The number of attribute items: [`Wanted::slot`] is below it.
+    pub fn wanted_slots(&self) -> usize {
+        self.slots
     }
 
     /// Evaluates the filter against `entry`.
@@ -129,8 +137,16 @@ impl CompiledFilter {
     }
 }
 
-fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
+/// Compiles one filter; `slots` numbers the attribute items.
+fn compile(filter: &Filter<'_>, schema: &Schema, slots: &mut usize) -> Node {
     let desc = |attr: &[u8]| Description::parse(attr, schema).ok();
+    let mut wanted = |d: Description| {
+        *slots += 1;
+        Wanted {
+            desc: d,
+            slot: *slots - 1,
+        }
+    };
     let rule_of = |d: &Description, kind: RuleKind| {
         let at = schema.attr(d.attr)?;
         match kind {
@@ -140,13 +156,23 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
         }
     };
     match filter {
-        Filter::And(children) => Node::And(children.iter().map(|f| compile(&f, schema)).collect()),
-        Filter::Or(children) => Node::Or(children.iter().map(|f| compile(&f, schema)).collect()),
+        Filter::And(children) => Node::And(
+            children
+                .iter()
+                .map(|f| compile(&f, schema, slots))
+                .collect(),
+        ),
+        Filter::Or(children) => Node::Or(
+            children
+                .iter()
+                .map(|f| compile(&f, schema, slots))
+                .collect(),
+        ),
         Filter::Not(child) => match child.iter().next() {
-            Some(f) => Node::Not(Box::new(compile(&f, schema))),
+            Some(f) => Node::Not(Box::new(compile(&f, schema, slots))),
             None => Node::Undefined,
         },
-        Filter::Present(attr) => desc(attr).map_or(Node::False, |d| Node::Present(Wanted::new(d))),
+        Filter::Present(attr) => desc(attr).map_or(Node::False, |d| Node::Present(wanted(d))),
         Filter::Equality(ava) | Filter::GreaterOrEqual(ava) | Filter::LessOrEqual(ava) => {
             let (kind, want) = match filter {
                 Filter::Equality(_) => (RuleKind::Equality, Want::Equal),
@@ -161,7 +187,7 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
                     .ok()
                     .and_then(|n| schema.class_id(n.trim()))
                 {
-                    Some(class) => Node::ObjectClass(class, Wanted::new(d)),
+                    Some(class) => Node::ObjectClass(class, wanted(d)),
                     // An unknown class is an assertion value the rule
                     // cannot take: Undefined, as in slapd.
                     None => Node::Undefined,
@@ -172,7 +198,7 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
             };
             match rule.key(ava.value, schema) {
                 Some(key) => Node::Compare {
-                    desc: Wanted::new(d),
+                    desc: wanted(d),
                     rule,
                     key,
                     want,
@@ -189,7 +215,7 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
             };
             match approx_key(rule.norm, ava.value, schema) {
                 Some(key) => Node::Approx {
-                    desc: Wanted::new(d),
+                    desc: wanted(d),
                     rule,
                     key,
                 },
@@ -214,7 +240,7 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
                 .collect();
             match rule.substring_parts(&parts, schema) {
                 Some(parts) => Node::Substrings {
-                    desc: Wanted::new(d),
+                    desc: wanted(d),
                     rule,
                     parts,
                 },
@@ -263,6 +289,10 @@ fn compile(filter: &Filter<'_>, schema: &Schema) -> Node {
 pub type AttributeVisitor<'v> =
     dyn FnMut(AttrName<'_>, &mut dyn Iterator<Item = &[u8]>) -> bool + 'v;
 
+/// The visitor [`Target::visit_wanted`] calls with the values of each
+/// attribute a filter item matches; returns false to stop.
+pub type ValuesVisitor<'v> = dyn FnMut(&mut dyn Iterator<Item = &[u8]>) -> bool + 'v;
+
 /// What a filter is evaluated against: an [`Entry`], or any other view of
 /// one (the store evaluates filters on stored bytes, without building an
 /// `Entry` for every candidate).
@@ -271,8 +301,28 @@ pub trait Target {
     /// returns false.
     fn visit_attributes(&self, schema: &Schema, visit: &mut AttributeVisitor<'_>);
 
+    /// Calls `visit` with the values of each attribute `wanted` matches,
+    /// until it returns false. A target that can tell cheaply which of
+    /// its attributes match (the store remembers it per stored name)
+    /// overrides this; the default tests every name.
+    fn visit_wanted(&self, schema: &Schema, wanted: &Wanted, visit: &mut ValuesVisitor<'_>) {
+        visit_wanted_by_name(self, schema, wanted, visit);
+    }
+
     /// The `(type, value)` pairs of the entry's DN, for `dnAttributes`.
     fn dn_values(&self, schema: &Schema) -> Vec<(AttrId, Vec<u8>)>;
+}
+
+/// [`Target::visit_wanted`] by testing every attribute's name.
+pub fn visit_wanted_by_name<T: Target + ?Sized>(
+    target: &T,
+    schema: &Schema,
+    wanted: &Wanted,
+    visit: &mut ValuesVisitor<'_>,
+) {
+    target.visit_attributes(schema, &mut |name, values| {
+        !wanted.matches(name, schema) || visit(values)
+    });
 }
 
 /// An attribute's name as a [`Target`] has it: already resolved, or the
@@ -295,20 +345,27 @@ impl AttrName<'_> {
     }
 }
 
-/// The attribute a filter item is about, with every spelling that names
-/// it or one of its subtypes (names and OIDs, lower case), so raw names
-/// are matched by comparing bytes, not by schema lookups.
+/// The attribute a filter item is about. Raw names are matched by
+/// comparing bytes with the spellings of it and its subtypes, not by
+/// schema lookups.
 #[derive(Debug, Clone)]
-struct Wanted {
+pub struct Wanted {
     desc: Description,
+    /// This item's number within its filter, so a [`Target`] can
+    /// remember per item which of its names match
+    /// ([`CompiledFilter::wanted_slots`]).
+    slot: usize,
 }
 
 impl Wanted {
-    fn new(desc: Description) -> Wanted {
-        Wanted { desc }
+    /// This item's number within its compiled filter.
+    pub fn slot(&self) -> usize {
+        self.slot
     }
 
-    fn matches(&self, name: AttrName<'_>, schema: &Schema) -> bool {
+    /// Whether an attribute named `name` is this item's type (or a
+    /// subtype) with at least the options asked for.
+    pub fn matches(&self, name: AttrName<'_>, schema: &Schema) -> bool {
         match name {
             AttrName::Resolved(d) => {
                 schema.family(self.desc.attr).contains(&d.attr)
@@ -339,6 +396,10 @@ impl Wanted {
 impl<T: Target + ?Sized> Target for &T {
     fn visit_attributes(&self, schema: &Schema, visit: &mut AttributeVisitor<'_>) {
         (**self).visit_attributes(schema, visit);
+    }
+
+    fn visit_wanted(&self, schema: &Schema, wanted: &Wanted, visit: &mut ValuesVisitor<'_>) {
+        (**self).visit_wanted(schema, wanted, visit);
     }
 
     fn dn_values(&self, schema: &Schema) -> Vec<(AttrId, Vec<u8>)> {
@@ -397,7 +458,7 @@ impl AnyValue {
 }
 
 fn compare(rule: &RuleInfo, value: &[u8], key: &[u8], want: Want, schema: &Schema) -> Ternary {
-    let Some(vk) = rule.key(value, schema) else {
+    let Some(vk) = rule.key_cow(value, schema) else {
         return Ternary::Undefined;
     };
     let ord = rule.compare_keys(&vk, key);
@@ -417,10 +478,7 @@ fn over_values<T: Target + ?Sized>(
     mut test: impl FnMut(&[u8]) -> Ternary,
 ) -> Ternary {
     let mut acc = AnyValue::default();
-    target.visit_attributes(schema, &mut |name, values| {
-        if !wanted.matches(name, schema) {
-            return true;
-        }
+    target.visit_wanted(schema, wanted, &mut |values| {
         for v in values {
             if !acc.add(test(v)) {
                 return false;
@@ -460,9 +518,9 @@ fn eval<T: Target + ?Sized>(node: &Node, entry: &T, schema: &Schema) -> Ternary 
         Node::Not(child) => eval(child, entry, schema).not(),
         Node::Present(wanted) => {
             let mut found = false;
-            entry.visit_attributes(schema, &mut |name, _| {
-                found = wanted.matches(name, schema);
-                !found
+            entry.visit_wanted(schema, wanted, &mut |_| {
+                found = true;
+                false
             });
             if found { Ternary::True } else { Ternary::False }
         }
@@ -484,7 +542,7 @@ fn eval<T: Target + ?Sized>(node: &Node, entry: &T, schema: &Schema) -> Ternary 
             })
         }
         Node::Substrings { desc, rule, parts } => {
-            over_values(entry, desc, schema, |v| match rule.key(v, schema) {
+            over_values(entry, desc, schema, |v| match rule.key_cow(v, schema) {
                 Some(k) if substrings_match(&k, parts) => Ternary::True,
                 Some(_) => Ternary::False,
                 None => Ternary::Undefined,
@@ -538,10 +596,7 @@ fn eval<T: Target + ?Sized>(node: &Node, entry: &T, schema: &Schema) -> Ternary 
         }
         Node::ObjectClass(class, wanted) => {
             let mut member = false;
-            entry.visit_attributes(schema, &mut |name, values| {
-                if !wanted.matches(name, schema) {
-                    return true;
-                }
+            entry.visit_wanted(schema, wanted, &mut |values| {
                 member = values
                     .filter_map(|v| {
                         std::str::from_utf8(v)

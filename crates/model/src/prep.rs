@@ -138,6 +138,29 @@ pub fn prepare(
     Ok(())
 }
 
+/// Whether preparing the whole of `value` with spaces collapsed would give
+/// it back unchanged: printable ASCII words joined by single spaces, with
+/// no capitals when `fold`. Most stored values are so; matching them
+/// needs no copy ([`crate::rules::Norm::key_cow`]).
+pub fn is_prepared_ascii(value: &[u8], fold: bool) -> bool {
+    // A space at the start is dropped, so it counts as following one.
+    let mut after_space = true;
+    for &b in value {
+        if b == b' ' {
+            if after_space {
+                return false;
+            }
+            after_space = true;
+        } else if (0x21..0x7f).contains(&b) && !(fold && b.is_ascii_uppercase()) {
+            after_space = false;
+        } else {
+            return false;
+        }
+    }
+    // A trailing space is dropped too; the empty value stays empty.
+    !after_space || value.is_empty()
+}
+
 fn ascii_collapse(bytes: &[u8], fold: bool, part: Part, out: &mut String) {
     out.reserve(bytes.len());
     let mut leading = false;

@@ -5,6 +5,7 @@
 //! [`RuleInfo::compare_keys`]) is the value order. The store indexes these
 //! keys, and filter evaluation compares them, so the two always agree.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use crate::prep::{self, Part, Spaces};
@@ -399,6 +400,18 @@ impl Norm {
         self.key_of_part(value, Part::Whole, schema)
     }
 
+    /// [`Norm::key`], borrowing `value` when it is its own key (the
+    /// usual case for strings): filters test every candidate's values,
+    /// and a copy of each cost more than the comparison.
+    pub fn key_cow<'v>(self, value: &'v [u8], schema: &Schema) -> Option<Cow<'v, [u8]>> {
+        if let Some((fold, Spaces::Collapse)) = self.fold_spaces() {
+            if prep::is_prepared_ascii(value, fold) {
+                return Some(Cow::Borrowed(value));
+            }
+        }
+        self.key(value, schema).map(Cow::Owned)
+    }
+
     fn key_of_part(self, value: &[u8], part: Part, schema: &Schema) -> Option<Vec<u8>> {
         if let Some((fold, spaces)) = self.fold_spaces() {
             if self.ia5() && !value.is_ascii() {
@@ -519,6 +532,11 @@ impl RuleInfo {
         self.norm.key(value, schema)
     }
 
+    /// [`RuleInfo::key`] without a copy when the value is its own key.
+    pub fn key_cow<'v>(&self, value: &'v [u8], schema: &Schema) -> Option<Cow<'v, [u8]>> {
+        self.norm.key_cow(value, schema)
+    }
+
     /// Orders two keys.
     pub fn compare_keys(&self, a: &[u8], b: &[u8]) -> Ordering {
         self.norm.compare_keys(a, b)
@@ -574,6 +592,42 @@ mod tests {
         let s = schema();
         let r = find(rule).unwrap();
         r.key(a.as_bytes(), &s).unwrap() == r.key(b.as_bytes(), &s).unwrap()
+    }
+
+    /// The borrowed key is the key: every short string over an alphabet
+    /// of the cases that matter (capitals, spaces, a control character, a
+    /// tab, a multi-byte character, a hyphen) under every string rule.
+    #[test]
+    fn borrowed_keys_equal_prepared_keys() {
+        let s = schema();
+        let alphabet: [&[u8]; 7] = [b"a", b"B", b" ", b"\t", b"\x7f", "\u{e9}".as_bytes(), b"-"];
+        let mut level: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut strings = level.clone();
+        for _ in 0..4 {
+            level = level
+                .iter()
+                .flat_map(|v| alphabet.iter().map(move |c| [v.as_slice(), c].concat()))
+                .collect();
+            strings.extend(level.iter().cloned());
+        }
+        for rule in [
+            "caseIgnoreMatch",
+            "caseExactMatch",
+            "caseIgnoreIA5Match",
+            "caseExactIA5Match",
+            "numericStringMatch",
+            "telephoneNumberMatch",
+        ] {
+            let r = find(rule).unwrap();
+            for v in &strings {
+                assert_eq!(
+                    r.key_cow(v, &s).map(Cow::into_owned),
+                    r.key(v, &s),
+                    "{rule} {:?}",
+                    String::from_utf8_lossy(v)
+                );
+            }
+        }
     }
 
     #[test]

@@ -18,7 +18,11 @@
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
 use meridian_model::entry::{Attribute, Description, Entry};
-use meridian_model::filter::{AttrName, AttributeVisitor, Target};
+use std::cell::Cell;
+
+use meridian_model::filter::{
+    AttrName, AttributeVisitor, Target, ValuesVisitor, Wanted, visit_wanted_by_name,
+};
 use meridian_model::schema::AttrId;
 
 use crate::StoreError;
@@ -102,17 +106,21 @@ fn corrupt(what: &str) -> StoreError {
     StoreError::Engine(format!("corrupt entry record: {what}"))
 }
 
+// The scan's readers (`next_*`) answer `Option`: a `Result` carrying a
+// `StoreError` is a wide value, and moving it through the stack for every
+// varint stalled the scan on store forwarding (perf annotate: 40 % of an
+// unindexed search on one load). Decoding wraps them with an error.
 impl<'a> Cursor<'a> {
     /// Inlined: a scan reads some fifty varints per entry, nearly all
     /// one byte long (perf: a third of an unindexed search's CPU went to
     /// the call when it was out of line).
     #[inline]
-    fn varint(&mut self) -> Result<u64, StoreError> {
+    fn next_varint(&mut self) -> Option<u64> {
         // Nearly every length is below 128: one byte (the scan's hot path).
         if let Some((&b, rest)) = self.data.split_first() {
             if b < 0x80 {
                 self.data = rest;
-                return Ok(u64::from(b));
+                return Some(u64::from(b));
             }
         }
         self.long_varint()
@@ -120,31 +128,48 @@ impl<'a> Cursor<'a> {
 
     #[cold]
     #[inline(never)]
-    fn long_varint(&mut self) -> Result<u64, StoreError> {
+    fn long_varint(&mut self) -> Option<u64> {
         let mut v: u64 = 0;
         for shift in (0..64).step_by(7) {
-            let (&b, rest) = self
-                .data
-                .split_first()
-                .ok_or_else(|| corrupt("truncated varint"))?;
+            let (&b, rest) = self.data.split_first()?;
             self.data = rest;
             v |= u64::from(b & 0x7f) << shift;
             if b & 0x80 == 0 {
-                return Ok(v);
+                return Some(v);
             }
         }
-        Err(corrupt("varint too long"))
+        None
     }
 
+    /// A length and that many bytes.
     #[inline]
-    fn bytes(&mut self) -> Result<&'a [u8], StoreError> {
-        let len = usize::try_from(self.varint()?).map_err(|_| corrupt("length"))?;
+    fn next_bytes(&mut self) -> Option<&'a [u8]> {
+        let len = usize::try_from(self.next_varint()?).ok()?;
         if len > self.data.len() {
-            return Err(corrupt("length past the end"));
+            return None;
         }
         let (head, rest) = self.data.split_at(len);
         self.data = rest;
-        Ok(head)
+        Some(head)
+    }
+
+    /// Steps over `n` length-prefixed values.
+    #[inline]
+    fn skip_values(&mut self, n: u64) -> Option<()> {
+        for _ in 0..n {
+            self.next_bytes()?;
+        }
+        Some(())
+    }
+
+    fn varint(&mut self) -> Result<u64, StoreError> {
+        self.next_varint()
+            .ok_or_else(|| corrupt("truncated or overlong varint"))
+    }
+
+    fn bytes(&mut self) -> Result<&'a [u8], StoreError> {
+        self.next_bytes()
+            .ok_or_else(|| corrupt("length past the end"))
     }
 }
 
@@ -158,9 +183,13 @@ fn open(bytes: &[u8]) -> Result<(u8, Cursor<'_>), StoreError> {
 }
 
 impl Cursor<'_> {
-    #[inline]
     fn number(&mut self) -> Result<u32, StoreError> {
-        u32::try_from(self.varint()?).map_err(|_| corrupt("name number"))
+        self.next_number().ok_or_else(|| corrupt("name number"))
+    }
+
+    #[inline]
+    fn next_number(&mut self) -> Option<u32> {
+        u32::try_from(self.next_varint()?).ok()
     }
 }
 
@@ -282,24 +311,103 @@ fn values<'a>(c: &mut Cursor<'a>) -> Result<Vec<&'a [u8]>, StoreError> {
     Ok(values)
 }
 
+/// What one search has learnt about the store's attribute names: for
+/// each item of its filter ([`Wanted::slot`]) and each name number of the
+/// in-memory table, whether the name is the item's attribute. Filled as
+/// names are met, so a scan tests each name once per search instead of
+/// once per record (perf: the name tests were a third of an unindexed
+/// scan).
+pub(crate) struct Relevance {
+    /// Name numbers per slot (the table's length when the search began).
+    numbers: usize,
+    /// `slot * numbers + number`: 0 not yet known, 1 no, 2 yes.
+    cells: Vec<Cell<u8>>,
+}
+
+impl Relevance {
+    /// The most cells a search keeps (a filter of a thousand items over a
+    /// thousand names); beyond it names are tested each time.
+    const MAX_CELLS: usize = 1 << 20;
+
+    pub(crate) fn new(slots: usize, numbers: usize) -> Relevance {
+        let cells = slots.saturating_mul(numbers);
+        let (numbers, cells) = if cells <= Self::MAX_CELLS {
+            (numbers, cells)
+        } else {
+            (0, 0)
+        };
+        Relevance {
+            numbers,
+            cells: vec![Cell::new(0); cells],
+        }
+    }
+
+    /// Whether name `number` is item `slot`'s attribute; `test` answers
+    /// the first time.
+    #[inline]
+    fn is_wanted(&self, slot: usize, number: u32, test: impl FnOnce() -> bool) -> bool {
+        let number = number as usize;
+        let cell = (number < self.numbers)
+            .then(|| self.cells.get(slot * self.numbers + number))
+            .flatten();
+        match cell.map(Cell::get) {
+            Some(1) => false,
+            Some(2) => true,
+            _ => {
+                let wanted = test();
+                if let Some(cell) = cell {
+                    cell.set(if wanted { 2 } else { 1 });
+                }
+                wanted
+            }
+        }
+    }
+}
+
 /// A stored entry evaluated where it lies: filters run on the record's
 /// bytes, and only entries that match are decoded into an [`Entry`].
 /// A malformed record yields no attributes (the full decode reports it).
 pub(crate) struct RawEntry<'a, 'r> {
     bytes: &'a [u8],
     names: &'r dyn NameSource,
+    relevance: &'r Relevance,
 }
 
 impl<'a, 'r> RawEntry<'a, 'r> {
-    /// Wraps a stored record.
-    pub(crate) fn new(bytes: &'a [u8], names: &'r dyn NameSource) -> Self {
-        RawEntry { bytes, names }
+    /// Wraps a stored record; `relevance` belongs to the search.
+    pub(crate) fn new(
+        bytes: &'a [u8],
+        names: &'r dyn NameSource,
+        relevance: &'r Relevance,
+    ) -> Self {
+        RawEntry {
+            bytes,
+            names,
+            relevance,
+        }
+    }
+
+    /// Whether name `number` is `wanted`'s attribute, from the name table.
+    fn name_is_wanted(&self, number: u32, wanted: &Wanted, schema: &Schema) -> bool {
+        let Ok(name) = self.names.name(number) else {
+            return false;
+        };
+        let name = match &name.desc {
+            Some(desc) => AttrName::Resolved(desc),
+            None => AttrName::Raw(name.text.as_bytes()),
+        };
+        wanted.matches(name, schema)
     }
 
     /// The format and the cursor positioned at the attribute count.
+    #[inline]
     fn attributes_cursor(&self) -> Option<(u8, Cursor<'a>)> {
-        let (version, mut c) = open(self.bytes).ok()?;
-        c.bytes().ok()?;
+        let (&version, rest) = self.bytes.split_first()?;
+        if version != VERSION_1 && version != VERSION_2 {
+            return None;
+        }
+        let mut c = Cursor { data: rest };
+        c.next_bytes()?;
         Some((version, c))
     }
 }
@@ -317,24 +425,54 @@ impl<'a> Iterator for Values<'a> {
             return None;
         }
         self.left -= 1;
-        self.cursor.bytes().ok()
+        self.cursor.next_bytes()
     }
 }
 
 impl Target for RawEntry<'_, '_> {
+    fn visit_wanted(&self, schema: &Schema, wanted: &Wanted, visit: &mut ValuesVisitor<'_>) {
+        let Some((version, mut c)) = self.attributes_cursor() else {
+            return;
+        };
+        if version == VERSION_1 {
+            return visit_wanted_by_name(self, schema, wanted, visit);
+        }
+        let Some(count) = c.next_varint() else { return };
+        for _ in 0..count {
+            let (Some(number), Some(n)) = (c.next_number(), c.next_varint()) else {
+                return;
+            };
+            let values = Values {
+                cursor: Cursor { data: c.data },
+                left: n,
+            };
+            if c.skip_values(n).is_none() {
+                return;
+            }
+            let wanted_here = self.relevance.is_wanted(wanted.slot(), number, || {
+                self.name_is_wanted(number, wanted, schema)
+            });
+            if wanted_here && !visit(&mut { values }) {
+                return;
+            }
+        }
+    }
+
     fn visit_attributes(&self, _schema: &Schema, visit: &mut AttributeVisitor<'_>) {
         let Some((version, mut c)) = self.attributes_cursor() else {
             return;
         };
-        let Ok(count) = c.varint() else { return };
+        let Some(count) = c.next_varint() else { return };
         let known = self.names.known();
         for _ in 0..count {
             let stored;
             let name = if version == VERSION_1 {
-                let Ok(text) = c.bytes() else { return };
+                let Some(text) = c.next_bytes() else { return };
                 AttrName::Raw(text)
             } else {
-                let Ok(number) = c.number() else { return };
+                let Some(number) = c.next_number() else {
+                    return;
+                };
                 let name = match known.get(number as usize) {
                     Some(name) => name,
                     None => {
@@ -350,13 +488,11 @@ impl Target for RawEntry<'_, '_> {
                     None => AttrName::Raw(name.text.as_bytes()),
                 }
             };
-            let Ok(n) = c.varint() else { return };
+            let Some(n) = c.next_varint() else { return };
             let values_start = Cursor { data: c.data };
             // Skip the values on the main cursor first.
-            for _ in 0..n {
-                if c.bytes().is_err() {
-                    return;
-                }
+            if c.skip_values(n).is_none() {
+                return;
             }
             let mut values = Values {
                 cursor: values_start,

@@ -11,7 +11,7 @@ use meridian_proto::{Filter, Scope};
 use crate::apply::{self, ROOT_ID};
 use crate::codec::StoredPart;
 use crate::keys::{self, EntryId};
-use crate::names::{NameTable, Resolver};
+use crate::names::{NameSource, NameTable, Resolver};
 use crate::plan::{Plan, Planner};
 use crate::{Inner, StoreError, codec};
 
@@ -390,10 +390,12 @@ impl<'s> Snapshot<'s> {
         };
         // Evaluate on the stored bytes; decode only what matches.
         let names = self.resolver();
+        let relevance = codec::Relevance::new(compiled.wanted_slots(), names.known().len());
         let mut visit = |id: EntryId, bytes: &[u8]| -> Result<bool, StoreError> {
             report.candidates += 1;
             codec::prefetch(bytes);
-            if !in_scope(bytes)? || !compiled.matches(&codec::RawEntry::new(bytes, &names), schema)
+            if !in_scope(bytes)?
+                || !compiled.matches(&codec::RawEntry::new(bytes, &names, &relevance), schema)
             {
                 return Ok(true);
             }

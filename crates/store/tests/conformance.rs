@@ -486,7 +486,14 @@ mod planner_properties {
                 Just("(sn=de*)"),
                 Just("(sn=*)"),
                 Just("(cn=*u1*)"),
-                Just("(mail=*)")
+                Just("(mail=*)"),
+                // A supertype matches its subtypes' values; an option
+                // asked for must be on the attribute.
+                Just("(name=doe)"),
+                Just("(name=*u1*)"),
+                Just("(cn;lang-de=*)"),
+                Just("(description=*)"),
+                Just("(description;lang-de=teil)")
             ]
             .prop_map(String::from),
             (1000u32..1040).prop_map(|n| format!("(uidNumber>={n})")),
@@ -535,6 +542,10 @@ mod planner_properties {
                         }
                         if i % 3 == 0 {
                             attrs.push(("mail", vec![format!("{uid}@x.org")]));
+                        }
+                        if i % 4 == 0 {
+                            attrs.push(("cn;lang-de", vec![format!("{uid} de")]));
+                            attrs.push(("description;lang-de", vec!["Teil".into()]));
                         }
                         let refs: Vec<(&str, Vec<&str>)> = attrs.iter().map(|(n, v)| (*n, v.iter().map(String::as_str).collect())).collect();
                         let refs2: Vec<(&str, &[&str])> = refs.iter().map(|(n, v)| (*n, v.as_slice())).collect();
