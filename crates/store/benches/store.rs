@@ -210,6 +210,20 @@ fn bench(c: &mut Criterion) {
             BatchSize::PerIteration,
         )
     });
+    // The ceiling: the same 1,000 records read and written back
+    // unchanged in one durable transaction, no model work.
+    let modified: Vec<Dn> = (0..1000usize)
+        .map(|i| {
+            Dn::parse(
+                format!("uid=user.{},{SUFFIX}", (i * 31) % n).as_bytes(),
+                &schema,
+            )
+            .unwrap()
+        })
+        .collect();
+    group.bench_function("raw_lmdb_batch_of_1000_durable_rewrites", |b| {
+        b.iter(|| store.raw_rewrite(&modified).unwrap())
+    });
     group.finish();
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);

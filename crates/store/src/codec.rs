@@ -98,6 +98,30 @@ pub(crate) fn prefetch(bytes: &[u8]) {
     let _ = bytes;
 }
 
+/// Starts loading the half kilobyte below `bytes`: in a walk of
+/// `id2entry` in key order, the next records. LMDB fills a leaf page from
+/// its end, so the following keys' records lie just below this one. In
+/// the server, where the records are not in the cache when a search
+/// starts, this took a seed 002 unindexed search from about 12 ms to
+/// 10 ms (a kilobyte did no better). Past the page's start it loads
+/// lines nobody reads, a cost of a few wasted loads per page.
+#[inline]
+pub(crate) fn prefetch_following(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for back in 1..=8usize {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let line = bytes.as_ptr().wrapping_sub(64 * back);
+        // SAFETY: a prefetch is only a hint: it never faults, even on an
+        // address outside the map, and changes no state we can observe.
+        #[allow(unsafe_code)]
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(line.cast());
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
 struct Cursor<'a> {
     data: &'a [u8],
 }

@@ -306,6 +306,35 @@ impl Store {
         Snapshot::new(&self.inner)
     }
 
+    /// Benchmark ceiling for a batch of modifies: in one write
+    /// transaction on the calling thread, looks up each DN and writes its
+    /// record back unchanged (LMDB copies the page all the same), then
+    /// commits with the store's durability. Raw LMDB cost of the batch,
+    /// without decoding, applying or checking anything. LMDB's writer
+    /// lock serialises it with the writer thread.
+    #[doc(hidden)]
+    pub fn raw_rewrite(&self, dns: &[Dn]) -> Result<(), StoreError> {
+        let _no_resize = self
+            .inner
+            .resize
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let dbs = &self.inner.dbs;
+        let mut txn = self.inner.env.write_txn()?;
+        let mut record = Vec::new();
+        for dn in dns {
+            let Some(id) = apply::lookup(&txn, dbs, dn)? else {
+                continue;
+            };
+            let key = keys::id_key(id);
+            record.clear();
+            record.extend_from_slice(dbs.id2entry.get(&txn, &key)?.unwrap_or_default());
+            dbs.id2entry.put(&mut txn, &key, &record)?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
     /// The naming contexts this store holds.
     pub fn suffixes(&self) -> &[Dn] {
         &self.inner.suffixes

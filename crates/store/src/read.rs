@@ -394,6 +394,7 @@ impl<'s> Snapshot<'s> {
         let mut visit = |id: EntryId, bytes: &[u8]| -> Result<bool, StoreError> {
             report.candidates += 1;
             codec::prefetch(bytes);
+            codec::prefetch_following(bytes);
             if !in_scope(bytes)?
                 || !compiled.matches(&codec::RawEntry::new(bytes, &names, &relevance), schema)
             {
