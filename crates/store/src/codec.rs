@@ -15,11 +15,11 @@
 //! normalised keys live only in the indexes. The version byte lets a
 //! later format sit beside these without a flag day.
 
+use std::cell::Cell;
+
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
 use meridian_model::entry::{Attribute, Description, Entry};
-use std::cell::Cell;
-
 use meridian_model::filter::{
     AttrName, AttributeVisitor, Target, ValuesVisitor, Wanted, visit_wanted_by_name,
 };
@@ -466,7 +466,7 @@ impl Target for RawEntry<'_, '_> {
             let (Some(number), Some(n)) = (c.next_number(), c.next_varint()) else {
                 return;
             };
-            let values = Values {
+            let mut values = Values {
                 cursor: Cursor { data: c.data },
                 left: n,
             };
@@ -476,7 +476,7 @@ impl Target for RawEntry<'_, '_> {
             let wanted_here = self.relevance.is_wanted(wanted.slot(), number, || {
                 self.name_is_wanted(number, wanted, schema)
             });
-            if wanted_here && !visit(&mut { values }) {
+            if wanted_here && !visit(&mut values) {
                 return;
             }
         }
