@@ -46,18 +46,19 @@ pub fn apply(
     schema: &Schema,
     permissive: bool,
 ) -> Result<Entry, ModelError> {
-    apply_parts(entry, &[changes], schema, permissive)
+    apply_parts(entry.clone(), &[changes], schema, permissive)
 }
 
 /// [`apply`] over several lists of changes in order (the client's, then
-/// the server's operational ones), copying the entry once.
+/// the server's operational ones), changing `out` itself: a caller that
+/// no longer needs the entry as it was saves a copy. On an error `out`
+/// is dropped half changed.
 pub fn apply_parts(
-    entry: &Entry,
+    mut out: Entry,
     parts: &[&[Modification]],
     schema: &Schema,
     permissive: bool,
 ) -> Result<Entry, ModelError> {
-    let mut out = entry.clone();
     for change in parts.iter().flat_map(|p| p.iter()) {
         let desc = Description::parse(change.attr.as_bytes(), schema)?;
         let at = schema
@@ -215,8 +216,9 @@ pub fn apply_parts(
             }
         }
     }
-    // X.511: a modify may not remove a value of the RDN.
-    if let Some(rdn) = entry.dn.rdn_values().first() {
+    // X.511: a modify may not remove a value of the RDN (a modify never
+    // changes the DN: `out.dn` is the entry's).
+    if let Some(rdn) = out.dn.rdn_values().first() {
         for (attr, value) in rdn {
             let rule = schema.attr(*attr).and_then(|a| a.equality);
             let wanted = rule.map_or_else(|| Some(value.clone()), |r| r.key(value, schema));

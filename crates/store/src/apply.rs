@@ -748,20 +748,27 @@ fn modify(
             values: values.clone(),
         })
         .collect();
-    let new = modify::apply_parts(&old, &[changes, &replacements], ctx.schema, permissive)?;
-    new.check(ctx.schema, Writer::Server)?;
-    // Index keys can only change if an indexed type was touched.
-    let touches_index = changes
+    let parts = [changes, &replacements[..]];
+    // Index keys can only change if an indexed type was touched; only
+    // then is the entry as it was needed after the change.
+    let touches_index = parts
         .iter()
-        .chain(&replacements)
+        .flat_map(|p| p.iter())
         .filter_map(|m| Description::parse(m.attr.as_bytes(), ctx.schema).ok())
         .any(|d| ctx.indexes.get(d.attr).is_some());
-    if touches_index {
+    let new = if touches_index {
+        let new = modify::apply_parts(old.clone(), &parts, ctx.schema, permissive)?;
+        new.check(ctx.schema, Writer::Server)?;
         let old_keys = ctx.indexes.entry_keys(&old, ctx.schema);
         let new_keys = ctx.indexes.entry_keys(&new, ctx.schema);
         write_index(txn, dbs, old_keys.difference(&new_keys), id, false)?;
         write_index(txn, dbs, new_keys.difference(&old_keys), id, true)?;
-    }
+        new
+    } else {
+        let new = modify::apply_parts(old, &parts, ctx.schema, permissive)?;
+        new.check(ctx.schema, Writer::Server)?;
+        new
+    };
     let record = ctx.encode(txn, &new)?;
     dbs.id2entry.put(txn, &keys::id_key(id), &record)?;
     Ok(Outcome::Modified)
