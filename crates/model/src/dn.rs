@@ -62,30 +62,23 @@ impl Dn {
         parent: &Dn,
         schema: &Schema,
     ) -> Result<(Dn, bool), ModelError> {
-        let tail = parent.original.as_bytes();
-        if !parent.is_root() && text.ends_with(tail) {
-            if let Some((rdn, rest)) = SyntacticDn::split_first_rdn(text) {
-                if rest == text.len() - tail.len() {
-                    if let Ok(original) = std::str::from_utf8(text) {
-                        let original = original.to_owned();
-                        let (normalized, values) = normalize_rdn(rdn, schema, &original)?;
-                        let mut rdns = Vec::with_capacity(parent.rdns.len() + 1);
-                        rdns.push(normalized);
-                        rdns.extend(parent.rdns.iter().cloned());
-                        let mut avas = Vec::with_capacity(parent.avas.len() + 1);
-                        avas.push(values);
-                        avas.extend(parent.avas.iter().cloned());
-                        let dn = Dn {
-                            original,
-                            rdns,
-                            avas,
-                        };
-                        return Ok((dn, true));
-                    }
-                }
-            }
-        }
-        Dn::parse(text, schema).map(|dn| (dn, false))
+        let Some((rdn, original)) = first_rdn_above(text, parent) else {
+            return Dn::parse(text, schema).map(|dn| (dn, false));
+        };
+        let original = original.to_owned();
+        let (normalized, values) = normalize_rdn(rdn, schema, &original)?;
+        let mut rdns = Vec::with_capacity(parent.rdns.len() + 1);
+        rdns.push(normalized);
+        rdns.extend(parent.rdns.iter().cloned());
+        let mut avas = Vec::with_capacity(parent.avas.len() + 1);
+        avas.push(values);
+        avas.extend(parent.avas.iter().cloned());
+        let dn = Dn {
+            original,
+            rdns,
+            avas,
+        };
+        Ok((dn, true))
     }
 
     /// The parent, its text exactly as it is written in this DN (where
@@ -205,6 +198,20 @@ impl Dn {
 /// Normalises a DN to its string key.
 pub fn normalize(text: &[u8], schema: &Schema) -> Result<String, ModelError> {
     Dn::parse(text, schema).map(|dn| dn.normalized())
+}
+
+/// The first RDN of `text` (parsed) and `text` as a string, when the
+/// rest of `text` is exactly `parent`'s text.
+fn first_rdn_above<'t>(text: &'t [u8], parent: &Dn) -> Option<(meridian_proto::dn::Rdn, &'t str)> {
+    let tail = parent.original.as_bytes();
+    if parent.is_root() || !text.ends_with(tail) {
+        return None;
+    }
+    let (rdn, rest) = SyntacticDn::split_first_rdn(text)?;
+    if rest != text.len() - tail.len() {
+        return None;
+    }
+    Some((rdn, std::str::from_utf8(text).ok()?))
 }
 
 /// The values of one RDN as given, by attribute.

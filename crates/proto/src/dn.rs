@@ -80,12 +80,7 @@ impl Dn {
             return Ok(Dn { rdns });
         }
         loop {
-            let mut avas = vec![p.type_and_value()?];
-            while p.peek() == Some(b'+') {
-                p.pos += 1;
-                avas.push(p.type_and_value()?);
-            }
-            rdns.push(Rdn { avas });
+            rdns.push(p.rdn()?);
             match p.peek() {
                 None => break,
                 Some(b',' | b';') => p.pos += 1,
@@ -105,13 +100,9 @@ impl Dn {
             return None;
         }
         let mut p = DnParser { s, pos: 0 };
-        let mut avas = vec![p.type_and_value().ok()?];
-        while p.peek() == Some(b'+') {
-            p.pos += 1;
-            avas.push(p.type_and_value().ok()?);
-        }
+        let rdn = p.rdn().ok()?;
         match p.peek() {
-            Some(b',' | b';') => Some((Rdn { avas }, p.pos + 1)),
+            Some(b',' | b';') => Some((rdn, p.pos + 1)),
             _ => None,
         }
     }
@@ -150,6 +141,16 @@ impl DnParser<'_> {
         while self.peek() == Some(b' ') {
             self.pos += 1;
         }
+    }
+
+    /// One RDN: values joined by `+`, up to the separator or the end.
+    fn rdn(&mut self) -> Result<Rdn, DnParseError> {
+        let mut avas = vec![self.type_and_value()?];
+        while self.peek() == Some(b'+') {
+            self.pos += 1;
+            avas.push(self.type_and_value()?);
+        }
+        Ok(Rdn { avas })
     }
 
     fn type_and_value(&mut self) -> Result<TypeAndValue, DnParseError> {
