@@ -162,8 +162,12 @@ impl Attribute {
         let Some(rule) = schema.attr(self.desc.attr).and_then(|t| t.equality) else {
             return false;
         };
-        let wanted = rule.key(value, schema);
-        wanted.is_some() && self.values.iter().any(|v| rule.key(v, schema) == wanted)
+        let Some(wanted) = rule.key_cow(value, schema) else {
+            return false;
+        };
+        self.values
+            .iter()
+            .any(|v| rule.key_cow(v, schema).is_some_and(|k| k == wanted))
     }
 }
 

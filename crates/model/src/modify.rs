@@ -220,13 +220,7 @@ pub fn apply_parts(
     // changes the DN: `out.dn` is the entry's).
     if let Some(rdn) = out.dn.rdn_values().first() {
         for (attr, value) in rdn {
-            let rule = schema.attr(*attr).and_then(|a| a.equality);
-            let wanted = rule.map_or_else(|| Some(value.clone()), |r| r.key(value, schema));
-            let kept = out.get(*attr).is_some_and(|a| {
-                a.values
-                    .iter()
-                    .any(|v| rule.map_or_else(|| Some(v.clone()), |r| r.key(v, schema)) == wanted)
-            });
+            let kept = out.get(*attr).is_some_and(|a| a.has_value(value, schema));
             if !kept {
                 let name = schema.attr(*attr).map_or("?", |a| a.name());
                 return Err(error(
