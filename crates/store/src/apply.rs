@@ -492,12 +492,9 @@ fn write_index<P: AsRef<[u8]>>(
     id: EntryId,
     put: bool,
 ) -> Result<(), StoreError> {
-    // Each key built in one buffer: prefix, then the ID.
     let mut key = Vec::new();
     for prefix in prefixes {
-        key.clear();
-        key.extend_from_slice(prefix.as_ref());
-        key.extend_from_slice(&id.to_be_bytes());
+        keys::with_id_into(&mut key, prefix.as_ref(), id);
         if put {
             dbs.index.put(txn, &key, &[])?;
         } else {
@@ -750,25 +747,21 @@ fn modify(
         .collect();
     let parts = [changes, &replacements[..]];
     // Index keys can only change if an indexed type was touched; only
-    // then is the entry as it was needed after the change.
+    // then are the old keys taken, and the entry itself is changed
+    // without a copy.
     let touches_index = parts
         .iter()
         .flat_map(|p| p.iter())
         .filter_map(|m| Description::parse(m.attr.as_bytes(), ctx.schema).ok())
         .any(|d| ctx.indexes.get(d.attr).is_some());
-    let new = if touches_index {
-        let new = modify::apply_parts(old.clone(), &parts, ctx.schema, permissive)?;
-        new.check(ctx.schema, Writer::Server)?;
-        let old_keys = ctx.indexes.entry_keys(&old, ctx.schema);
+    let old_keys = touches_index.then(|| ctx.indexes.entry_keys(&old, ctx.schema));
+    let new = modify::apply_parts(old, &parts, ctx.schema, permissive)?;
+    new.check(ctx.schema, Writer::Server)?;
+    if let Some(old_keys) = old_keys {
         let new_keys = ctx.indexes.entry_keys(&new, ctx.schema);
         write_index(txn, dbs, old_keys.difference(&new_keys), id, false)?;
         write_index(txn, dbs, new_keys.difference(&old_keys), id, true)?;
-        new
-    } else {
-        let new = modify::apply_parts(old, &parts, ctx.schema, permissive)?;
-        new.check(ctx.schema, Writer::Server)?;
-        new
-    };
+    }
     let record = ctx.encode(txn, &new)?;
     dbs.id2entry.put(txn, &keys::id_key(id), &record)?;
     Ok(Outcome::Modified)

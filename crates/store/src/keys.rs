@@ -89,3 +89,11 @@ pub fn with_id(mut prefix: Vec<u8>, id: EntryId) -> Vec<u8> {
     prefix.extend_from_slice(&id.to_be_bytes());
     prefix
 }
+
+/// [`with_id`] into a reused buffer (cleared first): a writer making many
+/// keys in a row allocates once.
+pub fn with_id_into(key: &mut Vec<u8>, prefix: &[u8], id: EntryId) {
+    key.clear();
+    key.extend_from_slice(prefix);
+    key.extend_from_slice(&id.to_be_bytes());
+}
