@@ -84,18 +84,9 @@ pub(crate) fn encode(
 /// than its share of the cache, the misses were most of the scan).
 #[inline]
 pub(crate) fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
     for line in bytes.chunks(64).skip(1) {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        // SAFETY: SSE is part of every x86_64 CPU, and a prefetch is only
-        // a hint: it never faults and changes no state we can observe.
-        #[allow(unsafe_code)]
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast());
-        }
+        prefetch_line(line.as_ptr());
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
 }
 
 /// Starts loading the half kilobyte below `bytes`: in a walk of
@@ -107,19 +98,27 @@ pub(crate) fn prefetch(bytes: &[u8]) {
 /// lines nobody reads, a cost of a few wasted loads per page.
 #[inline]
 pub(crate) fn prefetch_following(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
     for back in 1..=8usize {
+        prefetch_line(bytes.as_ptr().wrapping_sub(64 * back));
+    }
+}
+
+/// Asks the CPU to load the cache line at `at` (any address).
+#[inline]
+fn prefetch_line(at: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let line = bytes.as_ptr().wrapping_sub(64 * back);
-        // SAFETY: a prefetch is only a hint: it never faults, even on an
-        // address outside the map, and changes no state we can observe.
+        // SAFETY: SSE is part of every x86_64 CPU, and a prefetch is only
+        // a hint: it never faults, even on an address outside the map,
+        // and changes no state we can observe.
         #[allow(unsafe_code)]
         unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(line.cast());
+            _mm_prefetch::<_MM_HINT_T0>(at.cast());
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
+    let _ = at;
 }
 
 struct Cursor<'a> {
@@ -199,11 +198,20 @@ impl<'a> Cursor<'a> {
 
 /// The format version and the cursor after it.
 fn open(bytes: &[u8]) -> Result<(u8, Cursor<'_>), StoreError> {
-    let (&version, rest) = bytes.split_first().ok_or_else(|| corrupt("empty"))?;
-    if version != VERSION_1 && version != VERSION_2 {
-        return Err(corrupt("unknown format version"));
-    }
-    Ok((version, Cursor { data: rest }))
+    open_known(bytes).ok_or_else(|| {
+        corrupt(if bytes.is_empty() {
+            "empty"
+        } else {
+            "unknown format version"
+        })
+    })
+}
+
+/// [`open`] for the scan: `None` for an empty record or an unknown format.
+#[inline]
+fn open_known(bytes: &[u8]) -> Option<(u8, Cursor<'_>)> {
+    let (&version, rest) = bytes.split_first()?;
+    (version == VERSION_1 || version == VERSION_2).then_some((version, Cursor { data: rest }))
 }
 
 impl Cursor<'_> {
@@ -426,11 +434,7 @@ impl<'a, 'r> RawEntry<'a, 'r> {
     /// The format and the cursor positioned at the attribute count.
     #[inline]
     fn attributes_cursor(&self) -> Option<(u8, Cursor<'a>)> {
-        let (&version, rest) = self.bytes.split_first()?;
-        if version != VERSION_1 && version != VERSION_2 {
-            return None;
-        }
-        let mut c = Cursor { data: rest };
+        let (version, mut c) = open_known(self.bytes)?;
         c.next_bytes()?;
         Some((version, c))
     }
