@@ -174,15 +174,19 @@ def main():
         # The LDIF on disk before the first load, not written back during it.
         os.sync()
         total = n + 2
-        # Rounds alternate the tools; each round's ratio is printed, and
+        # Rounds alternate the tools; each round's times are printed, then
         # the best time of each tool (the machine is shared: slow runs
         # are noise, not the tool).
         best = {}
         for r in range(rounds):
-            for name, load in [("meridian import", meridian), ("slapadd -q", slapadd)]:
+            tools = [
+                ("meridian import", lambda d: meridian(binary, ldif, d)),
+                ("slapadd -q", lambda d: slapadd(ldif, d)),
+            ]
+            for name, load in tools:
                 round_dir = os.path.join(work, f"{r}-{name.split()[0]}")
                 os.makedirs(round_dir)
-                seconds, size = load(binary, ldif, round_dir) if load is meridian else load(ldif, round_dir)
+                seconds, size = load(round_dir)
                 shutil.rmtree(round_dir)
                 print(f"round {r + 1}: {name:16} {seconds:7.2f} s  database {size / 1e6:7.1f} MB")
                 if name not in best or seconds < best[name][0]:
