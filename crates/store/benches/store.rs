@@ -110,6 +110,11 @@ fn bench(c: &mut Criterion) {
                     Ok("memory") => meridian_config::Backend::Memory,
                     _ => meridian_config::Backend::Mdb,
                 },
+                durability: match std::env::var("MERIDIAN_BENCH_DURABILITY").as_deref() {
+                    Ok("relaxed") => meridian_config::Durability::Relaxed,
+                    Ok("journal") => meridian_config::Durability::Journal,
+                    _ => meridian_config::Durability::Durable,
+                },
                 ..StorageConfig::default()
             },
             suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],

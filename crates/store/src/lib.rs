@@ -15,6 +15,7 @@ pub mod codec;
 mod command;
 mod error;
 pub mod index;
+mod journal;
 pub mod keys;
 mod names;
 mod plan;
@@ -183,11 +184,19 @@ impl Store {
         }
         std::fs::create_dir_all(&path)
             .map_err(|e| StoreError::Engine(format!("cannot create {}: {e}", path.display())))?;
+        let journaling =
+            !read_only && st.backend == Backend::Mdb && st.durability == Durability::Journal;
+        // A reader beside a running server must not touch its journal.
+        let previous = if read_only || st.backend == Backend::Memory {
+            journal::Previous::NoJournal
+        } else {
+            journal::prepare(&path)?
+        };
         let mut flags = EnvFlags::empty();
         if read_only {
             flags |= EnvFlags::READ_ONLY;
         }
-        if st.durability == Durability::Relaxed || st.backend == Backend::Memory {
+        if st.durability != Durability::Durable || st.backend == Backend::Memory {
             flags |= EnvFlags::NO_SYNC;
         }
         let map_size = usize::try_from(st.map_size_bytes).unwrap_or(usize::MAX);
@@ -239,6 +248,11 @@ impl Store {
             names: RwLock::new(Arc::new(name_table)),
             memory_dir: memory,
         });
+        let journal = if read_only {
+            None
+        } else {
+            recover(&inner, previous, journaling, st.journal_checkpoint_bytes)?
+        };
         let (sender, receiver) = mpsc::channel(st.queue_depth);
         let handle = if read_only {
             // No writer: the closed channel refuses every command.
@@ -248,7 +262,7 @@ impl Store {
             let thread_inner = Arc::clone(&inner);
             let handle = std::thread::Builder::new()
                 .name("meridian-writer".into())
-                .spawn(move || writer::run(&thread_inner, receiver))
+                .spawn(move || writer::run(&thread_inner, receiver, journal))
                 .map_err(|e| StoreError::Engine(format!("cannot start the writer thread: {e}")))?;
             Some(handle)
         };
@@ -360,6 +374,47 @@ impl Store {
     pub fn close(self) {
         drop(self);
     }
+}
+
+/// Replays what the journal holds beyond the database (after a crash),
+/// then starts journaling (journal mode) or, after a switch to another
+/// durability, syncs the database and removes the journal.
+fn recover(
+    inner: &Arc<Inner>,
+    previous: journal::Previous,
+    journaling: bool,
+    checkpoint_bytes: u64,
+) -> Result<Option<journal::Journal>, StoreError> {
+    let applied = {
+        let rtxn = inner.env.read_txn()?;
+        match inner.dbs.meta.get(&rtxn, journal::APPLIED_SEQ)? {
+            Some(bytes) => keys::id_from(bytes)
+                .ok_or_else(|| StoreError::Engine("corrupt journal_seq".into()))?,
+            None => 0,
+        }
+    };
+    let mut last = applied;
+    if previous != journal::Previous::NoJournal {
+        last =
+            journal::replay_pending(inner.env.path(), applied, &inner.schema, |seq, commands| {
+                writer::replay(inner, seq, &commands)
+            })?;
+        if last > applied {
+            tracing::info!(records = last - applied, ?previous, "journal replayed");
+        }
+        if !journaling {
+            inner.env.force_sync()?;
+            journal::remove(inner.env.path())?;
+        }
+    }
+    if !journaling {
+        return Ok(None);
+    }
+    Ok(Some(journal::Journal::start(
+        inner,
+        last,
+        checkpoint_bytes,
+    )?))
 }
 
 /// Opens the five databases of an existing environment without writing.

@@ -5,22 +5,29 @@
 //! command rolls back alone and the others commit, then commits once and
 //! only then answers every job. LMDB write transactions must stay on the
 //! thread that began them (heed issue 339): this thread is the only one
-//! that writes.
+//! that writes. In journal mode the commit is not synced; the batch's
+//! record is appended to the journal and synced before the answers go out
+//! (`journal/mod.rs`).
 
-use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 
 use tokio::sync::mpsc;
 
 use crate::apply::{self, Context};
+use crate::journal::{self, Journal, record::Batch};
 use crate::names::Assigner;
-use crate::{Inner, Job, Outcome, StoreError};
+use crate::{Command, Inner, Job, Outcome, StoreError};
 
 /// Largest map the writer grows to: beyond this a full map is a full disk
 /// in practice, and writes are refused instead.
 const MAX_MAP_BYTES: usize = 1 << 42;
 
-pub(crate) fn run(inner: &Inner, mut receiver: mpsc::Receiver<Job>) {
+pub(crate) fn run(
+    inner: &Arc<Inner>,
+    mut receiver: mpsc::Receiver<Job>,
+    mut journal: Option<Journal>,
+) {
     let mut batch: Vec<Job> = Vec::with_capacity(inner.max_batch);
     while let Some(first) = receiver.blocking_recv() {
         batch.push(first);
@@ -30,13 +37,62 @@ pub(crate) fn run(inner: &Inner, mut receiver: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        let results = commit_batch(inner, &batch);
+        let results = commit_batch(inner, &batch, journal.as_mut());
         for (job, result) in batch.drain(..).zip(results) {
             // A caller that went away does not need its answer.
             let _ = job.reply.send(result);
         }
+        if let Some(journal) = journal.as_mut() {
+            if let Err(e) = journal.maybe_checkpoint(inner) {
+                refuse(inner, &e);
+            }
+        }
+    }
+    if let Some(journal) = journal {
+        if let Err(e) = journal.close(inner) {
+            tracing::error!("the journal was not closed cleanly (the next start recovers): {e}");
+        }
     }
     tracing::debug!("writer thread stopped");
+}
+
+/// Latches the store read-only after an I/O failure.
+fn refuse(inner: &Inner, e: &StoreError) -> StoreError {
+    let message = format!("a storage I/O error stopped writes until restart: {e}");
+    tracing::error!("{message}");
+    *inner.refused.lock().unwrap_or_else(PoisonError::into_inner) = Some(message.clone());
+    StoreError::WritesRefused(message)
+}
+
+/// Replays one journal record at open, before the writer thread starts:
+/// the same transaction as a live batch, and every command must succeed
+/// again (it did when it was journaled; the store is deterministic).
+pub(crate) fn replay(inner: &Inner, seq: u64, commands: &[Command]) -> Result<(), StoreError> {
+    let commands: Vec<&Command> = commands.iter().collect();
+    let results = commit_commands(inner, &commands, Journaling::Replay { seq })?;
+    for result in results {
+        if let Err(e) = result {
+            return Err(StoreError::Engine(format!(
+                "journal record {seq} does not replay ({e}): the journal and the database disagree"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What a batch's transaction does about the journal.
+enum Journaling<'a> {
+    Off,
+    /// A live batch: its applied commands go into `batch`, and the
+    /// transaction records `seq` as applied if there are any.
+    Live {
+        batch: &'a mut Batch,
+        seq: u64,
+    },
+    /// A replayed record: the transaction records `seq` as applied.
+    Replay {
+        seq: u64,
+    },
 }
 
 fn refused(inner: &Inner) -> Option<String> {
@@ -51,10 +107,49 @@ fn all(batch: &[Job], error: &StoreError) -> Vec<Result<Outcome, StoreError>> {
     batch.iter().map(|_| Err(error.clone())).collect()
 }
 
-fn commit_batch(inner: &Inner, batch: &[Job]) -> Vec<Result<Outcome, StoreError>> {
+fn commit_batch(
+    inner: &Inner,
+    batch: &[Job],
+    journal: Option<&mut Journal>,
+) -> Vec<Result<Outcome, StoreError>> {
     if let Some(message) = refused(inner) {
         return all(batch, &StoreError::WritesRefused(message));
     }
+    let commands: Vec<&Command> = batch.iter().map(|job| &job.command).collect();
+    let Some(journal) = journal else {
+        return commit_commands(inner, &commands, Journaling::Off)
+            .unwrap_or_else(|e| all(batch, &e));
+    };
+    let seq = journal.next_seq();
+    let results = match commit_commands(
+        inner,
+        &commands,
+        Journaling::Live {
+            batch: &mut journal.batch,
+            seq,
+        },
+    ) {
+        Ok(results) => results,
+        Err(e) => return all(batch, &e),
+    };
+    if journal.batch.is_empty() {
+        return results;
+    }
+    match journal.append() {
+        Ok(()) => results,
+        // Committed to LMDB but not durable: not acknowledged, and no
+        // further write is taken (the journal would have a hole).
+        Err(e) => all(batch, &refuse(inner, &e)),
+    }
+}
+
+/// Applies `commands` in one transaction and commits, growing the map
+/// when it is full. `Err` when the whole batch failed.
+fn commit_commands(
+    inner: &Inner,
+    commands: &[&Command],
+    mut journaling: Journaling<'_>,
+) -> Result<Vec<Result<Outcome, StoreError>>, StoreError> {
     loop {
         // Fresh per attempt: names numbered by a failed attempt are gone
         // with its transaction.
@@ -66,34 +161,24 @@ fn commit_batch(inner: &Inner, batch: &[Job]) -> Vec<Result<Outcome, StoreError>
             suffixes: &inner.suffixes,
             names: &names,
         };
-        match try_commit(inner, &ctx, batch) {
+        match try_commit(inner, &ctx, commands, &mut journaling) {
             Ok(results) => {
                 inner.commits.fetch_add(1, Ordering::Relaxed);
                 if let Some(table) = names.committed(&inner.schema) {
                     inner.publish_names(table);
                 }
-                return results;
+                return Ok(results);
             }
-            Err(StoreError::MapFull) => {
-                if let Err(e) = grow(inner) {
-                    return all(batch, &e);
-                }
-            }
+            Err(StoreError::MapFull) => grow(inner)?,
             Err(StoreError::Engine(message)) if is_disk_full(&message, inner) => {
                 // Not latched: once space is freed, the next batch succeeds.
                 let e = StoreError::WritesRefused(format!(
                     "the disk is full ({message}); writes are refused until space is freed, reads go on"
                 ));
                 tracing::error!("{e}");
-                return all(batch, &e);
+                return Err(e);
             }
-            Err(e) => {
-                let message = format!("a storage I/O error stopped writes until restart: {e}");
-                tracing::error!("{message}");
-                *inner.refused.lock().unwrap_or_else(PoisonError::into_inner) =
-                    Some(message.clone());
-                return all(batch, &StoreError::WritesRefused(message));
-            }
+            Err(e) => return Err(refuse(inner, &e)),
         }
     }
 }
@@ -136,16 +221,24 @@ fn free_bytes(path: &std::path::Path) -> Option<u64> {
 fn try_commit(
     inner: &Inner,
     ctx: &Context<'_>,
-    batch: &[Job],
+    commands: &[&Command],
+    journaling: &mut Journaling<'_>,
 ) -> Result<Vec<Result<Outcome, StoreError>>, StoreError> {
     let mut wtxn = inner.env.write_txn()?;
-    let mut results = Vec::with_capacity(batch.len());
-    for job in batch {
+    let mut results = Vec::with_capacity(commands.len());
+    if let Journaling::Live { batch, .. } = journaling {
+        // A retry after growing the map starts the record again.
+        batch.clear();
+    }
+    for &command in commands {
         let mut nested = inner.env.nested_write_txn(&mut wtxn)?;
         let mark = ctx.names.mark();
-        match apply::apply(&mut nested, ctx, &job.command) {
+        match apply::apply(&mut nested, ctx, command) {
             Ok(outcome) => {
                 nested.commit()?;
+                if let Journaling::Live { batch, .. } = journaling {
+                    batch.push(command);
+                }
                 results.push(Ok(outcome));
             }
             // The whole transaction must be retried in a bigger map.
@@ -156,6 +249,16 @@ fn try_commit(
                 results.push(Err(e));
             }
         }
+    }
+    let applied = match journaling {
+        Journaling::Off => None,
+        Journaling::Live { batch, seq } => (!batch.is_empty()).then_some(*seq),
+        Journaling::Replay { seq } => Some(*seq),
+    };
+    if let Some(seq) = applied {
+        ctx.dbs
+            .meta
+            .put(&mut wtxn, journal::APPLIED_SEQ, &seq.to_be_bytes())?;
     }
     wtxn.commit()?;
     Ok(results)

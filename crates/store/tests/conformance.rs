@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use meridian_config::{Backend, StorageConfig};
+use meridian_config::{Backend, Durability, StorageConfig};
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
 use meridian_model::entry::Entry;
@@ -38,15 +38,21 @@ impl Drop for Fixture {
     }
 }
 
-fn open(backend: Backend, tag: &str, tweak: impl FnOnce(&mut StorageConfig)) -> Fixture {
+/// A backend and how it makes writes durable: what the suite runs on.
+#[derive(Debug, Clone, Copy)]
+struct Flavour(Backend, Durability);
+
+fn open(flavour: Flavour, tag: &str, tweak: impl FnOnce(&mut StorageConfig)) -> Fixture {
+    let Flavour(backend, durability) = flavour;
     let schema = Arc::new(Schema::builtin().unwrap());
     let dir = std::env::temp_dir().join(format!(
-        "meridian-store-{}-{tag}-{backend:?}",
+        "meridian-store-{}-{tag}-{backend:?}-{durability:?}",
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
     let mut storage = StorageConfig {
         backend,
+        durability,
         ..StorageConfig::default()
     };
     storage.indexes.insert(
@@ -168,8 +174,13 @@ fn search(f: &Fixture, base: &str, scope: Scope, filter: &str) -> (BTreeSet<Stri
     (found, report.indexed)
 }
 
-fn backends() -> [Backend; 2] {
-    [Backend::Mdb, Backend::Memory]
+/// LMDB synced per commit, LMDB with the journal, and the memory store.
+fn backends() -> [Flavour; 3] {
+    [
+        Flavour(Backend::Mdb, Durability::Durable),
+        Flavour(Backend::Mdb, Durability::Journal),
+        Flavour(Backend::Memory, Durability::Relaxed),
+    ]
 }
 
 #[test]
@@ -522,7 +533,7 @@ mod planner_properties {
         fn planned_search_equals_full_scan(filters in proptest::collection::vec(filter_text(), 1..4)) {
             thread_local! {
                 static FIXTURE: (Fixture, Vec<Entry>) = {
-                    let f = open(Backend::Memory, "planner", |_| {});
+                    let f = open(Flavour(Backend::Memory, Durability::Relaxed), "planner", |_| {});
                     base_tree(&f);
                     let mut all = Vec::new();
                     for i in 0..40u32 {
@@ -754,7 +765,7 @@ fn person_at(f: &Fixture, parent: &str, uid: &str) {
 fn indexes_added_later_are_built_by_a_rebuild() {
     let dir;
     {
-        let f = open(Backend::Mdb, "reindex", |s| {
+        let f = open(Flavour(Backend::Mdb, Durability::Durable), "reindex", |s| {
             s.indexes.remove("uid");
         });
         base_tree(&f);
@@ -797,8 +808,12 @@ fn indexes_added_later_are_built_by_a_rebuild() {
 
 #[test]
 fn the_same_commands_give_the_same_bytes() {
-    let a = open(Backend::Memory, "det-a", |_| {});
-    let b = open(Backend::Mdb, "det-b", |_| {});
+    let a = open(
+        Flavour(Backend::Memory, Durability::Relaxed),
+        "det-a",
+        |_| {},
+    );
+    let b = open(Flavour(Backend::Mdb, Durability::Durable), "det-b", |_| {});
     for f in [&a, &b] {
         base_tree(f);
         for i in 0..20u32 {
@@ -934,7 +949,11 @@ fn bulk_adds_fail_one_by_one_and_export_order_is_parents_first() {
 fn a_read_only_store_reads_and_refuses_writes() {
     // (Beside a running server, in another process: t80's export test.
     // heed allows one open of an environment per process.)
-    let mut f = open(Backend::Mdb, "readonly", |_| {});
+    let mut f = open(
+        Flavour(Backend::Mdb, Durability::Durable),
+        "readonly",
+        |_| {},
+    );
     base_tree(&f);
     let before = f.store.snapshot().unwrap().len().unwrap();
     let dir = f.dir.clone();

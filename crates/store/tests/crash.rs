@@ -6,6 +6,12 @@
 //! The child is this same test binary, started with
 //! `MERIDIAN_CRASH_CHILD` set (the usual trick to avoid shipping a
 //! separate binary for a test).
+//!
+//! In journal mode every other kill also plays a crash of the machine:
+//! the marker says another boot wrote it and `data.mdb` is overwritten
+//! with noise, as if none of its unsynced pages had survived (or some in
+//! the wrong order). Recovery must rebuild it from the base copy and the
+//! journal alone.
 
 #![allow(
     clippy::unwrap_used,
@@ -20,7 +26,7 @@ use std::process::{Command as Process, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use meridian_config::StorageConfig;
+use meridian_config::{Durability, StorageConfig};
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
 use meridian_model::entry::Entry;
@@ -31,11 +37,28 @@ const SUFFIX: &str = "dc=example,dc=com";
 const WRITERS: usize = 4;
 const ROUNDS: usize = 10;
 
-fn open(dir: &Path, schema: &Arc<Schema>) -> Store {
+fn storage(mode: Durability) -> StorageConfig {
+    StorageConfig {
+        durability: mode,
+        // Small, so that every round rotates segments and copies the
+        // database several times while it is being killed.
+        journal_checkpoint_bytes: 16 << 10,
+        ..StorageConfig::default()
+    }
+}
+
+fn mode_named(name: &str) -> Durability {
+    match name {
+        "journal" => Durability::Journal,
+        _ => Durability::Durable,
+    }
+}
+
+fn open(dir: &Path, schema: &Arc<Schema>, mode: Durability) -> Store {
     Store::open(
         StoreOptions {
             path: dir.to_path_buf(),
-            storage: StorageConfig::default(),
+            storage: storage(mode),
             suffixes: vec![Dn::parse(SUFFIX.as_bytes(), schema).unwrap()],
         },
         Arc::clone(schema),
@@ -56,9 +79,9 @@ fn entry(schema: &Schema, dn: &str, attrs: &[(&str, &[&str])]) -> Entry {
 }
 
 /// The child: writes until killed, printing one line per acknowledgement.
-fn child(dir: &Path, round: usize) {
+fn child(dir: &Path, round: usize, mode: Durability) {
     let schema = Arc::new(Schema::builtin().unwrap());
-    let store = open(dir, &schema);
+    let store = open(dir, &schema, mode);
     if round == 0 {
         store
             .execute_blocking(Command::Add {
@@ -144,17 +167,38 @@ fn next(seed: &mut u64) -> u64 {
     *seed
 }
 
+/// Overwrites `path` with noise of the same length.
+fn scramble(path: &Path, seed: &mut u64) {
+    let len = std::fs::metadata(path).unwrap().len() as usize;
+    let noise: Vec<u8> = (0..len).map(|_| next(seed) as u8).collect();
+    std::fs::write(path, noise).unwrap();
+}
+
 #[test]
 fn sigkill_loses_no_acknowledged_write() {
+    crash_rounds("sigkill_loses_no_acknowledged_write", "durable");
+}
+
+#[test]
+fn sigkill_and_machine_crash_in_journal_mode_lose_no_acknowledged_write() {
+    crash_rounds(
+        "sigkill_and_machine_crash_in_journal_mode_lose_no_acknowledged_write",
+        "journal",
+    );
+}
+
+fn crash_rounds(test: &str, mode_name: &str) {
+    let mode = mode_named(mode_name);
     if let Ok(dir) = std::env::var("MERIDIAN_CRASH_CHILD") {
         let round = std::env::var("MERIDIAN_CRASH_ROUND")
             .unwrap()
             .parse()
             .unwrap();
-        child(&PathBuf::from(dir), round);
+        child(&PathBuf::from(dir), round, mode);
         return;
     }
-    let dir = std::env::temp_dir().join(format!("meridian-crash-{}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("meridian-crash-{mode_name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let schema = Arc::new(Schema::builtin().unwrap());
     let mut seed = 0x2545_f491_4f6c_dd1d_u64;
@@ -162,12 +206,7 @@ fn sigkill_loses_no_acknowledged_write() {
     let mut counters = [0u64; WRITERS];
     for round in 0..ROUNDS {
         let mut child = Process::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "sigkill_loses_no_acknowledged_write",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+            .args(["--exact", test, "--nocapture", "--test-threads=1"])
             .env("MERIDIAN_CRASH_CHILD", &dir)
             .env("MERIDIAN_CRASH_ROUND", round.to_string())
             .stdout(Stdio::piped())
@@ -212,7 +251,11 @@ fn sigkill_loses_no_acknowledged_write() {
             "round {round}: the child acknowledged nothing"
         );
 
-        let store = open(&dir, &schema);
+        if mode == Durability::Journal && round % 2 == 1 {
+            std::fs::write(dir.join("journal/running"), "another boot").unwrap();
+            scramble(&dir.join("data.mdb"), &mut seed);
+        }
+        let store = open(&dir, &schema, mode);
         let snap = store.snapshot().unwrap();
         for uid in &acknowledged_adds {
             let dn = Dn::parse(format!("uid={uid},{SUFFIX}").as_bytes(), &schema).unwrap();
@@ -248,7 +291,7 @@ fn sigkill_loses_no_acknowledged_write() {
         acknowledged_adds.len()
     );
     eprintln!(
-        "{} acknowledged adds survived {ROUNDS} SIGKILLs",
+        "{} acknowledged adds survived {ROUNDS} SIGKILLs ({mode_name})",
         acknowledged_adds.len()
     );
     std::fs::remove_dir_all(&dir).unwrap();

@@ -1,0 +1,298 @@
+//! Journal mode: a database rebuilt from its base copy and its journal
+//! is the database that wrote them, byte for byte, for every kind of
+//! command; leaving journal mode replays the journal and removes it.
+//! (Crashes: `crash.rs`.)
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use meridian_config::{Durability, StorageConfig};
+use meridian_model::Schema;
+use meridian_model::dn::Dn;
+use meridian_model::entry::Entry;
+use meridian_model::modify::{ModOp, Modification};
+use meridian_proto::filter_str;
+use meridian_store::{Command, RawItem, Store, StoreOptions};
+
+const SUFFIX: &str = "dc=example,dc=com";
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("meridian-journal-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn open(dir: &Path, schema: &Arc<Schema>, durability: Durability) -> Store {
+    Store::open(
+        StoreOptions {
+            path: dir.to_path_buf(),
+            storage: StorageConfig {
+                durability,
+                // Several checkpoints during the workload, one of them
+                // possibly still copying when the store closes.
+                journal_checkpoint_bytes: 4096,
+                ..StorageConfig::default()
+            },
+            suffixes: vec![Dn::parse(SUFFIX.as_bytes(), schema).unwrap()],
+        },
+        Arc::clone(schema),
+    )
+    .unwrap()
+}
+
+fn entry(schema: &Schema, dn: &str, attrs: &[(&str, &[&str])]) -> Entry {
+    Entry::new(
+        Dn::parse(dn.as_bytes(), schema).unwrap(),
+        attrs
+            .iter()
+            .map(|(n, vs)| (n.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
+        schema,
+    )
+    .unwrap()
+}
+
+/// Every kind of command, some of them failing (a failed command is not
+/// journaled and must not disturb the replay of the others).
+fn workload(store: &Store, schema: &Schema) {
+    let dn = |s: &str| Dn::parse(s.as_bytes(), schema).unwrap();
+    let run = |c: Command| store.execute_blocking(c);
+    let person = |uid: &str, parent: &str| {
+        entry(
+            schema,
+            &format!("uid={uid},{parent}"),
+            &[
+                ("objectClass", &["inetOrgPerson"]),
+                ("uid", &[uid]),
+                ("cn", &[uid]),
+                ("sn", &["S"]),
+            ],
+        )
+    };
+    let ou = |name: &str| {
+        entry(
+            schema,
+            &format!("ou={name},{SUFFIX}"),
+            &[("objectClass", &["organizationalUnit"]), ("ou", &[name])],
+        )
+    };
+    let root = entry(
+        schema,
+        SUFFIX,
+        &[
+            ("objectClass", &["dcObject", "organization"]),
+            ("dc", &["example"]),
+            ("o", &["Example"]),
+        ],
+    );
+    run(Command::Add { entry: root }).unwrap();
+    run(Command::SetLoadState(Some("a test load".into()))).unwrap();
+    run(Command::AddMany {
+        entries: Arc::new(vec![ou("People"), ou("Gone"), ou("Moved")]),
+        prechecked: false,
+    })
+    .unwrap();
+    run(Command::SetLoadState(None)).unwrap();
+    for i in 0..60 {
+        let parent = if i % 3 == 0 {
+            format!("ou=Gone,{SUFFIX}")
+        } else {
+            format!("ou=People,{SUFFIX}")
+        };
+        run(Command::Add {
+            entry: person(&format!("u{i}"), &parent),
+        })
+        .unwrap();
+    }
+    // Refused: the entry exists, the parent does not.
+    assert!(
+        run(Command::Add {
+            entry: person("u1", &format!("ou=People,{SUFFIX}")),
+        })
+        .is_err()
+    );
+    assert!(
+        run(Command::Add {
+            entry: person("x", &format!("ou=Nowhere,{SUFFIX}")),
+        })
+        .is_err()
+    );
+    for i in (1..60).filter(|i| i % 3 != 0) {
+        run(Command::Modify {
+            dn: dn(&format!("uid=u{i},ou=People,{SUFFIX}")),
+            changes: vec![
+                Modification {
+                    op: ModOp::Replace,
+                    attr: "description;lang-de".into(),
+                    values: vec![format!("Nummer {i}").into_bytes()],
+                },
+                Modification {
+                    op: ModOp::Add,
+                    attr: "mail".into(),
+                    values: vec![format!("u{i}@example.com").into_bytes()],
+                },
+            ],
+            operational: vec![("modifyTimestamp".into(), vec![b"20261124180000Z".to_vec()])],
+            permissive: false,
+        })
+        .unwrap();
+    }
+    let assertion = filter_str::parse("(mail=u1@example.com)", 8).unwrap();
+    run(Command::Guarded {
+        assertion: assertion.clone(),
+        command: Box::new(Command::ReadBack {
+            pre: true,
+            post: true,
+            command: Box::new(Command::Modify {
+                dn: dn(&format!("uid=u1,ou=People,{SUFFIX}")),
+                changes: vec![Modification {
+                    op: ModOp::Delete,
+                    attr: "mail".into(),
+                    values: vec![],
+                }],
+                operational: vec![],
+                permissive: false,
+            }),
+        }),
+    })
+    .unwrap();
+    // The assertion no longer holds: refused.
+    assert!(
+        run(Command::Guarded {
+            assertion,
+            command: Box::new(Command::Delete {
+                dn: dn(&format!("uid=u1,ou=People,{SUFFIX}")),
+            }),
+        })
+        .is_err()
+    );
+    run(Command::ModifyDn {
+        dn: dn(&format!("uid=u2,ou=People,{SUFFIX}")),
+        new_rdn: "uid=renamed".into(),
+        delete_old_rdn: true,
+        new_superior: Some(dn(&format!("ou=Moved,{SUFFIX}"))),
+        operational: vec![],
+    })
+    .unwrap();
+    run(Command::ModifyDn {
+        dn: dn(&format!("ou=People,{SUFFIX}")),
+        new_rdn: "ou=Staff".into(),
+        delete_old_rdn: false,
+        new_superior: None,
+        operational: vec![],
+    })
+    .unwrap();
+    run(Command::Delete {
+        dn: dn(&format!("uid=u4,ou=Staff,{SUFFIX}")),
+    })
+    .unwrap();
+    run(Command::DeleteSubtree {
+        dn: dn(&format!("ou=Gone,{SUFFIX}")),
+    })
+    .unwrap();
+    run(Command::RebuildIndexes).unwrap();
+}
+
+fn dump(store: &Store) -> Vec<RawItem> {
+    let snap = store.snapshot().unwrap();
+    let problems = snap.check().unwrap();
+    assert!(problems.is_empty(), "{problems:#?}");
+    snap.raw_dump().unwrap()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for item in std::fs::read_dir(from).unwrap() {
+        let item = item.unwrap();
+        if item.path().is_file() {
+            std::fs::copy(item.path(), to.join(item.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn base_and_journal_rebuild_the_database_byte_for_byte() {
+    let schema = Arc::new(Schema::builtin().unwrap());
+    let original = temp("original");
+    let store = open(&original, &schema, Durability::Journal);
+    workload(&store, &schema);
+    store.close();
+    // The journal alone, as a machine crash would leave it: no data.mdb,
+    // and a marker from another boot.
+    let (rebuilt, left) = (temp("rebuilt"), temp("left"));
+    for dir in [&rebuilt, &left] {
+        copy_dir(&original.join("journal"), &dir.join("journal"));
+        std::fs::write(dir.join("journal/running"), "another boot").unwrap();
+    }
+    let journal_files = std::fs::read_dir(rebuilt.join("journal")).unwrap().count();
+    assert!(journal_files >= 3, "a base, a segment and the marker");
+
+    let expected = dump(&open(&original, &schema, Durability::Journal));
+    let replayed = open(&rebuilt, &schema, Durability::Journal);
+    assert_eq!(dump(&replayed), expected);
+    // And the rebuilt store goes on journaling from where it was.
+    workload_tail(&replayed, &schema);
+    replayed.close();
+    assert!(!rebuilt.join("journal/running").exists());
+
+    // Leaving journal mode: a durable open replays what is pending and
+    // removes the journal.
+    let durable = open(&left, &schema, Durability::Durable);
+    assert_eq!(dump(&durable), expected);
+    assert!(!left.join("journal").exists());
+    durable.close();
+    for dir in [original, rebuilt, left] {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+/// A write after recovery lands, and survives the next recovery.
+fn workload_tail(store: &Store, schema: &Schema) {
+    store
+        .execute_blocking(Command::Delete {
+            dn: Dn::parse(format!("uid=u5,ou=Staff,{SUFFIX}").as_bytes(), schema).unwrap(),
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_torn_record_at_the_end_is_cut_off_and_the_rest_replayed() {
+    let schema = Arc::new(Schema::builtin().unwrap());
+    let dir = temp("torn");
+    let store = open(&dir, &schema, Durability::Journal);
+    workload(&store, &schema);
+    store.close();
+    let copy = temp("torn-copy");
+    copy_dir(&dir, &copy);
+    copy_dir(&dir.join("journal"), &copy.join("journal"));
+    let expected = dump(&open(&copy, &schema, Durability::Journal));
+    std::fs::remove_dir_all(&copy).unwrap();
+    // The newest segment gets half a record more, as an append cut short
+    // by the crash would leave it.
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(dir.join("journal"))
+        .unwrap()
+        .map(|item| item.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("log-"))
+        .collect();
+    segments.sort();
+    let newest = segments.last().unwrap();
+    let mut bytes = std::fs::read(newest).unwrap();
+    assert!(
+        !bytes.is_empty(),
+        "the newest segment holds records to replay"
+    );
+    bytes.extend_from_slice(&[200, 0, 0, 0, 1, 2, 3, 4, 1, 0, 0]);
+    std::fs::write(newest, &bytes).unwrap();
+    std::fs::write(dir.join("journal/running"), "another boot").unwrap();
+    std::fs::remove_file(dir.join("data.mdb")).unwrap();
+    let store = open(&dir, &schema, Durability::Journal);
+    assert_eq!(dump(&store), expected);
+    store.close();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
