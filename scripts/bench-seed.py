@@ -33,11 +33,12 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_meridian(binary, ldif, work, directory_config):
+def start_meridian(binary, ldif, work, directory_config, storage_config):
     data = os.path.join(work, "meridian")
     config = os.path.join(work, "meridian.toml")
     with open(config, "w") as f:
-        f.write(f"[directory]\n{directory_config}\n[log]\naccess = false\n[storage.indexes]\n")
+        f.write(f"[directory]\n{directory_config}\n[log]\naccess = false\n"
+                f"[storage]\n{storage_config}\n[storage.indexes]\n")
         for attr in INDEXES:
             f.write(f"{attr} = [\"eq\"]\n")
     subprocess.run([binary, "import", "--config", config, "--data-dir", data, "-i", ldif], check=True,
@@ -81,6 +82,8 @@ def main():
     parser.add_argument("--out", default=".")
     parser.add_argument("--meridian-directory", default="",
                         help="lines for Meridian's [directory] table, e.g. 'password_hash_memory_kib = 1024'")
+    parser.add_argument("--meridian-storage", default="",
+                        help="lines for Meridian's [storage] table, e.g. 'durability = \"journal\"'")
     args, bench_args = parser.parse_known_args()
     args.bench_args = [a for a in bench_args if a != "--"]
     name = os.path.splitext(os.path.basename(args.scenario))[0]
@@ -91,7 +94,8 @@ def main():
         servers = []
         try:
             meridian, meridian_url = start_meridian(args.binary, ldif, work,
-                                                    args.meridian_directory.replace("\\n", "\n"))
+                                                    args.meridian_directory.replace("\\n", "\n"),
+                                                    args.meridian_storage.replace("\\n", "\n"))
             servers.append(meridian)
             slapd, slapd_url = start_slapd(ldif, work)
             servers.append(slapd)

@@ -38,26 +38,26 @@ pub(crate) fn run(
             }
         }
         let results = commit_batch(inner, &batch, journal.as_mut());
-        for (job, result) in batch.drain(..).zip(results) {
-            // A caller that went away does not need its answer.
-            let _ = job.reply.send(result);
-        }
-        if let Some(journal) = journal.as_mut() {
-            if let Err(e) = journal.maybe_checkpoint(inner) {
-                refuse(inner, &e);
+        let replies = batch.drain(..).map(|job| job.reply).zip(results);
+        match journal.as_mut() {
+            // Answered by the journal thread once the batch is durable.
+            Some(journal) => journal.hand_over(replies.collect()),
+            None => {
+                for (reply, result) in replies {
+                    // A caller that went away does not need its answer.
+                    let _ = reply.send(result);
+                }
             }
         }
     }
     if let Some(journal) = journal {
-        if let Err(e) = journal.close(inner) {
-            tracing::error!("the journal was not closed cleanly (the next start recovers): {e}");
-        }
+        journal.close();
     }
     tracing::debug!("writer thread stopped");
 }
 
 /// Latches the store read-only after an I/O failure.
-fn refuse(inner: &Inner, e: &StoreError) -> StoreError {
+pub(crate) fn refuse(inner: &Inner, e: &StoreError) -> StoreError {
     let message = format!("a storage I/O error stopped writes until restart: {e}");
     tracing::error!("{message}");
     *inner.refused.lock().unwrap_or_else(PoisonError::into_inner) = Some(message.clone());
@@ -132,15 +132,8 @@ fn commit_batch(
         Ok(results) => results,
         Err(e) => return all(batch, &e),
     };
-    if journal.batch.is_empty() {
-        return results;
-    }
-    match journal.append() {
-        Ok(()) => results,
-        // Committed to LMDB but not durable: not acknowledged, and no
-        // further write is taken (the journal would have a hole).
-        Err(e) => all(batch, &refuse(inner, &e)),
-    }
+    journal.seal();
+    results
 }
 
 /// Applies `commands` in one transaction and commits, growing the map

@@ -147,3 +147,104 @@ fn a_full_disk_refuses_writes_and_keeps_reads() {
     store.close();
     drop(mount);
 }
+
+/// Journal mode with the journal on its own small file system: when an
+/// append fails, that batch is not acknowledged and no later write is
+/// taken; what was acknowledged survives a machine crash, rebuilt from
+/// the base and the journal (the failed batch, never acknowledged, is
+/// not in it).
+#[test]
+fn a_full_journal_acknowledges_nothing_it_could_not_sync() {
+    if !is_root() {
+        eprintln!("skipped: mounting a tmpfs needs root (CI runs as root)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("meridian-journalfull-{}", std::process::id()));
+    let journal = dir.join("db/journal");
+    std::fs::create_dir_all(&journal).unwrap();
+    let status = Process::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+        .arg(&journal)
+        .status()
+        .unwrap();
+    assert!(status.success(), "mount tmpfs failed");
+    let mount = Mount(journal.clone());
+    // Removed before recovery: room for the base it writes.
+    std::fs::write(journal.join("filler"), vec![0u8; 5 << 19]).unwrap();
+
+    let schema = Arc::new(Schema::builtin().unwrap());
+    let open = || {
+        Store::open(
+            StoreOptions {
+                path: dir.join("db"),
+                storage: StorageConfig {
+                    durability: meridian_config::Durability::Journal,
+                    ..StorageConfig::default()
+                },
+                suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+            },
+            Arc::clone(&schema),
+        )
+        .unwrap()
+    };
+    let store = open();
+    store
+        .execute_blocking(Command::Add {
+            entry: entry(
+                &schema,
+                SUFFIX,
+                &[
+                    ("objectClass", &["dcObject", "organization"]),
+                    ("dc", &["example"]),
+                    ("o", &["x"]),
+                ],
+            ),
+        })
+        .unwrap();
+    let big = "v".repeat(60_000);
+    let add = |uid: &str| {
+        store.execute_blocking(Command::Add {
+            entry: entry(
+                &schema,
+                &format!("uid={uid},{SUFFIX}"),
+                &[
+                    ("objectClass", &["account"]),
+                    ("uid", &[uid]),
+                    ("description", &[&big]),
+                ],
+            ),
+        })
+    };
+    let mut acknowledged = 0;
+    let refusal = loop {
+        match add(&format!("u{acknowledged}")) {
+            Ok(_) => acknowledged += 1,
+            Err(e) => break e,
+        }
+        assert!(acknowledged < 100, "the journal never filled");
+    };
+    assert!(
+        acknowledged > 3,
+        "only {acknowledged} adds before the journal filled"
+    );
+    assert_eq!(refusal.code(), ResultCode::UNWILLING_TO_PERFORM);
+    assert!(refusal.to_string().contains("journal"), "{refusal}");
+    // Latched: the journal would have a hole after the failed record.
+    let later = add("later").unwrap_err();
+    assert_eq!(later.code(), ResultCode::UNWILLING_TO_PERFORM);
+    store.close();
+
+    // The machine goes down now: nothing unsynced in data.mdb survives.
+    std::fs::remove_file(journal.join("filler")).unwrap();
+    std::fs::write(journal.join("running"), "another boot").unwrap();
+    std::fs::write(dir.join("db/data.mdb"), b"lost").unwrap();
+    let store = open();
+    {
+        let snap = store.snapshot().unwrap();
+        assert_eq!(snap.len().unwrap(), acknowledged as u64 + 1);
+        assert!(snap.check().unwrap().is_empty());
+    }
+    store.close();
+    drop(mount);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -43,13 +43,15 @@
 //! database to `base-<S>.mdb` on its own thread while writes go on; once
 //! the copy is synced and renamed, older bases and segments are removed.
 
+mod append;
 pub(crate) mod record;
+
+pub(crate) use append::Journal;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::PoisonError;
 
 use heed::CompactionOption;
 use meridian_model::Schema;
@@ -252,117 +254,29 @@ pub(crate) fn remove(env_path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The writer's side of the journal: the open log segment and the
-/// checkpoint under way. Owned by the writer thread.
-pub(crate) struct Journal {
-    dir: PathBuf,
-    segment: File,
-    segment_path: PathBuf,
-    segment_bytes: u64,
-    last_seq: u64,
-    checkpoint_bytes: u64,
-    checkpoint: Option<JoinHandle<Result<(), StoreError>>>,
-    /// The commands of the batch being committed.
-    pub(crate) batch: record::Batch,
+/// Writes the `running` marker with this boot's ID (empty if unknown:
+/// then any unclean stop counts as a machine crash).
+fn write_marker(dir: &Path) -> Result<(), StoreError> {
+    fs::create_dir_all(dir).map_err(|e| io_error("create", dir, &e))?;
+    if let Some(parent) = dir.parent() {
+        sync_dir(parent)?;
+    }
+    let staged = dir.join("running.tmp");
+    File::create(&staged)
+        .and_then(|mut f| {
+            f.write_all(boot_id().unwrap_or_default().as_bytes())?;
+            f.sync_all()
+        })
+        .map_err(|e| io_error("write", &staged, &e))?;
+    let marker = dir.join(MARKER);
+    fs::rename(&staged, &marker).map_err(|e| io_error("write", &marker, &e))?;
+    sync_dir(dir)
 }
 
-impl Journal {
-    /// Starts journaling a database that holds every record up to
-    /// `last_seq`: writes the marker, makes a base of the database as it
-    /// is (so a machine crash from now on has one to start from) and
-    /// opens a new log segment.
-    pub(crate) fn start(
-        inner: &Arc<Inner>,
-        last_seq: u64,
-        checkpoint_bytes: u64,
-    ) -> Result<Journal, StoreError> {
-        let env_path = inner.env.path().to_path_buf();
-        let dir = dir_of(&env_path);
-        fs::create_dir_all(&dir).map_err(|e| io_error("create", &dir, &e))?;
-        sync_dir(&env_path)?;
-        let marker = dir.join(MARKER);
-        let staged = dir.join("running.tmp");
-        File::create(&staged)
-            .and_then(|mut f| {
-                f.write_all(boot_id().unwrap_or_default().as_bytes())?;
-                f.sync_all()
-            })
-            .map_err(|e| io_error("write", &staged, &e))?;
-        fs::rename(&staged, &marker).map_err(|e| io_error("write", &marker, &e))?;
-        let (segment, segment_path) = open_segment(&dir, last_seq)?;
-        checkpoint(inner, &dir, last_seq)?;
-        Ok(Journal {
-            dir,
-            segment,
-            segment_path,
-            segment_bytes: 0,
-            last_seq,
-            checkpoint_bytes,
-            checkpoint: None,
-            batch: record::Batch::new(),
-        })
-    }
-
-    /// The sequence number the batch being committed will have.
-    pub(crate) fn next_seq(&self) -> u64 {
-        self.last_seq + 1
-    }
-
-    /// Appends the batch's record and syncs it: after this the batch may
-    /// be acknowledged.
-    pub(crate) fn append(&mut self) -> Result<(), StoreError> {
-        let frame = self.batch.seal(self.next_seq());
-        self.segment
-            .write_all(&frame)
-            .and_then(|()| self.segment.sync_data())
-            .map_err(|e| io_error("append to", &self.segment_path, &e))?;
-        self.segment_bytes += frame.len() as u64;
-        self.last_seq += 1;
-        Ok(())
-    }
-
-    /// Starts a checkpoint when the segment has grown past its limit and
-    /// the last one has finished.
-    pub(crate) fn maybe_checkpoint(&mut self, inner: &Arc<Inner>) -> Result<(), StoreError> {
-        if self.segment_bytes < self.checkpoint_bytes {
-            return Ok(());
-        }
-        if let Some(running) = &self.checkpoint {
-            if !running.is_finished() {
-                return Ok(());
-            }
-        }
-        self.finish_checkpoint()?;
-        let (segment, path) = open_segment(&self.dir, self.last_seq)?;
-        self.segment = segment;
-        self.segment_path = path;
-        self.segment_bytes = 0;
-        let (inner, dir, at) = (Arc::clone(inner), self.dir.clone(), self.last_seq);
-        let handle = std::thread::Builder::new()
-            .name("meridian-checkpoint".into())
-            .spawn(move || checkpoint(&inner, &dir, at))
-            .map_err(|e| StoreError::Engine(format!("cannot start a checkpoint: {e}")))?;
-        self.checkpoint = Some(handle);
-        Ok(())
-    }
-
-    fn finish_checkpoint(&mut self) -> Result<(), StoreError> {
-        match self.checkpoint.take().map(JoinHandle::join) {
-            None | Some(Ok(Ok(()))) => Ok(()),
-            Some(Ok(Err(e))) => Err(e),
-            Some(Err(_)) => Err(StoreError::Engine("the checkpoint thread panicked".into())),
-        }
-    }
-
-    /// A clean close: waits for the checkpoint, syncs LMDB, then removes
-    /// the marker, so the next open trusts the database as it is.
-    pub(crate) fn close(mut self, inner: &Inner) -> Result<(), StoreError> {
-        self.finish_checkpoint()?;
-        inner.env.force_sync()?;
-        let marker = self.dir.join(MARKER);
-        fs::remove_file(&marker).map_err(|e| io_error("remove", &marker, &e))?;
-        sync_dir(&self.dir)
-    }
+fn remove_marker(dir: &Path) -> Result<(), StoreError> {
+    let marker = dir.join(MARKER);
+    fs::remove_file(&marker).map_err(|e| io_error("remove", &marker, &e))?;
+    sync_dir(dir)
 }
 
 /// A new, empty segment for the records after `after`.

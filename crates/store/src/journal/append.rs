@@ -1,0 +1,232 @@
+//! Appending to the journal, on a thread of its own.
+//!
+//! The writer commits batch N to LMDB and hands its record and its
+//! answers to the journal thread, then goes on with batch N+1 while the
+//! thread appends and fdatasyncs N: the sync no longer adds to the
+//! writer's time per batch. The thread answers a batch only after its
+//! record is durable, and answers batches in the order they were
+//! committed, also those with nothing to journal (a refusal can depend
+//! on an earlier batch that is not durable yet).
+
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+use tokio::sync::oneshot;
+
+use super::{checkpoint, io_error, open_segment, record, remove_marker, write_marker};
+use crate::{Inner, Outcome, StoreError};
+
+/// One answer to send once the batch is durable.
+type Reply = (
+    oneshot::Sender<Result<Outcome, StoreError>>,
+    Result<Outcome, StoreError>,
+);
+
+/// A committed batch on its way to the journal thread.
+struct Committed {
+    /// The framed record (`None` when no command of the batch applied).
+    frame: Option<Vec<u8>>,
+    replies: Vec<Reply>,
+}
+
+/// Batches the writer may commit ahead of the journal: one being synced
+/// and one waiting keep both threads busy; more would only hold answers.
+const AHEAD: usize = 1;
+
+/// The writer's side: numbers batches and hands them over.
+pub(crate) struct Journal {
+    next_seq: u64,
+    /// The commands of the batch being committed.
+    pub(crate) batch: record::Batch,
+    sealed: Option<Vec<u8>>,
+    sender: Option<SyncSender<Committed>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Journal {
+    /// Starts journaling a database that holds every record up to
+    /// `last_seq`: writes the marker, makes a base of the database as it
+    /// is (so a machine crash from now on has one to start from), opens
+    /// a new log segment and starts the journal thread.
+    pub(crate) fn start(
+        inner: &Arc<Inner>,
+        last_seq: u64,
+        checkpoint_bytes: u64,
+    ) -> Result<Journal, StoreError> {
+        let dir = super::dir_of(inner.env.path());
+        write_marker(&dir)?;
+        let (segment, segment_path) = open_segment(&dir, last_seq)?;
+        checkpoint(inner, &dir, last_seq)?;
+        let appender = Appender {
+            inner: Arc::clone(inner),
+            dir,
+            segment,
+            segment_path,
+            segment_bytes: 0,
+            last_seq,
+            checkpoint_bytes,
+            checkpoint: None,
+            failed: None,
+        };
+        let (sender, receiver) = sync_channel(AHEAD);
+        let thread = std::thread::Builder::new()
+            .name("meridian-journal".into())
+            .spawn(move || appender.run(receiver))
+            .map_err(|e| StoreError::Engine(format!("cannot start the journal thread: {e}")))?;
+        Ok(Journal {
+            next_seq: last_seq + 1,
+            batch: record::Batch::new(),
+            sealed: None,
+            sender: Some(sender),
+            thread: Some(thread),
+        })
+    }
+
+    /// The sequence number the batch being committed will have.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// After the batch's LMDB commit: frames its record (if it has
+    /// commands) under the next sequence number.
+    pub(crate) fn seal(&mut self) {
+        if !self.batch.is_empty() {
+            self.sealed = Some(self.batch.seal(self.next_seq));
+            self.next_seq += 1;
+        }
+    }
+
+    /// Hands the sealed batch and its answers to the journal thread.
+    pub(crate) fn hand_over(&mut self, replies: Vec<Reply>) {
+        let committed = Committed {
+            frame: self.sealed.take(),
+            replies,
+        };
+        let Some(sender) = &self.sender else { return };
+        if let Err(lost) = sender.send(committed) {
+            // The thread is gone (it panicked): nothing is durable.
+            for (reply, _) in lost.0.replies {
+                let _ = reply.send(Err(StoreError::WritesRefused(
+                    "the journal thread stopped; writes are refused until restart".into(),
+                )));
+            }
+        }
+    }
+
+    /// A clean close: the thread answers what it holds, finishes the
+    /// checkpoint, syncs LMDB and removes the marker.
+    pub(crate) fn close(mut self) {
+        drop(self.sender.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The journal thread's state.
+struct Appender {
+    inner: Arc<Inner>,
+    dir: PathBuf,
+    segment: File,
+    segment_path: PathBuf,
+    segment_bytes: u64,
+    last_seq: u64,
+    checkpoint_bytes: u64,
+    checkpoint: Option<JoinHandle<Result<(), StoreError>>>,
+    /// Set by the first failed append: later records would leave a hole,
+    /// so nothing more is appended or acknowledged.
+    failed: Option<StoreError>,
+}
+
+impl Appender {
+    fn run(mut self, receiver: Receiver<Committed>) {
+        for committed in receiver {
+            let durable = match (&self.failed, committed.frame) {
+                (Some(e), _) => Err(e.clone()),
+                (None, None) => Ok(()),
+                (None, Some(frame)) => self.append(&frame),
+            };
+            for (reply, result) in committed.replies {
+                let _ = reply.send(match &durable {
+                    Ok(()) => result,
+                    Err(e) => Err(e.clone()),
+                });
+            }
+            if self.failed.is_none() {
+                if let Err(e) = self.maybe_checkpoint() {
+                    self.failed = Some(crate::writer::refuse(&self.inner, &e));
+                }
+            }
+        }
+        if let Err(e) = self.close() {
+            tracing::error!("the journal was not closed cleanly (the next start recovers): {e}");
+        }
+    }
+
+    fn append(&mut self, frame: &[u8]) -> Result<(), StoreError> {
+        let written = self
+            .segment
+            .write_all(frame)
+            .and_then(|()| self.segment.sync_data());
+        if let Err(e) = written {
+            // Committed to LMDB but not durable: not acknowledged, and no
+            // further write is taken (the journal would have a hole).
+            let e =
+                crate::writer::refuse(&self.inner, &io_error("append to", &self.segment_path, &e));
+            self.failed = Some(e.clone());
+            return Err(e);
+        }
+        self.segment_bytes += frame.len() as u64;
+        self.last_seq += 1;
+        Ok(())
+    }
+
+    /// Starts a checkpoint when the segment has grown past its limit and
+    /// the last one has finished: a new segment after the last record,
+    /// and a copy of the database (which holds at least that record:
+    /// LMDB commits before the journal appends) on a thread of its own.
+    fn maybe_checkpoint(&mut self) -> Result<(), StoreError> {
+        if self.segment_bytes < self.checkpoint_bytes {
+            return Ok(());
+        }
+        if self.checkpoint.as_ref().is_some_and(|c| !c.is_finished()) {
+            return Ok(());
+        }
+        self.finish_checkpoint()?;
+        let (segment, path) = open_segment(&self.dir, self.last_seq)?;
+        self.segment = segment;
+        self.segment_path = path;
+        self.segment_bytes = 0;
+        let (inner, dir, at) = (Arc::clone(&self.inner), self.dir.clone(), self.last_seq);
+        let handle = std::thread::Builder::new()
+            .name("meridian-checkpoint".into())
+            .spawn(move || checkpoint(&inner, &dir, at))
+            .map_err(|e| StoreError::Engine(format!("cannot start a checkpoint: {e}")))?;
+        self.checkpoint = Some(handle);
+        Ok(())
+    }
+
+    fn finish_checkpoint(&mut self) -> Result<(), StoreError> {
+        match self.checkpoint.take().map(JoinHandle::join) {
+            None | Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(e))) => Err(e),
+            Some(Err(_)) => Err(StoreError::Engine("the checkpoint thread panicked".into())),
+        }
+    }
+
+    /// After the writer stopped: LMDB is synced, then the marker goes,
+    /// so the next open trusts the database as it is. After a failed
+    /// append the marker stays: the next open recovers.
+    fn close(mut self) -> Result<(), StoreError> {
+        self.finish_checkpoint()?;
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        self.inner.env.force_sync()?;
+        remove_marker(&self.dir)
+    }
+}
