@@ -393,14 +393,21 @@ fn recover(
             None => 0,
         }
     };
-    let mut last = applied;
+    let mut replayed = journal::Replayed {
+        last: applied,
+        covered: None,
+    };
     if previous != journal::Previous::NoJournal {
-        last =
+        replayed =
             journal::replay_pending(inner.env.path(), applied, &inner.schema, |seq, commands| {
                 writer::replay(inner, seq, &commands)
             })?;
-        if last > applied {
-            tracing::info!(records = last - applied, ?previous, "journal replayed");
+        if replayed.last > applied {
+            tracing::info!(
+                records = replayed.last - applied,
+                ?previous,
+                "journal replayed"
+            );
         }
         if !journaling {
             inner.env.force_sync()?;
@@ -410,10 +417,15 @@ fn recover(
     if !journaling {
         return Ok(None);
     }
+    // A new base only when a machine crash could not rebuild the
+    // database from the files there are: no journal or no base yet, or
+    // LMDB holds a batch whose append failed (it is in no journal file).
+    let base_needed = replayed.covered.is_none_or(|covered| applied > covered);
     Ok(Some(journal::Journal::start(
         inner,
-        last,
+        replayed.last,
         checkpoint_bytes,
+        base_needed,
     )?))
 }
 

@@ -49,18 +49,22 @@ pub(crate) struct Journal {
 
 impl Journal {
     /// Starts journaling a database that holds every record up to
-    /// `last_seq`: writes the marker, makes a base of the database as it
-    /// is (so a machine crash from now on has one to start from), opens
-    /// a new log segment and starts the journal thread.
+    /// `last_seq`: writes the marker, opens a new log segment (a torn
+    /// tail of the old one is never appended to), makes a base of the
+    /// database as it is if `base_needed` (a machine crash from now on
+    /// needs one to start from) and starts the journal thread.
     pub(crate) fn start(
         inner: &Arc<Inner>,
         last_seq: u64,
         checkpoint_bytes: u64,
+        base_needed: bool,
     ) -> Result<Journal, StoreError> {
         let dir = super::dir_of(inner.env.path());
         write_marker(&dir)?;
         let (segment, segment_path) = open_segment(&dir, last_seq)?;
-        checkpoint(inner, &dir, last_seq)?;
+        if base_needed {
+            checkpoint(inner, &dir, last_seq)?;
+        }
         let appender = Appender {
             inner: Arc::clone(inner),
             dir,

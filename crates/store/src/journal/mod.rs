@@ -170,6 +170,16 @@ pub(crate) fn prepare(env_path: &Path) -> Result<Previous, StoreError> {
     Ok(previous)
 }
 
+/// What [`replay_pending`] found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Replayed {
+    /// The last record the database holds now.
+    pub(crate) last: u64,
+    /// Records `..=covered` are in a base or in the journal files, so a
+    /// machine crash could rebuild them; `None` when there is no base.
+    pub(crate) covered: Option<u64>,
+}
+
 /// Hands `replay` every record after `applied`, in order, from the log
 /// segments of the journal in `env_path` (if any). A torn record at the
 /// end of the last segment is an append that was never acknowledged: it
@@ -179,12 +189,19 @@ pub(crate) fn replay_pending(
     applied: u64,
     schema: &Schema,
     mut replay: impl FnMut(u64, Vec<Command>) -> Result<(), StoreError>,
-) -> Result<u64, StoreError> {
+) -> Result<Replayed, StoreError> {
     let dir = dir_of(env_path);
     if !dir.is_dir() {
-        return Ok(applied);
+        return Ok(Replayed {
+            last: applied,
+            covered: None,
+        });
     }
     let segments = numbered(&dir, LOG_PREFIX, "")?;
+    let newest_base = numbered(&dir, BASE_PREFIX, BASE_SUFFIX)?
+        .pop()
+        .map(|(n, _)| n);
+    let mut journal_last = 0;
     let mut last = applied;
     for (i, (start, path)) in segments.iter().enumerate() {
         let bytes = fs::read(path).map_err(|e| io_error("read", path, &e))?;
@@ -212,6 +229,7 @@ pub(crate) fn replay_pending(
                         replay(seq, commands)?;
                         last = seq;
                     }
+                    journal_last = seq;
                     expected += 1;
                     at += len;
                 }
@@ -240,7 +258,10 @@ pub(crate) fn replay_pending(
             }
         }
     }
-    Ok(last)
+    Ok(Replayed {
+        last,
+        covered: newest_base.map(|base| base.max(journal_last)),
+    })
 }
 
 /// After a non-journal store has replayed and synced: the journal is
