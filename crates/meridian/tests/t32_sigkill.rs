@@ -105,6 +105,23 @@ fn killed_mid_load(config: &str, machine_crash: bool) {
     let first = Server::start(config);
     let (code, out) = admin_tool(&first, "ldapadd", &[], Some(SUFFIX_LDIF));
     assert_eq!(code, 0, "{out}");
+    if config.contains("journal") {
+        // One writer per journal: a tool that writes is refused while the
+        // server runs.
+        let check = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
+            .args(["check", "--config"])
+            .arg(first.data_dir.join("test-config.toml"))
+            .arg("--data-dir")
+            .arg(&first.data_dir)
+            .output()
+            .unwrap();
+        assert!(!check.status.success());
+        assert!(
+            text(&check.stderr).contains("open for writing in journal mode"),
+            "{}",
+            text(&check.stderr)
+        );
+    }
     let acknowledged = stream_adds_and_kill(&first, 3000);
     let db = first.data_dir.join("db");
     if machine_crash {

@@ -75,6 +75,9 @@ pub(crate) struct Inner {
     names: RwLock<Arc<names::NameTable>>,
     /// The directory to remove when a memory store closes.
     memory_dir: Option<PathBuf>,
+    /// Held while a store with a journal is open for writing
+    /// (`journal::lock`).
+    _journal_lock: Option<std::fs::File>,
 }
 
 /// Options of [`Store::open`].
@@ -186,11 +189,20 @@ impl Store {
             .map_err(|e| StoreError::Engine(format!("cannot create {}: {e}", path.display())))?;
         let journaling =
             !read_only && st.backend == Backend::Mdb && st.durability == Durability::Journal;
-        // A reader beside a running server must not touch its journal.
-        let previous = if read_only || st.backend == Backend::Memory {
-            journal::Previous::NoJournal
+        // A reader beside a running server must not touch its journal;
+        // a writer must be the only one that does.
+        let journal_lock = if !read_only
+            && st.backend == Backend::Mdb
+            && (journaling || journal::dir_of(&path).is_dir())
+        {
+            Some(journal::lock(&path)?)
         } else {
+            None
+        };
+        let previous = if journal_lock.is_some() {
             journal::prepare(&path)?
+        } else {
+            journal::Previous::NoJournal
         };
         let mut flags = EnvFlags::empty();
         if read_only {
@@ -247,6 +259,7 @@ impl Store {
             commits: AtomicU64::new(0),
             names: RwLock::new(Arc::new(name_table)),
             memory_dir: memory,
+            _journal_lock: journal_lock,
         });
         let journal = if read_only {
             None

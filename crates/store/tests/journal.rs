@@ -309,3 +309,37 @@ fn a_torn_record_at_the_end_is_cut_off_and_the_rest_replayed() {
     store.close();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_journaled_database_has_one_writer() {
+    let schema = Arc::new(Schema::builtin().unwrap());
+    let dir = temp("one-writer");
+    let store = open(&dir, &schema, Durability::Journal);
+    // A second writer, in any durability, would append to (or replay and
+    // remove) the journal the first one is writing.
+    for durability in [Durability::Journal, Durability::Durable] {
+        let refused = Store::open(
+            StoreOptions {
+                path: dir.clone(),
+                storage: StorageConfig {
+                    durability,
+                    ..StorageConfig::default()
+                },
+                suffixes: vec![],
+            },
+            Arc::clone(&schema),
+        )
+        .unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("open for writing in journal mode"),
+            "{refused}"
+        );
+    }
+    store.close();
+    // Once it is closed, the next one may.
+    open(&dir, &schema, Durability::Durable).close();
+    assert!(!dir.join("journal").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
