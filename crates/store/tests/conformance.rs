@@ -21,7 +21,8 @@ use meridian_model::modify::{ModOp, Modification};
 use meridian_proto::{Depth, Filter, ResultCode, Scope, filter_str};
 use meridian_store::{Command, Outcome, Store, StoreError, StoreOptions};
 
-const SUFFIX: &str = "dc=example,dc=com";
+mod common;
+use common::{SUFFIX, entry};
 
 struct Fixture {
     store: Store,
@@ -82,18 +83,6 @@ fn open(flavour: Flavour, tag: &str, tweak: impl FnOnce(&mut StorageConfig)) -> 
         dir,
         keep: false,
     }
-}
-
-fn entry(schema: &Schema, dn: &str, attrs: &[(&str, &[&str])]) -> Entry {
-    let dn = Dn::parse(dn.as_bytes(), schema).unwrap();
-    Entry::new(
-        dn,
-        attrs
-            .iter()
-            .map(|(n, vs)| (n.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
-        schema,
-    )
-    .unwrap()
 }
 
 fn add(f: &Fixture, dn: &str, attrs: &[(&str, &[&str])]) -> Result<Outcome, StoreError> {

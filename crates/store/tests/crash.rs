@@ -29,11 +29,11 @@ use std::time::Duration;
 use meridian_config::{Durability, StorageConfig};
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
-use meridian_model::entry::Entry;
 use meridian_model::modify::{ModOp, Modification};
 use meridian_store::{Command, Store, StoreOptions};
 
-const SUFFIX: &str = "dc=example,dc=com";
+mod common;
+use common::{SUFFIX, entry, suffix_entry};
 const WRITERS: usize = 4;
 const ROUNDS: usize = 10;
 
@@ -66,18 +66,6 @@ fn open(dir: &Path, schema: &Arc<Schema>, mode: Durability) -> Store {
     .unwrap()
 }
 
-fn entry(schema: &Schema, dn: &str, attrs: &[(&str, &[&str])]) -> Entry {
-    let dn = Dn::parse(dn.as_bytes(), schema).unwrap();
-    Entry::new(
-        dn,
-        attrs
-            .iter()
-            .map(|(n, vs)| (n.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
-        schema,
-    )
-    .unwrap()
-}
-
 /// The child: writes until killed, printing one line per acknowledgement.
 fn child(dir: &Path, round: usize, mode: Durability) {
     let schema = Arc::new(Schema::builtin().unwrap());
@@ -85,15 +73,7 @@ fn child(dir: &Path, round: usize, mode: Durability) {
     if round == 0 {
         store
             .execute_blocking(Command::Add {
-                entry: entry(
-                    &schema,
-                    SUFFIX,
-                    &[
-                        ("objectClass", &["dcObject", "organization"]),
-                        ("dc", &["example"]),
-                        ("o", &["x"]),
-                    ],
-                ),
+                entry: suffix_entry(&schema),
             })
             .unwrap();
         for t in 0..WRITERS {

@@ -16,11 +16,11 @@ use std::sync::Arc;
 use meridian_config::StorageConfig;
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
-use meridian_model::entry::Entry;
 use meridian_proto::ResultCode;
 use meridian_store::{Command, Store, StoreError, StoreOptions};
 
-const SUFFIX: &str = "dc=example,dc=com";
+mod common;
+use common::{SUFFIX, copy_files, entry, suffix_entry};
 
 struct Mount(std::path::PathBuf);
 
@@ -40,18 +40,6 @@ fn is_root() -> bool {
                 .map(|l| l.split_whitespace().nth(1) == Some("0"))
         })
         .unwrap_or(false)
-}
-
-fn entry(schema: &Schema, dn: &str, attrs: &[(&str, &[&str])]) -> Entry {
-    let dn = Dn::parse(dn.as_bytes(), schema).unwrap();
-    Entry::new(
-        dn,
-        attrs
-            .iter()
-            .map(|(n, vs)| (n.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
-        schema,
-    )
-    .unwrap()
 }
 
 #[test]
@@ -87,15 +75,7 @@ fn a_full_disk_refuses_writes_and_keeps_reads() {
     .unwrap();
     store
         .execute_blocking(Command::Add {
-            entry: entry(
-                &schema,
-                SUFFIX,
-                &[
-                    ("objectClass", &["dcObject", "organization"]),
-                    ("dc", &["example"]),
-                    ("o", &["x"]),
-                ],
-            ),
+            entry: suffix_entry(&schema),
         })
         .unwrap();
     let big = "v".repeat(200_000);
@@ -190,15 +170,7 @@ fn a_full_journal_acknowledges_nothing_it_could_not_sync() {
     let store = open(&dir.join("db"));
     store
         .execute_blocking(Command::Add {
-            entry: entry(
-                &schema,
-                SUFFIX,
-                &[
-                    ("objectClass", &["dcObject", "organization"]),
-                    ("dc", &["example"]),
-                    ("o", &["x"]),
-                ],
-            ),
+            entry: suffix_entry(&schema),
         })
         .unwrap();
     let big = "v".repeat(60_000);
@@ -267,14 +239,4 @@ fn a_full_journal_acknowledges_nothing_it_could_not_sync() {
     store.close();
     drop(mount);
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-fn copy_files(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for item in std::fs::read_dir(from).unwrap() {
-        let item = item.unwrap();
-        if item.path().is_file() {
-            std::fs::copy(item.path(), to.join(item.file_name())).unwrap();
-        }
-    }
 }

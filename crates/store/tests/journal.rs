@@ -16,12 +16,12 @@ use std::sync::Arc;
 use meridian_config::{Durability, StorageConfig};
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
-use meridian_model::entry::Entry;
 use meridian_model::modify::{ModOp, Modification};
 use meridian_proto::filter_str;
 use meridian_store::{Command, RawItem, Store, StoreOptions};
 
-const SUFFIX: &str = "dc=example,dc=com";
+mod common;
+use common::{SUFFIX, copy_files, entry, suffix_entry};
 
 fn temp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("meridian-journal-{name}-{}", std::process::id()));
@@ -43,17 +43,6 @@ fn open(dir: &Path, schema: &Arc<Schema>, durability: Durability) -> Store {
             suffixes: vec![Dn::parse(SUFFIX.as_bytes(), schema).unwrap()],
         },
         Arc::clone(schema),
-    )
-    .unwrap()
-}
-
-fn entry(schema: &Schema, dn: &str, attrs: &[(&str, &[&str])]) -> Entry {
-    Entry::new(
-        Dn::parse(dn.as_bytes(), schema).unwrap(),
-        attrs
-            .iter()
-            .map(|(n, vs)| (n.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
-        schema,
     )
     .unwrap()
 }
@@ -82,16 +71,10 @@ fn workload(store: &Store, schema: &Schema) {
             &[("objectClass", &["organizationalUnit"]), ("ou", &[name])],
         )
     };
-    let root = entry(
-        schema,
-        SUFFIX,
-        &[
-            ("objectClass", &["dcObject", "organization"]),
-            ("dc", &["example"]),
-            ("o", &["Example"]),
-        ],
-    );
-    run(Command::Add { entry: root }).unwrap();
+    run(Command::Add {
+        entry: suffix_entry(schema),
+    })
+    .unwrap();
     run(Command::SetLoadState(Some("a test load".into()))).unwrap();
     run(Command::AddMany {
         entries: Arc::new(vec![ou("People"), ou("Gone"), ou("Moved")]),
@@ -206,16 +189,6 @@ fn dump(store: &Store) -> Vec<RawItem> {
     snap.raw_dump().unwrap()
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for item in std::fs::read_dir(from).unwrap() {
-        let item = item.unwrap();
-        if item.path().is_file() {
-            std::fs::copy(item.path(), to.join(item.file_name())).unwrap();
-        }
-    }
-}
-
 #[test]
 fn base_and_journal_rebuild_the_database_byte_for_byte() {
     let schema = Arc::new(Schema::builtin().unwrap());
@@ -227,7 +200,7 @@ fn base_and_journal_rebuild_the_database_byte_for_byte() {
     // and a marker from another boot.
     let (rebuilt, left) = (temp("rebuilt"), temp("left"));
     for dir in [&rebuilt, &left] {
-        copy_dir(&original.join("journal"), &dir.join("journal"));
+        copy_files(&original.join("journal"), &dir.join("journal"));
         std::fs::write(dir.join("journal/running"), "another boot").unwrap();
     }
     let journal_files = std::fs::read_dir(rebuilt.join("journal")).unwrap().count();
@@ -282,8 +255,8 @@ fn a_torn_record_at_the_end_is_cut_off_and_the_rest_replayed() {
     workload(&store, &schema);
     store.close();
     let copy = temp("torn-copy");
-    copy_dir(&dir, &copy);
-    copy_dir(&dir.join("journal"), &copy.join("journal"));
+    copy_files(&dir, &copy);
+    copy_files(&dir.join("journal"), &copy.join("journal"));
     let expected = dump(&open(&copy, &schema, Durability::Journal));
     std::fs::remove_dir_all(&copy).unwrap();
     // The newest segment gets half a record more, as an append cut short

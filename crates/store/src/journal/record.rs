@@ -19,6 +19,7 @@ use meridian_model::dn::Dn;
 use meridian_model::entry::{Attribute, Description, Entry};
 use meridian_model::modify::{ModOp, Modification};
 
+use crate::codec::{put_bytes, put_varint};
 use crate::{Command, StoreError};
 
 const FORMAT: u8 = 1;
@@ -171,19 +172,6 @@ type Operational = Vec<(String, Vec<Vec<u8>>)>;
 
 fn corrupt(what: &str) -> StoreError {
     StoreError::Engine(format!("corrupt journal record: {what}"))
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
-    put_varint(out, bytes.len() as u64);
-    out.extend_from_slice(bytes);
 }
 
 fn put_values(out: &mut Vec<u8>, values: &[Vec<u8>]) {
