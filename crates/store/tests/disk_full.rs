@@ -24,6 +24,20 @@ use common::{SUFFIX, copy_files, entry, suffix_entry};
 
 struct Mount(std::path::PathBuf);
 
+impl Mount {
+    /// A tmpfs of `size` (`mount -o size=`) mounted at `dir`, made first.
+    fn tmpfs(dir: &std::path::Path, size: &str) -> Mount {
+        std::fs::create_dir_all(dir).unwrap();
+        let status = Process::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount tmpfs failed");
+        Mount(dir.to_path_buf())
+    }
+}
+
 impl Drop for Mount {
     fn drop(&mut self) {
         let _ = Process::new("umount").arg(&self.0).status();
@@ -49,14 +63,7 @@ fn a_full_disk_refuses_writes_and_keeps_reads() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("meridian-diskfull-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let status = Process::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=6m", "tmpfs"])
-        .arg(&dir)
-        .status()
-        .unwrap();
-    assert!(status.success(), "mount tmpfs failed");
-    let mount = Mount(dir.clone());
+    let mount = Mount::tmpfs(&dir, "6m");
     // A filler file, removed later to free space.
     std::fs::write(dir.join("filler"), vec![0u8; 1 << 20]).unwrap();
 
@@ -141,14 +148,7 @@ fn a_full_journal_acknowledges_nothing_it_could_not_sync() {
     }
     let dir = std::env::temp_dir().join(format!("meridian-journalfull-{}", std::process::id()));
     let journal = dir.join("db/journal");
-    std::fs::create_dir_all(&journal).unwrap();
-    let status = Process::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
-        .arg(&journal)
-        .status()
-        .unwrap();
-    assert!(status.success(), "mount tmpfs failed");
-    let mount = Mount(journal.clone());
+    let mount = Mount::tmpfs(&journal, "4m");
     // Removed before recovery: room for the base it writes.
     std::fs::write(journal.join("filler"), vec![0u8; 5 << 19]).unwrap();
 
