@@ -41,7 +41,7 @@ pub(crate) fn run(
         let replies = batch.drain(..).map(|job| job.reply).zip(results);
         match journal.as_mut() {
             // Answered by the journal thread once the batch is durable.
-            Some(journal) => journal.hand_over(replies.collect()),
+            Some(journal) => journal.hand_over(inner, replies.collect()),
             None => {
                 for (reply, result) in replies {
                     // A caller that went away does not need its answer.
@@ -245,7 +245,7 @@ fn try_commit(
     }
     let applied = match journaling {
         Journaling::Off => None,
-        Journaling::Live { batch, seq } => (!batch.is_empty()).then_some(*seq),
+        Journaling::Live { batch, seq } => (!batch.is_empty()).then(|| *seq + batch.records() - 1),
         Journaling::Replay { seq } => Some(*seq),
     };
     if let Some(seq) = applied {

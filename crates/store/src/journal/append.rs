@@ -28,8 +28,9 @@ type Reply = (
 
 /// A committed batch on its way to the journal thread.
 struct Committed {
-    /// The framed record (`None` when no command of the batch applied).
-    frame: Option<Vec<u8>>,
+    /// The framed records and how many there are (`None` when no
+    /// command of the batch applied).
+    frames: Option<(Vec<u8>, u64)>,
     replies: Vec<Reply>,
 }
 
@@ -42,7 +43,7 @@ pub(crate) struct Journal {
     next_seq: u64,
     /// The commands of the batch being committed.
     pub(crate) batch: record::Batch,
-    sealed: Option<Vec<u8>>,
+    sealed: Option<Result<(Vec<u8>, u64), StoreError>>,
     sender: Option<SyncSender<Committed>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -95,21 +96,34 @@ impl Journal {
         self.next_seq
     }
 
-    /// After the batch's LMDB commit: frames its record (if it has
-    /// commands) under the next sequence number.
+    /// After the batch's LMDB commit: frames its records (if it has
+    /// commands) under the next sequence numbers.
     pub(crate) fn seal(&mut self) {
         if !self.batch.is_empty() {
-            self.sealed = Some(self.batch.seal(self.next_seq));
-            self.next_seq += 1;
+            let records = self.batch.records();
+            self.sealed = Some(
+                self.batch
+                    .seal(self.next_seq)
+                    .map(|frames| (frames, records)),
+            );
+            self.next_seq += records;
         }
     }
 
     /// Hands the sealed batch and its answers to the journal thread.
-    pub(crate) fn hand_over(&mut self, replies: Vec<Reply>) {
-        let committed = Committed {
-            frame: self.sealed.take(),
-            replies,
+    pub(crate) fn hand_over(&mut self, inner: &Inner, replies: Vec<Reply>) {
+        let frames = match self.sealed.take().transpose() {
+            Ok(frames) => frames,
+            Err(e) => {
+                // Committed but not journaled: as for a failed append.
+                let e = crate::writer::refuse(inner, &e);
+                for (reply, _) in replies {
+                    let _ = reply.send(Err(e.clone()));
+                }
+                return;
+            }
         };
+        let committed = Committed { frames, replies };
         let Some(sender) = &self.sender else { return };
         if let Err(lost) = sender.send(committed) {
             // The thread is gone (it panicked): nothing is durable.
@@ -149,10 +163,10 @@ struct Appender {
 impl Appender {
     fn run(mut self, receiver: Receiver<Committed>) {
         for committed in receiver {
-            let durable = match (&self.failed, committed.frame) {
+            let durable = match (&self.failed, committed.frames) {
                 (Some(e), _) => Err(e.clone()),
                 (None, None) => Ok(()),
-                (None, Some(frame)) => self.append(&frame),
+                (None, Some((frames, records))) => self.append(&frames, records),
             };
             for (reply, result) in committed.replies {
                 let _ = reply.send(match &durable {
@@ -171,10 +185,10 @@ impl Appender {
         }
     }
 
-    fn append(&mut self, frame: &[u8]) -> Result<(), StoreError> {
+    fn append(&mut self, frames: &[u8], records: u64) -> Result<(), StoreError> {
         let written = self
             .segment
-            .write_all(frame)
+            .write_all(frames)
             .and_then(|()| self.segment.sync_data());
         if let Err(e) = written {
             // Committed to LMDB but not durable: not acknowledged, and no
@@ -184,8 +198,8 @@ impl Appender {
             self.failed = Some(e.clone());
             return Err(e);
         }
-        self.segment_bytes += frame.len() as u64;
-        self.last_seq += 1;
+        self.segment_bytes += frames.len() as u64;
+        self.last_seq += records;
         Ok(())
     }
 

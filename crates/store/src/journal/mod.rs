@@ -66,8 +66,6 @@ const MARKER: &str = "running";
 const BASE_PREFIX: &str = "base-";
 const BASE_SUFFIX: &str = ".mdb";
 const LOG_PREFIX: &str = "log-";
-/// A journal record bigger than this is damage, not a batch.
-const MAX_RECORD: usize = 1 << 30;
 
 /// How the last run that wrote this database ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,7 +236,7 @@ pub(crate) fn replay_pending(
         let mut expected = start + 1;
         loop {
             let rest = bytes.get(at..).unwrap_or_default();
-            match record::next_frame(rest, MAX_RECORD) {
+            match record::next_frame(rest, record::MAX_PAYLOAD) {
                 record::Frame::End => break,
                 record::Frame::Whole(payload, len) => {
                     let (seq, commands) = record::decode_payload(payload, schema)?;

@@ -73,47 +73,87 @@ pub(crate) fn crc32c(bytes: &[u8]) -> u32 {
     !crc
 }
 
-/// A batch being written: the frame header is filled in by [`Batch::seal`].
+/// The largest payload a frame holds (its length is a `u32`); the reader
+/// accepts every frame the writer can make.
+pub(crate) const MAX_PAYLOAD: usize = u32::MAX as usize;
+/// A batch's commands go into records of about this size: a batch of
+/// large entries becomes several records (replaying them one transaction
+/// each gives the same database: commands are deterministic and their
+/// order is kept).
+const RECORD_TARGET: usize = 64 << 20;
+/// Room for a payload's format, sequence number and count.
+const PAYLOAD_HEAD: usize = 1 + 8 + 10;
+
+/// The commands of one committed batch, as records to be framed.
 pub(crate) struct Batch {
-    bytes: Vec<u8>,
-    count: u64,
+    /// Each record's encoded commands and their number; the last one is
+    /// still filling.
+    records: Vec<(Vec<u8>, u64)>,
+    /// [`RECORD_TARGET`], smaller in tests.
+    target: usize,
 }
 
 impl Batch {
     pub(crate) fn new() -> Batch {
         Batch {
-            bytes: Vec::new(),
-            count: 0,
+            records: Vec::new(),
+            target: RECORD_TARGET,
         }
     }
 
     pub(crate) fn clear(&mut self) {
-        self.bytes.clear();
-        self.count = 0;
+        self.records.clear();
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.count == 0
+        self.records.is_empty()
+    }
+
+    /// How many records (and sequence numbers) the batch takes.
+    pub(crate) fn records(&self) -> u64 {
+        self.records.len() as u64
     }
 
     pub(crate) fn push(&mut self, command: &Command) {
-        self.count += 1;
-        put_command(&mut self.bytes, command);
+        match self.records.last_mut() {
+            Some((bytes, count)) if bytes.len() < self.target => {
+                put_command(bytes, command);
+                *count += 1;
+            }
+            _ => {
+                let mut bytes = Vec::new();
+                put_command(&mut bytes, command);
+                self.records.push((bytes, 1));
+            }
+        }
     }
 
-    /// The framed record of the batch under `seq`.
-    pub(crate) fn seal(&self, seq: u64) -> Vec<u8> {
-        let mut payload = Vec::with_capacity(self.bytes.len() + 20);
-        payload.push(FORMAT);
-        payload.extend_from_slice(&seq.to_be_bytes());
-        put_varint(&mut payload, self.count);
-        payload.extend_from_slice(&self.bytes);
-        let mut frame = Vec::with_capacity(FRAME_HEADER + payload.len());
-        let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
-        frame.extend_from_slice(&len.to_le_bytes());
-        frame.extend_from_slice(&crc32c(&payload).to_le_bytes());
-        frame.extend_from_slice(&payload);
-        frame
+    /// The framed records, numbered from `first_seq`, one after another.
+    /// Fails only for a single command too large for a frame (4 GiB).
+    pub(crate) fn seal(&self, first_seq: u64) -> Result<Vec<u8>, StoreError> {
+        let total: usize = self
+            .records
+            .iter()
+            .map(|(bytes, _)| FRAME_HEADER + PAYLOAD_HEAD + bytes.len())
+            .sum();
+        let mut frames = Vec::with_capacity(total);
+        for ((bytes, count), seq) in self.records.iter().zip(first_seq..) {
+            let mut payload = Vec::with_capacity(PAYLOAD_HEAD + bytes.len());
+            payload.push(FORMAT);
+            payload.extend_from_slice(&seq.to_be_bytes());
+            put_varint(&mut payload, *count);
+            payload.extend_from_slice(bytes);
+            let len = u32::try_from(payload.len()).map_err(|_| {
+                StoreError::Engine(format!(
+                    "a command of {} bytes is too large for the journal",
+                    bytes.len()
+                ))
+            })?;
+            frames.extend_from_slice(&len.to_le_bytes());
+            frames.extend_from_slice(&crc32c(&payload).to_le_bytes());
+            frames.extend_from_slice(&payload);
+        }
+        Ok(frames)
     }
 }
 
@@ -584,7 +624,31 @@ mod tests {
         for c in commands {
             batch.push(c);
         }
-        batch.seal(seq)
+        batch.seal(seq).unwrap()
+    }
+
+    #[test]
+    fn a_large_batch_becomes_several_records_in_order() {
+        let schema = Schema::builtin().unwrap();
+        let commands = every_command(&schema);
+        let mut batch = Batch::new();
+        batch.target = 100;
+        for c in &commands {
+            batch.push(c);
+        }
+        assert!(batch.records() > 2, "{}", batch.records());
+        let frames = batch.seal(41).unwrap();
+        let (mut at, mut seq, mut decoded) = (0, 41, Vec::new());
+        while let Frame::Whole(payload, len) = next_frame(&frames[at..], MAX) {
+            let (s, mut commands) = decode_payload(payload, &schema).unwrap();
+            assert_eq!(s, seq);
+            decoded.append(&mut commands);
+            seq += 1;
+            at += len;
+        }
+        assert_eq!(at, frames.len());
+        assert_eq!(seq, 41 + batch.records());
+        assert_eq!(format!("{decoded:#?}"), format!("{commands:#?}"));
     }
 
     #[test]
