@@ -51,7 +51,17 @@ impl Context<'_> {
 
     /// The entry with ID `id` (which must exist).
     fn load(&self, txn: &heed::RoTxn<'_>, id: EntryId) -> Result<Entry, StoreError> {
-        load(
+        self.load_as(txn, id, None)
+    }
+
+    /// The entry with ID `id`, found by `dn` ([`codec::decode_as`]).
+    fn load_as(
+        &self,
+        txn: &heed::RoTxn<'_>,
+        id: EntryId,
+        dn: Option<&meridian_model::dn::Dn>,
+    ) -> Result<Entry, StoreError> {
+        load_as(
             &Resolver {
                 table: self.names.table(),
                 txn,
@@ -59,6 +69,7 @@ impl Context<'_> {
                 schema: self.schema,
             },
             id,
+            dn,
         )
     }
 }
@@ -651,12 +662,21 @@ fn add(
 }
 
 pub(crate) fn load(names: &Resolver<'_, '_>, id: EntryId) -> Result<Entry, StoreError> {
+    load_as(names, id, None)
+}
+
+/// [`load`] of an entry found by `dn` (see [`codec::decode_as`]).
+pub(crate) fn load_as(
+    names: &Resolver<'_, '_>,
+    id: EntryId,
+    dn: Option<&meridian_model::dn::Dn>,
+) -> Result<Entry, StoreError> {
     let bytes = names
         .dbs
         .id2entry
         .get(names.txn, &keys::id_key(id))?
         .ok_or_else(|| StoreError::Engine(format!("dn2id points at missing entry {id}")))?;
-    codec::decode(bytes, names)
+    codec::decode_as(bytes, names, dn)
 }
 
 fn parent_id_of(
@@ -736,7 +756,7 @@ fn modify(
     let Some(id) = lookup(txn, dbs, dn)? else {
         return Err(no_such(txn, dbs, dn));
     };
-    let old = ctx.load(txn, id)?;
+    let old = ctx.load_as(txn, id, Some(dn))?;
     let replacements: Vec<Modification> = operational
         .iter()
         .map(|(attr, values)| Modification {

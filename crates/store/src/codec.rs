@@ -234,13 +234,26 @@ pub fn decode_dn(bytes: &[u8]) -> Result<&[u8], StoreError> {
 
 /// Decodes an entry.
 pub(crate) fn decode(bytes: &[u8], names: &dyn NameSource) -> Result<Entry, StoreError> {
+    decode_as(bytes, names, None)
+}
+
+/// Decodes an entry looked up by `known`: when the stored DN is written
+/// exactly as `known` is, `known` is cloned instead of parsed again
+/// (parsing and normalising the DN was half of decoding a record for a
+/// modify, perf). A DN written differently (`UID=a` for `uid=a`) is
+/// parsed, so the entry keeps the DN as its creator wrote it.
+pub(crate) fn decode_as(
+    bytes: &[u8],
+    names: &dyn NameSource,
+    known: Option<&Dn>,
+) -> Result<Entry, StoreError> {
     let schema = names.schema();
     let (version, mut c) = open(bytes)?;
     let dn_text = c.bytes()?;
-    let dn = if dn_text.is_empty() {
-        Dn::root()
-    } else {
-        Dn::parse(dn_text, schema)?
+    let dn = match known {
+        Some(known) if known.original().as_bytes() == dn_text => known.clone(),
+        _ if dn_text.is_empty() => Dn::root(),
+        _ => Dn::parse(dn_text, schema)?,
     };
     let count = c.varint()?;
     if version == VERSION_1 {

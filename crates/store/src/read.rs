@@ -136,7 +136,7 @@ impl<'s> Snapshot<'s> {
     /// The entry at `dn`.
     pub fn get(&self, dn: &Dn) -> Result<Option<(EntryId, Entry)>, StoreError> {
         match self.id(dn)? {
-            Some(id) => Ok(Some((id, self.entry(id)?))),
+            Some(id) => Ok(Some((id, apply::load_as(&self.resolver(), id, Some(dn))?))),
             None => Ok(None),
         }
     }

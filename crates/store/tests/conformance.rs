@@ -974,3 +974,39 @@ fn a_read_only_store_reads_and_refuses_writes() {
     drop(reader);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn an_entry_keeps_its_dn_as_written_whatever_spelling_finds_it() {
+    for flavour in backends() {
+        let f = open(flavour, "spelling", |_| {});
+        base_tree(&f);
+        person(&f, "Mixed", "Case", 4242);
+        let written = format!("uid=Mixed,ou=People,{SUFFIX}");
+        for asked in [
+            written.clone(),
+            "UID=mixed, OU=people, DC=EXAMPLE, DC=com".to_owned(),
+        ] {
+            f.store
+                .execute_blocking(Command::Modify {
+                    dn: dn(&f, &asked),
+                    changes: vec![Modification {
+                        op: ModOp::Replace,
+                        attr: "description".into(),
+                        values: vec![asked.clone().into_bytes()],
+                    }],
+                    operational: vec![],
+                    permissive: false,
+                })
+                .unwrap();
+            let snap = f.store.snapshot().unwrap();
+            let (_, entry) = snap.get(&dn(&f, &asked)).unwrap().unwrap();
+            assert_eq!(
+                entry.dn.original(),
+                written,
+                "{flavour:?}, asked as {asked}"
+            );
+            let description = f.schema.attribute_id("description").unwrap();
+            assert_eq!(entry.get(description).unwrap().values, [asked.as_bytes()]);
+        }
+    }
+}
