@@ -327,6 +327,30 @@ impl Entry {
 
     /// Checks the entry against the schema.
     pub fn check(&self, schema: &Schema, writer: Writer) -> Result<CheckedEntry, ModelError> {
+        self.check_values_of(schema, writer, |_| true)
+    }
+
+    /// [`Entry::check`] after a modify that changed only the types in
+    /// `changed`: the object class rules and the RDN are checked as for a
+    /// new entry, but the values of the other types (unchanged, checked
+    /// when they were written) are not validated again, as slapd does.
+    /// Validating every value of the entry was a tenth of the store
+    /// writer's time per modify (perf).
+    pub fn check_after_modify(
+        &self,
+        schema: &Schema,
+        writer: Writer,
+        changed: &[AttrId],
+    ) -> Result<CheckedEntry, ModelError> {
+        self.check_values_of(schema, writer, |attr| changed.contains(&attr))
+    }
+
+    fn check_values_of(
+        &self,
+        schema: &Schema,
+        writer: Writer,
+        values_to_check: impl Fn(AttrId) -> bool,
+    ) -> Result<CheckedEntry, ModelError> {
         let oc_id = schema
             .attribute_id("objectClass")
             .ok_or_else(|| violation(ResultCode::OTHER, "schema has no objectClass".into()))?;
@@ -354,7 +378,11 @@ impl Entry {
 
         let structural = self.structural_class(&classes, schema)?;
 
-        for attr in &self.attributes {
+        for attr in self
+            .attributes
+            .iter()
+            .filter(|a| values_to_check(a.desc.attr))
+        {
             let Some(at) = schema.attr(attr.desc.attr) else {
                 continue;
             };

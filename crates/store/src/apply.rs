@@ -4,6 +4,7 @@ use heed::RwTxn;
 use meridian_model::dn::Dn;
 use meridian_model::entry::{Description, Entry, Writer};
 use meridian_model::modify::{self, ModOp, Modification};
+use meridian_model::schema::AttrId;
 use meridian_model::{ModelError, Schema};
 use meridian_proto::ResultCode;
 
@@ -769,14 +770,16 @@ fn modify(
     // Index keys can only change if an indexed type was touched; only
     // then are the old keys taken, and the entry itself is changed
     // without a copy.
-    let touches_index = parts
+    let changed: Vec<AttrId> = parts
         .iter()
         .flat_map(|p| p.iter())
         .filter_map(|m| Description::parse(m.attr.as_bytes(), ctx.schema).ok())
-        .any(|d| ctx.indexes.get(d.attr).is_some());
+        .map(|d| d.attr)
+        .collect();
+    let touches_index = changed.iter().any(|&attr| ctx.indexes.get(attr).is_some());
     let old_keys = touches_index.then(|| ctx.indexes.entry_keys(&old, ctx.schema));
     let new = modify::apply_parts(old, &parts, ctx.schema, permissive)?;
-    new.check(ctx.schema, Writer::Server)?;
+    new.check_after_modify(ctx.schema, Writer::Server, &changed)?;
     if let Some(old_keys) = old_keys {
         let new_keys = ctx.indexes.entry_keys(&new, ctx.schema);
         write_index(txn, dbs, old_keys.difference(&new_keys), id, false)?;

@@ -1010,3 +1010,63 @@ fn an_entry_keeps_its_dn_as_written_whatever_spelling_finds_it() {
         }
     }
 }
+
+#[test]
+fn a_modify_is_checked_against_the_schema() {
+    for flavour in backends() {
+        let f = open(flavour, "modify-schema", |_| {});
+        base_tree(&f);
+        person(&f, "checked", "Before", 4343);
+        let target = format!("uid=checked,ou=People,{SUFFIX}");
+        let modify = |changes: Vec<Modification>| {
+            f.store.execute_blocking(Command::Modify {
+                dn: dn(&f, &target),
+                changes,
+                operational: vec![],
+                permissive: false,
+            })
+        };
+        let change = |op, attr: &str, values: &[&str]| Modification {
+            op,
+            attr: attr.into(),
+            values: values.iter().map(|v| v.as_bytes().to_vec()).collect(),
+        };
+        let refused = |changes, code: ResultCode| {
+            let e = modify(changes).unwrap_err();
+            assert_eq!(e.code(), code, "{flavour:?}: {e}");
+        };
+        // The changed values: syntax, duplicates, single-valued types.
+        refused(
+            vec![change(ModOp::Replace, "uidNumber", &["not a number"])],
+            ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+        );
+        refused(
+            vec![change(ModOp::Replace, "cn", &["Same", "same"])],
+            ResultCode::ATTRIBUTE_OR_VALUE_EXISTS,
+        );
+        refused(
+            vec![change(ModOp::Add, "uidNumber", &["7"])],
+            ResultCode::CONSTRAINT_VIOLATION,
+        );
+        // The whole entry: required types, allowed types, the RDN.
+        refused(
+            vec![change(ModOp::Delete, "sn", &[])],
+            ResultCode::OBJECT_CLASS_VIOLATION,
+        );
+        refused(
+            vec![change(ModOp::Add, "dc", &["nope"])],
+            ResultCode::OBJECT_CLASS_VIOLATION,
+        );
+        refused(
+            vec![change(ModOp::Replace, "uid", &["other"])],
+            ResultCode::NOT_ALLOWED_ON_RDN,
+        );
+        // Nothing refused changed anything; a good change goes through.
+        modify(vec![change(ModOp::Replace, "sn", &["After"])]).unwrap();
+        let snap = f.store.snapshot().unwrap();
+        let (_, entry) = snap.get(&dn(&f, &target)).unwrap().unwrap();
+        let sn = f.schema.attribute_id("sn").unwrap();
+        assert_eq!(entry.get(sn).unwrap().values, [b"After"]);
+        assert!(snap.check().unwrap().is_empty());
+    }
+}
