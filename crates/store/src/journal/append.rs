@@ -126,11 +126,13 @@ impl Journal {
         let committed = Committed { frames, replies };
         let Some(sender) = &self.sender else { return };
         if let Err(lost) = sender.send(committed) {
-            // The thread is gone (it panicked): nothing is durable.
+            // The thread is gone (it panicked): nothing more is durable.
+            let e = crate::writer::refuse(
+                inner,
+                &StoreError::Engine("the journal thread stopped".into()),
+            );
             for (reply, _) in lost.0.replies {
-                let _ = reply.send(Err(StoreError::WritesRefused(
-                    "the journal thread stopped; writes are refused until restart".into(),
-                )));
+                let _ = reply.send(Err(e.clone()));
             }
         }
     }
