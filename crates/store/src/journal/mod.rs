@@ -231,15 +231,16 @@ pub(crate) fn replay_pending(
     let mut journal_last = 0;
     let mut last = applied;
     for (i, (start, path)) in segments.iter().enumerate() {
-        let bytes = fs::read(path).map_err(|e| io_error("read", path, &e))?;
-        let mut at = 0usize;
+        let read_error = |e: std::io::Error| io_error("read", path, &e);
+        let file = File::open(path).map_err(read_error)?;
+        let size = file.metadata().map_err(read_error)?.len();
+        let mut frames = record::Frames::new(std::io::BufReader::new(file), size);
         let mut expected = start + 1;
         loop {
-            let rest = bytes.get(at..).unwrap_or_default();
-            match record::next_frame(rest, record::MAX_PAYLOAD) {
+            match frames.next_frame().map_err(read_error)? {
                 record::Frame::End => break,
-                record::Frame::Whole(payload, len) => {
-                    let (seq, commands) = record::decode_payload(payload, schema)?;
+                record::Frame::Whole(payload) => {
+                    let (seq, commands) = record::decode_payload(&payload, schema)?;
                     if seq != expected {
                         return Err(StoreError::Engine(format!(
                             "journal: {} holds record {seq} where {expected} belongs",
@@ -258,9 +259,9 @@ pub(crate) fn replay_pending(
                     }
                     journal_last = seq;
                     expected += 1;
-                    at += len;
                 }
                 record::Frame::Torn if i + 1 == segments.len() => {
+                    let at = frames.offset();
                     tracing::warn!(
                         segment = %path.display(),
                         offset = at,
@@ -270,7 +271,7 @@ pub(crate) fn replay_pending(
                         .write(true)
                         .open(path)
                         .and_then(|f| {
-                            f.set_len(at as u64)?;
+                            f.set_len(at)?;
                             f.sync_all()
                         })
                         .map_err(|e| io_error("truncate", path, &e))?;
@@ -278,8 +279,9 @@ pub(crate) fn replay_pending(
                 }
                 record::Frame::Torn => {
                     return Err(StoreError::Engine(format!(
-                        "journal: {} is damaged at byte {at}, before later segments",
-                        path.display()
+                        "journal: {} is damaged at byte {}, before later segments",
+                        path.display(),
+                        frames.offset()
                     )));
                 }
             }

@@ -73,9 +73,6 @@ pub(crate) fn crc32c(bytes: &[u8]) -> u32 {
     !crc
 }
 
-/// The largest payload a frame holds (its length is a `u32`); the reader
-/// accepts every frame the writer can make.
-pub(crate) const MAX_PAYLOAD: usize = u32::MAX as usize;
 /// A batch's commands go into records of about this size: a batch of
 /// large entries becomes several records (replaying them one transaction
 /// each gives the same database: commands are deterministic and their
@@ -157,10 +154,10 @@ impl Batch {
     }
 }
 
-/// What the frame at the head of `bytes` holds.
-pub(crate) enum Frame<'a> {
-    /// A whole frame with a good checksum: its payload and its length.
-    Whole(&'a [u8], usize),
+/// What comes next in a segment.
+pub(crate) enum Frame {
+    /// A whole frame with a good checksum: its payload.
+    Whole(Vec<u8>),
     /// No bytes left.
     End,
     /// Too short for what its header announces, or a bad checksum: the
@@ -168,21 +165,56 @@ pub(crate) enum Frame<'a> {
     Torn,
 }
 
-pub(crate) fn next_frame(bytes: &[u8], max_payload: usize) -> Frame<'_> {
-    if bytes.is_empty() {
-        return Frame::End;
+/// Reads a segment frame by frame: memory holds one record, never the
+/// whole segment, and a damaged length cannot make it allocate more
+/// than the segment has left.
+pub(crate) struct Frames<R> {
+    reader: R,
+    /// Bytes of the segment not read yet.
+    left: u64,
+    /// Where the next frame starts.
+    at: u64,
+}
+
+impl<R: std::io::Read> Frames<R> {
+    /// Frames of a segment of `size` bytes read from `reader`.
+    pub(crate) fn new(reader: R, size: u64) -> Frames<R> {
+        Frames {
+            reader,
+            left: size,
+            at: 0,
+        }
     }
-    let Some(&[l0, l1, l2, l3, c0, c1, c2, c3]) = bytes.first_chunk::<FRAME_HEADER>() else {
-        return Frame::Torn;
-    };
-    let len = u32::from_le_bytes([l0, l1, l2, l3]) as usize;
-    let crc = u32::from_le_bytes([c0, c1, c2, c3]);
-    if len > max_payload {
-        return Frame::Torn;
+
+    /// The offset of the next frame (where a torn tail starts).
+    pub(crate) fn offset(&self) -> u64 {
+        self.at
     }
-    match bytes.get(FRAME_HEADER..FRAME_HEADER + len) {
-        Some(payload) if crc32c(payload) == crc => Frame::Whole(payload, FRAME_HEADER + len),
-        _ => Frame::Torn,
+
+    pub(crate) fn next_frame(&mut self) -> std::io::Result<Frame> {
+        if self.left == 0 {
+            return Ok(Frame::End);
+        }
+        if self.left < FRAME_HEADER as u64 {
+            return Ok(Frame::Torn);
+        }
+        let mut header = [0u8; FRAME_HEADER];
+        self.reader.read_exact(&mut header)?;
+        let [l0, l1, l2, l3, c0, c1, c2, c3] = header;
+        let len = u32::from_le_bytes([l0, l1, l2, l3]);
+        let crc = u32::from_le_bytes([c0, c1, c2, c3]);
+        let after_header = self.left - FRAME_HEADER as u64;
+        if u64::from(len) > after_header {
+            return Ok(Frame::Torn);
+        }
+        let mut payload = vec![0u8; len as usize];
+        self.reader.read_exact(&mut payload)?;
+        if crc32c(&payload) != crc {
+            return Ok(Frame::Torn);
+        }
+        self.left = after_header - u64::from(len);
+        self.at += (FRAME_HEADER as u64) + u64::from(len);
+        Ok(Frame::Whole(payload))
     }
 }
 
@@ -638,15 +670,15 @@ mod tests {
         }
         assert!(batch.records() > 2, "{}", batch.records());
         let frames = batch.seal(41).unwrap();
-        let (mut at, mut seq, mut decoded) = (0, 41, Vec::new());
-        while let Frame::Whole(payload, len) = next_frame(&frames[at..], MAX) {
-            let (s, mut commands) = decode_payload(payload, &schema).unwrap();
+        let mut reader = Frames::new(&frames[..], frames.len() as u64);
+        let (mut seq, mut decoded) = (41, Vec::new());
+        while let Frame::Whole(payload) = reader.next_frame().unwrap() {
+            let (s, mut commands) = decode_payload(&payload, &schema).unwrap();
             assert_eq!(s, seq);
             decoded.append(&mut commands);
             seq += 1;
-            at += len;
         }
-        assert_eq!(at, frames.len());
+        assert_eq!(reader.offset(), frames.len() as u64);
         assert_eq!(seq, 41 + batch.records());
         assert_eq!(format!("{decoded:#?}"), format!("{commands:#?}"));
     }
@@ -656,11 +688,13 @@ mod tests {
         let schema = Schema::builtin().unwrap();
         let commands = every_command(&schema);
         let frame = framed(&commands, 1 << 40);
-        let Frame::Whole(payload, len) = next_frame(&frame, MAX) else {
+        let mut reader = Frames::new(&frame[..], frame.len() as u64);
+        let Frame::Whole(payload) = reader.next_frame().unwrap() else {
             panic!("a sealed batch is a whole frame");
         };
-        assert_eq!(len, frame.len());
-        let (seq, decoded) = decode_payload(payload, &schema).unwrap();
+        assert_eq!(reader.offset(), frame.len() as u64);
+        assert!(matches!(reader.next_frame().unwrap(), Frame::End));
+        let (seq, decoded) = decode_payload(&payload, &schema).unwrap();
         assert_eq!(seq, 1 << 40);
         // Command has no PartialEq: its Debug form shows every field,
         // DNs as written and entries attribute by attribute.
@@ -668,29 +702,32 @@ mod tests {
         assert_eq!(framed(&decoded, 1 << 40), frame);
     }
 
-    const MAX: usize = 1 << 20;
+    /// The first frame of `bytes`, read as a whole segment.
+    fn first(bytes: &[u8]) -> Frame {
+        Frames::new(bytes, bytes.len() as u64).next_frame().unwrap()
+    }
 
     #[test]
     fn a_torn_or_damaged_frame_is_never_a_record() {
         let schema = Schema::builtin().unwrap();
         let frame = framed(&every_command(&schema), 7);
         for cut in 1..frame.len() {
-            assert!(
-                matches!(next_frame(&frame[..cut], MAX), Frame::Torn),
-                "cut at {cut}"
-            );
+            assert!(matches!(first(&frame[..cut]), Frame::Torn), "cut at {cut}");
         }
         for at in 0..frame.len() {
             let mut damaged = frame.clone();
             damaged[at] ^= 0x10;
             assert!(
-                !matches!(next_frame(&damaged, MAX), Frame::Whole(..)),
+                !matches!(first(&damaged), Frame::Whole(..)),
                 "flipped byte {at}"
             );
         }
-        assert!(matches!(next_frame(&[], MAX), Frame::End));
-        // A length beyond the limit is refused before anything is read.
-        assert!(matches!(next_frame(&frame, 16), Frame::Torn));
+        assert!(matches!(first(&[]), Frame::End));
+        // A length beyond what the segment holds is torn before anything
+        // is allocated for it.
+        let mut reader = Frames::new(&frame[..], 16);
+        assert!(matches!(reader.next_frame().unwrap(), Frame::Torn));
+        assert_eq!(reader.offset(), 0);
     }
 
     #[test]
