@@ -80,6 +80,8 @@ pub(crate) fn crc32c(bytes: &[u8]) -> u32 {
 const RECORD_TARGET: usize = 64 << 20;
 /// Room for a payload's format, sequence number and count.
 const PAYLOAD_HEAD: usize = 1 + 8 + 10;
+/// The shortest payload: format, sequence number, a one-byte count.
+const PAYLOAD_MIN: usize = 1 + 8 + 1;
 
 /// The commands of one committed batch, as records to be framed.
 pub(crate) struct Batch {
@@ -204,7 +206,10 @@ impl<R: std::io::Read> Frames<R> {
         let len = u32::from_le_bytes([l0, l1, l2, l3]);
         let crc = u32::from_le_bytes([c0, c1, c2, c3]);
         let after_header = self.left - FRAME_HEADER as u64;
-        if u64::from(len) > after_header {
+        // Zeros (a file that grew before its data reached the disk) read
+        // as a frame of length 0 whose checksum, 0, is right: a payload
+        // is never that short.
+        if u64::from(len) > after_header || (len as usize) < PAYLOAD_MIN {
             return Ok(Frame::Torn);
         }
         let mut payload = vec![0u8; len as usize];
@@ -723,6 +728,8 @@ mod tests {
             );
         }
         assert!(matches!(first(&[]), Frame::End));
+        // What a machine crash may leave after the last synced record.
+        assert!(matches!(first(&[0u8; 64]), Frame::Torn));
         // A length beyond what the segment holds is torn before anything
         // is allocated for it.
         let mut reader = Frames::new(&frame[..], 16);
