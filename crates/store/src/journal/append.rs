@@ -61,11 +61,17 @@ impl Journal {
         base_needed: bool,
     ) -> Result<Journal, StoreError> {
         let dir = super::dir_of(inner.env.path());
-        write_marker(&dir)?;
-        let (segment, segment_path) = open_segment(&dir, last_seq)?;
         if base_needed {
+            // Synced first: should the machine stop before the marker
+            // is written, the next open trusts data.mdb as it is.
+            inner.env.force_sync()?;
+            super::create_dir(&dir)?;
             checkpoint(inner, &dir, last_seq)?;
         }
+        // From here on LMDB commits are not synced: a stop without a
+        // clean close must be recovered.
+        write_marker(&dir)?;
+        let (segment, segment_path) = open_segment(&dir, last_seq)?;
         let appender = Appender {
             inner: Arc::clone(inner),
             dir,

@@ -304,13 +304,22 @@ pub(crate) fn remove(env_path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Creates the journal directory (durably) if it is missing.
+fn create_dir(dir: &Path) -> Result<(), StoreError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    fs::create_dir_all(dir).map_err(|e| io_error("create", dir, &e))?;
+    match dir.parent() {
+        Some(parent) => sync_dir(parent),
+        None => Ok(()),
+    }
+}
+
 /// Writes the `running` marker with this boot's ID (empty if unknown:
 /// then any unclean stop counts as a machine crash).
 fn write_marker(dir: &Path) -> Result<(), StoreError> {
-    fs::create_dir_all(dir).map_err(|e| io_error("create", dir, &e))?;
-    if let Some(parent) = dir.parent() {
-        sync_dir(parent)?;
-    }
+    create_dir(dir)?;
     let staged = dir.join("running.tmp");
     File::create(&staged)
         .and_then(|mut f| {
