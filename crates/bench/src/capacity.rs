@@ -66,18 +66,41 @@ impl CapacityResult {
                 op.name, op.per_user, op.cost_ms, op.idle, op.r_squared
             );
         }
-        if let Some(users) = self.users {
-            let _ = writeln!(
-                out,
-                "  one user costs {:.4} CPU ms per second; at {:.0} % of {} CPUs the server supports {:.0} concurrent users",
-                self.cost_per_user_ms,
-                self.utilisation * 100.0,
-                self.cpus,
-                users
-            );
+        let profiled = self.operations.iter().any(|o| o.per_user > 0.0);
+        match self.users {
+            Some(users) => {
+                let _ = writeln!(
+                    out,
+                    "  one user costs {:.4} CPU ms per second; at {:.0} % of {} CPUs the server supports {:.0} concurrent users",
+                    self.cost_per_user_ms,
+                    self.utilisation * 100.0,
+                    self.cpus,
+                    users
+                );
+            }
+            // The CPU clock counts in ticks (10 ms): short or light steps
+            // fit a slope of noise, which may come out negative.
+            None if profiled => {
+                let _ = writeln!(
+                    out,
+                    "  the fitted costs add up to {:.4} CPU ms per user per second, not a positive cost: \
+                     the steps were too short or too light to measure; raise [capacity] rates or step_secs",
+                    self.cost_per_user_ms
+                );
+            }
+            None => {}
         }
         out
     }
+}
+
+/// Users of the profile the server carries at `utilisation` of `cpus`,
+/// when one costs `cost_per_user_ms` (`None` without a profile, or when
+/// the fitted cost is not positive).
+pub fn users_at(utilisation: f64, cpus: f64, cost_per_user_ms: Option<f64>) -> Option<f64> {
+    cost_per_user_ms
+        .filter(|&cost| cost > 0.0)
+        .map(|cost| utilisation * cpus * 1000.0 / cost)
 }
 
 /// Least squares fit of `y = a + b x`: (a, b, r²).
@@ -173,8 +196,11 @@ pub fn measure(
         procstat::cpus() as f64
     };
     let cost_per_user_ms: f64 = operations.iter().map(|o| o.per_user * o.cost_ms).sum();
-    let users = (profiled && cost_per_user_ms > 0.0)
-        .then(|| spec.target_utilisation * cpus * 1000.0 / cost_per_user_ms);
+    let users = users_at(
+        spec.target_utilisation,
+        cpus,
+        profiled.then_some(cost_per_user_ms),
+    );
     Ok((
         runs,
         CapacityResult {
@@ -211,8 +237,33 @@ mod tests {
             cpus: 2.0,
             utilisation: 0.8,
             cost_per_user_ms: 0.4,
-            users: Some(0.8 * 2.0 * 1000.0 / 0.4),
+            users: users_at(0.8, 2.0, Some(0.4)),
         };
         assert!(result.to_text().contains("supports 4000 concurrent users"));
+        assert_eq!(users_at(0.8, 2.0, None), None);
+    }
+
+    #[test]
+    fn a_cost_of_noise_counts_no_users_and_says_why() {
+        let op = |per_user, cost_ms| OperationCost {
+            name: "op".into(),
+            per_user,
+            points: vec![],
+            cost_ms,
+            idle: 0.0,
+            r_squared: 0.0,
+        };
+        let cost = 0.01 * -0.5 + 0.002 * 0.75;
+        let result = CapacityResult {
+            operations: vec![op(0.01, -0.5), op(0.002, 0.75)],
+            cpus: 2.0,
+            utilisation: 0.8,
+            cost_per_user_ms: cost,
+            users: users_at(0.8, 2.0, Some(cost)),
+        };
+        assert_eq!(result.users, None);
+        let text = result.to_text();
+        assert!(text.contains("not a positive cost"), "{text}");
+        assert!(!text.contains("concurrent users"), "{text}");
     }
 }

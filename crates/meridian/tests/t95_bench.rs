@@ -503,14 +503,23 @@ fn the_capacity_model_fits_costs_and_counts_users() {
         "-q",
     ]);
     assert!(ok, "{stderr}");
-    assert!(stdout.contains("concurrent users"), "{stdout}");
     let model = &json(&report)["capacity"];
     let ops = model["operations"].as_array().unwrap();
     assert_eq!(ops.len(), 5, "{model}");
     for op in ops {
         assert_eq!(op["points"].as_array().unwrap().len(), 2, "{op}");
     }
-    assert!(model["users"].as_f64().unwrap() > 0.0, "{model}");
+    // Steps this short measure CPU in a few clock ticks: on a busy
+    // machine the fitted costs can sum to zero or less (noise, not a
+    // fault; CI failed once on -0.5 ms for one search). The arithmetic
+    // from costs to users is unit-tested in the bench crate.
+    if model["cost_per_user_ms"].as_f64().unwrap() > 0.0 {
+        assert!(stdout.contains("concurrent users"), "{stdout}");
+        assert!(model["users"].as_f64().unwrap() > 0.0, "{model}");
+    } else {
+        assert!(stdout.contains("not a positive cost"), "{stdout}");
+        assert!(model["users"].is_null(), "{model}");
+    }
 }
 
 #[test]
