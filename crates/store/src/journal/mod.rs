@@ -33,7 +33,7 @@
 //! ```text
 //! running                  the marker
 //! base-<S>.mdb             a database copy holding at least records ..=S
-//! log-<S>                  records S+1, S+2, ... (record.rs has the format)
+//! log-<S>                  records S+1, S+2, ... (frame.rs, record.rs)
 //! ```
 //!
 //! Each LMDB transaction of a journaled batch stores the batch's
@@ -44,6 +44,7 @@
 //! the copy is synced and renamed, older bases and segments are removed.
 
 mod append;
+pub(crate) mod frame;
 pub(crate) mod record;
 
 pub(crate) use append::Journal;
@@ -234,12 +235,12 @@ pub(crate) fn replay_pending(
         let read_error = |e: std::io::Error| io_error("read", path, &e);
         let file = File::open(path).map_err(read_error)?;
         let size = file.metadata().map_err(read_error)?.len();
-        let mut frames = record::Frames::new(std::io::BufReader::new(file), size);
+        let mut frames = frame::Frames::new(std::io::BufReader::new(file), size);
         let mut expected = start + 1;
         loop {
             match frames.next_frame().map_err(read_error)? {
-                record::Frame::End => break,
-                record::Frame::Whole(payload) => {
+                frame::Frame::End => break,
+                frame::Frame::Whole(payload) => {
                     let (seq, commands) = record::decode_payload(&payload, schema)?;
                     if seq != expected {
                         return Err(StoreError::Engine(format!(
@@ -260,7 +261,7 @@ pub(crate) fn replay_pending(
                     journal_last = seq;
                     expected += 1;
                 }
-                record::Frame::Torn if i + 1 == segments.len() => {
+                frame::Frame::Torn if i + 1 == segments.len() => {
                     let at = frames.offset();
                     tracing::warn!(
                         segment = %path.display(),
@@ -277,7 +278,7 @@ pub(crate) fn replay_pending(
                         .map_err(|e| io_error("truncate", path, &e))?;
                     break;
                 }
-                record::Frame::Torn => {
+                frame::Frame::Torn => {
                     return Err(StoreError::Engine(format!(
                         "journal: {} is damaged at byte {}, before later segments",
                         path.display(),
