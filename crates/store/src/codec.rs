@@ -42,6 +42,21 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Reads a varint from the front of `data` and steps past it; `None`
+/// when it is truncated or longer than 64 bits.
+pub(crate) fn take_varint(data: &mut &[u8]) -> Option<u64> {
+    let mut v: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let (&b, rest) = data.split_first()?;
+        *data = rest;
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
 /// Appends a varint length and the bytes.
 pub(crate) fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     put_varint(out, bytes.len() as u64);
@@ -154,16 +169,7 @@ impl<'a> Cursor<'a> {
     #[cold]
     #[inline(never)]
     fn long_varint(&mut self) -> Option<u64> {
-        let mut v: u64 = 0;
-        for shift in (0..64).step_by(7) {
-            let (&b, rest) = self.data.split_first()?;
-            self.data = rest;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
+        take_varint(&mut self.data)
     }
 
     /// A length and that many bytes.

@@ -15,18 +15,30 @@ pub(crate) const FRAME_HEADER: usize = 8;
 /// one-byte count): a length below it is not a frame.
 const MIN_PAYLOAD: usize = 1 + 8 + 1;
 
-/// Appends `payload` framed. Fails for a payload too large for the
-/// length field (4 GiB).
-pub(crate) fn put_frame(out: &mut Vec<u8>, payload: &[u8]) -> Result<(), StoreError> {
+/// Appends a frame whose payload `write_payload` appends to `out`: the
+/// payload is written once, in place, and the header filled in after.
+/// Fails for a payload too large for the length field (4 GiB).
+pub(crate) fn put_frame(
+    out: &mut Vec<u8>,
+    write_payload: impl FnOnce(&mut Vec<u8>),
+) -> Result<(), StoreError> {
+    let start = out.len();
+    out.extend_from_slice(&[0; FRAME_HEADER]);
+    write_payload(out);
+    let (header, payload) = out
+        .get_mut(start..)
+        .and_then(|frame| frame.split_first_chunk_mut::<FRAME_HEADER>())
+        .ok_or_else(|| StoreError::Engine("journal frame header missing".into()))?;
     let len = u32::try_from(payload.len()).map_err(|_| {
         StoreError::Engine(format!(
             "a journal record of {} bytes is too large for a frame",
             payload.len()
         ))
     })?;
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&crc32c(payload).to_le_bytes());
-    out.extend_from_slice(payload);
+    let crc = crc32c(payload);
+    let [l0, l1, l2, l3] = len.to_le_bytes();
+    let [c0, c1, c2, c3] = crc.to_le_bytes();
+    *header = [l0, l1, l2, l3, c0, c1, c2, c3];
     Ok(())
 }
 
@@ -134,7 +146,7 @@ mod tests {
 
     fn framed(payload: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        put_frame(&mut out, payload).unwrap();
+        put_frame(&mut out, |out| out.extend_from_slice(payload)).unwrap();
         out
     }
 

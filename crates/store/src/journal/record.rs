@@ -19,7 +19,7 @@ use meridian_model::entry::{Attribute, Description, Entry};
 use meridian_model::modify::{ModOp, Modification};
 
 use super::frame::{self, FRAME_HEADER};
-use crate::codec::{put_bytes, put_varint};
+use crate::codec::{put_bytes, put_varint, take_varint};
 use crate::{Command, StoreError};
 
 const FORMAT: u8 = 1;
@@ -102,12 +102,12 @@ impl Batch {
             .sum();
         let mut frames = Vec::with_capacity(total);
         for ((bytes, count), seq) in self.records.iter().zip(first_seq..) {
-            let mut payload = Vec::with_capacity(PAYLOAD_HEAD + bytes.len());
-            payload.push(FORMAT);
-            payload.extend_from_slice(&seq.to_be_bytes());
-            put_varint(&mut payload, *count);
-            payload.extend_from_slice(bytes);
-            frame::put_frame(&mut frames, &payload)?;
+            frame::put_frame(&mut frames, |payload| {
+                payload.push(FORMAT);
+                payload.extend_from_slice(&seq.to_be_bytes());
+                put_varint(payload, *count);
+                payload.extend_from_slice(bytes);
+            })?;
         }
         Ok(frames)
     }
@@ -289,15 +289,7 @@ impl<'a> Reader<'a> {
     }
 
     fn varint(&mut self) -> Result<u64, StoreError> {
-        let mut v: u64 = 0;
-        for shift in (0..64).step_by(7) {
-            let b = self.u8()?;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(corrupt("overlong varint"))
+        take_varint(&mut self.data).ok_or_else(|| corrupt("truncated or overlong varint"))
     }
 
     fn bytes(&mut self) -> Result<&'a [u8], StoreError> {
