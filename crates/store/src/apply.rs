@@ -50,19 +50,15 @@ impl Context<'_> {
         codec::decode(bytes, &names)
     }
 
-    /// The entry with ID `id` (which must exist).
-    fn load(&self, txn: &heed::RoTxn<'_>, id: EntryId) -> Result<Entry, StoreError> {
-        self.load_as(txn, id, None)
-    }
-
-    /// The entry with ID `id`, found by `dn` ([`codec::decode_as`]).
-    fn load_as(
+    /// The entry with ID `id` (which must exist), found by `found_by` if
+    /// given ([`codec::decode_as`]).
+    fn load(
         &self,
         txn: &heed::RoTxn<'_>,
         id: EntryId,
-        dn: Option<&meridian_model::dn::Dn>,
+        found_by: Option<&Dn>,
     ) -> Result<Entry, StoreError> {
-        load_as(
+        load(
             &Resolver {
                 table: self.names.table(),
                 txn,
@@ -70,7 +66,7 @@ impl Context<'_> {
                 schema: self.schema,
             },
             id,
-            dn,
+            found_by,
         )
     }
 }
@@ -152,7 +148,7 @@ fn read_back(
         None => None,
     };
     let before = match (pre, id) {
-        (true, Some(id)) => Some(Box::new(ctx.load(txn, id)?)),
+        (true, Some(id)) => Some(Box::new(ctx.load(txn, id, target_dn(command))?)),
         _ => None,
     };
     let outcome = apply(txn, ctx, command)?;
@@ -162,7 +158,7 @@ fn read_back(
         _ => id,
     };
     let after = match (post, id) {
-        (true, Some(id)) => Some(Box::new(ctx.load(txn, id)?)),
+        (true, Some(id)) => Some(Box::new(ctx.load(txn, id, None)?)),
         _ => None,
     };
     Ok(Outcome::ReadBack {
@@ -219,7 +215,7 @@ fn guard(
         // No single target entry: the assertion does not apply.
         other => match target_dn(other) {
             Some(dn) => match lookup(txn, ctx.dbs, dn)? {
-                Some(id) => Some(ctx.load(txn, id)?),
+                Some(id) => Some(ctx.load(txn, id, Some(dn))?),
                 None => return Err(no_such(txn, ctx.dbs, dn)),
             },
             None => None,
@@ -312,7 +308,7 @@ fn modify_dn(
     if !renamed_in_place && lookup(txn, dbs, &new_dn)?.is_some() {
         return Err(StoreError::AlreadyExists(new_dn.original().to_owned()));
     }
-    let old = ctx.load(txn, id)?;
+    let old = ctx.load(txn, id, Some(dn))?;
     // New RDN values are added; old ones removed when asked (unless they
     // are also in the new RDN); then the operational attributes.
     let mut changes: Vec<Modification> = Vec::new();
@@ -391,7 +387,7 @@ fn modify_dn(
         if child == id {
             continue;
         }
-        let mut entry = ctx.load(txn, child)?;
+        let mut entry = ctx.load(txn, child, None)?;
         let syntactic = meridian_proto::dn::Dn::parse(entry.dn.original())
             .map_err(|e| StoreError::Engine(format!("stored DN of entry {child}: {e}")))?;
         let relative = meridian_proto::dn::Dn {
@@ -662,22 +658,19 @@ fn add(
     Ok(Outcome::Added(id))
 }
 
-pub(crate) fn load(names: &Resolver<'_, '_>, id: EntryId) -> Result<Entry, StoreError> {
-    load_as(names, id, None)
-}
-
-/// [`load`] of an entry found by `dn` (see [`codec::decode_as`]).
-pub(crate) fn load_as(
+/// The entry with ID `id` (which must exist), found by `found_by` if
+/// given ([`codec::decode_as`]).
+pub(crate) fn load(
     names: &Resolver<'_, '_>,
     id: EntryId,
-    dn: Option<&meridian_model::dn::Dn>,
+    found_by: Option<&Dn>,
 ) -> Result<Entry, StoreError> {
     let bytes = names
         .dbs
         .id2entry
         .get(names.txn, &keys::id_key(id))?
         .ok_or_else(|| StoreError::Engine(format!("dn2id points at missing entry {id}")))?;
-    codec::decode_as(bytes, names, dn)
+    codec::decode_as(bytes, names, found_by)
 }
 
 fn parent_id_of(
@@ -730,7 +723,7 @@ fn delete(
 /// its parent's link to it (delete, and each entry of a subtree delete).
 fn remove_leaf(txn: &mut RwTxn<'_>, ctx: &Context<'_>, id: EntryId) -> Result<(), StoreError> {
     let dbs = ctx.dbs;
-    let entry = ctx.load(txn, id)?;
+    let entry = ctx.load(txn, id, None)?;
     let parent = parent_id_of(txn, ctx, &entry.dn)?;
     write_index(
         txn,
@@ -757,7 +750,7 @@ fn modify(
     let Some(id) = lookup(txn, dbs, dn)? else {
         return Err(no_such(txn, dbs, dn));
     };
-    let old = ctx.load_as(txn, id, Some(dn))?;
+    let old = ctx.load(txn, id, Some(dn))?;
     let replacements: Vec<Modification> = operational
         .iter()
         .map(|(attr, values)| Modification {

@@ -187,14 +187,11 @@ impl Store {
         }
         std::fs::create_dir_all(&path)
             .map_err(|e| StoreError::Engine(format!("cannot create {}: {e}", path.display())))?;
-        let journaling =
-            !read_only && st.backend == Backend::Mdb && st.durability == Durability::Journal;
+        let writes_files = !read_only && st.backend == Backend::Mdb;
+        let journaling = writes_files && st.durability == Durability::Journal;
         // A reader beside a running server must not touch its journal;
         // a writer must be the only one that does.
-        let journal_lock = if !read_only
-            && st.backend == Backend::Mdb
-            && (journaling || journal::dir_of(&path).is_dir())
-        {
+        let journal_lock = if writes_files && (journaling || journal::dir_of(&path).is_dir()) {
             Some(journal::lock(&path)?)
         } else {
             None

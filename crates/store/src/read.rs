@@ -136,14 +136,14 @@ impl<'s> Snapshot<'s> {
     /// The entry at `dn`.
     pub fn get(&self, dn: &Dn) -> Result<Option<(EntryId, Entry)>, StoreError> {
         match self.id(dn)? {
-            Some(id) => Ok(Some((id, apply::load_as(&self.resolver(), id, Some(dn))?))),
+            Some(id) => Ok(Some((id, apply::load(&self.resolver(), id, Some(dn))?))),
             None => Ok(None),
         }
     }
 
     /// The entry with ID `id` (which must exist).
     pub fn entry(&self, id: EntryId) -> Result<Entry, StoreError> {
-        apply::load(&self.resolver(), id)
+        apply::load(&self.resolver(), id, None)
     }
 
     /// The deepest existing ancestor of a missing `dn` (matchedDN).
@@ -534,6 +534,6 @@ mod tests {
             dbs: &snapshot.inner.dbs,
             schema: &schema,
         };
-        assert_eq!(apply::load(&names, id).unwrap(), entry);
+        assert_eq!(apply::load(&names, id, None).unwrap(), entry);
     }
 }
