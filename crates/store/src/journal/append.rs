@@ -222,7 +222,7 @@ impl Appender {
         if self.checkpoint.as_ref().is_some_and(|c| !c.is_finished()) {
             return Ok(());
         }
-        self.finish_checkpoint()?;
+        self.finish_checkpoint();
         let (segment, path) = open_segment(&self.dir, self.last_seq)?;
         self.segment = segment;
         self.segment_path = path;
@@ -236,19 +236,26 @@ impl Appender {
         Ok(())
     }
 
-    fn finish_checkpoint(&mut self) -> Result<(), StoreError> {
-        match self.checkpoint.take().map(JoinHandle::join) {
-            None | Some(Ok(Ok(()))) => Ok(()),
-            Some(Ok(Err(e))) => Err(e),
-            Some(Err(_)) => Err(StoreError::Engine("the checkpoint thread panicked".into())),
-        }
+    /// Waits for the checkpoint under way. One that failed (a full disk,
+    /// say) costs no data and stops no write: it removed nothing, so the
+    /// older base and every segment since still cover the database, and
+    /// the next checkpoint tries again.
+    fn finish_checkpoint(&mut self) {
+        let failure = match self.checkpoint.take().map(JoinHandle::join) {
+            None | Some(Ok(Ok(()))) => return,
+            Some(Ok(Err(e))) => e.to_string(),
+            Some(Err(_)) => "the checkpoint thread panicked".to_owned(),
+        };
+        tracing::error!(
+            "journal checkpoint failed ({failure}); the journal grows until one succeeds"
+        );
     }
 
     /// After the writer stopped: LMDB is synced, then the marker goes,
     /// so the next open trusts the database as it is. After a failed
     /// append the marker stays: the next open recovers.
     fn close(mut self) -> Result<(), StoreError> {
-        self.finish_checkpoint()?;
+        self.finish_checkpoint();
         if let Some(e) = self.failed {
             return Err(e);
         }
