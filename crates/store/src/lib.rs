@@ -408,10 +408,13 @@ fn recover(
         covered: None,
     };
     if previous != journal::Previous::NoJournal {
-        replayed =
-            journal::replay_pending(inner.env.path(), applied, &inner.schema, |seq, commands| {
-                writer::replay(inner, seq, &commands)
-            })?;
+        replayed = journal::replay_pending(
+            inner.env.path(),
+            applied,
+            previous,
+            &inner.schema,
+            |seq, commands| writer::replay(inner, seq, &commands),
+        )?;
         if replayed.last > applied {
             tracing::info!(
                 records = replayed.last - applied,

@@ -316,3 +316,75 @@ fn a_journaled_database_has_one_writer() {
     assert!(!dir.join("journal").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Bytes in the log segments of the journal of `dir`.
+fn log_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir.join("journal"))
+        .unwrap()
+        .map(|item| item.unwrap())
+        .filter(|item| item.file_name().to_string_lossy().starts_with("log-"))
+        .map(|item| item.metadata().unwrap().len())
+        .sum()
+}
+
+#[test]
+fn restarts_do_not_keep_the_journal_from_its_checkpoints() {
+    // Each run journals less than `journal_checkpoint_bytes` (4096 in
+    // `open`), as a server restarted often does: the journal written
+    // before a restart still counts toward the next checkpoint, so the
+    // files stay near the limit instead of growing with every run.
+    let schema = Arc::new(Schema::builtin().unwrap());
+    let dir = temp("restarts");
+    let store = open(&dir, &schema, Durability::Journal);
+    store
+        .execute_blocking(Command::Add {
+            entry: suffix_entry(&schema),
+        })
+        .unwrap();
+    store.close();
+    let suffix = Dn::parse(SUFFIX.as_bytes(), &schema).unwrap();
+    let mut per_run = 0;
+    for run in 0..12 {
+        let store = open(&dir, &schema, Durability::Journal);
+        let at_open = log_bytes(&dir);
+        for step in 0..30 {
+            store
+                .execute_blocking(Command::Modify {
+                    dn: suffix.clone(),
+                    changes: vec![Modification {
+                        op: ModOp::Replace,
+                        attr: "description".into(),
+                        values: vec![format!("run {run} step {step}").into_bytes()],
+                    }],
+                    operational: vec![],
+                    permissive: false,
+                })
+                .unwrap();
+        }
+        if run == 0 {
+            // Checkpoints in later runs remove files: measure the first.
+            per_run = log_bytes(&dir) - at_open;
+        }
+        store.close();
+    }
+    assert!(per_run < 4096, "a run journals under the limit ({per_run})");
+    let journaled = 12 * per_run;
+    assert!(
+        journaled > 4 * 4096,
+        "the runs together journal {journaled}"
+    );
+    let kept = log_bytes(&dir);
+    assert!(
+        kept < 2 * 4096,
+        "{kept} bytes of journal kept after {journaled} written"
+    );
+
+    // What is kept still rebuilds the database after a machine crash.
+    let expected = dump(&open(&dir, &schema, Durability::Journal));
+    std::fs::write(dir.join("journal/running"), "another boot").unwrap();
+    std::fs::remove_file(dir.join("data.mdb")).unwrap();
+    let store = open(&dir, &schema, Durability::Journal);
+    assert_eq!(dump(&store), expected);
+    store.close();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

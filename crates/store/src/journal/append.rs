@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 
 use tokio::sync::oneshot;
 
-use super::{checkpoint, io_error, open_segment, record, remove_marker, write_marker};
+use super::{checkpoint, io_error, log_bytes, open_segment, record, remove_marker, write_marker};
 use crate::{Inner, Outcome, StoreError};
 
 /// One answer to send once the batch is durable.
@@ -71,13 +71,18 @@ impl Journal {
         // From here on LMDB commits are not synced: a stop without a
         // clean close must be recovered.
         write_marker(&dir)?;
+        // What earlier runs journaled since the newest base counts toward
+        // the next checkpoint: counting the new segment alone let a server
+        // restarted more often than every `checkpoint_bytes` of writes
+        // keep every segment, and replay them all after a crash.
         let (segment, segment_path) = open_segment(&dir, last_seq)?;
+        let since_base = log_bytes(&dir)?;
         let appender = Appender {
             inner: Arc::clone(inner),
             dir,
             segment,
             segment_path,
-            segment_bytes: 0,
+            since_base,
             last_seq,
             checkpoint_bytes,
             checkpoint: None,
@@ -159,7 +164,8 @@ struct Appender {
     dir: PathBuf,
     segment: File,
     segment_path: PathBuf,
-    segment_bytes: u64,
+    /// Journal bytes since the newest base (or the one being copied).
+    since_base: u64,
     last_seq: u64,
     checkpoint_bytes: u64,
     checkpoint: Option<JoinHandle<Result<(), StoreError>>>,
@@ -206,17 +212,17 @@ impl Appender {
             self.failed = Some(e.clone());
             return Err(e);
         }
-        self.segment_bytes += frames.len() as u64;
+        self.since_base += frames.len() as u64;
         self.last_seq += records;
         Ok(())
     }
 
-    /// Starts a checkpoint when the segment has grown past its limit and
+    /// Starts a checkpoint when the journal has grown past its limit and
     /// the last one has finished: a new segment after the last record,
     /// and a copy of the database (which holds at least that record:
     /// LMDB commits before the journal appends) on a thread of its own.
     fn maybe_checkpoint(&mut self) -> Result<(), StoreError> {
-        if self.segment_bytes < self.checkpoint_bytes {
+        if self.since_base < self.checkpoint_bytes {
             return Ok(());
         }
         if self.checkpoint.as_ref().is_some_and(|c| !c.is_finished()) {
@@ -226,7 +232,7 @@ impl Appender {
         let (segment, path) = open_segment(&self.dir, self.last_seq)?;
         self.segment = segment;
         self.segment_path = path;
-        self.segment_bytes = 0;
+        self.since_base = 0;
         let (inner, dir, at) = (Arc::clone(&self.inner), self.dir.clone(), self.last_seq);
         let handle = std::thread::Builder::new()
             .name("meridian-checkpoint".into())

@@ -121,6 +121,18 @@ fn numbered(dir: &Path, prefix: &str, suffix: &str) -> Result<Vec<(u64, PathBuf)
     Ok(found)
 }
 
+/// Bytes in the log segments of `dir`: the journal written since the
+/// newest base (a checkpoint removes the segments before it).
+fn log_bytes(dir: &Path) -> Result<u64, StoreError> {
+    let mut total = 0;
+    for (_, path) in numbered(dir, LOG_PREFIX, "")? {
+        total += fs::metadata(&path)
+            .map_err(|e| io_error("stat", &path, &e))?
+            .len();
+    }
+    Ok(total)
+}
+
 fn base_name(seq: u64) -> String {
     format!("{BASE_PREFIX}{seq:020}{BASE_SUFFIX}")
 }
@@ -212,9 +224,16 @@ pub(crate) struct Replayed {
 /// segments of the journal in `env_path` (if any). A torn record at the
 /// end of the last segment is an append that was never acknowledged: it
 /// is cut off. Anything else out of place is an error.
+///
+/// After a clean close nothing is read: the close came after every
+/// append had succeeded and LMDB was synced (a failed append keeps the
+/// marker), so the database holds every record and the files since the
+/// newest base hold every record after it. Reading them anyway made each
+/// start cost a pass over the whole journal.
 pub(crate) fn replay_pending(
     env_path: &Path,
     applied: u64,
+    previous: Previous,
     schema: &Schema,
     mut replay: impl FnMut(u64, Vec<Command>) -> Result<(), StoreError>,
 ) -> Result<Replayed, StoreError> {
@@ -225,10 +244,16 @@ pub(crate) fn replay_pending(
             covered: None,
         });
     }
-    let segments = numbered(&dir, LOG_PREFIX, "")?;
     let newest_base = numbered(&dir, BASE_PREFIX, BASE_SUFFIX)?
         .pop()
         .map(|(n, _)| n);
+    if previous == Previous::Clean {
+        return Ok(Replayed {
+            last: applied,
+            covered: newest_base.map(|base| base.max(applied)),
+        });
+    }
+    let segments = numbered(&dir, LOG_PREFIX, "")?;
     let mut journal_last = 0;
     let mut last = applied;
     for (i, (start, path)) in segments.iter().enumerate() {
