@@ -190,7 +190,15 @@ impl Outbound {
         loop {
             let (completed, closing) = match self.next_chunk(&mut chunk).await {
                 Some(taken) => taken,
-                None => continue,
+                None => {
+                    // Woken by the first of what is often many responses
+                    // made ready at once (a group commit answers every
+                    // write of its batch): let the other ready tasks add
+                    // theirs before the buffer is taken, so they share
+                    // one send instead of a few each.
+                    tokio::task::yield_now().await;
+                    continue;
+                }
             };
             if !chunk.is_empty() && socket.write_all(&chunk).await.is_err() {
                 // The peer is gone: wake a reader waiting for permits and
