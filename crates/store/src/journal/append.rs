@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 use tokio::sync::oneshot;
 
 use super::{checkpoint, io_error, log_bytes, open_segment, record, remove_marker, write_marker};
-use crate::{Inner, Outcome, StoreError};
+use crate::{Command, Inner, Outcome, StoreError};
 
 /// One answer to send once the batch is durable.
 type Reply = (
@@ -32,6 +32,9 @@ struct Committed {
     /// command of the batch applied).
     frames: Option<(Vec<u8>, u64)>,
     replies: Vec<Reply>,
+    /// The batch's commands, freed by the journal thread after it has
+    /// answered, not by the writer.
+    spent: Vec<Command>,
 }
 
 /// Batches the writer may commit ahead of the journal: one being synced
@@ -122,7 +125,7 @@ impl Journal {
     }
 
     /// Hands the sealed batch and its answers to the journal thread.
-    pub(crate) fn hand_over(&mut self, inner: &Inner, replies: Vec<Reply>) {
+    pub(crate) fn hand_over(&mut self, inner: &Inner, replies: Vec<Reply>, spent: Vec<Command>) {
         let frames = match self.sealed.take().transpose() {
             Ok(frames) => frames,
             Err(e) => {
@@ -134,7 +137,11 @@ impl Journal {
                 return;
             }
         };
-        let committed = Committed { frames, replies };
+        let committed = Committed {
+            frames,
+            replies,
+            spent,
+        };
         let Some(sender) = &self.sender else { return };
         if let Err(lost) = sender.send(committed) {
             // The thread is gone (it panicked): nothing more is durable.
@@ -188,6 +195,7 @@ impl Appender {
                     Err(e) => Err(e.clone()),
                 });
             }
+            drop(committed.spent);
             if self.failed.is_none() {
                 if let Err(e) = self.maybe_checkpoint() {
                     self.failed = Some(crate::writer::refuse(&self.inner, &e));
