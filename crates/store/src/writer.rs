@@ -152,6 +152,11 @@ fn commit_commands(
     commands: &[&Command],
     mut journaling: Journaling<'_>,
 ) -> Result<Vec<Result<Outcome, StoreError>>, StoreError> {
+    // Commands that can go without a nested transaction do, until a
+    // failure in the middle of one spoils a transaction: the batch is
+    // then tried again with every command nested, so that the failing
+    // one fails alone, as always.
+    let mut nesting = Nesting::WhereNeeded;
     loop {
         // Fresh per attempt: names numbered by a failed attempt are gone
         // with its transaction.
@@ -163,7 +168,7 @@ fn commit_commands(
             suffixes: &inner.suffixes,
             names: &names,
         };
-        match try_commit(inner, &ctx, commands, &mut journaling) {
+        match try_commit(inner, &ctx, commands, &mut journaling, nesting) {
             Ok(results) => {
                 inner.commits.fetch_add(1, Ordering::Relaxed);
                 if let Some(table) = names.committed(&inner.schema) {
@@ -171,8 +176,14 @@ fn commit_commands(
                 }
                 return Ok(results);
             }
-            Err(StoreError::MapFull) => grow(inner)?,
-            Err(StoreError::Engine(message)) if is_disk_full(&message, inner) => {
+            Err(Failure::Spoiled(e)) => {
+                tracing::debug!(
+                    "a command failed in the middle of its writes ({e}); the batch is applied again, each command nested"
+                );
+                nesting = Nesting::Always;
+            }
+            Err(Failure::Batch(StoreError::MapFull)) => grow(inner)?,
+            Err(Failure::Batch(StoreError::Engine(message))) if is_disk_full(&message, inner) => {
                 // Not latched: once space is freed, the next batch succeeds.
                 let e = StoreError::WritesRefused(format!(
                     "the disk is full ({message}); writes are refused until space is freed, reads go on"
@@ -180,7 +191,7 @@ fn commit_commands(
                 tracing::error!("{e}");
                 return Err(e);
             }
-            Err(e) => return Err(refuse(inner, &e)),
+            Err(Failure::Batch(e)) => return Err(refuse(inner, &e)),
         }
     }
 }
@@ -218,6 +229,37 @@ fn free_bytes(path: &std::path::Path) -> Option<u64> {
     Some(u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)))
 }
 
+/// Which commands of a batch get a nested transaction of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Nesting {
+    /// Those that may fail after they began to write
+    /// ([`apply::apply_unnested`] says which do not).
+    WhereNeeded,
+    /// All: after a command failed in the middle of its writes.
+    Always,
+}
+
+/// Why a batch's transaction was given up.
+enum Failure {
+    /// The transaction failed as a whole.
+    Batch(StoreError),
+    /// An unnested command failed after it began to write: its part
+    /// stays in the transaction, which no other command can commit with.
+    Spoiled(StoreError),
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Failure::Batch(e)
+    }
+}
+
+impl From<heed::Error> for Failure {
+    fn from(e: heed::Error) -> Self {
+        Failure::Batch(e.into())
+    }
+}
+
 /// Applies the batch and commits. `Err` only for failures of the whole
 /// transaction; each command's own failure is in the returned list.
 fn try_commit(
@@ -225,7 +267,8 @@ fn try_commit(
     ctx: &Context<'_>,
     commands: &[&Command],
     journaling: &mut Journaling<'_>,
-) -> Result<Vec<Result<Outcome, StoreError>>, StoreError> {
+    nesting: Nesting,
+) -> Result<Vec<Result<Outcome, StoreError>>, Failure> {
     let mut wtxn = inner.env.write_txn()?;
     let mut results = Vec::with_capacity(commands.len());
     if let Journaling::Live { batch, .. } = journaling {
@@ -233,6 +276,28 @@ fn try_commit(
         batch.clear();
     }
     for &command in commands {
+        let unnested = match nesting {
+            Nesting::WhereNeeded => apply::apply_unnested(&mut wtxn, ctx, command),
+            Nesting::Always => None,
+        };
+        match unnested {
+            Some(Ok(Ok(outcome))) => {
+                if let Journaling::Live { batch, .. } = journaling {
+                    batch.push(command);
+                }
+                results.push(Ok(outcome));
+                continue;
+            }
+            // Refused before writing anything.
+            Some(Ok(Err(refusal))) => {
+                results.push(Err(refusal));
+                continue;
+            }
+            // The map is grown and the whole batch applied again.
+            Some(Err(StoreError::MapFull)) => return Err(StoreError::MapFull.into()),
+            Some(Err(e)) => return Err(Failure::Spoiled(e)),
+            None => {}
+        }
         let mut nested = inner.env.nested_write_txn(&mut wtxn)?;
         let mark = ctx.names.mark();
         match apply::apply(&mut nested, ctx, command) {
@@ -244,7 +309,7 @@ fn try_commit(
                 results.push(Ok(outcome));
             }
             // The whole transaction must be retried in a bigger map.
-            Err(StoreError::MapFull) => return Err(StoreError::MapFull),
+            Err(StoreError::MapFull) => return Err(StoreError::MapFull.into()),
             Err(e) => {
                 nested.abort();
                 ctx.names.roll_back(mark);
