@@ -499,3 +499,44 @@ fn a_large_result_streams_while_the_connection_goes_on() {
     });
     assert_eq!(entries, 2001);
 }
+
+#[test]
+fn values_and_dns_longer_than_an_index_key() {
+    // cn is indexed (equality and substrings) by default, and LMDB keys
+    // hold 511 bytes: a 700-byte cn is stored and found; a DN that long
+    // is refused with unwillingToPerform and a reason (it was "Other",
+    // MDB_BAD_VALSIZE, for both), and as a search base it does not exist.
+    let server = Server::start_with("", Some(ADMIN_PASSWORD), None);
+    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(BASE_LDIF));
+    assert_eq!(rc, 0, "{out}");
+    let long = "L".repeat(700);
+    let ldif = format!(
+        "dn: uid=long,ou=People,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: long\ncn: {long}\nsn: S\n"
+    );
+    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(&ldif));
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &[
+            "-b",
+            "dc=example,dc=com",
+            &format!("(cn={})", long.to_lowercase()),
+            "1.1",
+        ],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(
+        out.contains("dn: uid=long,ou=People,dc=example,dc=com"),
+        "{out}"
+    );
+
+    let long_dn = format!("cn={long},ou=People,dc=example,dc=com");
+    let ldif = format!("dn: {long_dn}\nobjectClass: person\ncn: {long}\nsn: S\n");
+    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(&ldif));
+    assert_eq!(rc, 53, "{out}");
+    assert!(out.contains("DN is too long"), "{out}");
+    let (rc, out) = admin_tool(&server, "ldapsearch", &["-b", &long_dn, "-s", "base"], None);
+    assert_eq!(rc, 32, "{out}");
+}

@@ -458,10 +458,12 @@ pub(crate) fn lookup(
     dbs: &Dbs,
     dn: &meridian_model::dn::Dn,
 ) -> Result<Option<EntryId>, StoreError> {
-    Ok(dbs
-        .dn2id
-        .get(txn, &keys::dn_key(dn))?
-        .and_then(keys::id_from))
+    let key = keys::dn_key(dn);
+    if key.len() > keys::MAX_KEY {
+        // Could never have been stored (see `From<heed::Error>`).
+        return Ok(None);
+    }
+    Ok(dbs.dn2id.get(txn, &key)?.and_then(keys::id_from))
 }
 
 /// The deepest existing ancestor of `dn` (its matchedDN when missing).

@@ -53,16 +53,44 @@ pub mod kind {
     pub const SUB: u8 = b's';
 }
 
+/// The largest key LMDB stores (`MDB_MAXKEYSIZE` as heed builds it);
+/// a longer one is refused with `MDB_BAD_VALSIZE`.
+pub const MAX_KEY: usize = 511;
+
 /// The prefix of an equality index key (everything but the ID).
+///
+/// A value key too long for an LMDB key once the ID is appended (a
+/// 600-byte cn) is cut, and an FNV-1a digest of the whole key follows
+/// its first bytes; the length field keeps the full length. Lookups build
+/// their prefix the same way, so they find it; values that share the cut
+/// part and the digest are told apart by the filter evaluation every
+/// candidate goes through. Keys that fit are as they always were.
 pub fn eq_prefix(oid: &str, value_key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(oid.len() + value_key.len() + 14);
+    const ID: usize = 8;
+    const DIGEST: usize = 8;
+    let head = 1 + oid.len() + 1 + 4;
+    let mut k = Vec::with_capacity((head + value_key.len()).min(MAX_KEY));
     k.push(kind::EQ);
     k.extend_from_slice(oid.as_bytes());
     k.push(0);
     // The length makes the prefix exact: "ab" is not a prefix of "abc".
     k.extend_from_slice(&(value_key.len() as u32).to_be_bytes());
-    k.extend_from_slice(value_key);
+    if head + value_key.len() + ID <= MAX_KEY {
+        k.extend_from_slice(value_key);
+    } else {
+        let keep = MAX_KEY.saturating_sub(head + DIGEST + ID);
+        k.extend_from_slice(value_key.get(..keep).unwrap_or(value_key));
+        k.extend_from_slice(&fnv1a64(value_key).to_be_bytes());
+    }
     k
+}
+
+/// FNV-1a, 64 bits: a fixed function (index keys are on disk), and a
+/// collision costs only a candidate that the filter then drops.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// The prefix of a presence index key.
@@ -96,4 +124,29 @@ pub fn with_id_into(key: &mut Vec<u8>, prefix: &[u8], id: EntryId) {
     key.clear();
     key.extend_from_slice(prefix);
     key.extend_from_slice(&id.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equality_keys_always_fit_and_keep_their_short_form() {
+        let oid = "2.5.4.3";
+        assert_eq!(eq_prefix(oid, b"abc")[1 + oid.len() + 1 + 4..], *b"abc");
+        let long_a = vec![b'a'; 2000];
+        let mut long_b = long_a.clone();
+        long_b[1999] = b'b';
+        for value in [&long_a, &long_b] {
+            assert_eq!(with_id(eq_prefix(oid, value), 1).len(), MAX_KEY);
+        }
+        // Cut at the same place, told apart by the digest.
+        assert_ne!(eq_prefix(oid, &long_a), eq_prefix(oid, &long_b));
+        // The longest that fits is kept whole.
+        let fits = vec![b'x'; MAX_KEY - 8 - (1 + oid.len() + 1 + 4)];
+        assert!(eq_prefix(oid, &fits).ends_with(&fits));
+        // FNV-1a's published check values.
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
 }

@@ -429,6 +429,68 @@ fn large_many_and_unicode_values() {
 }
 
 #[test]
+fn values_and_dns_too_long_for_an_lmdb_key() {
+    // LMDB keys hold 511 bytes. Indexed values longer than that are
+    // stored and found (their equality keys are cut and digested); a DN
+    // that long is refused with a reason, and looking it up finds nothing.
+    for backend in backends() {
+        let f = open(backend, "long-keys", |_| {});
+        base_tree(&f);
+        let common = "s".repeat(700);
+        let (first, second) = (format!("{common}1"), format!("{common}2"));
+        person(&f, "long", &first, 1);
+        person(&f, "other", &second, 2);
+        let people = format!("ou=People,{SUFFIX}");
+        let uids = |filter: &str| -> BTreeSet<String> {
+            let (found, indexed) = search(&f, &people, Scope::OneLevel, filter);
+            assert!(indexed, "{filter} uses the sn index");
+            found
+        };
+        let uid = |u: &str| BTreeSet::from([format!("uid={u},ou=people,{SUFFIX}")]);
+        assert_eq!(uids(&format!("(sn={first})")), uid("long"));
+        assert_eq!(uids(&format!("(sn={})", first.to_uppercase())), uid("long"));
+        assert_eq!(uids(&format!("(sn={second})")), uid("other"));
+        assert!(uids(&format!("(sn={common})")).is_empty());
+        assert_eq!(uids(&format!("(sn=*{}2)", "s".repeat(40))), uid("other"));
+        // A modify from one long value to another moves the entry's keys.
+        f.store
+            .execute_blocking(Command::Modify {
+                dn: dn(&f, &format!("uid=long,{people}")),
+                changes: vec![Modification {
+                    op: ModOp::Replace,
+                    attr: "sn".into(),
+                    values: vec![format!("{common}3").into_bytes()],
+                }],
+                operational: vec![],
+                permissive: false,
+            })
+            .unwrap();
+        assert!(uids(&format!("(sn={first})")).is_empty());
+        assert_eq!(uids(&format!("(sn={common}3)")), uid("long"));
+
+        let long_dn = format!("cn={},{people}", "c".repeat(600));
+        let refused = add(
+            &f,
+            &long_dn,
+            &[
+                ("objectClass", &["person"]),
+                ("cn", &[&"c".repeat(600)]),
+                ("sn", &["x"]),
+            ],
+        )
+        .unwrap_err();
+        assert_eq!(
+            refused.code(),
+            meridian_proto::ResultCode::UNWILLING_TO_PERFORM
+        );
+        assert!(refused.to_string().contains("DN is too long"), "{refused}");
+        let snap = f.store.snapshot().unwrap();
+        assert!(snap.get(&dn(&f, &long_dn)).unwrap().is_none());
+        assert!(snap.check().unwrap().is_empty());
+    }
+}
+
+#[test]
 fn group_commit_batches_concurrent_writers() {
     for backend in backends() {
         let f = open(backend, "group", |_| {});
