@@ -49,22 +49,60 @@ pub fn apply(
     apply_parts(entry.clone(), &[changes], schema, permissive)
 }
 
+/// One change, borrowed: a [`Modification`] as a client sent it, or one
+/// the server adds (the operational attributes it replaces) without
+/// building a `Modification` for it.
+#[derive(Debug, Clone, Copy)]
+pub struct Change<'a> {
+    /// The operation.
+    pub op: ModOp,
+    /// The attribute description (`cn`, `cn;lang-de`).
+    pub attr: &'a str,
+    /// The values.
+    pub values: &'a [Vec<u8>],
+}
+
+impl Modification {
+    /// This modification as a [`Change`].
+    pub fn as_change(&self) -> Change<'_> {
+        Change {
+            op: self.op,
+            attr: &self.attr,
+            values: &self.values,
+        }
+    }
+}
+
 /// [`apply`] over several lists of changes in order (the client's, then
 /// the server's operational ones), changing `out` itself: a caller that
 /// no longer needs the entry as it was saves a copy. On an error `out`
 /// is dropped half changed.
 pub fn apply_parts(
-    mut out: Entry,
+    out: Entry,
     parts: &[&[Modification]],
     schema: &Schema,
     permissive: bool,
 ) -> Result<Entry, ModelError> {
-    for change in parts.iter().flat_map(|p| p.iter()) {
+    let changes = parts
+        .iter()
+        .flat_map(|p| p.iter())
+        .map(Modification::as_change);
+    apply_changes(out, changes, schema, permissive)
+}
+
+/// [`apply_parts`] over borrowed changes.
+pub fn apply_changes<'a>(
+    mut out: Entry,
+    changes: impl IntoIterator<Item = Change<'a>>,
+    schema: &Schema,
+    permissive: bool,
+) -> Result<Entry, ModelError> {
+    for change in changes {
         let desc = Description::parse(change.attr.as_bytes(), schema)?;
         let at = schema
             .attr(desc.attr)
             .ok_or_else(|| error(ResultCode::OTHER, "dangling attribute".into()))?;
-        let name = change.attr.as_str();
+        let name = change.attr;
         let rule = at.equality;
         let key = |v: &[u8]| -> Result<Vec<u8>, ModelError> {
             match rule {
@@ -91,13 +129,13 @@ pub fn apply_parts(
                     None => {
                         out.attributes.push(Attribute {
                             desc: desc.clone(),
-                            name: change.attr.clone().into(),
+                            name: change.attr.to_owned().into(),
                             values: Vec::new(),
                         });
                         out.attributes.len() - 1
                     }
                 };
-                for value in &change.values {
+                for value in change.values {
                     let k = key(value)?;
                     let attr = out
                         .attributes
@@ -130,7 +168,7 @@ pub fn apply_parts(
                     out.attributes.remove(idx);
                     continue;
                 }
-                for value in &change.values {
+                for value in change.values {
                     let k = key(value)?;
                     let attr = out
                         .attributes
@@ -164,13 +202,13 @@ pub fn apply_parts(
                 if !change.values.is_empty() {
                     out.attributes.push(Attribute {
                         desc: desc.clone(),
-                        name: change.attr.clone().into(),
-                        values: change.values.clone(),
+                        name: change.attr.to_owned().into(),
+                        values: change.values.to_vec(),
                     });
                 }
             }
             ModOp::Increment => {
-                let [delta] = change.values.as_slice() else {
+                let [delta] = change.values else {
                     return Err(error(
                         ResultCode::PROTOCOL_ERROR,
                         format!("{name}: increment takes exactly one value"),

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use heed::RwTxn;
 use meridian_model::dn::Dn;
 use meridian_model::entry::{Description, Entry, Writer};
-use meridian_model::modify::{self, ModOp, Modification};
+use meridian_model::modify::{self, Change, ModOp, Modification};
 use meridian_model::schema::AttrId;
 use meridian_model::{ModelError, Schema};
 use meridian_proto::ResultCode;
@@ -778,27 +778,29 @@ fn plan_modify(
         return Err(no_such(txn, dbs, dn));
     };
     let old = ctx.load(txn, id, Some(dn))?;
-    let replacements: Vec<Modification> = operational
-        .iter()
-        .map(|(attr, values)| Modification {
-            op: ModOp::Replace,
-            attr: attr.clone(),
-            values: values.clone(),
-        })
-        .collect();
-    let parts = [changes, &replacements[..]];
+    // The client's changes, then the server's operational replacements,
+    // borrowed from the command (this runs on the writer thread: copies
+    // of the values would be made and freed there for every modify).
+    let all_changes = || {
+        changes
+            .iter()
+            .map(Modification::as_change)
+            .chain(operational.iter().map(|(attr, values)| Change {
+                op: ModOp::Replace,
+                attr,
+                values,
+            }))
+    };
     // Index keys can only change if an indexed type was touched; only
     // then are the old keys taken, and the entry itself is changed
     // without a copy.
-    let changed: Vec<AttrId> = parts
-        .iter()
-        .flat_map(|p| p.iter())
-        .filter_map(|m| Description::parse(m.attr.as_bytes(), ctx.schema).ok())
+    let changed: Vec<AttrId> = all_changes()
+        .filter_map(|c| Description::parse(c.attr.as_bytes(), ctx.schema).ok())
         .map(|d| d.attr)
         .collect();
     let touches_index = changed.iter().any(|&attr| ctx.indexes.get(attr).is_some());
     let old_keys = touches_index.then(|| ctx.indexes.entry_keys(&old, ctx.schema));
-    let new = modify::apply_parts(old, &parts, ctx.schema, permissive)?;
+    let new = modify::apply_changes(old, all_changes(), ctx.schema, permissive)?;
     new.check_after_modify(ctx.schema, Writer::Server, &changed)?;
     Ok(ModifyPlan { id, new, old_keys })
 }
