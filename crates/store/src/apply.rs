@@ -379,6 +379,11 @@ fn modify_dn(
             moved.push((key.to_vec(), child));
         }
     }
+    let deepest = moved.iter().map(|(key, _)| key.len()).max().unwrap_or(0);
+    check_dn_key_len(
+        (new_prefix.len() + deepest).saturating_sub(old_prefix.len()),
+        new_dn.original(),
+    )?;
     let depth = dn.rdns().len();
     let mut descendants = 0u64;
     for (key, child) in moved {
@@ -460,10 +465,23 @@ pub(crate) fn lookup(
 ) -> Result<Option<EntryId>, StoreError> {
     let key = keys::dn_key(dn);
     if key.len() > keys::MAX_KEY {
-        // Could never have been stored (see `From<heed::Error>`).
+        // Could never have been stored (`check_dn_key_len`).
         return Ok(None);
     }
     Ok(dbs.dn2id.get(txn, &key)?.and_then(keys::id_from))
+}
+
+/// Refuses a `dn2id` key of `len` bytes that an add or a rename is about
+/// to write for `dn` (or below it) when LMDB cannot store it: it would
+/// answer `MDB_BAD_VALSIZE`, which tells a client nothing.
+fn check_dn_key_len(len: usize, dn: &str) -> Result<(), StoreError> {
+    if len <= keys::MAX_KEY {
+        return Ok(());
+    }
+    Err(unwilling(format!(
+        "the DN is too long to store: {dn:?} (or its deepest entry) takes {len} bytes in normalised form, one byte added per RDN, and at most {} fit",
+        keys::MAX_KEY
+    )))
 }
 
 /// The deepest existing ancestor of `dn` (its matchedDN when missing).
@@ -591,6 +609,7 @@ fn add(
         .into());
     }
     let key = keys::dn_key(&entry.dn);
+    check_dn_key_len(key.len(), entry.dn.original())?;
     let already_exists = || StoreError::AlreadyExists(entry.dn.original().to_owned());
     // An existing entry is reported as such before any other refusal
     // (as slapd does); with `check` that needs a lookup, since the schema

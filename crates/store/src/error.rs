@@ -60,16 +60,6 @@ impl From<heed::Error> for StoreError {
     fn from(e: heed::Error) -> Self {
         match e {
             heed::Error::Mdb(heed::MdbError::MapFull) => StoreError::MapFull,
-            // Values may be large and equality keys are cut to fit
-            // (`keys::eq_prefix`): what remains is a DN key, which holds
-            // the normalised RDNs of the entry and its ancestors.
-            heed::Error::Mdb(heed::MdbError::BadValSize) => StoreError::Model(ModelError::new(
-                ResultCode::UNWILLING_TO_PERFORM,
-                format!(
-                    "the DN is too long to store: its normalised RDNs, one byte added to each, must fit in {} bytes",
-                    crate::keys::MAX_KEY
-                ),
-            )),
             other => StoreError::Engine(other.to_string()),
         }
     }

@@ -484,8 +484,26 @@ fn values_and_dns_too_long_for_an_lmdb_key() {
             meridian_proto::ResultCode::UNWILLING_TO_PERFORM
         );
         assert!(refused.to_string().contains("DN is too long"), "{refused}");
+        // A rename to such a DN, or a move that would put a descendant
+        // there, is refused as a whole.
+        let long_rdn = format!("uid={}", "u".repeat(600));
+        let refused =
+            modify_dn(&f, &format!("uid=long,{people}"), &long_rdn, false, None).unwrap_err();
+        assert_eq!(
+            refused.code(),
+            meridian_proto::ResultCode::UNWILLING_TO_PERFORM
+        );
+        assert!(refused.to_string().contains("DN is too long"), "{refused}");
+        let long_ou = format!("ou={}", "o".repeat(480));
+        let refused = modify_dn(&f, &people, &long_ou, false, None).unwrap_err();
+        assert!(refused.to_string().contains("DN is too long"), "{refused}");
         let snap = f.store.snapshot().unwrap();
         assert!(snap.get(&dn(&f, &long_dn)).unwrap().is_none());
+        assert!(
+            snap.get(&dn(&f, &format!("uid=long,{people}")))
+                .unwrap()
+                .is_some()
+        );
         assert!(snap.check().unwrap().is_empty());
     }
 }
