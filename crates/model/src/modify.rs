@@ -46,7 +46,8 @@ pub fn apply(
     schema: &Schema,
     permissive: bool,
 ) -> Result<Entry, ModelError> {
-    apply_parts(entry.clone(), &[changes], schema, permissive)
+    let changes = changes.iter().map(Modification::as_change);
+    apply_changes(entry.clone(), changes, schema, permissive)
 }
 
 /// One change, borrowed: a [`Modification`] as a client sent it, or one
@@ -73,24 +74,10 @@ impl Modification {
     }
 }
 
-/// [`apply`] over several lists of changes in order (the client's, then
-/// the server's operational ones), changing `out` itself: a caller that
-/// no longer needs the entry as it was saves a copy. On an error `out`
-/// is dropped half changed.
-pub fn apply_parts(
-    out: Entry,
-    parts: &[&[Modification]],
-    schema: &Schema,
-    permissive: bool,
-) -> Result<Entry, ModelError> {
-    let changes = parts
-        .iter()
-        .flat_map(|p| p.iter())
-        .map(Modification::as_change);
-    apply_changes(out, changes, schema, permissive)
-}
-
-/// [`apply_parts`] over borrowed changes.
+/// [`apply`] over borrowed changes in order (a client's, then the
+/// operational ones the server replaces), changing `out` itself: a
+/// caller that no longer needs the entry as it was saves a copy. On an
+/// error `out` is dropped half changed.
 pub fn apply_changes<'a>(
     mut out: Entry,
     changes: impl IntoIterator<Item = Change<'a>>,
