@@ -1175,21 +1175,12 @@ enum Pending {
 type MakeCommand = Box<dyn FnOnce() -> Result<meridian_store::Command, Outcome> + Send>;
 
 async fn sequence_writes(mut queue: tokio::sync::mpsc::UnboundedReceiver<(SpawnedWrite, Pending)>) {
-    // The tasks waiting for submitted writes to commit, oldest first.
-    // Writes commit (and their tasks finish) mostly in the order they were
-    // submitted, so finished tasks are dropped from the front: a cost per
-    // write that does not grow with the number outstanding, where a scan of
-    // the whole list made each write pay for every other in flight.
-    // A write stuck at the front (in another naming context's store, say)
-    // would keep finished ones behind it: a whole sweep then, whenever the
-    // list has doubled since the last, keeps it bounded at the same cost.
-    let mut committing: std::collections::VecDeque<tokio::task::JoinHandle<()>> =
-        std::collections::VecDeque::new();
+    // The tasks waiting for submitted writes to commit. Finished ones
+    // are dropped whenever the list has doubled since the last sweep: a
+    // sweep per write made each write pay for every other in flight.
+    let mut committing: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     let mut sweep_at = 64;
     while let Some((write, pending)) = queue.recv().await {
-        while committing.front().is_some_and(|task| task.is_finished()) {
-            committing.pop_front();
-        }
         if committing.len() >= sweep_at {
             committing.retain(|task| !task.is_finished());
             sweep_at = (2 * committing.len()).max(64);
@@ -1231,7 +1222,7 @@ async fn sequence_writes(mut queue: tokio::sync::mpsc::UnboundedReceiver<(Spawne
         };
         match write.directory.submit(command).await {
             Ok(submitted) => {
-                committing.push_back(tokio::spawn(async move {
+                committing.push(tokio::spawn(async move {
                     match submitted.wait().await {
                         Ok(meridian_store::Outcome::ReadBack { pre, post, .. }) => {
                             let controls = write.read_back_controls(pre, post);
