@@ -13,6 +13,7 @@ use meridian_proto::ResultCode;
 use crate::command::{Command, Outcome};
 use crate::keys::{self, EntryId};
 use crate::names::{Assigner, Resolver};
+use crate::sorted_puts::SortedPuts;
 use crate::{Dbs, StoreError, codec, index::Indexes};
 
 /// The meta key holding the next entry ID.
@@ -82,7 +83,7 @@ pub(crate) fn apply(
         Command::Add { entry } => {
             let mut adds = Adds::start(txn, ctx.dbs)?;
             let added = add(txn, ctx, entry, true, &mut adds)?;
-            adds.finish(txn, ctx.dbs)?;
+            adds.finish(txn, ctx)?;
             Ok(added)
         }
         Command::Delete { dn } => delete(txn, ctx, dn),
@@ -185,15 +186,11 @@ fn add_many(
     for (position, entry) in entries.iter().enumerate() {
         match add(txn, ctx, entry, !prechecked, &mut adds) {
             Ok(_) => added += 1,
-            Err(
-                e @ (StoreError::MapFull | StoreError::Engine(_) | StoreError::WritesRefused(_)),
-            ) => {
-                return Err(e);
-            }
+            Err(e) if e.is_engine_failure() => return Err(e),
             Err(e) => failed.push((position, e)),
         }
     }
-    adds.finish(txn, ctx.dbs)?;
+    adds.finish(txn, ctx)?;
     Ok(Outcome::AddedMany { added, failed })
 }
 
@@ -538,11 +535,15 @@ fn write_index<P: AsRef<[u8]>>(
 /// `meta` once and written back once, not twice per entry; the last
 /// parent found is remembered, since a bulk load adds siblings one after
 /// another (nothing is deleted within the command, so it stays valid).
+/// Index keys wait until the command's last add and go in key order
+/// ([`SortedPuts`]): no add reads the index, and a failure in between is
+/// an engine failure, which gives up the whole command anyway.
 struct Adds {
     next_id: EntryId,
     first_id: EntryId,
     /// The `dn2id` key of the last parent looked up, and its ID.
     last_parent: Option<(Vec<u8>, EntryId)>,
+    index_keys: SortedPuts,
 }
 
 impl Adds {
@@ -557,6 +558,7 @@ impl Adds {
             next_id,
             first_id: next_id,
             last_parent: None,
+            index_keys: SortedPuts::default(),
         })
     }
 
@@ -579,20 +581,23 @@ impl Adds {
         Ok(found)
     }
 
-    /// Writes back the next ID if any add used one.
-    fn finish(self, txn: &mut RwTxn<'_>, dbs: &Dbs) -> Result<(), StoreError> {
+    /// Writes the index keys, and the next ID if any add used one.
+    fn finish(self, txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<(), StoreError> {
         if self.next_id != self.first_id {
-            dbs.meta.put(txn, NEXT_ID, &self.next_id.to_be_bytes())?;
+            ctx.dbs
+                .meta
+                .put(txn, NEXT_ID, &self.next_id.to_be_bytes())?;
         }
-        Ok(())
+        self.index_keys.write(txn, ctx.dbs.index)
     }
 }
 
 /// Adds `entry`; `check`: against the schema first (false only for
 /// entries the caller checked). Every refusal (entryAlreadyExists,
 /// noSuchObject, a schema violation) comes before anything is written,
-/// so a refused entry needs no rollback; `dn2id` is written first and
-/// with NO_OVERWRITE, which is also the existence check.
+/// so a refused entry needs no rollback, nor a nested transaction
+/// ([`apply_unnested`]); `dn2id` is written first and with NO_OVERWRITE,
+/// which is also the existence check. Any later failure is the engine's.
 fn add(
     txn: &mut RwTxn<'_>,
     ctx: &Context<'_>,
@@ -641,9 +646,6 @@ fn add(
     if check {
         entry.check(ctx.schema, Writer::Server)?;
     }
-    // Encoded before anything is written: it may number new attribute
-    // names, but those are only `meta` keys, harmless if the add fails.
-    let record = ctx.encode(txn, entry)?;
     let id = adds.next_id;
     if dbs
         .dn2id
@@ -652,6 +654,11 @@ fn add(
     {
         return Err(already_exists());
     }
+    // Encoded only now, since it may number (and store) new attribute
+    // names: a refused add must leave nothing behind, not even a name,
+    // or a store that never saw it (a journal replay) would number the
+    // next new name differently. Encoding fails only in the engine.
+    let record = ctx.encode(txn, entry)?;
     adds.next_id += 1;
     // IDs only grow, so the new record goes after every other: APPEND
     // fills pages instead of splitting them in half (half the file for
@@ -671,13 +678,11 @@ fn add(
         Err(heed::Error::Mdb(heed::MdbError::KeyExist)) => dbs.children.put(txn, &link, &[])?,
         other => other?,
     }
-    write_index(
-        txn,
-        dbs,
-        ctx.indexes.entry_keys(entry, ctx.schema),
-        id,
-        true,
-    )?;
+    for prefix in ctx.indexes.entry_keys(entry, ctx.schema) {
+        adds.index_keys.push(&prefix, id);
+    }
+    #[cfg(test)]
+    tests::fail_after_writing(entry)?;
     Ok(Outcome::Added(id))
 }
 
@@ -846,7 +851,9 @@ fn write_modify(
 
 /// Applies `command` straight in `txn`, without a nested transaction of
 /// its own, if it is of a kind whose refusals are all decided before its
-/// first write (a plain modify, the common write): `Ok(Err(refusal))`
+/// first write (a plain modify, the common write; an add, whose
+/// existence check is its first write's own NO_OVERWRITE; a bulk load,
+/// each of whose adds is refused alone): `Ok(Err(refusal))`
 /// has written nothing, so the batch's other commands commit as if it
 /// had never been applied. `Err` comes from the writes themselves and
 /// leaves part of the command in `txn`: the whole transaction must be
@@ -860,21 +867,26 @@ pub(crate) fn apply_unnested(
     ctx: &Context<'_>,
     command: &Command,
 ) -> Option<Result<Result<Outcome, StoreError>, StoreError>> {
-    let Command::Modify {
-        dn,
-        changes,
-        operational,
-        permissive,
-    } = command
-    else {
-        return None;
-    };
-    Some(
-        match plan_modify(txn, ctx, dn, changes, operational, *permissive) {
-            Err(refusal) => Ok(Err(refusal)),
-            Ok(plan) => write_modify(txn, ctx, plan).map(Ok),
+    let outcome = match command {
+        Command::Modify {
+            dn,
+            changes,
+            operational,
+            permissive,
+        } => match plan_modify(txn, ctx, dn, changes, operational, *permissive) {
+            Err(refusal) => return Some(Ok(Err(refusal))),
+            Ok(plan) => write_modify(txn, ctx, plan),
         },
-    )
+        // An engine failure before the first write is taken for one
+        // after it: the batch is applied again, nested, to no harm.
+        Command::Add { .. } | Command::AddMany { .. } => apply(txn, ctx, command),
+        _ => return None,
+    };
+    Some(match outcome {
+        Ok(outcome) => Ok(Ok(outcome)),
+        Err(e) if e.is_engine_failure() => Err(e),
+        Err(refusal) => Ok(Err(refusal)),
+    })
 }
 
 #[cfg(test)]
@@ -889,8 +901,8 @@ mod tests {
 
     use crate::{Command, Store, StoreError, StoreOptions};
 
-    /// The DN (as written) whose modify fails once all its writes are
-    /// done, as an engine failure in the middle of a command would.
+    /// The DN (as written) whose modify or add fails once all its writes
+    /// are done, as an engine failure in the middle of a command would.
     static FAIL_AFTER_WRITING: Mutex<Option<String>> = Mutex::new(None);
 
     pub(super) fn fail_after_writing(entry: &Entry) -> Result<(), StoreError> {
@@ -997,6 +1009,129 @@ mod tests {
                 assert!(changed, "modify {i} is lost");
             }
         }
+        assert!(snap.check().unwrap().is_empty());
+        drop(snap);
+        store.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn unnested_adds_fail_alone_and_leave_nothing_behind() {
+        // Adds and bulk loads go without a nested transaction too. Three
+        // ways one can fail among others: refused before it writes (it
+        // exists), failing in the engine after its writes (the batch is
+        // applied again, nested), and refused in a prechecked bulk load,
+        // where the existence check is the first write: its new
+        // attribute name must not be numbered, or a journal replay,
+        // which never sees it, would number the next name differently.
+        let schema = Arc::new(Schema::builtin().unwrap());
+        let dir =
+            std::env::temp_dir().join(format!("meridian-unnested-add-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let suffix = "dc=example,dc=com";
+        let store = Store::open(
+            StoreOptions {
+                path: dir.clone(),
+                storage: StorageConfig::default(),
+                suffixes: vec![Dn::parse(suffix.as_bytes(), &schema).unwrap()],
+            },
+            Arc::clone(&schema),
+        )
+        .unwrap();
+        let user = |i: usize| {
+            entry(
+                &schema,
+                &format!("uid=u{i},{suffix}"),
+                &[("objectClass", "account"), ("uid", &format!("u{i}"))],
+            )
+        };
+        store
+            .execute_blocking(Command::Add {
+                entry: entry(
+                    &schema,
+                    suffix,
+                    &[
+                        ("objectClass", "organization"),
+                        ("objectClass", "dcObject"),
+                        ("dc", "example"),
+                        ("o", "x"),
+                    ],
+                ),
+            })
+            .unwrap();
+        store
+            .execute_blocking(Command::Add { entry: user(0) })
+            .unwrap();
+        const USERS: usize = 40;
+        let failing = 17;
+        *FAIL_AFTER_WRITING.lock().unwrap() = Some(user(failing).dn.original().to_owned());
+        let commits_before = store.commits();
+        // u0 exists: its add is refused before writing.
+        let submitted: Vec<_> = (0..USERS)
+            .map(|i| {
+                store
+                    .submit_blocking(Command::Add { entry: user(i) })
+                    .unwrap()
+            })
+            .collect();
+        let results: Vec<_> = submitted.into_iter().map(|s| s.wait_blocking()).collect();
+        *FAIL_AFTER_WRITING.lock().unwrap() = None;
+        assert!(
+            store.commits() - commits_before < USERS as u64,
+            "the adds shared batches"
+        );
+        let snap = store.snapshot().unwrap();
+        for (i, result) in results.iter().enumerate() {
+            let found = snap.get(&user(i).dn).unwrap().is_some();
+            match i {
+                0 => assert!(
+                    matches!(result, Err(StoreError::AlreadyExists(_))),
+                    "{result:?}"
+                ),
+                _ if i == failing => {
+                    assert!(
+                        matches!(result, Err(StoreError::Engine(m)) if m.contains("injected")),
+                        "{result:?}"
+                    );
+                    assert!(!found, "the failed add left its entry");
+                }
+                _ => {
+                    assert!(result.is_ok(), "add {i}: {result:?}");
+                    assert!(found, "add {i} is lost");
+                }
+            }
+        }
+        assert!(snap.check().unwrap().is_empty());
+        drop(snap);
+        // A bulk load of an existing entry, with a name never stored.
+        let again = entry(
+            &schema,
+            &format!("uid=u1,{suffix}"),
+            &[
+                ("objectClass", "account"),
+                ("uid", "u1"),
+                ("description", "new name"),
+            ],
+        );
+        let loaded = store
+            .execute_blocking(Command::AddMany {
+                entries: Arc::new(vec![again, user(USERS)]),
+                prechecked: true,
+            })
+            .unwrap();
+        assert!(
+            matches!(&loaded, crate::Outcome::AddedMany { added: 1, failed }
+                if matches!(failed.as_slice(), [(0, StoreError::AlreadyExists(_))])),
+            "{loaded:?}"
+        );
+        assert_eq!(
+            store.inner.name_table().number_of("description"),
+            None,
+            "the refused add numbered its attribute name"
+        );
+        let snap = store.snapshot().unwrap();
+        assert!(snap.get(&user(USERS).dn).unwrap().is_some());
+        // Index keys, dn2id and children agree with the entries.
         assert!(snap.check().unwrap().is_empty());
         drop(snap);
         store.close();

@@ -54,6 +54,16 @@ impl StoreError {
             StoreError::Engine(_) => ResultCode::OTHER,
         }
     }
+
+    /// True for a failure of the engine (or of the disk under it), as
+    /// opposed to a refusal of the command: it may come in the middle of
+    /// a command's writes, so the command's transaction cannot commit.
+    pub(crate) fn is_engine_failure(&self) -> bool {
+        matches!(
+            self,
+            StoreError::MapFull | StoreError::Engine(_) | StoreError::WritesRefused(_)
+        )
+    }
 }
 
 impl From<heed::Error> for StoreError {

@@ -20,6 +20,7 @@ pub mod keys;
 mod names;
 mod plan;
 mod read;
+mod sorted_puts;
 mod writer;
 
 use std::path::{Path, PathBuf};
