@@ -438,17 +438,15 @@ fn rebuild_indexes(txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<Outcome, St
         let Some(&(last, _)) = chunk.last() else {
             break;
         };
+        let mut index_keys = SortedPuts::default();
         for (id, bytes) in &chunk {
             let entry = ctx.decode(txn, bytes)?;
-            write_index(
-                txn,
-                dbs,
-                ctx.indexes.entry_keys(&entry, ctx.schema),
-                *id,
-                true,
-            )?;
+            for prefix in ctx.indexes.entry_keys(&entry, ctx.schema) {
+                index_keys.push(&prefix, *id);
+            }
             count += 1;
         }
+        index_keys.write(txn, dbs.index)?;
         next = last + 1;
     }
     Ok(Outcome::Reindexed(count))
