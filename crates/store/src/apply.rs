@@ -1,5 +1,6 @@
 //! Applying one command inside a write transaction.
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 
 use heed::RwTxn;
@@ -32,9 +33,27 @@ pub(crate) struct Context<'a> {
     pub(crate) suffixes: &'a [meridian_model::dn::Dn],
     /// Attribute name numbers for the records this batch writes.
     pub(crate) names: &'a Assigner,
+    /// The index keys of adds, not yet written: they go in key order
+    /// ([`SortedPuts`]) once the run of adds they belong to ends. The
+    /// writer writes them ([`Context::write_pending_index`]) before any
+    /// other command, which might delete or read index keys; at the end
+    /// of a nested command, whose transaction they must go with; and
+    /// before the commit. No add reads the index.
+    pub(crate) pending_index: &'a RefCell<SortedPuts>,
 }
 
 impl Context<'_> {
+    /// Writes the adds' index keys waiting in [`Context::pending_index`].
+    pub(crate) fn write_pending_index(&self, txn: &mut RwTxn<'_>) -> Result<(), StoreError> {
+        let keys = std::mem::take(&mut *self.pending_index.borrow_mut());
+        keys.write(txn, self.dbs.index)
+    }
+
+    /// Forgets the waiting index keys (of a command rolled back).
+    pub(crate) fn discard_pending_index(&self) {
+        *self.pending_index.borrow_mut() = SortedPuts::default();
+    }
+
     /// The stored form of `entry`, numbering new attribute names.
     fn encode(&self, txn: &mut RwTxn<'_>, entry: &Entry) -> Result<Vec<u8>, StoreError> {
         codec::encode(entry, |position, name| {
@@ -83,7 +102,7 @@ pub(crate) fn apply(
         Command::Add { entry } => {
             let mut adds = Adds::start(txn, ctx.dbs)?;
             let added = add(txn, ctx, entry, true, &mut adds)?;
-            adds.finish(txn, ctx)?;
+            adds.finish(txn, ctx.dbs)?;
             Ok(added)
         }
         Command::Delete { dn } => delete(txn, ctx, dn),
@@ -190,7 +209,7 @@ fn add_many(
             Err(e) => failed.push((position, e)),
         }
     }
-    adds.finish(txn, ctx)?;
+    adds.finish(txn, ctx.dbs)?;
     Ok(Outcome::AddedMany { added, failed })
 }
 
@@ -533,15 +552,11 @@ fn write_index<P: AsRef<[u8]>>(
 /// `meta` once and written back once, not twice per entry; the last
 /// parent found is remembered, since a bulk load adds siblings one after
 /// another (nothing is deleted within the command, so it stays valid).
-/// Index keys wait until the command's last add and go in key order
-/// ([`SortedPuts`]): no add reads the index, and a failure in between is
-/// an engine failure, which gives up the whole command anyway.
 struct Adds {
     next_id: EntryId,
     first_id: EntryId,
     /// The `dn2id` key of the last parent looked up, and its ID.
     last_parent: Option<(Vec<u8>, EntryId)>,
-    index_keys: SortedPuts,
 }
 
 impl Adds {
@@ -556,7 +571,6 @@ impl Adds {
             next_id,
             first_id: next_id,
             last_parent: None,
-            index_keys: SortedPuts::default(),
         })
     }
 
@@ -579,14 +593,12 @@ impl Adds {
         Ok(found)
     }
 
-    /// Writes the index keys, and the next ID if any add used one.
-    fn finish(self, txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<(), StoreError> {
+    /// Writes back the next ID if any add used one.
+    fn finish(self, txn: &mut RwTxn<'_>, dbs: &Dbs) -> Result<(), StoreError> {
         if self.next_id != self.first_id {
-            ctx.dbs
-                .meta
-                .put(txn, NEXT_ID, &self.next_id.to_be_bytes())?;
+            dbs.meta.put(txn, NEXT_ID, &self.next_id.to_be_bytes())?;
         }
-        self.index_keys.write(txn, ctx.dbs.index)
+        Ok(())
     }
 }
 
@@ -676,9 +688,11 @@ fn add(
         Err(heed::Error::Mdb(heed::MdbError::KeyExist)) => dbs.children.put(txn, &link, &[])?,
         other => other?,
     }
+    let mut pending_index = ctx.pending_index.borrow_mut();
     for prefix in ctx.indexes.entry_keys(entry, ctx.schema) {
-        adds.index_keys.push(&prefix, id);
+        pending_index.push(&prefix, id);
     }
+    drop(pending_index);
     #[cfg(test)]
     tests::fail_after_writing(entry)?;
     Ok(Outcome::Added(id))
@@ -1131,6 +1145,101 @@ mod tests {
         assert!(snap.get(&user(USERS).dn).unwrap().is_some());
         // Index keys, dn2id and children agree with the entries.
         assert!(snap.check().unwrap().is_empty());
+        drop(snap);
+        store.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn index_keys_of_adds_are_written_before_a_later_write_in_the_batch() {
+        // The adds' index keys wait for the end of their run of adds.
+        // A modify or a delete of an entry added earlier in the same
+        // batch must find them written, or it leaves them stale behind.
+        let schema = Arc::new(Schema::builtin().unwrap());
+        let dir = std::env::temp_dir().join(format!("meridian-pending-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let suffix = "dc=example,dc=com";
+        let mut storage = StorageConfig::default();
+        storage.indexes.insert(
+            "description".into(),
+            vec![
+                meridian_config::IndexKind::Eq,
+                meridian_config::IndexKind::Sub,
+            ],
+        );
+        let store = Store::open(
+            StoreOptions {
+                path: dir.clone(),
+                storage,
+                suffixes: vec![Dn::parse(suffix.as_bytes(), &schema).unwrap()],
+            },
+            Arc::clone(&schema),
+        )
+        .unwrap();
+        store
+            .execute_blocking(Command::Add {
+                entry: entry(
+                    &schema,
+                    suffix,
+                    &[
+                        ("objectClass", "organization"),
+                        ("objectClass", "dcObject"),
+                        ("dc", "example"),
+                        ("o", "x"),
+                    ],
+                ),
+            })
+            .unwrap();
+        const USERS: usize = 30;
+        let dn = |i: usize| format!("uid=u{i},{suffix}");
+        let commits_before = store.commits();
+        let mut submitted = Vec::new();
+        for i in 0..USERS {
+            let add = Command::Add {
+                entry: entry(
+                    &schema,
+                    &dn(i),
+                    &[
+                        ("objectClass", "account"),
+                        ("uid", &format!("u{i}")),
+                        ("description", &format!("first {i}")),
+                    ],
+                ),
+            };
+            let modify = Command::Modify {
+                dn: Dn::parse(dn(i).as_bytes(), &schema).unwrap(),
+                changes: vec![Modification {
+                    op: ModOp::Replace,
+                    attr: "description".into(),
+                    values: vec![format!("second {i}").into_bytes()],
+                }],
+                operational: vec![],
+                permissive: false,
+            };
+            submitted.push(store.submit_blocking(add).unwrap());
+            submitted.push(store.submit_blocking(modify).unwrap());
+            if i % 3 == 0 {
+                let delete = Command::Delete {
+                    dn: Dn::parse(dn(i).as_bytes(), &schema).unwrap(),
+                };
+                submitted.push(store.submit_blocking(delete).unwrap());
+            }
+        }
+        for s in submitted {
+            s.wait_blocking().unwrap();
+        }
+        assert!(
+            store.commits() - commits_before < USERS as u64,
+            "the writes shared batches"
+        );
+        let snap = store.snapshot().unwrap();
+        let problems = snap.check().unwrap();
+        assert!(
+            problems.is_empty(),
+            "{} problems, the first: {:?}",
+            problems.len(),
+            problems.first()
+        );
         drop(snap);
         store.close();
         let _ = std::fs::remove_dir_all(&dir);

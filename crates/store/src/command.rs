@@ -105,6 +105,13 @@ pub enum Command {
 }
 
 impl Command {
+    /// True for the commands that add entries and nothing else, whose
+    /// index keys may wait until the batch's run of adds ends (see
+    /// `apply::Context::pending_index`).
+    pub(crate) fn is_add(&self) -> bool {
+        matches!(self, Command::Add { .. } | Command::AddMany { .. })
+    }
+
     /// The entry the command writes, by DN (`None` for the commands of
     /// bulk loads and maintenance, which have none).
     pub fn target(&self) -> Option<&Dn> {

@@ -9,6 +9,7 @@
 //! record is appended to the journal and synced before the answers go out
 //! (`journal/mod.rs`).
 
+use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
@@ -17,6 +18,7 @@ use tokio::sync::mpsc;
 use crate::apply::{self, Context};
 use crate::journal::{self, Journal, record::Batch};
 use crate::names::Assigner;
+use crate::sorted_puts::SortedPuts;
 use crate::{Command, Inner, Job, Outcome, StoreError};
 
 /// Largest map the writer grows to: beyond this a full map is a full disk
@@ -161,12 +163,14 @@ fn commit_commands(
         // Fresh per attempt: names numbered by a failed attempt are gone
         // with its transaction.
         let names = Assigner::new(inner.name_table());
+        let pending_index = RefCell::new(SortedPuts::default());
         let ctx = Context {
             dbs: &inner.dbs,
             schema: &inner.schema,
             indexes: &inner.indexes,
             suffixes: &inner.suffixes,
             names: &names,
+            pending_index: &pending_index,
         };
         match try_commit(inner, &ctx, commands, &mut journaling, nesting) {
             Ok(results) => {
@@ -276,6 +280,9 @@ fn try_commit(
         batch.clear();
     }
     for &command in commands {
+        if !command.is_add() {
+            write_pending_index(ctx, &mut wtxn)?;
+        }
         let unnested = match nesting {
             Nesting::WhereNeeded => apply::apply_unnested(&mut wtxn, ctx, command),
             Nesting::Always => None,
@@ -300,7 +307,9 @@ fn try_commit(
         }
         let mut nested = inner.env.nested_write_txn(&mut wtxn)?;
         let mark = ctx.names.mark();
-        match apply::apply(&mut nested, ctx, command) {
+        let applied = apply::apply(&mut nested, ctx, command)
+            .and_then(|outcome| ctx.write_pending_index(&mut nested).map(|()| outcome));
+        match applied {
             Ok(outcome) => {
                 nested.commit()?;
                 if let Journaling::Live { batch, .. } = journaling {
@@ -312,11 +321,13 @@ fn try_commit(
             Err(StoreError::MapFull) => return Err(StoreError::MapFull.into()),
             Err(e) => {
                 nested.abort();
+                ctx.discard_pending_index();
                 ctx.names.roll_back(mark);
                 results.push(Err(e));
             }
         }
     }
+    write_pending_index(ctx, &mut wtxn)?;
     let applied = match journaling {
         Journaling::Off => None,
         Journaling::Live { batch, seq } => (!batch.is_empty()).then(|| *seq + batch.records() - 1),
@@ -329,6 +340,16 @@ fn try_commit(
     }
     wtxn.commit()?;
     Ok(results)
+}
+
+/// Writes the adds' waiting index keys in the batch's transaction. A
+/// failure part way leaves some of them there, as a command failing in
+/// its writes would: the batch is applied again, every command nested.
+fn write_pending_index(ctx: &Context<'_>, wtxn: &mut heed::RwTxn<'_>) -> Result<(), Failure> {
+    ctx.write_pending_index(wtxn).map_err(|e| match e {
+        StoreError::MapFull => Failure::Batch(e),
+        e => Failure::Spoiled(e),
+    })
 }
 
 /// Doubles the map. Waits for readers to finish their snapshots: LMDB
