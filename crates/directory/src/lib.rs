@@ -248,7 +248,7 @@ impl Default for Limits {
 /// Group memberships of one caller, looked up once per request: the
 /// group's normalised RDNs and whether the caller is in it.
 #[derive(Debug, Default)]
-struct Memberships(std::cell::RefCell<Vec<(Vec<String>, bool)>>);
+struct Memberships(std::cell::RefCell<Vec<(Vec<Arc<str>>, bool)>>);
 
 /// The directory: the store, the schema, and the server's identity rules.
 #[derive(Debug)]

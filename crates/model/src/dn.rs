@@ -9,6 +9,8 @@
 use meridian_proto::ResultCode;
 use meridian_proto::dn::{Dn as SyntacticDn, DnValue, write_text_value};
 
+use std::sync::Arc;
+
 use crate::ModelError;
 use crate::schema::{AttrId, Schema};
 
@@ -16,12 +18,17 @@ use crate::schema::{AttrId, Schema};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dn {
     original: String,
-    /// Normalised RDNs, leftmost (most specific) first.
-    rdns: Vec<String>,
+    /// Normalised RDNs, leftmost (most specific) first. Shared, as are
+    /// `avas`: a child reuses its parent's (`parse_child`, `parent`) and
+    /// a clone copies only `original`.
+    rdns: Vec<Arc<str>>,
     /// The attribute values of each RDN as given (for `dnAttributes`
     /// matching and for checking that RDN values are in the entry).
-    avas: Vec<Vec<(AttrId, Vec<u8>)>>,
+    avas: Vec<RdnValues>,
 }
+
+/// The attribute values of one RDN, as given.
+pub type RdnValues = Arc<[(AttrId, Vec<u8>)]>;
 
 impl Dn {
     /// Parses and normalises `text`. Errors are invalidDNSyntax with the
@@ -112,12 +119,12 @@ impl Dn {
     }
 
     /// Normalised RDNs, leftmost first.
-    pub fn rdns(&self) -> &[String] {
+    pub fn rdns(&self) -> &[Arc<str>] {
         &self.rdns
     }
 
     /// The attribute values of every RDN, leftmost first, as given.
-    pub fn rdn_values(&self) -> &[Vec<(AttrId, Vec<u8>)>] {
+    pub fn rdn_values(&self) -> &[RdnValues] {
         &self.avas
     }
 
@@ -128,7 +135,7 @@ impl Dn {
 
     /// The normalised leftmost RDN.
     pub fn rdn(&self) -> Option<&str> {
-        self.rdns.first().map(String::as_str)
+        self.rdns.first().map(|rdn| &**rdn)
     }
 
     /// The parent, or `None` for the root. Its original form keeps the
@@ -214,9 +221,6 @@ fn first_rdn_above<'t>(text: &'t [u8], parent: &Dn) -> Option<(meridian_proto::d
     Some((rdn, std::str::from_utf8(text).ok()?))
 }
 
-/// The values of one RDN as given, by attribute.
-type RdnValues = Vec<(AttrId, Vec<u8>)>;
-
 /// One RDN normalised: its RFC 4514 string (types by primary name in
 /// lower case, values reduced by their equality rule, several values
 /// sorted) and its values as given. `original` (the whole DN) is for
@@ -225,7 +229,7 @@ fn normalize_rdn(
     rdn: meridian_proto::dn::Rdn,
     schema: &Schema,
     original: &str,
-) -> Result<(String, RdnValues), ModelError> {
+) -> Result<(Arc<str>, RdnValues), ModelError> {
     let mut parts = Vec::with_capacity(rdn.avas.len());
     let mut values = Vec::with_capacity(rdn.avas.len());
     for ava in rdn.avas {
@@ -276,7 +280,7 @@ fn normalize_rdn(
         parts.sort();
         parts.join("+")
     };
-    Ok((normalized, values))
+    Ok((normalized.into(), values.into()))
 }
 
 /// The contents of a BER-encoded string value (`#04024869` is "Hi").

@@ -277,7 +277,7 @@ impl Entry {
             return self;
         };
         let mut missing = Vec::new();
-        for (attr, value) in rdn {
+        for (attr, value) in rdn.iter() {
             let present = self.get(*attr).is_some_and(|a| a.has_value(value, schema));
             let listed = missing.iter().any(|(a, v)| a == attr && v == value);
             if !present && !listed {
@@ -482,7 +482,7 @@ impl Entry {
 
         // The RDN's values must be values of the entry (X.501).
         if let Some(rdn) = self.dn.rdn_values().first() {
-            for (attr, value) in rdn {
+            for (attr, value) in rdn.iter() {
                 let present = self.get(*attr).is_some_and(|a| a.has_value(value, schema));
                 if !present {
                     let name = schema.attr(*attr).map_or("?", |a| a.name());

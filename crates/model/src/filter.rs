@@ -420,7 +420,12 @@ impl Target for Entry {
     }
 
     fn dn_values(&self, _schema: &Schema) -> Vec<(AttrId, Vec<u8>)> {
-        self.dn.rdn_values().iter().flatten().cloned().collect()
+        self.dn
+            .rdn_values()
+            .iter()
+            .flat_map(|rdn| rdn.iter())
+            .cloned()
+            .collect()
     }
 }
 

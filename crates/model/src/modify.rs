@@ -244,7 +244,7 @@ pub fn apply_changes<'a>(
     // X.511: a modify may not remove a value of the RDN (a modify never
     // changes the DN: `out.dn` is the entry's).
     if let Some(rdn) = out.dn.rdn_values().first() {
-        for (attr, value) in rdn {
+        for (attr, value) in rdn.iter() {
             let kept = out.get(*attr).is_some_and(|a| a.has_value(value, schema));
             if !kept {
                 let name = schema.attr(*attr).map_or("?", |a| a.name());

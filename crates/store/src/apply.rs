@@ -338,7 +338,7 @@ fn modify_dn(
             .map_or(String::new(), |a| a.name().to_owned())
     };
     if delete_old_rdn {
-        for (attr, value) in &old_values {
+        for (attr, value) in old_values.iter() {
             let rule = schema.attr(*attr).and_then(|a| a.equality);
             let key = |v: &[u8]| rule.map_or_else(|| Some(v.to_vec()), |r| r.key(v, schema));
             let kept = new_values

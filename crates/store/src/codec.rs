@@ -558,7 +558,13 @@ impl Target for RawEntry<'_, '_> {
             .ok()
             .filter(|dn| !dn.is_empty())
             .and_then(|dn| Dn::parse(dn, schema).ok())
-            .map(|dn| dn.rdn_values().iter().flatten().cloned().collect())
+            .map(|dn| {
+                dn.rdn_values()
+                    .iter()
+                    .flat_map(|rdn| rdn.iter())
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }
