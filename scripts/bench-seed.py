@@ -101,7 +101,8 @@ def main():
             servers.append(slapd)
             argv = [args.binary, "bench", "compare", args.scenario,
                     "--server", f"meridian={meridian_url}", "--server", f"slapd={slapd_url}",
-                    "--keys", str(args.entries - 1),
+                    # An add-only scenario may start from the base alone.
+                    "--keys", str(max(args.entries - 1, 0)),
                     "--json", os.path.join(args.out, f"{name}.json"),
                     "--html", os.path.join(args.out, f"{name}.html"), "-q", *args.bench_args]
             print("$", " ".join(argv[1:]), flush=True)
