@@ -827,18 +827,19 @@ fn plan_modify(
                 values,
             }))
     };
-    // Index keys can only change if an indexed type was touched; only
-    // then are the old keys taken, and the entry itself is changed
-    // without a copy.
-    // Only the types: options are parsed (and a bad description refused)
-    // by `apply_changes`. A full parse here was 7 % of the writer's time
-    // under a stream of modifies (perf, DWARF call graphs).
+    // The types changed, by name only: `apply_changes` parses the options
+    // (and refuses a bad description). A full parse here as well was 7 %
+    // of the writer's time under a stream of modifies (perf, DWARF call
+    // graphs).
     let changed: Vec<AttrId> = all_changes()
         .filter_map(|c| {
             let ty = c.attr.split(';').next().unwrap_or_default();
             ctx.schema.attribute_id(ty)
         })
         .collect();
+    // Index keys can only change if an indexed type was touched; only
+    // then are the old keys taken, and the entry itself is changed
+    // without a copy.
     let touches_index = changed.iter().any(|&attr| ctx.indexes.get(attr).is_some());
     let old_keys = touches_index.then(|| ctx.indexes.entry_keys(&old, ctx.schema));
     let new = modify::apply_changes(old, all_changes(), ctx.schema, permissive)?;
