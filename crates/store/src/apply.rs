@@ -909,6 +909,7 @@ pub(crate) fn apply_unnested(
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
     use std::sync::{Arc, Mutex, PoisonError};
 
     use meridian_config::StorageConfig;
@@ -917,7 +918,7 @@ mod tests {
     use meridian_model::entry::Entry;
     use meridian_model::modify::{ModOp, Modification};
 
-    use crate::{Command, Store, StoreError, StoreOptions};
+    use crate::{Command, Outcome, Store, StoreError, StoreOptions};
 
     /// The DN (as written) whose modify or add fails once all its writes
     /// are done, as an engine failure in the middle of a command would.
@@ -942,38 +943,67 @@ mod tests {
         .unwrap()
     }
 
-    #[test]
-    fn an_unnested_command_failing_in_its_writes_fails_alone() {
-        // Modifies go without a nested transaction of their own. One that
-        // fails after it began to write leaves its part in the batch's
-        // transaction: the batch must be applied again, every command
-        // nested, so that the others commit and nothing of it does.
+    const SUFFIX: &str = "dc=example,dc=com";
+
+    /// A store in a fresh directory named after `tag`, holding the
+    /// suffix entry.
+    fn open_with_suffix(tag: &str, storage: StorageConfig) -> (Arc<Schema>, PathBuf, Store) {
         let schema = Arc::new(Schema::builtin().unwrap());
-        let dir = std::env::temp_dir().join(format!("meridian-unnested-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("meridian-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let suffix = "dc=example,dc=com";
         let store = Store::open(
             StoreOptions {
                 path: dir.clone(),
-                storage: StorageConfig::default(),
-                suffixes: vec![Dn::parse(suffix.as_bytes(), &schema).unwrap()],
+                storage,
+                suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
             },
             Arc::clone(&schema),
         )
         .unwrap();
-        let add = |e: Entry| store.execute_blocking(Command::Add { entry: e }).unwrap();
-        add(entry(
+        let base = entry(
             &schema,
-            suffix,
+            SUFFIX,
             &[
                 ("objectClass", "organization"),
                 ("objectClass", "dcObject"),
                 ("dc", "example"),
                 ("o", "x"),
             ],
-        ));
+        );
+        store
+            .execute_blocking(Command::Add { entry: base })
+            .unwrap();
+        (schema, dir, store)
+    }
+
+    /// Submits `commands` at once and waits for them all. While the
+    /// writer syncs one batch the rest wait and go into the next batches
+    /// together, which the test needs and this checks.
+    fn run_together(store: &Store, commands: Vec<Command>) -> Vec<Result<Outcome, StoreError>> {
+        let count = commands.len() as u64;
+        let commits_before = store.commits();
+        let submitted: Vec<_> = commands
+            .into_iter()
+            .map(|command| store.submit_blocking(command).unwrap())
+            .collect();
+        let results = submitted.into_iter().map(|s| s.wait_blocking()).collect();
+        assert!(
+            store.commits() - commits_before < count,
+            "the commands shared batches"
+        );
+        results
+    }
+
+    #[test]
+    fn an_unnested_command_failing_in_its_writes_fails_alone() {
+        // Modifies go without a nested transaction of their own. One that
+        // fails after it began to write leaves its part in the batch's
+        // transaction: the batch must be applied again, every command
+        // nested, so that the others commit and nothing of it does.
+        let (schema, dir, store) = open_with_suffix("unnested", StorageConfig::default());
+        let add = |e: Entry| store.execute_blocking(Command::Add { entry: e }).unwrap();
         const USERS: usize = 40;
-        let dn = |i: usize| format!("uid=u{i},{suffix}");
+        let dn = |i: usize| format!("uid=u{i},{SUFFIX}");
         for i in 0..USERS {
             add(entry(
                 &schema,
@@ -983,31 +1013,20 @@ mod tests {
         }
         let failing = 17;
         *FAIL_AFTER_WRITING.lock().unwrap() = Some(dn(failing));
-        // Submitted together: while the writer syncs one batch the rest
-        // wait, and go into the next batches together.
-        let commits_before = store.commits();
-        let submitted: Vec<_> = (0..USERS)
-            .map(|i| {
-                store
-                    .submit_blocking(Command::Modify {
-                        dn: Dn::parse(dn(i).as_bytes(), &schema).unwrap(),
-                        changes: vec![Modification {
-                            op: ModOp::Replace,
-                            attr: "description".into(),
-                            values: vec![b"changed".to_vec()],
-                        }],
-                        operational: vec![],
-                        permissive: false,
-                    })
-                    .unwrap()
+        let modifies = (0..USERS)
+            .map(|i| Command::Modify {
+                dn: Dn::parse(dn(i).as_bytes(), &schema).unwrap(),
+                changes: vec![Modification {
+                    op: ModOp::Replace,
+                    attr: "description".into(),
+                    values: vec![b"changed".to_vec()],
+                }],
+                operational: vec![],
+                permissive: false,
             })
             .collect();
-        let results: Vec<_> = submitted.into_iter().map(|s| s.wait_blocking()).collect();
+        let results = run_together(&store, modifies);
         *FAIL_AFTER_WRITING.lock().unwrap() = None;
-        assert!(
-            store.commits() - commits_before < USERS as u64,
-            "the modifies shared batches"
-        );
         let snap = store.snapshot().unwrap();
         for (i, result) in results.iter().enumerate() {
             let (_, stored) = snap
@@ -1042,62 +1061,28 @@ mod tests {
         // where the existence check is the first write: its new
         // attribute name must not be numbered, or a journal replay,
         // which never sees it, would number the next name differently.
-        let schema = Arc::new(Schema::builtin().unwrap());
-        let dir =
-            std::env::temp_dir().join(format!("meridian-unnested-add-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let suffix = "dc=example,dc=com";
-        let store = Store::open(
-            StoreOptions {
-                path: dir.clone(),
-                storage: StorageConfig::default(),
-                suffixes: vec![Dn::parse(suffix.as_bytes(), &schema).unwrap()],
-            },
-            Arc::clone(&schema),
-        )
-        .unwrap();
+        let (schema, dir, store) = open_with_suffix("unnested-add", StorageConfig::default());
         let user = |i: usize| {
             entry(
                 &schema,
-                &format!("uid=u{i},{suffix}"),
+                &format!("uid=u{i},{SUFFIX}"),
                 &[("objectClass", "account"), ("uid", &format!("u{i}"))],
             )
         };
-        store
-            .execute_blocking(Command::Add {
-                entry: entry(
-                    &schema,
-                    suffix,
-                    &[
-                        ("objectClass", "organization"),
-                        ("objectClass", "dcObject"),
-                        ("dc", "example"),
-                        ("o", "x"),
-                    ],
-                ),
-            })
-            .unwrap();
         store
             .execute_blocking(Command::Add { entry: user(0) })
             .unwrap();
         const USERS: usize = 40;
         let failing = 17;
         *FAIL_AFTER_WRITING.lock().unwrap() = Some(user(failing).dn.original().to_owned());
-        let commits_before = store.commits();
         // u0 exists: its add is refused before writing.
-        let submitted: Vec<_> = (0..USERS)
-            .map(|i| {
-                store
-                    .submit_blocking(Command::Add { entry: user(i) })
-                    .unwrap()
-            })
-            .collect();
-        let results: Vec<_> = submitted.into_iter().map(|s| s.wait_blocking()).collect();
-        *FAIL_AFTER_WRITING.lock().unwrap() = None;
-        assert!(
-            store.commits() - commits_before < USERS as u64,
-            "the adds shared batches"
+        let results = run_together(
+            &store,
+            (0..USERS)
+                .map(|i| Command::Add { entry: user(i) })
+                .collect(),
         );
+        *FAIL_AFTER_WRITING.lock().unwrap() = None;
         let snap = store.snapshot().unwrap();
         for (i, result) in results.iter().enumerate() {
             let found = snap.get(&user(i).dn).unwrap().is_some();
@@ -1124,7 +1109,7 @@ mod tests {
         // A bulk load of an existing entry, with a name never stored.
         let again = entry(
             &schema,
-            &format!("uid=u1,{suffix}"),
+            &format!("uid=u1,{SUFFIX}"),
             &[
                 ("objectClass", "account"),
                 ("uid", "u1"),
@@ -1161,10 +1146,6 @@ mod tests {
         // The adds' index keys wait for the end of their run of adds.
         // A modify or a delete of an entry added earlier in the same
         // batch must find them written, or it leaves them stale behind.
-        let schema = Arc::new(Schema::builtin().unwrap());
-        let dir = std::env::temp_dir().join(format!("meridian-pending-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let suffix = "dc=example,dc=com";
         let mut storage = StorageConfig::default();
         storage.indexes.insert(
             "description".into(),
@@ -1173,33 +1154,10 @@ mod tests {
                 meridian_config::IndexKind::Sub,
             ],
         );
-        let store = Store::open(
-            StoreOptions {
-                path: dir.clone(),
-                storage,
-                suffixes: vec![Dn::parse(suffix.as_bytes(), &schema).unwrap()],
-            },
-            Arc::clone(&schema),
-        )
-        .unwrap();
-        store
-            .execute_blocking(Command::Add {
-                entry: entry(
-                    &schema,
-                    suffix,
-                    &[
-                        ("objectClass", "organization"),
-                        ("objectClass", "dcObject"),
-                        ("dc", "example"),
-                        ("o", "x"),
-                    ],
-                ),
-            })
-            .unwrap();
+        let (schema, dir, store) = open_with_suffix("pending", storage);
         const USERS: usize = 30;
-        let dn = |i: usize| format!("uid=u{i},{suffix}");
-        let commits_before = store.commits();
-        let mut submitted = Vec::new();
+        let dn = |i: usize| format!("uid=u{i},{SUFFIX}");
+        let mut writes = Vec::new();
         for i in 0..USERS {
             let add = Command::Add {
                 entry: entry(
@@ -1222,22 +1180,16 @@ mod tests {
                 operational: vec![],
                 permissive: false,
             };
-            submitted.push(store.submit_blocking(add).unwrap());
-            submitted.push(store.submit_blocking(modify).unwrap());
+            writes.extend([add, modify]);
             if i % 3 == 0 {
-                let delete = Command::Delete {
+                writes.push(Command::Delete {
                     dn: Dn::parse(dn(i).as_bytes(), &schema).unwrap(),
-                };
-                submitted.push(store.submit_blocking(delete).unwrap());
+                });
             }
         }
-        for s in submitted {
-            s.wait_blocking().unwrap();
+        for result in run_together(&store, writes) {
+            result.unwrap();
         }
-        assert!(
-            store.commits() - commits_before < USERS as u64,
-            "the writes shared batches"
-        );
         let snap = store.snapshot().unwrap();
         let problems = snap.check().unwrap();
         assert!(
