@@ -720,7 +720,12 @@ impl Directory {
         let mut entry = self.stamp_new_entry(entry, checked.structural, who.dn_text(), false)?;
         self.prepare_dynamic_add(&mut entry)?;
         self.note_special(&entry);
-        Ok(Command::Add { entry })
+        // Checked above, before the stamps; what they add is ours and
+        // valid, so the writer need not check it all again.
+        Ok(Command::Add {
+            entry,
+            prechecked: true,
+        })
     }
 
     /// Records that `entry`, about to be added, is a referral object or
@@ -1015,7 +1020,10 @@ impl Directory {
             Ok(())
         };
         match command {
-            Command::Add { mut entry } => {
+            Command::Add {
+                mut entry,
+                prechecked,
+            } => {
                 for attr in entry
                     .attributes
                     .iter_mut()
@@ -1023,7 +1031,7 @@ impl Directory {
                 {
                     hash_all(&mut attr.values)?;
                 }
-                Ok(Command::Add { entry })
+                Ok(Command::Add { entry, prechecked })
             }
             Command::Modify {
                 dn,
@@ -1126,7 +1134,7 @@ impl Directory {
     pub fn needs_hashing(&self, command: &Command) -> bool {
         let is_password = |name: &str| self.names_user_password(name);
         match command {
-            Command::Add { entry } => entry.attributes.iter().any(|a| {
+            Command::Add { entry, .. } => entry.attributes.iter().any(|a| {
                 self.is_user_password(a) && a.values.iter().any(|v| !password::is_hashed(v))
             }),
             Command::Modify { changes, .. } => changes.iter().any(|c| {

@@ -60,7 +60,12 @@ fn check_finds_a_missing_index_and_reindex_builds_it() {
                 &schema,
             )
             .unwrap();
-            store.execute_blocking(Command::Add { entry: e }).unwrap();
+            store
+                .execute_blocking(Command::Add {
+                    entry: e,
+                    prechecked: false,
+                })
+                .unwrap();
         };
         add(
             "dc=example,dc=com",

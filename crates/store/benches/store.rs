@@ -57,6 +57,7 @@ fn populate(store: &Store, schema: &Arc<Schema>, n: usize, runtime: &tokio::runt
                     ("o", &["x"]),
                 ],
             ),
+            prechecked: false,
         })
         .unwrap();
     runtime.block_on(async {
@@ -84,7 +85,13 @@ fn populate(store: &Store, schema: &Arc<Schema>, n: usize, runtime: &tokio::runt
                             ("description", &["0"]),
                         ],
                     );
-                    store.execute(Command::Add { entry: e }).await.unwrap();
+                    store
+                        .execute(Command::Add {
+                            entry: e,
+                            prechecked: false,
+                        })
+                        .await
+                        .unwrap();
                 }));
             }
             for t in tasks {

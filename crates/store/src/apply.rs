@@ -99,9 +99,9 @@ pub(crate) fn apply(
     command: &Command,
 ) -> Result<Outcome, StoreError> {
     match command {
-        Command::Add { entry } => {
+        Command::Add { entry, prechecked } => {
             let mut adds = Adds::start(txn, ctx.dbs)?;
-            let added = add(txn, ctx, entry, true, &mut adds)?;
+            let added = add(txn, ctx, entry, !prechecked, &mut adds)?;
             adds.finish(txn, ctx.dbs)?;
             Ok(added)
         }
@@ -226,7 +226,7 @@ fn guard(
         })?;
     let compiled = meridian_model::filter::CompiledFilter::compile(&filter, ctx.schema);
     let target = match command {
-        Command::Add { entry } => Some(entry.clone()),
+        Command::Add { entry, .. } => Some(entry.clone()),
         Command::Guarded { command, .. } | Command::ReadBack { command, .. } => {
             return guard(txn, ctx, assertion, command);
         }
@@ -971,7 +971,10 @@ mod tests {
             ],
         );
         store
-            .execute_blocking(Command::Add { entry: base })
+            .execute_blocking(Command::Add {
+                entry: base,
+                prechecked: false,
+            })
             .unwrap();
         (schema, dir, store)
     }
@@ -1001,7 +1004,14 @@ mod tests {
         // transaction: the batch must be applied again, every command
         // nested, so that the others commit and nothing of it does.
         let (schema, dir, store) = open_with_suffix("unnested", StorageConfig::default());
-        let add = |e: Entry| store.execute_blocking(Command::Add { entry: e }).unwrap();
+        let add = |e: Entry| {
+            store
+                .execute_blocking(Command::Add {
+                    entry: e,
+                    prechecked: false,
+                })
+                .unwrap()
+        };
         const USERS: usize = 40;
         let dn = |i: usize| format!("uid=u{i},{SUFFIX}");
         for i in 0..USERS {
@@ -1070,7 +1080,10 @@ mod tests {
             )
         };
         store
-            .execute_blocking(Command::Add { entry: user(0) })
+            .execute_blocking(Command::Add {
+                entry: user(0),
+                prechecked: false,
+            })
             .unwrap();
         const USERS: usize = 40;
         let failing = 17;
@@ -1079,7 +1092,10 @@ mod tests {
         let results = run_together(
             &store,
             (0..USERS)
-                .map(|i| Command::Add { entry: user(i) })
+                .map(|i| Command::Add {
+                    entry: user(i),
+                    prechecked: false,
+                })
                 .collect(),
         );
         *FAIL_AFTER_WRITING.lock().unwrap() = None;
@@ -1169,6 +1185,7 @@ mod tests {
                         ("description", &format!("first {i}")),
                     ],
                 ),
+                prechecked: false,
             };
             let modify = Command::Modify {
                 dn: Dn::parse(dn(i).as_bytes(), &schema).unwrap(),

@@ -21,6 +21,11 @@ pub enum Command {
     Add {
         /// The complete entry, operational attributes included.
         entry: Entry,
+        /// The caller has checked the entry against this store's schema
+        /// (`Directory::prepare_add` does, on the server's workers): the
+        /// writer, the one thread every write goes through, skips the
+        /// check, and finds an existing entry by its `dn2id` write alone.
+        prechecked: bool,
     },
     /// Delete a leaf entry.
     Delete {
@@ -116,7 +121,7 @@ impl Command {
     /// bulk loads and maintenance, which have none).
     pub fn target(&self) -> Option<&Dn> {
         match self {
-            Command::Add { entry } => Some(&entry.dn),
+            Command::Add { entry, .. } => Some(&entry.dn),
             Command::Delete { dn }
             | Command::DeleteSubtree { dn }
             | Command::Modify { dn, .. }

@@ -523,6 +523,7 @@ mod tests {
         store
             .execute_blocking(Command::Add {
                 entry: entry.clone(),
+                prechecked: false,
             })
             .unwrap();
         let snapshot = store.snapshot().unwrap();

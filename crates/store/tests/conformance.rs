@@ -88,6 +88,7 @@ fn open(flavour: Flavour, tag: &str, tweak: impl FnOnce(&mut StorageConfig)) -> 
 fn add(f: &Fixture, dn: &str, attrs: &[(&str, &[&str])]) -> Result<Outcome, StoreError> {
     f.store.execute_blocking(Command::Add {
         entry: entry(&f.schema, dn, attrs),
+        prechecked: false,
     })
 }
 
@@ -530,7 +531,12 @@ fn group_commit_batches_concurrent_writers() {
                         &format!("uid={uid},ou=People,{SUFFIX}"),
                         &[("objectClass", &["account"]), ("uid", &[&uid])],
                     );
-                    store.execute(Command::Add { entry: e }).await
+                    store
+                        .execute(Command::Add {
+                            entry: e,
+                            prechecked: false,
+                        })
+                        .await
                 }));
             }
             for t in tasks {
@@ -630,7 +636,7 @@ mod planner_properties {
                         let refs: Vec<(&str, Vec<&str>)> = attrs.iter().map(|(n, v)| (*n, v.iter().map(String::as_str).collect())).collect();
                         let refs2: Vec<(&str, &[&str])> = refs.iter().map(|(n, v)| (*n, v.as_slice())).collect();
                         let e = entry(&f.schema, &format!("uid={uid},ou=People,{SUFFIX}"), &refs2);
-                        f.store.execute_blocking(Command::Add { entry: e.clone() }).unwrap();
+                        f.store.execute_blocking(Command::Add { entry: e.clone(), prechecked: false }).unwrap();
                         all.push(e);
                     }
                     (f, all)

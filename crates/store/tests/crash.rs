@@ -74,6 +74,7 @@ fn child(dir: &Path, round: usize, mode: Durability) {
         store
             .execute_blocking(Command::Add {
                 entry: suffix_entry(&schema),
+                prechecked: false,
             })
             .unwrap();
         for t in 0..WRITERS {
@@ -89,6 +90,7 @@ fn child(dir: &Path, round: usize, mode: Durability) {
                             ("description", &["0"]),
                         ],
                     ),
+                    prechecked: false,
                 })
                 .unwrap();
         }
@@ -110,6 +112,7 @@ fn child(dir: &Path, round: usize, mode: Durability) {
                                 &format!("uid={uid},{SUFFIX}"),
                                 &[("objectClass", &["account"]), ("uid", &[&uid])],
                             ),
+                            prechecked: false,
                         })
                         .unwrap();
                     let counter = (round as u64) * 1_000_000 + i;

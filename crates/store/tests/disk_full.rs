@@ -83,6 +83,7 @@ fn a_full_disk_refuses_writes_and_keeps_reads() {
     store
         .execute_blocking(Command::Add {
             entry: suffix_entry(&schema),
+            prechecked: false,
         })
         .unwrap();
     let big = "v".repeat(200_000);
@@ -99,6 +100,7 @@ fn a_full_disk_refuses_writes_and_keeps_reads() {
                     ("description", &[&big]),
                 ],
             ),
+            prechecked: false,
         });
         match result {
             Ok(_) => added += 1,
@@ -129,6 +131,7 @@ fn a_full_disk_refuses_writes_and_keeps_reads() {
                 &format!("uid=after,{SUFFIX}"),
                 &[("objectClass", &["account"]), ("uid", &["after"])],
             ),
+            prechecked: false,
         })
         .unwrap();
     store.close();
@@ -171,6 +174,7 @@ fn a_full_journal_acknowledges_nothing_it_could_not_sync() {
     store
         .execute_blocking(Command::Add {
             entry: suffix_entry(&schema),
+            prechecked: false,
         })
         .unwrap();
     let big = "v".repeat(60_000);
@@ -185,6 +189,7 @@ fn a_full_journal_acknowledges_nothing_it_could_not_sync() {
                     ("description", &[&big]),
                 ],
             ),
+            prechecked: false,
         })
     };
     let mut acknowledged = 0;

@@ -73,6 +73,7 @@ fn workload(store: &Store, schema: &Schema) {
     };
     run(Command::Add {
         entry: suffix_entry(schema),
+        prechecked: false,
     })
     .unwrap();
     run(Command::SetLoadState(Some("a test load".into()))).unwrap();
@@ -90,6 +91,8 @@ fn workload(store: &Store, schema: &Schema) {
         };
         run(Command::Add {
             entry: person(&format!("u{i}"), &parent),
+            // Both forms of the record.
+            prechecked: i % 2 == 1,
         })
         .unwrap();
     }
@@ -97,12 +100,14 @@ fn workload(store: &Store, schema: &Schema) {
     assert!(
         run(Command::Add {
             entry: person("u1", &format!("ou=People,{SUFFIX}")),
+            prechecked: false,
         })
         .is_err()
     );
     assert!(
         run(Command::Add {
             entry: person("x", &format!("ou=Nowhere,{SUFFIX}")),
+            prechecked: false,
         })
         .is_err()
     );
@@ -346,6 +351,7 @@ fn restarts_do_not_keep_the_journal_from_its_checkpoints() {
     store
         .execute_blocking(Command::Add {
             entry: suffix_entry(&schema),
+            prechecked: false,
         })
         .unwrap();
     store.close();

@@ -105,12 +105,15 @@ impl Checker {
         let entry = self.directory.prepare_import(entry).map_err(failed)?;
         // Clear-text passwords are hashed as an LDAP add would hash them
         // (on this worker, in parallel); hashed ones are kept as given.
-        let mut add = Command::Add { entry };
+        let mut add = Command::Add {
+            entry,
+            prechecked: true,
+        };
         if self.directory.needs_hashing(&add) {
             add = self.directory.hash_passwords(add).map_err(failed)?;
         }
         match add {
-            Command::Add { entry } => Ok(entry),
+            Command::Add { entry, .. } => Ok(entry),
             _ => Err(format!("{name}: hashing its password changed the command")),
         }
     }

@@ -38,6 +38,9 @@ mod tag {
     pub(super) const ADD_MANY: u8 = 8;
     pub(super) const READ_BACK: u8 = 9;
     pub(super) const SET_LOAD_STATE: u8 = 10;
+    /// `Add` with `prechecked` (`ADD` is without: the journals written
+    /// before the flag existed read as they always did).
+    pub(super) const ADD_PRECHECKED: u8 = 11;
 }
 
 /// A batch's commands go into records of about this size: a batch of
@@ -167,8 +170,12 @@ fn put_operational(out: &mut Vec<u8>, operational: &Operational) {
 
 fn put_command(out: &mut Vec<u8>, command: &Command) {
     match command {
-        Command::Add { entry } => {
-            out.push(tag::ADD);
+        Command::Add { entry, prechecked } => {
+            out.push(if *prechecked {
+                tag::ADD_PRECHECKED
+            } else {
+                tag::ADD
+            });
             put_entry(out, entry);
         }
         Command::Delete { dn } => {
@@ -356,6 +363,11 @@ impl<'a> Reader<'a> {
         Ok(match self.u8()? {
             tag::ADD => Command::Add {
                 entry: self.entry(schema)?,
+                prechecked: false,
+            },
+            tag::ADD_PRECHECKED => Command::Add {
+                entry: self.entry(schema)?,
+                prechecked: true,
             },
             tag::DELETE => Command::Delete {
                 dn: self.dn(schema)?,
@@ -470,6 +482,11 @@ mod tests {
         vec![
             Command::Add {
                 entry: person.clone(),
+                prechecked: false,
+            },
+            Command::Add {
+                entry: person.clone(),
+                prechecked: true,
             },
             Command::Delete {
                 dn: dn("uid=a,dc=example,dc=com"),
