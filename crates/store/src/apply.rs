@@ -460,9 +460,8 @@ fn rebuild_indexes(txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<Outcome, St
         let mut index_keys = SortedPuts::default();
         for (id, bytes) in &chunk {
             let entry = ctx.decode(txn, bytes)?;
-            for prefix in ctx.indexes.entry_keys(&entry, ctx.schema) {
-                index_keys.push(&prefix, *id);
-            }
+            ctx.indexes
+                .for_each_entry_key(&entry, ctx.schema, |prefix| index_keys.push(prefix, *id));
             count += 1;
         }
         index_keys.write(txn, dbs.index)?;
@@ -689,9 +688,8 @@ fn add(
         other => other?,
     }
     let mut pending_index = ctx.pending_index.borrow_mut();
-    for prefix in ctx.indexes.entry_keys(entry, ctx.schema) {
-        pending_index.push(&prefix, id);
-    }
+    ctx.indexes
+        .for_each_entry_key(entry, ctx.schema, |prefix| pending_index.push(prefix, id));
     drop(pending_index);
     #[cfg(test)]
     tests::fail_after_writing(entry)?;

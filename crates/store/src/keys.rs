@@ -105,11 +105,17 @@ pub fn pres_prefix(oid: &str) -> Vec<u8> {
 /// The prefix of a substring index key for one gram.
 pub fn sub_prefix(oid: &str, gram: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(oid.len() + 13);
+    sub_prefix_into(&mut k, oid, gram);
+    k
+}
+
+/// [`sub_prefix`] into a reused buffer (cleared first).
+pub fn sub_prefix_into(k: &mut Vec<u8>, oid: &str, gram: &[u8]) {
+    k.clear();
     k.push(kind::SUB);
     k.extend_from_slice(oid.as_bytes());
     k.push(0);
     k.extend_from_slice(gram);
-    k
 }
 
 /// Appends an ID to an index prefix, making the full key.

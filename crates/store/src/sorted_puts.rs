@@ -52,10 +52,16 @@ impl SortedPuts {
         self.keys
             .sort_unstable_by(|a, b| bytes.get(a.clone()).cmp(&bytes.get(b.clone())));
         let mut cursor = db.iter_mut(txn)?;
+        let mut last: Option<&[u8]> = None;
         for range in &self.keys {
             let key = bytes
                 .get(range.clone())
                 .ok_or_else(|| StoreError::Engine("index key outside its buffer".into()))?;
+            // A key queued twice (a gram repeated in a value) is put once.
+            if last == Some(key) {
+                continue;
+            }
+            last = Some(key);
             // Without MDB_CURRENT this is a plain insert at `key`, which
             // starts from the cursor's page (see the module comment).
             // SAFETY: heed's one condition for writing through a cursor
