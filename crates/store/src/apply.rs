@@ -895,7 +895,7 @@ pub(crate) fn apply_unnested(
         },
         // An engine failure before the first write is taken for one
         // after it: the batch is applied again, nested, to no harm.
-        Command::Add { .. } | Command::AddMany { .. } => apply(txn, ctx, command),
+        _ if command.is_add() => apply(txn, ctx, command),
         _ => return None,
     };
     Some(match outcome {

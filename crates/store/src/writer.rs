@@ -252,6 +252,18 @@ enum Failure {
     Spoiled(StoreError),
 }
 
+impl Failure {
+    /// A failure while writing in the batch's own transaction: a full
+    /// map fails the batch (the map is grown and the batch applied
+    /// again); anything else spoils it.
+    fn in_writes(e: StoreError) -> Failure {
+        match e {
+            StoreError::MapFull => Failure::Batch(e),
+            e => Failure::Spoiled(e),
+        }
+    }
+}
+
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
         Failure::Batch(e)
@@ -300,9 +312,7 @@ fn try_commit(
                 results.push(Err(refusal));
                 continue;
             }
-            // The map is grown and the whole batch applied again.
-            Some(Err(StoreError::MapFull)) => return Err(StoreError::MapFull.into()),
-            Some(Err(e)) => return Err(Failure::Spoiled(e)),
+            Some(Err(e)) => return Err(Failure::in_writes(e)),
             None => {}
         }
         let mut nested = inner.env.nested_write_txn(&mut wtxn)?;
@@ -346,10 +356,7 @@ fn try_commit(
 /// failure part way leaves some of them there, as a command failing in
 /// its writes would: the batch is applied again, every command nested.
 fn write_pending_index(ctx: &Context<'_>, wtxn: &mut heed::RwTxn<'_>) -> Result<(), Failure> {
-    ctx.write_pending_index(wtxn).map_err(|e| match e {
-        StoreError::MapFull => Failure::Batch(e),
-        e => Failure::Spoiled(e),
-    })
+    ctx.write_pending_index(wtxn).map_err(Failure::in_writes)
 }
 
 /// Doubles the map. Waits for readers to finish their snapshots: LMDB
