@@ -113,12 +113,14 @@ impl Indexes {
                 continue;
             };
             if spec.kinds.contains(&IndexKind::Pres) {
-                f(&keys::pres_prefix(&spec.oid));
+                keys::pres_prefix_into(&mut prefix, &spec.oid);
+                f(&prefix);
             }
             for value in &attr.values {
                 if let (true, Some(rule)) = (spec.kinds.contains(&IndexKind::Eq), at.equality) {
                     if let Some(k) = rule.key(value, schema) {
-                        f(&keys::eq_prefix(&spec.oid, &k));
+                        keys::eq_prefix_into(&mut prefix, &spec.oid, &k);
+                        f(&prefix);
                     }
                 }
                 if let (true, Some(rule)) = (spec.kinds.contains(&IndexKind::Sub), at.substr) {

@@ -66,10 +66,17 @@ pub const MAX_KEY: usize = 511;
 /// part and the digest are told apart by the filter evaluation every
 /// candidate goes through. Keys that fit are as they always were.
 pub fn eq_prefix(oid: &str, value_key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity((1 + oid.len() + 1 + 4 + value_key.len()).min(MAX_KEY));
+    eq_prefix_into(&mut k, oid, value_key);
+    k
+}
+
+/// [`eq_prefix`] into a reused buffer (cleared first).
+pub fn eq_prefix_into(k: &mut Vec<u8>, oid: &str, value_key: &[u8]) {
     const ID: usize = 8;
     const DIGEST: usize = 8;
     let head = 1 + oid.len() + 1 + 4;
-    let mut k = Vec::with_capacity((head + value_key.len()).min(MAX_KEY));
+    k.clear();
     k.push(kind::EQ);
     k.extend_from_slice(oid.as_bytes());
     k.push(0);
@@ -82,7 +89,6 @@ pub fn eq_prefix(oid: &str, value_key: &[u8]) -> Vec<u8> {
         k.extend_from_slice(value_key.get(..keep).unwrap_or(value_key));
         k.extend_from_slice(&fnv1a64(value_key).to_be_bytes());
     }
-    k
 }
 
 /// FNV-1a, 64 bits: a fixed function (index keys are on disk), and a
@@ -96,10 +102,16 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
 /// The prefix of a presence index key.
 pub fn pres_prefix(oid: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(oid.len() + 10);
+    pres_prefix_into(&mut k, oid);
+    k
+}
+
+/// [`pres_prefix`] into a reused buffer (cleared first).
+pub fn pres_prefix_into(k: &mut Vec<u8>, oid: &str) {
+    k.clear();
     k.push(kind::PRES);
     k.extend_from_slice(oid.as_bytes());
     k.push(0);
-    k
 }
 
 /// The prefix of a substring index key for one gram.
