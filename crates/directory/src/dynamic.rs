@@ -73,22 +73,27 @@ pub(crate) fn any_dynamic_entry(store: &meridian_store::Store) -> bool {
     found || searched.is_err()
 }
 
+/// The dynamicObject class's ID and names, if the schema defines it.
+pub(crate) fn dynamic_object_class(
+    schema: &meridian_model::schema::Schema,
+) -> Option<(meridian_model::schema::ClassId, Vec<String>)> {
+    let id = schema.class_id(DYNAMIC_OBJECT)?;
+    Some((id, schema.class_by_id(id)?.names.clone()))
+}
+
 impl Directory {
     /// Whether `values` (of objectClass) name dynamicObject.
     fn names_dynamic_object<'a>(&self, values: impl Iterator<Item = &'a [u8]>) -> bool {
         // Every add asks, so no value is looked up in the schema unless
         // it is an OID: names are compared with the class's own.
-        let Some(dynamic) = self.schema.class_id(DYNAMIC_OBJECT) else {
-            return false;
-        };
-        let Some(class) = self.schema.class_by_id(dynamic) else {
+        let Some((dynamic, names)) = &self.dynamic_object else {
             return false;
         };
         let mut values = values.filter_map(|v| std::str::from_utf8(v).ok().map(str::trim));
         values.any(|name| {
-            class.names.iter().any(|n| n.eq_ignore_ascii_case(name))
+            names.iter().any(|n| n.eq_ignore_ascii_case(name))
                 || (name.starts_with(|c: char| c.is_ascii_digit())
-                    && self.schema.class_id(name) == Some(dynamic))
+                    && self.schema.class_id(name) == Some(*dynamic))
         })
     }
 

@@ -270,6 +270,8 @@ pub struct Directory {
     /// objectClass's ID, looked up once (dynamic entries check it on
     /// every add and modify).
     object_class: Option<AttrId>,
+    /// dynamicObject's ID and names, looked up once for the same reason.
+    dynamic_object: Option<(meridian_model::schema::ClassId, Vec<String>)>,
     /// The operational attributes every new entry gets, parsed once.
     new_entry_attributes: Vec<(&'static str, Description)>,
     /// Who besides the administrator may use proxied authorization.
@@ -321,7 +323,8 @@ impl Directory {
             limits,
             access: AccessRules::default_rules(&schema),
             user_password: schema.attribute_id(USER_PASSWORD),
-            object_class: schema.attribute_id("objectClass"),
+            object_class: schema.object_class_attr(),
+            dynamic_object: dynamic::dynamic_object_class(&schema),
             new_entry_attributes: NEW_ENTRY_ATTRIBUTES
                 .iter()
                 .filter_map(|name| {

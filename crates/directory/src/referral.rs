@@ -27,7 +27,7 @@ use crate::{Directory, Outcome};
 
 /// True if `entry` is of object class `class` (by name, any case).
 pub(crate) fn has_class(entry: &Entry, schema: &Schema, class: &str) -> bool {
-    let Some(oc) = schema.attribute_id("objectClass") else {
+    let Some(oc) = schema.object_class_attr() else {
         return false;
     };
     entry

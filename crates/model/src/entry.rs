@@ -352,7 +352,7 @@ impl Entry {
         values_to_check: impl Fn(AttrId) -> bool,
     ) -> Result<CheckedEntry, ModelError> {
         let oc_id = schema
-            .attribute_id("objectClass")
+            .object_class_attr()
             .ok_or_else(|| violation(ResultCode::OTHER, "schema has no objectClass".into()))?;
         let Some(oc_attr) = self.get(oc_id) else {
             return Err(violation(
@@ -439,7 +439,7 @@ impl Entry {
 
         // MUST and MAY.
         let extensible = schema
-            .class_id("extensibleObject")
+            .extensible_object_class()
             .is_some_and(|x| classes.contains(&x));
         for &class in &classes {
             let Some(c) = schema.class_by_id(class) else {

@@ -182,7 +182,7 @@ fn compile(filter: &Filter<'_>, schema: &Schema, slots: &mut usize) -> Node {
             let Some(d) = desc(ava.attr) else {
                 return Node::Undefined;
             };
-            if want == Want::Equal && Some(d.attr) == schema.attribute_id("objectClass") {
+            if want == Want::Equal && Some(d.attr) == schema.object_class_attr() {
                 return match std::str::from_utf8(ava.value)
                     .ok()
                     .and_then(|n| schema.class_id(n.trim()))

@@ -104,7 +104,8 @@ impl Indexes {
     /// allocation and a tree insertion per key, with about thirty keys
     /// an entry under the default substring indexes.
     pub fn for_each_entry_key(&self, entry: &Entry, schema: &Schema, mut f: impl FnMut(&[u8])) {
-        let mut prefix = Vec::new();
+        // Every prefix fits: one allocation per entry, never a growth.
+        let mut prefix = Vec::with_capacity(keys::MAX_KEY);
         for attr in &entry.attributes {
             let Some(spec) = self.specs.get(&attr.desc.attr) else {
                 continue;
@@ -118,7 +119,9 @@ impl Indexes {
             }
             for value in &attr.values {
                 if let (true, Some(rule)) = (spec.kinds.contains(&IndexKind::Eq), at.equality) {
-                    if let Some(k) = rule.key(value, schema) {
+                    // Borrowed when the value is its own key (the usual
+                    // string): no copy of it per indexed value.
+                    if let Some(k) = rule.key_cow(value, schema) {
                         keys::eq_prefix_into(&mut prefix, &spec.oid, &k);
                         f(&prefix);
                     }

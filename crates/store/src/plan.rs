@@ -219,7 +219,7 @@ impl Planner<'_> {
         // objectClass matches subclasses: look up every class that
         // inherits from the asserted one.
         let keys_for = |a: AttrId| -> Vec<Vec<u8>> {
-            let is_oc = self.schema.attribute_id("objectClass") == Some(a);
+            let is_oc = self.schema.object_class_attr() == Some(a);
             let Some(rule) = self.schema.attr(a).and_then(|t| t.equality) else {
                 return Vec::new();
             };

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
 
-use meridian_ldif::{Body, Limits, RawRecord, Splitter};
+use meridian_ldif::{AttrValue, Body, Limits, RawRecord, Splitter};
 use meridian_proto::{DecodeLimits, LdapMessage, ProtocolOp};
 
 /// Raw records handed to workers at a time: amortises channel costs.
@@ -77,8 +77,9 @@ pub(crate) struct AddRecord {
     pub(crate) values: Values,
 }
 
-/// `(description, value)` pairs, one value each, in input order.
-pub(crate) type Values = Vec<(String, Vec<u8>)>;
+/// Descriptions and values, one value each, in input order (as the LDIF
+/// reader gives them, so an LDIF record's list is moved, not rebuilt).
+pub(crate) type Values = Vec<AttrValue>;
 
 /// A record that cannot be loaded, and why.
 #[derive(Debug)]
@@ -135,10 +136,7 @@ impl Raw {
                 Ok(Some(AddRecord {
                     origin,
                     dn: record.dn,
-                    values: attrs
-                        .into_iter()
-                        .map(|a| (a.description, a.value))
-                        .collect(),
+                    values: attrs,
                 }))
             }
             Raw::Ber {
@@ -188,7 +186,10 @@ fn ber_add(mut pdu: Vec<u8>, limits: &Limits) -> Result<(Vec<u8>, Values), Strin
         let description = String::from_utf8(attribute.ty.to_vec())
             .map_err(|_| "an attribute description that is not UTF-8".to_owned())?;
         for value in attribute.values.iter() {
-            values.push((description.clone(), value.to_vec()));
+            values.push(AttrValue {
+                description: description.clone(),
+                value: value.to_vec(),
+            });
         }
     }
     Ok((add.dn.to_vec(), values))

@@ -400,7 +400,7 @@ impl<'a> Loader<'a> {
             store,
             batch_size: args.batch.max(1),
             continue_on_error: args.continue_on_error,
-            batch: Vec::with_capacity(args.batch.max(1)),
+            batch: Self::empty_batch(args.batch.max(1)),
             in_flight: None,
             written: None,
             freers,
@@ -413,6 +413,12 @@ impl<'a> Loader<'a> {
                 progress: Progress::start(),
             },
         }
+    }
+
+    /// Room for a batch: it is flushed once a chunk of workers' results
+    /// has taken it to `batch_size` or past.
+    fn empty_batch(batch_size: usize) -> Vec<Parsed> {
+        Vec::with_capacity(batch_size + input::CHUNK)
     }
 
     /// True once the load must stop (an error without --continue-on-error).
@@ -461,7 +467,9 @@ impl<'a> Loader<'a> {
     /// Submits the batch, then settles the one before it while the
     /// writer works on this one.
     fn flush(&mut self) -> anyhow::Result<()> {
-        let batch = std::mem::take(&mut self.batch);
+        // The next batch gets its full room now: taken empty, it grew
+        // by doubling, moving every entry parsed so far each time.
+        let batch = std::mem::replace(&mut self.batch, Self::empty_batch(self.batch_size));
         let mut origins = Vec::with_capacity(batch.len());
         let mut entries = Vec::with_capacity(batch.len());
         let mut workers = Vec::with_capacity(batch.len());

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use meridian_ldif::Limits;
+use meridian_ldif::{AttrValue, Limits};
 use meridian_proto::{DecodeLimits, LdapMessage, ProtocolOp, ResultCode, Seq};
 
 use super::input::{self, Chunk, Origin, Raw, Refused};
@@ -463,7 +463,7 @@ fn to_add(input: &Arc<str>, raw: Raw, limits: &Limits) -> Result<Option<Add>, Re
         return Ok(None);
     };
     let mut attributes: Vec<(Vec<u8>, Vec<Vec<u8>>)> = Vec::new();
-    for (description, value) in record.values {
+    for AttrValue { description, value } in record.values {
         match attributes
             .iter_mut()
             .find(|(d, _)| d.eq_ignore_ascii_case(description.as_bytes()))

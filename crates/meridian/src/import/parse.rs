@@ -61,10 +61,11 @@ impl Checker {
             .dn(&add.dn, &mut recent.parent)
             .map_err(|e| format!("dn `{}`: {e}", String::from_utf8_lossy(&add.dn)))
             .and_then(|dn| {
-                Entry::from_values(dn, add.values, schema, &mut recent.descriptions)
+                let pairs = add.values.into_iter().map(|a| (a.description, a.value));
+                Entry::from_values(dn, pairs, schema, &mut recent.descriptions)
                     .map_err(|e| e.to_string())
             })
-            .and_then(|entry| self.complete(entry));
+            .and_then(|entry| self.complete(entry, &add.dn));
         Some(match result {
             Ok(entry) => Ok(Parsed {
                 origin,
@@ -92,7 +93,8 @@ impl Checker {
     /// The schema check and operational attributes; entries outside the
     /// naming context are refused here, so a store's noSuchObject later
     /// always means a parent not (yet) loaded.
-    fn complete(&self, entry: Entry) -> Result<Entry, String> {
+    /// `dn`: the DN as the record wrote it, for messages.
+    fn complete(&self, entry: Entry, dn: &[u8]) -> Result<Entry, String> {
         if !entry.dn.rdns().ends_with(self.suffix.rdns()) {
             return Err(format!(
                 "{} is outside the naming context {}",
@@ -100,8 +102,16 @@ impl Checker {
                 self.suffix.original()
             ));
         }
-        let name = entry.dn.original().to_owned();
-        let failed = |o: meridian_directory::Outcome| format!("{name}: {} ({})", o.message, o.code);
+        // The name is built only for a message: a copy of every DN was a
+        // share of a load's allocations.
+        let failed = |o: meridian_directory::Outcome| {
+            format!(
+                "{}: {} ({})",
+                String::from_utf8_lossy(dn),
+                o.message,
+                o.code
+            )
+        };
         let entry = self.directory.prepare_import(entry).map_err(failed)?;
         // Clear-text passwords are hashed as an LDAP add would hash them
         // (on this worker, in parallel); hashed ones are kept as given.
@@ -114,7 +124,10 @@ impl Checker {
         }
         match add {
             Command::Add { entry, .. } => Ok(entry),
-            _ => Err(format!("{name}: hashing its password changed the command")),
+            _ => Err(format!(
+                "{}: hashing its password changed the command",
+                String::from_utf8_lossy(dn)
+            )),
         }
     }
 }

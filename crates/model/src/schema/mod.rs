@@ -142,6 +142,10 @@ pub struct Schema {
     macros: HashMap<String, String>,
     /// Syntaxes declared by loaded files beyond the built-in table.
     extra_syntaxes: Vec<(String, String)>,
+    /// `objectClass` and `extensibleObject`, which every schema check
+    /// asks for: found when defined, not looked up by name per entry.
+    object_class: Option<AttrId>,
+    extensible_object: Option<ClassId>,
 }
 
 impl Schema {
@@ -164,6 +168,16 @@ impl Schema {
     /// The id of an attribute type, by name or OID.
     pub fn attribute_id(&self, name: &str) -> Option<AttrId> {
         lookup(&self.attr_index, name)
+    }
+
+    /// The id of `objectClass`.
+    pub fn object_class_attr(&self) -> Option<AttrId> {
+        self.object_class
+    }
+
+    /// The id of the `extensibleObject` class.
+    pub fn extensible_object_class(&self) -> Option<ClassId> {
+        self.extensible_object
     }
 
     /// An attribute type by id.
@@ -280,6 +294,9 @@ impl Schema {
         for key in &keys {
             self.attr_index.insert(key.clone(), id);
         }
+        if keys.iter().any(|k| k == "objectclass") {
+            self.object_class = Some(id);
+        }
         let mut ancestor = Some(id);
         self.family_spellings.push(Vec::new());
         self.family.push(Vec::new());
@@ -310,6 +327,9 @@ impl Schema {
             if self.class_index.contains_key(key) {
                 return Err(format!("object class {key:?} is already defined"));
             }
+        }
+        if keys.iter().any(|k| k == "extensibleobject") {
+            self.extensible_object = Some(id);
         }
         for key in keys {
             self.class_index.insert(key, id);
