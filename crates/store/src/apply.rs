@@ -203,6 +203,7 @@ fn add_many(
     let mut failed = Vec::new();
     let mut adds = Adds::start(txn, ctx.dbs)?;
     for (position, entry) in entries.iter().enumerate() {
+        prefetch_ahead(entries, position);
         match add(txn, ctx, entry, !prechecked, &mut adds) {
             Ok(_) => added += 1,
             Err(e) if e.is_engine_failure() => return Err(e),
@@ -211,6 +212,35 @@ fn add_many(
     }
     adds.finish(txn, ctx.dbs)?;
     Ok(Outcome::AddedMany { added, failed })
+}
+
+/// Starts loading what `add` will read of the next few entries of a bulk
+/// add. The entries were built on other threads, in many small blocks:
+/// encoding them and deriving their index keys is a walk from each block
+/// to the next, and in a bulk load most of those reads missed the cache
+/// (a quarter of the writer's time sat in `encode`, perf). Each step
+/// reads only pointers an earlier call has already loaded: the list of
+/// attributes three entries ahead, their value lists two ahead, the
+/// values themselves one ahead.
+fn prefetch_ahead(entries: &[Entry], position: usize) {
+    if let Some(entry) = entries.get(position + 3) {
+        codec::prefetch_slice(&entry.attributes);
+        codec::prefetch_slice(entry.dn.rdns());
+    }
+    if let Some(entry) = entries.get(position + 2) {
+        for attr in &entry.attributes {
+            codec::prefetch_slice(&attr.values);
+            codec::prefetch_slice(attr.name.as_bytes());
+        }
+        if let Some(rdn) = entry.dn.rdns().first() {
+            codec::prefetch_slice(rdn.as_bytes());
+        }
+    }
+    if let Some(entry) = entries.get(position + 1) {
+        for value in entry.attributes.iter().flat_map(|a| &a.values) {
+            codec::prefetch_slice(value);
+        }
+    }
 }
 
 /// Evaluates an assertion against the target of `command`.

@@ -120,6 +120,20 @@ pub(crate) fn prefetch_following(bytes: &[u8]) {
     }
 }
 
+/// Starts loading every cache line of `items` (any values: only their
+/// addresses are used).
+#[inline]
+pub(crate) fn prefetch_slice<T>(items: &[T]) {
+    let start = items.as_ptr().cast::<u8>();
+    let end = start.wrapping_add(std::mem::size_of_val(items));
+    // From the start of the first line, so the last line is reached too.
+    let mut line = start.wrapping_sub(start.addr() % 64);
+    while line < end {
+        prefetch_line(line);
+        line = line.wrapping_add(64);
+    }
+}
+
 /// Asks the CPU to load the cache line at `at` (any address).
 #[inline]
 fn prefetch_line(at: *const u8) {

@@ -264,13 +264,18 @@ impl Schema {
     /// class, matching rule, syntax) to its numeric OID, for
     /// objectIdentifierMatch.
     pub fn resolve_oid(&self, name: &str) -> Option<String> {
+        self.oid_of(name).map(str::to_owned)
+    }
+
+    /// [`Schema::resolve_oid`], borrowed.
+    pub fn oid_of(&self, name: &str) -> Option<&str> {
         if let Some(a) = self.attribute(name) {
-            return Some(a.oid.clone());
+            return Some(&a.oid);
         }
         if let Some(c) = self.class(name) {
-            return Some(c.oid.clone());
+            return Some(&c.oid);
         }
-        crate::rules::find(name).map(|r| r.oid.to_owned())
+        crate::rules::find(name).map(|r| r.oid)
     }
 
     /// A matching rule by name or OID.
