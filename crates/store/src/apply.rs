@@ -950,6 +950,8 @@ mod tests {
 
     /// The DN (as written) whose modify or add fails once all its writes
     /// are done, as an engine failure in the middle of a command would.
+    /// Shared by the tests running in parallel: each names DNs no other
+    /// test writes (`uid=u…` and `uid=add…`).
     static FAIL_AFTER_WRITING: Mutex<Option<String>> = Mutex::new(None);
 
     pub(super) fn fail_after_writing(entry: &Entry) -> Result<(), StoreError> {
@@ -1103,8 +1105,8 @@ mod tests {
         let user = |i: usize| {
             entry(
                 &schema,
-                &format!("uid=u{i},{SUFFIX}"),
-                &[("objectClass", "account"), ("uid", &format!("u{i}"))],
+                &format!("uid=add{i},{SUFFIX}"),
+                &[("objectClass", "account"), ("uid", &format!("add{i}"))],
             )
         };
         store
@@ -1116,7 +1118,7 @@ mod tests {
         const USERS: usize = 40;
         let failing = 17;
         *FAIL_AFTER_WRITING.lock().unwrap() = Some(user(failing).dn.original().to_owned());
-        // u0 exists: its add is refused before writing.
+        // add0 exists: its add is refused before writing.
         let results = run_together(
             &store,
             (0..USERS)
@@ -1153,10 +1155,10 @@ mod tests {
         // A bulk load of an existing entry, with a name never stored.
         let again = entry(
             &schema,
-            &format!("uid=u1,{SUFFIX}"),
+            &format!("uid=add1,{SUFFIX}"),
             &[
                 ("objectClass", "account"),
-                ("uid", "u1"),
+                ("uid", "add1"),
                 ("description", "new name"),
             ],
         );
@@ -1200,7 +1202,7 @@ mod tests {
         );
         let (schema, dir, store) = open_with_suffix("pending", storage);
         const USERS: usize = 30;
-        let dn = |i: usize| format!("uid=u{i},{SUFFIX}");
+        let dn = |i: usize| format!("uid=mix{i},{SUFFIX}");
         let mut writes = Vec::new();
         for i in 0..USERS {
             let add = Command::Add {
@@ -1209,7 +1211,7 @@ mod tests {
                     &dn(i),
                     &[
                         ("objectClass", "account"),
-                        ("uid", &format!("u{i}")),
+                        ("uid", &format!("mix{i}")),
                         ("description", &format!("first {i}")),
                     ],
                 ),
