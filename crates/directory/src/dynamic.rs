@@ -130,7 +130,7 @@ impl Directory {
                 entry.attributes.push(meridian_model::entry::Attribute {
                     desc,
                     name: name.into(),
-                    values: vec![value],
+                    values: meridian_model::entry::Values::from_buf([value]),
                 });
             }
         }

@@ -805,7 +805,7 @@ impl Directory {
             entry.attributes.push(meridian_model::entry::Attribute {
                 desc: desc.clone(),
                 name: std::borrow::Cow::Borrowed(*name),
-                values: vec![value.into_bytes()],
+                values: meridian_model::entry::Values::from_buf([value.into_bytes()]),
             });
         }
         Ok(entry)
@@ -1002,7 +1002,7 @@ impl Directory {
         Ok(Some(
             entry
                 .get(attr)
-                .map(|a| a.values.clone())
+                .map(|a| a.values.to_vec())
                 .unwrap_or_default(),
         ))
     }
@@ -1012,7 +1012,7 @@ impl Directory {
     /// workers (the server uses the blocking pool).
     pub fn hash_passwords(&self, command: Command) -> Result<Command, Outcome> {
         let is_password = |name: &str| self.names_user_password(name);
-        let hash_all = |values: &mut Vec<Vec<u8>>| -> Result<(), Outcome> {
+        let hash_all = |values: &mut [Vec<u8>]| -> Result<(), Outcome> {
             for v in values.iter_mut() {
                 if !password::is_hashed(v) {
                     *v = password::hash(v, self.limits.password_hash).map_err(|e| {

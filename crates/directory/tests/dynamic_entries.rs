@@ -114,7 +114,10 @@ async fn dynamic_entries_expire_refresh_and_stay_dynamic() {
     let tmp = Dn::parse(b"uid=tmp,dc=example,dc=com", &schema).unwrap();
     let entry = d.store().snapshot().unwrap().get(&tmp).unwrap().unwrap().1;
     let ttl = schema.attribute_id("entryTtl").unwrap();
-    assert_eq!(entry.get(ttl).unwrap().values, vec![b"100".to_vec()]);
+    assert_eq!(
+        entry.get(ttl).unwrap().values.as_slice(),
+        vec![b"100".to_vec()]
+    );
     clock.advance(99);
     assert_eq!(d.sweep_expired().await.unwrap(), 0);
 

@@ -5,7 +5,7 @@
 use meridian_proto::ResultCode;
 
 use crate::ModelError;
-use crate::entry::{Attribute, Description, Entry};
+use crate::entry::{Attribute, Description, Entry, Values};
 use crate::schema::Schema;
 
 /// A change operation.
@@ -117,7 +117,7 @@ pub fn apply_changes<'a>(
                         out.attributes.push(Attribute {
                             desc: desc.clone(),
                             name: change.attr.to_owned().into(),
-                            values: Vec::new(),
+                            values: Values::new(),
                         });
                         out.attributes.len() - 1
                     }
@@ -190,7 +190,7 @@ pub fn apply_changes<'a>(
                     out.attributes.push(Attribute {
                         desc: desc.clone(),
                         name: change.attr.to_owned().into(),
-                        values: change.values.to_vec(),
+                        values: change.values.iter().cloned().collect(),
                     });
                 }
             }

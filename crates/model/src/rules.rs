@@ -658,7 +658,10 @@ mod tests {
         ] {
             let borrowed = r.key_cow(value.as_bytes(), &s);
             assert_eq!(borrowed.as_deref(), key.map(str::as_bytes), "{value:?}");
-            assert_eq!(r.key(value.as_bytes(), &s).as_deref(), key.map(str::as_bytes));
+            assert_eq!(
+                r.key(value.as_bytes(), &s).as_deref(),
+                key.map(str::as_bytes)
+            );
             let defined = !matches!(value, "1.2.3.4" | "NotInTheSchema" | "not an oid");
             assert_eq!(
                 matches!(borrowed, Some(Cow::Borrowed(_))),

@@ -295,7 +295,13 @@ pub(crate) fn decode_as(
             // The schema lost the type: the same error a parse gives.
             None => Description::parse(name.text.as_bytes(), schema)?,
         };
-        let values = values(&mut c)?.into_iter().map(<[u8]>::to_vec).collect();
+        // Straight into the attribute's list: no list of borrowed
+        // values in between.
+        let n = c.varint()?;
+        let mut values = meridian_model::entry::Values::with_capacity(n.min(1024) as usize);
+        for _ in 0..n {
+            values.push(c.bytes()?.to_vec());
+        }
         attributes.push(Attribute {
             desc,
             name: name.into_owned().text.into(),

@@ -253,7 +253,7 @@ fn crud_and_result_codes() {
             .unwrap();
         let (_, e) = f.store.snapshot().unwrap().get(&target).unwrap().unwrap();
         let sn = f.schema.attribute_id("sn").unwrap();
-        assert_eq!(e.get(sn).unwrap().values, [b"Smith".to_vec()]);
+        assert_eq!(e.get(sn).unwrap().values.as_slice(), [b"Smith".to_vec()]);
         assert!(
             e.get(f.schema.attribute_id("modifyTimestamp").unwrap())
                 .is_some()
@@ -716,7 +716,7 @@ fn rename_and_move_with_subtrees() {
             .unwrap()
             .unwrap();
         let uid = f.schema.attribute_id("uid").unwrap();
-        assert_eq!(e.get(uid).unwrap().values, [b"b".to_vec()]);
+        assert_eq!(e.get(uid).unwrap().values.as_slice(), [b"b".to_vec()]);
         assert_eq!(e.dn.original(), format!("uid=b,{people}"));
         drop(snap);
         assert_eq!(search(&f, SUFFIX, Scope::Subtree, "(uid=a)").0.len(), 0);
@@ -1092,7 +1092,10 @@ fn an_entry_keeps_its_dn_as_written_whatever_spelling_finds_it() {
                 "{flavour:?}, asked as {asked}"
             );
             let description = f.schema.attribute_id("description").unwrap();
-            assert_eq!(entry.get(description).unwrap().values, [asked.as_bytes()]);
+            assert_eq!(
+                entry.get(description).unwrap().values.as_slice(),
+                [asked.as_bytes()]
+            );
         }
     }
 }
@@ -1152,7 +1155,7 @@ fn a_modify_is_checked_against_the_schema() {
         let snap = f.store.snapshot().unwrap();
         let (_, entry) = snap.get(&dn(&f, &target)).unwrap().unwrap();
         let sn = f.schema.attribute_id("sn").unwrap();
-        assert_eq!(entry.get(sn).unwrap().values, [b"After"]);
+        assert_eq!(entry.get(sn).unwrap().values.as_slice(), [b"After"]);
         assert!(snap.check().unwrap().is_empty());
     }
 }

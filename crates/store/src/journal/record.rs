@@ -318,7 +318,9 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
 
-    fn values(&mut self) -> Result<Vec<Vec<u8>>, StoreError> {
+    /// A list of values, collected into whichever list the caller keeps
+    /// (a modification's `Vec`, an attribute's `Values`).
+    fn values<C: FromIterator<Vec<u8>>>(&mut self) -> Result<C, StoreError> {
         let n = self.count()?;
         (0..n).map(|_| Ok(self.bytes()?.to_vec())).collect()
     }
