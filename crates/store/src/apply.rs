@@ -951,7 +951,7 @@ mod tests {
     /// The DN (as written) whose modify or add fails once all its writes
     /// are done, as an engine failure in the middle of a command would.
     /// Shared by the tests running in parallel: each names DNs no other
-    /// test writes (`uid=u…` and `uid=add…`).
+    /// test writes (`uid=u…`, `uid=add…`, `uid=mix…`).
     static FAIL_AFTER_WRITING: Mutex<Option<String>> = Mutex::new(None);
 
     pub(super) fn fail_after_writing(entry: &Entry) -> Result<(), StoreError> {
