@@ -948,20 +948,39 @@ mod tests {
 
     use crate::{Command, Outcome, Store, StoreError, StoreOptions};
 
-    /// The DN (as written) whose modify or add fails once all its writes
+    /// The DNs (as written) whose modify or add fails once all its writes
     /// are done, as an engine failure in the middle of a command would.
-    /// Shared by the tests running in parallel: each names DNs no other
+    /// One list for the tests running in parallel: each adds and removes
+    /// its own DN (see [`failing_after_writing`]), and names DNs no other
     /// test writes (`uid=u…`, `uid=add…`, `uid=mix…`).
-    static FAIL_AFTER_WRITING: Mutex<Option<String>> = Mutex::new(None);
+    static FAIL_AFTER_WRITING: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
     pub(super) fn fail_after_writing(entry: &Entry) -> Result<(), StoreError> {
         let failing = FAIL_AFTER_WRITING
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if failing.as_deref() == Some(entry.dn.original()) {
+        if failing.iter().any(|dn| dn == entry.dn.original()) {
             return Err(StoreError::Engine("injected failure after writing".into()));
         }
         Ok(())
+    }
+
+    /// Makes writes of `dn` fail after writing until the guard is dropped.
+    fn failing_after_writing(dn: String) -> impl Drop {
+        struct Injected(String);
+        impl Drop for Injected {
+            fn drop(&mut self) {
+                FAIL_AFTER_WRITING
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .retain(|dn| *dn != self.0);
+            }
+        }
+        FAIL_AFTER_WRITING
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(dn.clone());
+        Injected(dn)
     }
 
     fn entry(schema: &Schema, dn: &str, attrs: &[(&str, &str)]) -> Entry {
@@ -1052,7 +1071,7 @@ mod tests {
             ));
         }
         let failing = 17;
-        *FAIL_AFTER_WRITING.lock().unwrap() = Some(dn(failing));
+        let injected = failing_after_writing(dn(failing));
         let modifies = (0..USERS)
             .map(|i| Command::Modify {
                 dn: Dn::parse(dn(i).as_bytes(), &schema).unwrap(),
@@ -1066,7 +1085,7 @@ mod tests {
             })
             .collect();
         let results = run_together(&store, modifies);
-        *FAIL_AFTER_WRITING.lock().unwrap() = None;
+        drop(injected);
         let snap = store.snapshot().unwrap();
         for (i, result) in results.iter().enumerate() {
             let (_, stored) = snap
@@ -1117,7 +1136,7 @@ mod tests {
             .unwrap();
         const USERS: usize = 40;
         let failing = 17;
-        *FAIL_AFTER_WRITING.lock().unwrap() = Some(user(failing).dn.original().to_owned());
+        let injected = failing_after_writing(user(failing).dn.original().to_owned());
         // add0 exists: its add is refused before writing.
         let results = run_together(
             &store,
@@ -1128,7 +1147,7 @@ mod tests {
                 })
                 .collect(),
         );
-        *FAIL_AFTER_WRITING.lock().unwrap() = None;
+        drop(injected);
         let snap = store.snapshot().unwrap();
         for (i, result) in results.iter().enumerate() {
             let found = snap.get(&user(i).dn).unwrap().is_some();
