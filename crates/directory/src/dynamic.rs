@@ -51,7 +51,7 @@ impl DynamicTtl {
     }
 }
 
-const DYNAMIC_OBJECT: &str = "dynamicObject";
+pub(crate) const DYNAMIC_OBJECT: &str = "dynamicObject";
 
 fn dynamic_filter() -> Filter<'static> {
     Filter::Equality(Ava {
@@ -73,33 +73,29 @@ pub(crate) fn any_dynamic_entry(store: &meridian_store::Store) -> bool {
     found || searched.is_err()
 }
 
-/// The dynamicObject class's ID and names, if the schema defines it.
-pub(crate) fn dynamic_object_class(
-    schema: &meridian_model::schema::Schema,
-) -> Option<(meridian_model::schema::ClassId, Vec<String>)> {
-    let id = schema.class_id(DYNAMIC_OBJECT)?;
-    Some((id, schema.class_by_id(id)?.names.clone()))
-}
-
 impl Directory {
     /// Whether `values` (of objectClass) name dynamicObject.
     fn names_dynamic_object<'a>(&self, values: impl Iterator<Item = &'a [u8]>) -> bool {
         // Every add asks, so no value is looked up in the schema unless
         // it is an OID: names are compared with the class's own.
-        let Some((dynamic, names)) = &self.dynamic_object else {
+        let Some(dynamic) = self.dynamic_object else {
+            return false;
+        };
+        let Some(class) = self.schema.class_by_id(dynamic) else {
             return false;
         };
         let mut values = values.filter_map(|v| std::str::from_utf8(v).ok().map(str::trim));
         values.any(|name| {
-            names.iter().any(|n| n.eq_ignore_ascii_case(name))
+            class.names.iter().any(|n| n.eq_ignore_ascii_case(name))
                 || (name.starts_with(|c: char| c.is_ascii_digit())
-                    && self.schema.class_id(name) == Some(*dynamic))
+                    && self.schema.class_id(name) == Some(dynamic))
         })
     }
 
     /// Whether `entry` is dynamic (objectClass dynamicObject).
     pub(crate) fn is_dynamic(&self, entry: &Entry) -> bool {
-        self.object_class
+        self.schema
+            .object_class_attr()
             .and_then(|oc| entry.get(oc))
             .is_some_and(|a| self.names_dynamic_object(a.values.iter().map(Vec::as_slice)))
     }
@@ -171,7 +167,7 @@ impl Directory {
         dn: &Dn,
         changes: &[Modification],
     ) -> Result<(), Outcome> {
-        let oc = self.object_class;
+        let oc = self.schema.object_class_attr();
         let refused = || {
             Outcome::new(
                 ResultCode::OBJECT_CLASS_MODS_PROHIBITED,

@@ -267,11 +267,9 @@ pub struct Directory {
     /// userPassword's ID, looked up once: it is checked on every
     /// attribute a search returns and every write that may need hashing.
     user_password: Option<AttrId>,
-    /// objectClass's ID, looked up once (dynamic entries check it on
-    /// every add and modify).
-    object_class: Option<AttrId>,
-    /// dynamicObject's ID and names, looked up once for the same reason.
-    dynamic_object: Option<(meridian_model::schema::ClassId, Vec<String>)>,
+    /// dynamicObject's ID, looked up once: every add and modify asks
+    /// whether an entry is dynamic.
+    dynamic_object: Option<meridian_model::schema::ClassId>,
     /// The operational attributes every new entry gets, parsed once.
     new_entry_attributes: Vec<(&'static str, Description)>,
     /// Who besides the administrator may use proxied authorization.
@@ -323,8 +321,7 @@ impl Directory {
             limits,
             access: AccessRules::default_rules(&schema),
             user_password: schema.attribute_id(USER_PASSWORD),
-            object_class: schema.object_class_attr(),
-            dynamic_object: dynamic::dynamic_object_class(&schema),
+            dynamic_object: schema.class_id(dynamic::DYNAMIC_OBJECT),
             new_entry_attributes: NEW_ENTRY_ATTRIBUTES
                 .iter()
                 .filter_map(|name| {
@@ -901,7 +898,7 @@ impl Directory {
         for change in req.changes.iter() {
             let m = change.modification;
             let desc = Description::parse(m.ty, &self.schema)?;
-            touches_object_class |= Some(desc.attr) == self.object_class;
+            touches_object_class |= Some(desc.attr) == self.schema.object_class_attr();
             self.require_visible(who, &dn, Some(desc.attr), Level::Write, groups)?;
             if let Some(at) = self.schema.attr(desc.attr) {
                 if at.no_user_modification {

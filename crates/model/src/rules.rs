@@ -370,9 +370,6 @@ fn first_component(v: &[u8]) -> Option<&[u8]> {
     inner.get(..end).map(str::as_bytes)
 }
 
-/// INTEGER values and assertions must be in the syntax's canonical form
-/// (RFC 4517 section 3.3.16: no leading zeros, no '+', no "-0"), so the
-/// text itself is the key; slapd refuses "0101" the same way.
 /// objectIdentifierMatch's key: the numeric OID of the name (or OID)
 /// `value` holds, borrowed from the schema; a numeric OID the schema
 /// does not know is its own key. `None` if `value` is not an OID.
@@ -387,6 +384,9 @@ fn oid_key<'a>(value: &'a [u8], schema: &'a Schema) -> Option<Cow<'a, [u8]>> {
     })
 }
 
+/// INTEGER values and assertions must be in the syntax's canonical form
+/// (RFC 4517 section 3.3.16: no leading zeros, no '+', no "-0"), so the
+/// text itself is the key; slapd refuses "0101" the same way.
 fn integer_key(v: &[u8]) -> Option<Vec<u8>> {
     crate::syntax::Syntax::Integer
         .is_valid(v)

@@ -263,11 +263,6 @@ impl Schema {
     /// Resolves a name of anything with an OID (attribute type, object
     /// class, matching rule, syntax) to its numeric OID, for
     /// objectIdentifierMatch.
-    pub fn resolve_oid(&self, name: &str) -> Option<String> {
-        self.oid_of(name).map(str::to_owned)
-    }
-
-    /// [`Schema::resolve_oid`], borrowed.
     pub fn oid_of(&self, name: &str) -> Option<&str> {
         if let Some(a) = self.attribute(name) {
             return Some(&a.oid);
