@@ -273,7 +273,7 @@ impl Directory {
                 )
                 .map_err(Outcome::from)?;
         }
-        expired.sort_by_key(|dn| std::cmp::Reverse(dn.rdns().len()));
+        expired.sort_by_key(|dn| std::cmp::Reverse(dn.rdn_count()));
         let mut deleted = 0;
         for dn in expired {
             match self.store_for(&dn).execute(Command::Delete { dn }).await {

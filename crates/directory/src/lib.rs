@@ -246,9 +246,9 @@ impl Default for Limits {
 }
 
 /// Group memberships of one caller, looked up once per request: the
-/// group's normalised RDNs and whether the caller is in it.
+/// group's normalised DN and whether the caller is in it.
 #[derive(Debug, Default)]
-struct Memberships(std::cell::RefCell<Vec<(Vec<Arc<str>>, bool)>>);
+struct Memberships(std::cell::RefCell<Vec<(String, bool)>>);
 
 /// The directory: the store, the schema, and the server's identity rules.
 #[derive(Debug)]
@@ -522,11 +522,11 @@ impl Directory {
         self.access
             .level(who, dn, attr, &self.schema, &|group, member| {
                 let mut known = groups.0.borrow_mut();
-                if let Some((_, is)) = known.iter().find(|(g, _)| g.as_slice() == group.rdns()) {
+                if let Some((_, is)) = known.iter().find(|(g, _)| g == group.normalized()) {
                     return *is;
                 }
                 let is = self.is_member(group, member);
-                known.push((group.rdns().to_vec(), is));
+                known.push((group.normalized().to_owned(), is));
                 is
             })
     }

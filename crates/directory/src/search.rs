@@ -204,7 +204,7 @@ impl Directory {
         };
         let admin = matches!(who, Identity::Admin(_));
         let groups = &Memberships::default();
-        if !admin && !base.rdns().is_empty() {
+        if !admin && !base.is_root() {
             // As in slapd, the base itself needs search access.
             self.require_visible(who, &base, None, Level::Search, groups)?;
         }

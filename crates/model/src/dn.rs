@@ -11,6 +11,8 @@ use meridian_proto::dn::{Dn as SyntacticDn, DnValue, write_text_value};
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::ModelError;
 use crate::schema::{AttrId, Schema};
 
@@ -18,12 +20,19 @@ use crate::schema::{AttrId, Schema};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dn {
     original: String,
-    /// Normalised RDNs, leftmost (most specific) first. Shared, as are
-    /// `avas`: a child reuses its parent's (`parse_child`, `parent`) and
-    /// a clone copies only `original`.
-    rdns: Vec<Arc<str>>,
+    /// The normalised DN: its RDNs, leftmost (most specific) first,
+    /// joined by `,`. One buffer, not one string per RDN: a bulk load
+    /// builds and frees millions of DNs, and RDN strings shared between
+    /// entries had their reference counts written on every thread that
+    /// copied or dropped one, while the writer read them.
+    normalized: String,
+    /// Where each RDN of `normalized` ends, leftmost first (the next
+    /// begins one byte later, after its `,`). Four inline, the depth of
+    /// most DNs.
+    rdn_ends: SmallVec<[u32; 4]>,
     /// The attribute values of each RDN as given (for `dnAttributes`
     /// matching and for checking that RDN values are in the entry).
+    /// Shared: a child reuses its parent's (`parse_child`, `parent`).
     avas: Vec<RdnValues>,
 }
 
@@ -43,17 +52,21 @@ impl Dn {
                 format!("invalid DN {original:?}: {e}"),
             )
         })?;
-        let mut rdns = Vec::with_capacity(parsed.rdns.len());
+        let mut normalized = String::with_capacity(text.len());
+        let mut rdn_ends = SmallVec::with_capacity(parsed.rdns.len());
         let mut avas = Vec::with_capacity(parsed.rdns.len());
         // Taken apart by value: each value moves into `avas` uncopied.
         for rdn in parsed.rdns {
-            let (normalized, values) = normalize_rdn(rdn, schema, &original)?;
-            rdns.push(normalized);
-            avas.push(values);
+            if !normalized.is_empty() {
+                normalized.push(',');
+            }
+            avas.push(normalize_rdn(rdn, schema, &original, &mut normalized)?);
+            rdn_ends.push(offset(normalized.len())?);
         }
         Ok(Dn {
             original,
-            rdns,
+            normalized,
+            rdn_ends,
             avas,
         })
     }
@@ -73,16 +86,21 @@ impl Dn {
             return Dn::parse(text, schema).map(|dn| (dn, false));
         };
         let original = original.to_owned();
-        let (normalized, values) = normalize_rdn(rdn, schema, &original)?;
-        let mut rdns = Vec::with_capacity(parent.rdns.len() + 1);
-        rdns.push(normalized);
-        rdns.extend(parent.rdns.iter().cloned());
+        let mut normalized = String::with_capacity(text.len());
+        let values = normalize_rdn(rdn, schema, &original, &mut normalized)?;
+        let own = offset(normalized.len())?;
+        normalized.push(',');
+        normalized.push_str(&parent.normalized);
+        let mut rdn_ends = SmallVec::with_capacity(parent.rdn_ends.len() + 1);
+        rdn_ends.push(own);
+        rdn_ends.extend(parent.rdn_ends.iter().map(|end| end + own + 1));
         let mut avas = Vec::with_capacity(parent.avas.len() + 1);
         avas.push(values);
         avas.extend(parent.avas.iter().cloned());
         let dn = Dn {
             original,
-            rdns,
+            normalized,
+            rdn_ends,
             avas,
         };
         Ok((dn, true))
@@ -92,10 +110,23 @@ impl Dn {
     /// [`Dn::parent`] re-escapes it): what [`Dn::parse_child`] matches.
     pub fn parent_as_written(&self) -> Option<Dn> {
         let (_, rest) = SyntacticDn::split_first_rdn(self.original.as_bytes())?;
+        let original = self.original.get(rest..)?.to_owned();
+        self.above_first_rdn(original)
+    }
+
+    /// This DN without its first RDN, spelled `original`.
+    fn above_first_rdn(&self, original: String) -> Option<Dn> {
+        let (&first, rest) = self.rdn_ends.split_first()?;
+        let cut = first + 1;
         Some(Dn {
-            original: self.original.get(rest..)?.to_owned(),
-            rdns: self.rdns.get(1..)?.to_vec(),
-            avas: self.avas.get(1..)?.to_vec(),
+            original,
+            normalized: self
+                .normalized
+                .get(cut as usize..)
+                .unwrap_or_default()
+                .to_owned(),
+            rdn_ends: rest.iter().map(|end| end - cut).collect(),
+            avas: self.avas.get(1..).unwrap_or_default().to_vec(),
         })
     }
 
@@ -103,7 +134,8 @@ impl Dn {
     pub fn root() -> Dn {
         Dn {
             original: String::new(),
-            rdns: Vec::new(),
+            normalized: String::new(),
+            rdn_ends: SmallVec::new(),
             avas: Vec::new(),
         }
     }
@@ -113,14 +145,23 @@ impl Dn {
         &self.original
     }
 
-    /// The normalised string.
-    pub fn normalized(&self) -> String {
-        self.rdns.join(",")
+    /// The normalised string: the RDNs, leftmost first, joined by `,`.
+    pub fn normalized(&self) -> &str {
+        &self.normalized
     }
 
     /// Normalised RDNs, leftmost first.
-    pub fn rdns(&self) -> &[Arc<str>] {
-        &self.rdns
+    pub fn rdns(&self) -> Rdns<'_> {
+        Rdns {
+            dn: self,
+            front: 0,
+            back: self.rdn_ends.len(),
+        }
+    }
+
+    /// How many RDNs: the depth below the root.
+    pub fn rdn_count(&self) -> usize {
+        self.rdn_ends.len()
     }
 
     /// The attribute values of every RDN, leftmost first, as given.
@@ -130,33 +171,39 @@ impl Dn {
 
     /// True for the empty DN.
     pub fn is_root(&self) -> bool {
-        self.rdns.is_empty()
+        self.rdn_ends.is_empty()
     }
 
     /// The normalised leftmost RDN.
     pub fn rdn(&self) -> Option<&str> {
-        self.rdns.first().map(|rdn| &**rdn)
+        self.rdns().next()
+    }
+
+    /// The normalised RDN at `index` (0 is the leftmost).
+    fn rdn_at(&self, index: usize) -> Option<&str> {
+        let end = *self.rdn_ends.get(index)? as usize;
+        let start = match index.checked_sub(1) {
+            Some(before) => *self.rdn_ends.get(before)? as usize + 1,
+            None => 0,
+        };
+        self.normalized.get(start..end)
     }
 
     /// The parent, or `None` for the root. Its original form keeps the
     /// client's spelling of the remaining RDNs (re-escaped per RFC 4514).
     pub fn parent(&self) -> Option<Dn> {
-        let (_, rest) = self.rdns.split_first()?;
+        let rest = self.normalized.get(*self.rdn_ends.first()? as usize..)?;
         let original = SyntacticDn::parse(&self.original)
             .ok()
-            .filter(|d| d.rdns.len() == self.rdns.len())
+            .filter(|d| d.rdns.len() == self.rdn_count())
             .map(|d| {
                 SyntacticDn {
                     rdns: d.rdns.into_iter().skip(1).collect(),
                 }
                 .to_string()
             })
-            .unwrap_or_else(|| rest.join(","));
-        Some(Dn {
-            original,
-            rdns: rest.to_vec(),
-            avas: self.avas.get(1..).unwrap_or_default().to_vec(),
-        })
+            .unwrap_or_else(|| rest.strip_prefix(',').unwrap_or(rest).to_owned());
+        self.above_first_rdn(original)
     }
 
     /// The RDNs of `self` above `ancestor` in the client's spelling
@@ -167,44 +214,106 @@ impl Dn {
         if !self.is_descendant_of(ancestor) {
             return None;
         }
-        let keep = self.rdns.len() - ancestor.rdns.len();
+        let keep = self.rdn_count() - ancestor.rdn_count();
         let spelled = SyntacticDn::parse(&self.original)
             .ok()
-            .filter(|d| d.rdns.len() == self.rdns.len())
+            .filter(|d| d.rdns.len() == self.rdn_count())
             .map(|d| {
                 SyntacticDn {
                     rdns: d.rdns.into_iter().take(keep).collect(),
                 }
                 .to_string()
             });
-        spelled.or_else(|| Some(self.rdns.get(..keep)?.join(",")))
+        spelled.or_else(|| {
+            let end = *self.rdn_ends.get(keep.checked_sub(1)?)? as usize;
+            Some(self.normalized.get(..end)?.to_owned())
+        })
     }
 
     /// True if both name the same entry (equal normalised forms; `==`
     /// also compares the spelling). Compares without allocating.
     pub fn same_entry(&self, other: &Dn) -> bool {
-        self.rdns == other.rdns
+        self.normalized == other.normalized
     }
 
     /// True if `self` is directly below `parent`.
     pub fn is_child_of(&self, parent: &Dn) -> bool {
-        self.rdns.len() == parent.rdns.len() + 1 && self.is_within(parent)
+        self.rdn_count() == parent.rdn_count() + 1 && self.is_within(parent)
     }
 
-    /// True if `self` is `ancestor` or below it.
+    /// True if `self` is `ancestor` or below it: `ancestor`'s normalised
+    /// form is a suffix of `self`'s that begins at one of its RDNs.
     pub fn is_within(&self, ancestor: &Dn) -> bool {
-        self.rdns.len() >= ancestor.rdns.len() && self.rdns.ends_with(&ancestor.rdns)
+        let Some(above) = self.rdn_count().checked_sub(ancestor.rdn_count()) else {
+            return false;
+        };
+        if ancestor.is_root() {
+            return true;
+        }
+        let start = match above.checked_sub(1) {
+            None => 0,
+            Some(last_own) => match self.rdn_ends.get(last_own) {
+                Some(&end) => end as usize + 1,
+                None => return false,
+            },
+        };
+        self.normalized.get(start..) == Some(ancestor.normalized.as_str())
     }
 
     /// True if `self` is strictly below `ancestor`.
     pub fn is_descendant_of(&self, ancestor: &Dn) -> bool {
-        self.rdns.len() > ancestor.rdns.len() && self.is_within(ancestor)
+        self.rdn_count() > ancestor.rdn_count() && self.is_within(ancestor)
     }
+}
+
+/// The normalised RDNs of a [`Dn`], leftmost first ([`Dn::rdns`]); from
+/// the back, the root's child first.
+#[derive(Debug, Clone)]
+pub struct Rdns<'d> {
+    dn: &'d Dn,
+    front: usize,
+    back: usize,
+}
+
+impl<'d> Iterator for Rdns<'d> {
+    type Item = &'d str;
+
+    fn next(&mut self) -> Option<&'d str> {
+        if self.front == self.back {
+            return None;
+        }
+        self.front += 1;
+        self.dn.rdn_at(self.front - 1)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.back - self.front;
+        (left, Some(left))
+    }
+}
+
+impl DoubleEndedIterator for Rdns<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.front == self.back {
+            return None;
+        }
+        self.back -= 1;
+        self.dn.rdn_at(self.back)
+    }
+}
+
+impl ExactSizeIterator for Rdns<'_> {}
+
+/// A byte offset into a normalised DN. DNs are far below 4 GiB (the
+/// protocol's DN limit); a longer one is refused, not truncated.
+fn offset(len: usize) -> Result<u32, ModelError> {
+    u32::try_from(len)
+        .map_err(|_| ModelError::new(ResultCode::INVALID_DN_SYNTAX, "the DN is too long"))
 }
 
 /// Normalises a DN to its string key.
 pub fn normalize(text: &[u8], schema: &Schema) -> Result<String, ModelError> {
-    Dn::parse(text, schema).map(|dn| dn.normalized())
+    Dn::parse(text, schema).map(|dn| dn.normalized)
 }
 
 /// The first RDN of `text` (parsed) and `text` as a string, when the
@@ -223,14 +332,17 @@ fn first_rdn_above<'t>(text: &'t [u8], parent: &Dn) -> Option<(meridian_proto::d
 
 /// One RDN normalised: its RFC 4514 string (types by primary name in
 /// lower case, values reduced by their equality rule, several values
-/// sorted) and its values as given. `original` (the whole DN) is for
-/// error messages.
+/// sorted), appended to `out`, and its values as given. `original` (the
+/// whole DN) is for error messages.
 fn normalize_rdn(
     rdn: meridian_proto::dn::Rdn,
     schema: &Schema,
     original: &str,
-) -> Result<(Arc<str>, RdnValues), ModelError> {
-    let mut parts = Vec::with_capacity(rdn.avas.len());
+    out: &mut String,
+) -> Result<RdnValues, ModelError> {
+    let single = rdn.avas.len() == 1;
+    // Several values are sorted: each is written alone first.
+    let mut parts = Vec::new();
     let mut values = Vec::with_capacity(rdn.avas.len());
     for ava in rdn.avas {
         let attr_id = schema.attribute_id(&ava.ty).ok_or_else(|| {
@@ -249,7 +361,8 @@ fn normalize_rdn(
             DnValue::Text(v) => v,
             DnValue::Ber(ber) => ber_string_contents(&ber).unwrap_or(ber),
         };
-        let mut part = String::with_capacity(raw.len() + 8);
+        let mut own = String::new();
+        let part = if single { &mut *out } else { &mut own };
         part.extend(attr.name().chars().map(|c| c.to_ascii_lowercase()));
         part.push('=');
         match attr.equality {
@@ -264,23 +377,22 @@ fn normalize_rdn(
                         ),
                     )
                 })?;
-                let _ = write_text_value(&mut part, &key);
+                let _ = write_text_value(part, &key);
             }
             None => {
-                let _ = write_text_value(&mut part, &raw);
+                let _ = write_text_value(part, &raw);
             }
         }
         values.push((attr_id, raw));
-        parts.push(part);
+        if !single {
+            parts.push(own);
+        }
     }
-    // Single-valued RDNs (nearly all) need no sort or join.
-    let normalized = if parts.len() == 1 {
-        parts.pop().unwrap_or_default()
-    } else {
+    if !single {
         parts.sort();
-        parts.join("+")
-    };
-    Ok((normalized.into(), values.into()))
+        out.push_str(&parts.join("+"));
+    }
+    Ok(values.into())
 }
 
 /// The contents of a BER-encoded string value (`#04024869` is "Hi").
@@ -427,6 +539,37 @@ mod tests {
         assert!(Dn::root().is_root());
         assert!(dn("dc=com").parent().unwrap().is_root());
         assert!(!dn("dc=xexample,dc=com").is_within(&dn("dc=example,dc=com")));
+    }
+
+    #[test]
+    fn rdns_and_ancestors_follow_rdn_boundaries_not_commas() {
+        let d = dn(r"CN=a\,b,dc=Example,DC=com");
+        assert_eq!(
+            d.rdns().collect::<Vec<_>>(),
+            [r"cn=a\,b", "dc=example", "dc=com"]
+        );
+        assert_eq!(
+            d.rdns().rev().collect::<Vec<_>>(),
+            ["dc=com", "dc=example", r"cn=a\,b"]
+        );
+        assert_eq!((d.rdn_count(), d.rdns().len()), (3, 3));
+        assert!(d.is_within(&dn("dc=example,dc=com")) && d.is_within(&dn("dc=com")));
+        assert!(d.is_within(&Dn::root()) && d.is_within(&d) && !d.is_descendant_of(&d));
+        // The normalised text ends in `,dc=com`, but that is not an RDN.
+        let one = dn(r"cn=a\,dc\=com");
+        assert_eq!(one.normalized(), r"cn=a\,dc=com");
+        assert_eq!(one.rdn_count(), 1);
+        assert!(!one.is_within(&dn("dc=com")));
+        let parent = d.parent().unwrap();
+        assert_eq!(parent.normalized(), "dc=example,dc=com");
+        assert_eq!(parent.rdns().collect::<Vec<_>>(), ["dc=example", "dc=com"]);
+        assert_eq!(parent, dn("dc=Example,DC=com"));
+        assert!(d.is_child_of(&parent));
+        assert_eq!(
+            d.relative_to(&dn("dc=com")).as_deref(),
+            Some(r"CN=a\,b,dc=Example")
+        );
+        assert_eq!(dn("dc=com").parent(), Some(Dn::root()));
     }
 
     #[test]

@@ -189,7 +189,12 @@ fn filters_select_the_same_entries_as_slapd() {
     for filter in FILTERS {
         let theirs: BTreeSet<String> = slapd_search(slapd.port, filter)
             .iter()
-            .map(|dn| Dn::parse(dn.as_bytes(), &schema).unwrap().normalized())
+            .map(|dn| {
+                Dn::parse(dn.as_bytes(), &schema)
+                    .unwrap()
+                    .normalized()
+                    .to_owned()
+            })
             .collect();
         let ber = filter_str::parse(filter, 32).unwrap();
         let compiled =
@@ -197,7 +202,7 @@ fn filters_select_the_same_entries_as_slapd() {
         let ours: BTreeSet<String> = model_entries
             .iter()
             .filter(|e| compiled.matches(e, &schema))
-            .map(|e| e.dn.normalized())
+            .map(|e| e.dn.normalized().to_owned())
             .collect();
         if ours != theirs {
             failures.push(format!(

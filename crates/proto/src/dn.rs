@@ -294,6 +294,11 @@ fn write_hex(out: &mut String, bytes: &[u8]) {
 /// Escapes a value as RFC 4514 section 2.4 requires.
 pub fn write_text_value(out: &mut impl fmt::Write, value: &[u8]) -> fmt::Result {
     let text = String::from_utf8_lossy(value);
+    // Most values need no escape at all: written in one piece.
+    let plain = |b: u8| !matches!(b, b'"' | b'+' | b',' | b';' | b'<' | b'>' | b'\\' | 0);
+    if text.bytes().all(plain) && !text.starts_with(['#', ' ']) && !text.ends_with(' ') {
+        return out.write_str(&text);
+    }
     let last = text.chars().count().saturating_sub(1);
     for (i, ch) in text.chars().enumerate() {
         match ch {

@@ -120,7 +120,7 @@ impl AdminCredentials {
         Ok((
             AdminCredentials {
                 dn: admin_dn_text.to_owned(),
-                dn_key: admin_dn.normalized(),
+                dn_key: admin_dn.normalized().to_owned(),
                 hash: hash.into(),
                 checks: Arc::new(Semaphore::new(parallel)),
             },

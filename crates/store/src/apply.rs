@@ -225,15 +225,12 @@ fn add_many(
 fn prefetch_ahead(entries: &[Entry], position: usize) {
     if let Some(entry) = entries.get(position + 3) {
         codec::prefetch_slice(&entry.attributes);
-        codec::prefetch_slice(entry.dn.rdns());
+        codec::prefetch_slice(entry.dn.normalized().as_bytes());
     }
     if let Some(entry) = entries.get(position + 2) {
         for attr in &entry.attributes {
             codec::prefetch_slice(&attr.values);
             codec::prefetch_slice(attr.name.as_bytes());
-        }
-        if let Some(rdn) = entry.dn.rdns().first() {
-            codec::prefetch_slice(rdn.as_bytes());
         }
     }
     if let Some(entry) = entries.get(position + 1) {
@@ -327,7 +324,7 @@ fn modify_dn(
         )));
     }
     let rdn = Dn::parse(new_rdn.as_bytes(), schema)?;
-    if rdn.rdns().len() != 1 {
+    if rdn.rdn_count() != 1 {
         return Err(ModelError::new(
             ResultCode::INVALID_DN_SYNTAX,
             format!("newrdn {new_rdn:?} must be exactly one RDN"),
@@ -430,7 +427,7 @@ fn modify_dn(
         (new_prefix.len() + deepest).saturating_sub(old_prefix.len()),
         new_dn.original(),
     )?;
-    let depth = dn.rdns().len();
+    let depth = dn.rdn_count();
     let mut descendants = 0u64;
     for (key, child) in moved {
         dbs.dn2id.delete(txn, &key)?;

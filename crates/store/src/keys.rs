@@ -19,8 +19,8 @@ pub fn id_from(bytes: &[u8]) -> Option<EntryId> {
 /// a 0x00 byte. A subtree is then a key prefix, and the empty key is the
 /// root. RDN strings are RFC 4514 escaped, so they never hold 0x00.
 pub fn dn_key(dn: &Dn) -> Vec<u8> {
-    let mut key = Vec::with_capacity(64);
-    for rdn in dn.rdns().iter().rev() {
+    let mut key = Vec::with_capacity(dn.normalized().len() + 1);
+    for rdn in dn.rdns().rev() {
         key.extend_from_slice(rdn.as_bytes());
         key.push(0);
     }
@@ -31,7 +31,7 @@ pub fn dn_key(dn: &Dn) -> Vec<u8> {
 /// whose DN is `dn`: `key` without its last RDN (no DN to build). Empty
 /// for a top-level entry.
 pub fn parent_key<'k>(key: &'k [u8], dn: &Dn) -> &'k [u8] {
-    let own = dn.rdns().first().map_or(0, |rdn| rdn.len() + 1);
+    let own = dn.rdn().map_or(0, |rdn| rdn.len() + 1);
     key.get(..key.len().saturating_sub(own)).unwrap_or_default()
 }
 

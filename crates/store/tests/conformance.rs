@@ -157,7 +157,7 @@ fn search(f: &Fixture, base: &str, scope: Scope, filter: &str) -> (BTreeSet<Stri
     };
     let report = snap
         .search(&base, scope, &filter, |_, e| {
-            found.insert(e.dn.normalized());
+            found.insert(e.dn.normalized().to_owned());
             true
         })
         .unwrap();
@@ -647,7 +647,7 @@ mod planner_properties {
                     let ber = filter_str::parse(text, 32).unwrap();
                     let filter = Filter::from_ber(&ber, Depth::new(32)).unwrap();
                     let compiled = CompiledFilter::compile(&filter, &f.schema);
-                    let expected: BTreeSet<String> = all.iter().filter(|e| compiled.matches(e, &f.schema)).map(|e| e.dn.normalized()).collect();
+                    let expected: BTreeSet<String> = all.iter().filter(|e| compiled.matches(e, &f.schema)).map(|e| e.dn.normalized().to_owned()).collect();
                     let (found, _) = search(f, &format!("ou=People,{SUFFIX}"), Scope::OneLevel, text);
                     assert_eq!(found, expected, "{text}");
                     // Resumed after some entry, as a paged or streamed
@@ -655,7 +655,7 @@ mod planner_properties {
                     let snap = f.store.snapshot().unwrap();
                     let mut ids = Vec::new();
                     snap.search(&Dn::root(), Scope::Subtree, &filter, |id, e| {
-                        ids.push((id, e.dn.normalized()));
+                        ids.push((id, e.dn.normalized().to_owned()));
                         true
                     })
                     .unwrap();
@@ -663,7 +663,7 @@ mod planner_properties {
                     let after = ids.get(ids.len() / 2).map_or(0, |(id, _)| *id);
                     let mut resumed = Vec::new();
                     snap.search_after(&Dn::root(), Scope::Subtree, &filter, Some(after), |id, e| {
-                        resumed.push((id, e.dn.normalized()));
+                        resumed.push((id, e.dn.normalized().to_owned()));
                         true
                     })
                     .unwrap();

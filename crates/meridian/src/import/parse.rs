@@ -95,7 +95,7 @@ impl Checker {
     /// always means a parent not (yet) loaded.
     /// `dn`: the DN as the record wrote it, for messages.
     fn complete(&self, entry: Entry, dn: &[u8]) -> Result<Entry, String> {
-        if !entry.dn.rdns().ends_with(self.suffix.rdns()) {
+        if !entry.dn.is_within(&self.suffix) {
             return Err(format!(
                 "{} is outside the naming context {}",
                 entry.dn.original(),
