@@ -207,7 +207,16 @@ fn crash_rounds(test: &str, mode_name: &str) {
                 }
             })
         };
-        // Let it write for a while (the first round also sets up).
+        // Let it write for a while (the first round also sets up). The
+        // while starts at its first acknowledged add (or after 20 s), not
+        // at its start: a busy machine can take longer than the whole
+        // while just to start the child and open the store.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::time::Instant::now() < deadline
+            && !lines.lock().unwrap().iter().any(|l| l.starts_with("ADD "))
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let wait_ms = 150 + next(&mut seed) % 400;
         std::thread::sleep(Duration::from_millis(wait_ms));
         child.kill().unwrap(); // SIGKILL
