@@ -343,7 +343,7 @@ fn normalize_rdn(
     let single = rdn.avas.len() == 1;
     // Several values are sorted: each is written alone first.
     let mut parts = Vec::new();
-    let mut values = Vec::with_capacity(rdn.avas.len());
+    let mut values: SmallVec<[(AttrId, Vec<u8>); 1]> = SmallVec::new();
     for ava in rdn.avas {
         let attr_id = schema.attribute_id(&ava.ty).ok_or_else(|| {
             ModelError::new(
@@ -392,7 +392,11 @@ fn normalize_rdn(
         parts.sort();
         out.push_str(&parts.join("+"));
     }
-    Ok(values.into())
+    // One value (nearly always) goes straight into its shared slice.
+    Ok(match values.into_inner() {
+        Ok(one) => Arc::new(one),
+        Err(several) => several.into_vec().into(),
+    })
 }
 
 /// The contents of a BER-encoded string value (`#04024869` is "Hi").

@@ -368,17 +368,22 @@ impl Entry {
         };
 
         // Every listed class and all their superclasses.
-        let mut classes: Vec<ClassId> = Vec::new();
+        let mut classes = ClassList::new();
         for (i, value) in oc_attr.values.iter().enumerate() {
-            let name = String::from_utf8_lossy(value);
             // slapd answers invalidAttributeSyntax here: an OID value that
             // names nothing.
-            let id = schema.class_id(name.trim()).ok_or_else(|| {
-                violation(
-                    ResultCode::INVALID_ATTRIBUTE_SYNTAX,
-                    format!("objectClass: value #{i} ({name:?}) is not a defined object class"),
-                )
-            })?;
+            let id = std::str::from_utf8(value)
+                .ok()
+                .and_then(|name| schema.class_id(name.trim()))
+                .ok_or_else(|| {
+                    violation(
+                        ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+                        format!(
+                            "objectClass: value #{i} ({:?}) is not a defined object class",
+                            String::from_utf8_lossy(value)
+                        ),
+                    )
+                })?;
             add_with_superclasses(id, schema, &mut classes);
         }
 
@@ -473,7 +478,7 @@ impl Entry {
                 let allowed = classes
                     .iter()
                     .filter_map(|&c| schema.class_by_id(c))
-                    .any(|c| c.must.contains(&attr.desc.attr) || c.may.contains(&attr.desc.attr));
+                    .any(|c| c.allows(attr.desc.attr));
                 if !allowed {
                     return Err(violation(
                         ResultCode::OBJECT_CLASS_VIOLATION,
@@ -508,7 +513,7 @@ impl Entry {
         classes: &[ClassId],
         schema: &Schema,
     ) -> Result<ClassId, ModelError> {
-        let structural: Vec<ClassId> = classes
+        let structural: ClassList = classes
             .iter()
             .copied()
             .filter(|&c| {
@@ -517,7 +522,7 @@ impl Entry {
                     .is_some_and(|c| c.kind == ClassKind::Structural)
             })
             .collect();
-        let most_specific: Vec<ClassId> = structural
+        let most_specific: ClassList = structural
             .iter()
             .copied()
             .filter(|&c| {
@@ -549,7 +554,10 @@ impl Entry {
     }
 }
 
-fn add_with_superclasses(id: ClassId, schema: &Schema, out: &mut Vec<ClassId>) {
+/// An entry's object classes: a handful, so kept inline.
+type ClassList = smallvec::SmallVec<[ClassId; 8]>;
+
+fn add_with_superclasses(id: ClassId, schema: &Schema, out: &mut ClassList) {
     if out.contains(&id) {
         return;
     }

@@ -109,9 +109,9 @@ pub struct ObjectClass {
     pub sup: Vec<ClassId>,
     /// Kind.
     pub kind: ClassKind,
-    /// MUST attributes, own and inherited.
+    /// MUST attributes, own and inherited, sorted.
     pub must: Vec<AttrId>,
-    /// MAY attributes, own and inherited.
+    /// MAY attributes, own and inherited, sorted; none of them in `must`.
     pub may: Vec<AttrId>,
     /// OBSOLETE.
     pub obsolete: bool,
@@ -123,6 +123,11 @@ impl ObjectClass {
     /// The primary name, or the OID.
     pub fn name(&self) -> &str {
         self.names.first().map_or(&self.oid, String::as_str)
+    }
+
+    /// Whether an entry of this class may hold `attr` (MUST or MAY).
+    pub fn allows(&self, attr: AttrId) -> bool {
+        self.must.binary_search(&attr).is_ok() || self.may.binary_search(&attr).is_ok()
     }
 }
 
@@ -264,13 +269,16 @@ impl Schema {
     /// class, matching rule, syntax) to its numeric OID, for
     /// objectIdentifierMatch.
     pub fn oid_of(&self, name: &str) -> Option<&str> {
-        if let Some(a) = self.attribute(name) {
-            return Some(&a.oid);
-        }
-        if let Some(c) = self.class(name) {
-            return Some(&c.oid);
-        }
-        crate::rules::find(name).map(|r| r.oid)
+        // Lower-cased once for both indexes: every objectClass value of
+        // every added entry comes here for its index key.
+        let found = with_lower_case(name, |lower| {
+            if let Some(a) = self.attr_index.get(lower).and_then(|&id| self.attr(id)) {
+                return Some(a.oid.as_str());
+            }
+            let class = self.class_index.get(lower);
+            class.and_then(|&id| self.class_by_id(id)).map(|c| c.oid.as_str())
+        });
+        found.or_else(|| crate::rules::find(name).map(|r| r.oid))
     }
 
     /// A matching rule by name or OID.
@@ -343,21 +351,24 @@ impl Schema {
 /// allocating for names that are already lower case (most of them: this
 /// sits on the path of every DN and filter).
 fn lookup<T: Copy>(index: &HashMap<String, T, FxBuildHasher>, name: &str) -> Option<T> {
+    with_lower_case(name, |lower| index.get(lower).copied())
+}
+
+/// `f` of `name` in ASCII lower case, which short names get on the
+/// stack: no allocation per lookup.
+fn with_lower_case<R>(name: &str, f: impl FnOnce(&str) -> Option<R>) -> Option<R> {
     if !name.bytes().any(|c| c.is_ascii_uppercase()) {
-        return index.get(name).copied();
+        return f(name);
     }
-    // Lower-case short names on the stack: no allocation per lookup.
     let mut buf = [0u8; 64];
     match buf.get_mut(..name.len()) {
         Some(dst) => {
             dst.copy_from_slice(name.as_bytes());
             dst.make_ascii_lowercase();
             // ASCII lower-casing keeps UTF-8 valid.
-            std::str::from_utf8(dst)
-                .ok()
-                .and_then(|n| index.get(n).copied())
+            std::str::from_utf8(dst).ok().and_then(f)
         }
-        None => index.get(&name.to_ascii_lowercase()).copied(),
+        None => f(&name.to_ascii_lowercase()),
     }
 }
 
