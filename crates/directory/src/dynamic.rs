@@ -124,8 +124,8 @@ impl Directory {
             let desc = Description::parse(name.as_bytes(), &self.schema)?;
             if entry.get(desc.attr).is_none() {
                 entry.attributes.push(meridian_model::entry::Attribute {
+                    name: meridian_model::entry::AttrName::new(name, &desc, &self.schema),
                     desc,
-                    name: name.into(),
                     values: meridian_model::entry::Values::from_buf([value]),
                 });
             }

@@ -72,7 +72,7 @@ pub fn encode_entry_op(
     {
         put(
             w,
-            attribute.name.as_bytes(),
+            attribute.name(schema).as_bytes(),
             &mut attribute.values.iter().map(Vec::as_slice),
         );
     }

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use meridian_model::dn::Dn;
-use meridian_model::entry::{Description, Entry, Writer};
+use meridian_model::entry::{AttrName, Description, Entry, Writer};
 use meridian_model::modify::{ModOp, Modification};
 use meridian_model::schema::AttrId;
 use meridian_model::selection::Selection;
@@ -271,7 +271,7 @@ pub struct Directory {
     /// whether an entry is dynamic.
     dynamic_object: Option<meridian_model::schema::ClassId>,
     /// The operational attributes every new entry gets, parsed once.
-    new_entry_attributes: Vec<(&'static str, Description)>,
+    new_entry_attributes: Vec<(AttrName, Description)>,
     /// Who besides the administrator may use proxied authorization.
     proxy_authorizers: Vec<ProxyAuthorizer>,
     /// Whether any dynamic entry may exist (found at start, set when one
@@ -325,7 +325,8 @@ impl Directory {
             new_entry_attributes: NEW_ENTRY_ATTRIBUTES
                 .iter()
                 .filter_map(|name| {
-                    Some((*name, Description::parse(name.as_bytes(), &schema).ok()?))
+                    let desc = Description::parse(name.as_bytes(), &schema).ok()?;
+                    Some((AttrName::new(name, &desc, &schema), desc))
                 })
                 .collect(),
             proxy_authorizers: Vec::new(),
@@ -801,7 +802,7 @@ impl Directory {
             }
             entry.attributes.push(meridian_model::entry::Attribute {
                 desc: desc.clone(),
-                name: std::borrow::Cow::Borrowed(*name),
+                name: name.clone(),
                 values: meridian_model::entry::Values::from_buf([value.into_bytes()]),
             });
         }
@@ -947,7 +948,7 @@ impl Directory {
             .map_err(|_| Outcome::new(ResultCode::INVALID_DN_SYNTAX, "newrdn is not UTF-8"))?
             .to_owned();
         let new_superior = match req.new_superior {
-            Some(s) => Some(self.dn(s)?),
+            Some(s) => Some(Box::new(self.dn(s)?)),
             None => None,
         };
         if let Some(superior) = &new_superior {

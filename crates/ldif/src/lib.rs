@@ -17,11 +17,13 @@ mod error;
 pub mod fuzzing;
 mod parse;
 mod split;
+mod text;
 pub mod write;
 
 pub use error::LdifError;
 pub use parse::{AttrValue, Body, Control, ModOp, ModSpec, Record, parse_record};
 pub use split::{RawRecord, Reader, Splitter};
+pub use text::DescriptionText;
 
 /// Bounds on what one input may ask of the reader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,13 +5,13 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::split::{line_content, strip_prefix_ignore_case};
-use crate::{LdifError, Limits, RawRecord, base64};
+use crate::{DescriptionText, LdifError, Limits, RawRecord, base64};
 
 /// One `description: value` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttrValue {
     /// The attribute description as written (`cn`, `cn;lang-en`, an OID).
-    pub description: String,
+    pub description: DescriptionText,
     /// The value, decoded.
     pub value: Vec<u8>,
 }
@@ -361,7 +361,7 @@ impl<'a> Parser<'a> {
         for line in lines {
             let (name, spec) = self.split(&line)?;
             attrs.push(AttrValue {
-                description: name.to_owned(),
+                description: name.into(),
                 value: self.value(&line, spec)?,
             });
         }

@@ -50,7 +50,7 @@ proptest! {
             prop_assert_eq!(&record.dn, dn);
             let expected: Vec<AttrValue> = attrs
                 .iter()
-                .map(|(d, v)| AttrValue { description: d.clone(), value: v.clone() })
+                .map(|(d, v)| AttrValue { description: d.as_str().into(), value: v.clone() })
                 .collect();
             prop_assert_eq!(record.entry_attributes().unwrap(), expected.as_slice());
         }

@@ -5,7 +5,7 @@
 use meridian_proto::ResultCode;
 
 use crate::ModelError;
-use crate::entry::{Attribute, Description, Entry, Values};
+use crate::entry::{AttrName, Attribute, Description, Entry, Values};
 use crate::schema::Schema;
 
 /// A change operation.
@@ -116,7 +116,7 @@ pub fn apply_changes<'a>(
                     None => {
                         out.attributes.push(Attribute {
                             desc: desc.clone(),
-                            name: change.attr.to_owned().into(),
+                            name: AttrName::new(change.attr, &desc, schema),
                             values: Values::new(),
                         });
                         out.attributes.len() - 1
@@ -189,7 +189,7 @@ pub fn apply_changes<'a>(
                 if !change.values.is_empty() {
                     out.attributes.push(Attribute {
                         desc: desc.clone(),
-                        name: change.attr.to_owned().into(),
+                        name: AttrName::new(change.attr, &desc, schema),
                         values: change.values.iter().cloned().collect(),
                     });
                 }

@@ -90,7 +90,7 @@ mod tests {
         e.attributes
             .iter()
             .filter(|a| sel.wants(a, &s))
-            .map(|a| a.name.to_string())
+            .map(|a| a.name(&s).to_owned())
             .collect()
     }
 

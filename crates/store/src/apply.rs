@@ -56,8 +56,9 @@ impl Context<'_> {
 
     /// The stored form of `entry`, numbering new attribute names.
     fn encode(&self, txn: &mut RwTxn<'_>, entry: &Entry) -> Result<Vec<u8>, StoreError> {
-        codec::encode(entry, |position, name| {
-            self.names.number(txn, self.dbs, position, name)
+        codec::encode(entry, |position, attr| {
+            self.names
+                .number_of(txn, self.dbs, position, attr, self.schema)
         })
     }
 
@@ -129,7 +130,7 @@ pub(crate) fn apply(
             dn,
             new_rdn,
             *delete_old_rdn,
-            new_superior.as_ref(),
+            new_superior.as_deref(),
             operational,
         ),
         Command::RebuildIndexes => rebuild_indexes(txn, ctx),
@@ -230,7 +231,9 @@ fn prefetch_ahead(entries: &[Entry], position: usize) {
     if let Some(entry) = entries.get(position + 2) {
         for attr in &entry.attributes {
             codec::prefetch_slice(&attr.values);
-            codec::prefetch_slice(attr.name.as_bytes());
+            if let Some(name) = attr.name.given() {
+                codec::prefetch_slice(name.as_bytes());
+            }
         }
     }
     if let Some(entry) = entries.get(position + 1) {

@@ -63,11 +63,11 @@ pub(crate) fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// Encodes an entry in format 2; `number` gives each attribute name's
-/// number (the writer's [`crate::names::Assigner`]).
+/// Encodes an entry in format 2; `number` gives each attribute's name
+/// its number (the writer's [`crate::names::Assigner`]).
 pub(crate) fn encode(
     entry: &Entry,
-    mut number: impl FnMut(usize, &str) -> Result<u32, StoreError>,
+    mut number: impl FnMut(usize, &Attribute) -> Result<u32, StoreError>,
 ) -> Result<Vec<u8>, StoreError> {
     // The record's size, overestimated by at most the varints' slack:
     // written once, never grown.
@@ -85,7 +85,7 @@ pub(crate) fn encode(
     put_bytes(&mut out, entry.dn.original().as_bytes());
     put_varint(&mut out, entry.attributes.len() as u64);
     for (position, attr) in entry.attributes.iter().enumerate() {
-        put_varint(&mut out, u64::from(number(position, &attr.name)?));
+        put_varint(&mut out, u64::from(number(position, attr)?));
         put_varint(&mut out, attr.values.len() as u64);
         for v in &attr.values {
             put_bytes(&mut out, v);
@@ -304,7 +304,7 @@ pub(crate) fn decode_as(
         }
         attributes.push(Attribute {
             desc,
-            name: name.into_owned().text.into(),
+            name: name.spelled.clone(),
             values,
         });
     }
@@ -602,6 +602,8 @@ mod tests {
             ("objectClass", &[b"inetOrgPerson"]),
             ("cn;lang-de", &["J\u{f6}hn".as_bytes()]),
             ("jpegPhoto", &[&[0u8, 255, 1, 2][..], &[7u8; 300][..]]),
+            // Not the primary name's spelling: kept as written.
+            ("SN", &[b"Doe"]),
         ];
         let e = Entry::new(
             dn,
@@ -611,8 +613,11 @@ mod tests {
             &schema,
         )
         .unwrap();
-        let table = NameTable::of(&["sn", "jpegPhoto", "objectClass", "cn;lang-de"], &schema);
-        let bytes = encode(&e, |_, name| Ok(table.number_of(name).unwrap())).unwrap();
+        let table = NameTable::of(
+            &["sn", "jpegPhoto", "objectClass", "cn;lang-de", "SN"],
+            &schema,
+        );
+        let bytes = encode(&e, |_, a| Ok(table.number_of(a.name(&schema)).unwrap())).unwrap();
         let names = (table, &schema);
         assert_eq!(decode(&bytes, &names).unwrap(), e);
         assert_eq!(
@@ -630,7 +635,7 @@ mod tests {
         put_bytes(&mut v1, e.dn.original().as_bytes());
         put_varint(&mut v1, e.attributes.len() as u64);
         for a in &e.attributes {
-            put_bytes(&mut v1, a.name.as_bytes());
+            put_bytes(&mut v1, a.name(&schema).as_bytes());
             put_varint(&mut v1, a.values.len() as u64);
             for v in &a.values {
                 put_bytes(&mut v1, v);

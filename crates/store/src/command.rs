@@ -59,8 +59,9 @@ pub enum Command {
         new_rdn: String,
         /// Remove the old RDN's values from the entry.
         delete_old_rdn: bool,
-        /// The new parent, if moving.
-        new_superior: Option<Dn>,
+        /// The new parent, if moving (boxed: renames are rare, and a
+        /// second DN inline would double the size of every command).
+        new_superior: Option<Box<Dn>>,
         /// Operational attributes to set on the entry (modifyTimestamp,
         /// modifiersName, entryCSN).
         operational: Vec<(String, Vec<Vec<u8>>)>,

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use heed::{RoTxn, RwTxn};
 use meridian_model::Schema;
-use meridian_model::entry::{ByPosition, Description};
+use meridian_model::entry::{AttrName, Attribute, ByPosition, Description};
 use meridian_model::fxhash::FxBuildHasher;
 
 use crate::{Dbs, StoreError};
@@ -46,12 +46,23 @@ pub(crate) struct Name {
     /// Parsed with the schema of this process; `None` if the schema no
     /// longer knows the type (decoding such an entry fails).
     pub(crate) desc: Option<Description>,
+    /// `text` as a decoded attribute holds it: nothing to allocate when
+    /// it is the type's primary name.
+    pub(crate) spelled: AttrName,
 }
 
 impl Name {
     fn new(text: String, schema: &Schema) -> Name {
         let desc = Description::parse(text.as_bytes(), schema).ok();
-        Name { text, desc }
+        let spelled = match &desc {
+            Some(desc) => AttrName::new(&text, desc, schema),
+            None => AttrName::default(),
+        };
+        Name {
+            text,
+            desc,
+            spelled,
+        }
     }
 }
 
@@ -196,6 +207,10 @@ pub(crate) struct Assigner {
     /// lookup (which was a tenth of a bulk load's writer). Names of the
     /// table only: a pending name may be taken back by a rollback.
     recent: RefCell<ByPosition<u32>>,
+    /// The table's number of each type's primary name, by type
+    /// ([`meridian_model::schema::AttrId::index`]): attributes spelled so
+    /// (nearly all) are numbered without a look at their text.
+    primary: RefCell<Vec<Option<u32>>>,
 }
 
 impl Assigner {
@@ -204,7 +219,38 @@ impl Assigner {
             table,
             pending: RefCell::new(Vec::new()),
             recent: RefCell::new(ByPosition::default()),
+            primary: RefCell::new(Vec::new()),
         }
+    }
+
+    /// The number of `attr`'s name ([`Assigner::number`]).
+    pub(crate) fn number_of(
+        &self,
+        txn: &mut RwTxn<'_>,
+        dbs: &Dbs,
+        position: usize,
+        attr: &Attribute,
+        schema: &Schema,
+    ) -> Result<u32, StoreError> {
+        if attr.name != AttrName::primary() || !attr.desc.options.is_empty() {
+            return self.number(txn, dbs, position, attr.name(schema));
+        }
+        let slot = attr.desc.attr.index();
+        if let Some(&Some(n)) = self.primary.borrow().get(slot) {
+            return Ok(n);
+        }
+        let n = self.number(txn, dbs, position, attr.name(schema))?;
+        // Only the table's numbers: a pending one may be rolled back.
+        if n < self.table.len() {
+            let mut primary = self.primary.borrow_mut();
+            if primary.len() <= slot {
+                primary.resize(slot + 1, None);
+            }
+            if let Some(cell) = primary.get_mut(slot) {
+                *cell = Some(n);
+            }
+        }
+        Ok(n)
     }
 
     /// The number of `text`, assigning (and storing) a new one if needed.

@@ -302,7 +302,7 @@ fn try_commit(
         match unnested {
             Some(Ok(Ok(outcome))) => {
                 if let Journaling::Live { batch, .. } = journaling {
-                    batch.push(command);
+                    batch.push(command, ctx.schema);
                 }
                 results.push(Ok(outcome));
                 continue;
@@ -323,7 +323,7 @@ fn try_commit(
             Ok(outcome) => {
                 nested.commit()?;
                 if let Journaling::Live { batch, .. } = journaling {
-                    batch.push(command);
+                    batch.push(command, ctx.schema);
                 }
                 results.push(Ok(outcome));
             }

@@ -687,7 +687,7 @@ fn modify_dn(
         dn: dn(f, dn_text),
         new_rdn: new_rdn.into(),
         delete_old_rdn: delete_old,
-        new_superior: superior.map(|s| dn(f, s)),
+        new_superior: superior.map(|s| Box::new(dn(f, s))),
         operational: vec![("modifyTimestamp".into(), vec![b"20261122020202Z".to_vec()])],
     })
 }

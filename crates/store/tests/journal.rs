@@ -164,7 +164,7 @@ fn workload(store: &Store, schema: &Schema) {
         dn: dn(&format!("uid=u2,ou=People,{SUFFIX}")),
         new_rdn: "uid=renamed".into(),
         delete_old_rdn: true,
-        new_superior: Some(dn(&format!("ou=Moved,{SUFFIX}"))),
+        new_superior: Some(Box::new(dn(&format!("ou=Moved,{SUFFIX}")))),
         operational: vec![],
     })
     .unwrap();

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
 
-use meridian_ldif::{AttrValue, Body, Limits, RawRecord, Splitter};
+use meridian_ldif::{AttrValue, Body, DescriptionText, Limits, RawRecord, Splitter};
 use meridian_proto::{DecodeLimits, LdapMessage, ProtocolOp};
 
 /// Raw records handed to workers at a time: amortises channel costs.
@@ -183,7 +183,8 @@ fn ber_add(mut pdu: Vec<u8>, limits: &Limits) -> Result<(Vec<u8>, Values), Strin
     };
     let mut values = Vec::new();
     for attribute in add.attributes.iter() {
-        let description = String::from_utf8(attribute.ty.to_vec())
+        let description = std::str::from_utf8(attribute.ty)
+            .map(DescriptionText::from)
             .map_err(|_| "an attribute description that is not UTF-8".to_owned())?;
         for value in attribute.values.iter() {
             values.push(AttrValue {

@@ -469,7 +469,7 @@ fn to_add(input: &Arc<str>, raw: Raw, limits: &Limits) -> Result<Option<Add>, Re
             .find(|(d, _)| d.eq_ignore_ascii_case(description.as_bytes()))
         {
             Some((_, values)) => values.push(value),
-            None => attributes.push((description.into_bytes(), vec![value])),
+            None => attributes.push((description.into_string().into_bytes(), vec![value])),
         }
     }
     Ok(Some(Add {

@@ -23,6 +23,13 @@ use crate::syntax::{self, Syntax};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct AttrId(u32);
 
+impl AttrId {
+    /// The index, for tables kept beside the schema (one slot a type).
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// Index of an object class in its schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClassId(u32);
@@ -276,7 +283,9 @@ impl Schema {
                 return Some(a.oid.as_str());
             }
             let class = self.class_index.get(lower);
-            class.and_then(|&id| self.class_by_id(id)).map(|c| c.oid.as_str())
+            class
+                .and_then(|&id| self.class_by_id(id))
+                .map(|c| c.oid.as_str())
         });
         found.or_else(|| crate::rules::find(name).map(|r| r.oid))
     }

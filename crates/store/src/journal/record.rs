@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
-use meridian_model::entry::{Attribute, Description, Entry};
+use meridian_model::entry::{AttrName, Attribute, Description, Entry};
 use meridian_model::modify::{ModOp, Modification};
 
 use super::frame::{self, FRAME_HEADER};
@@ -81,15 +81,15 @@ impl Batch {
         self.records.len() as u64
     }
 
-    pub(crate) fn push(&mut self, command: &Command) {
+    pub(crate) fn push(&mut self, command: &Command, schema: &Schema) {
         match self.records.last_mut() {
             Some((bytes, count)) if bytes.len() < self.target => {
-                put_command(bytes, command);
+                put_command(bytes, command, schema);
                 *count += 1;
             }
             _ => {
                 let mut bytes = Vec::new();
-                put_command(&mut bytes, command);
+                put_command(&mut bytes, command, schema);
                 self.records.push((bytes, 1));
             }
         }
@@ -151,11 +151,11 @@ fn put_values(out: &mut Vec<u8>, values: &[Vec<u8>]) {
     }
 }
 
-fn put_entry(out: &mut Vec<u8>, entry: &Entry) {
+fn put_entry(out: &mut Vec<u8>, entry: &Entry, schema: &Schema) {
     put_bytes(out, entry.dn.original().as_bytes());
     put_varint(out, entry.attributes.len() as u64);
     for a in &entry.attributes {
-        put_bytes(out, a.name.as_bytes());
+        put_bytes(out, a.name(schema).as_bytes());
         put_values(out, &a.values);
     }
 }
@@ -168,7 +168,7 @@ fn put_operational(out: &mut Vec<u8>, operational: &Operational) {
     }
 }
 
-fn put_command(out: &mut Vec<u8>, command: &Command) {
+fn put_command(out: &mut Vec<u8>, command: &Command, schema: &Schema) {
     match command {
         Command::Add { entry, prechecked } => {
             out.push(if *prechecked {
@@ -176,7 +176,7 @@ fn put_command(out: &mut Vec<u8>, command: &Command) {
             } else {
                 tag::ADD
             });
-            put_entry(out, entry);
+            put_entry(out, entry, schema);
         }
         Command::Delete { dn } => {
             out.push(tag::DELETE);
@@ -231,7 +231,7 @@ fn put_command(out: &mut Vec<u8>, command: &Command) {
         Command::Guarded { assertion, command } => {
             out.push(tag::GUARDED);
             put_bytes(out, assertion);
-            put_command(out, command);
+            put_command(out, command, schema);
         }
         Command::RebuildIndexes => out.push(tag::REBUILD_INDEXES),
         Command::AddMany {
@@ -242,14 +242,14 @@ fn put_command(out: &mut Vec<u8>, command: &Command) {
             out.push(u8::from(*prechecked));
             put_varint(out, entries.len() as u64);
             for entry in entries.iter() {
-                put_entry(out, entry);
+                put_entry(out, entry, schema);
             }
         }
         Command::ReadBack { pre, post, command } => {
             out.push(tag::READ_BACK);
             out.push(u8::from(*pre));
             out.push(u8::from(*post));
-            put_command(out, command);
+            put_command(out, command, schema);
         }
         Command::SetLoadState(state) => {
             out.push(tag::SET_LOAD_STATE);
@@ -341,8 +341,8 @@ impl<'a> Reader<'a> {
             let name = self.text()?;
             let desc = Description::parse(name.as_bytes(), schema)?;
             attributes.push(Attribute {
+                name: AttrName::from_string(name, &desc, schema),
                 desc,
-                name: name.into(),
                 values: self.values()?,
             });
         }
@@ -407,7 +407,7 @@ impl<'a> Reader<'a> {
                 new_rdn: self.text()?,
                 delete_old_rdn: self.flag()?,
                 new_superior: if self.flag()? {
-                    Some(self.dn(schema)?)
+                    Some(Box::new(self.dn(schema)?))
                 } else {
                     None
                 },
@@ -527,7 +527,7 @@ mod tests {
                 dn: dn("uid=a,dc=example,dc=com"),
                 new_rdn: "uid=b".into(),
                 delete_old_rdn: true,
-                new_superior: Some(dn("ou=Other,dc=example,dc=com")),
+                new_superior: Some(Box::new(dn("ou=Other,dc=example,dc=com"))),
                 operational: operational.clone(),
             },
             Command::ModifyDn {
@@ -558,10 +558,10 @@ mod tests {
         ]
     }
 
-    fn framed(commands: &[Command], seq: u64) -> Vec<u8> {
+    fn framed(commands: &[Command], seq: u64, schema: &Schema) -> Vec<u8> {
         let mut batch = Batch::new();
         for c in commands {
-            batch.push(c);
+            batch.push(c, schema);
         }
         batch.seal(seq).unwrap()
     }
@@ -573,7 +573,7 @@ mod tests {
         let mut batch = Batch::new();
         batch.target = 100;
         for c in &commands {
-            batch.push(c);
+            batch.push(c, &schema);
         }
         assert!(batch.records() > 2, "{}", batch.records());
         let frames = batch.seal(41).unwrap();
@@ -594,7 +594,7 @@ mod tests {
     fn every_command_survives_the_round_trip() {
         let schema = Schema::builtin().unwrap();
         let commands = every_command(&schema);
-        let frame = framed(&commands, 1 << 40);
+        let frame = framed(&commands, 1 << 40, &schema);
         let mut reader = Frames::new(&frame[..], frame.len() as u64);
         let Frame::Whole(payload) = reader.next_frame().unwrap() else {
             panic!("a sealed batch is a whole frame");
@@ -606,7 +606,7 @@ mod tests {
         // Command has no PartialEq: its Debug form shows every field,
         // DNs as written and entries attribute by attribute.
         assert_eq!(format!("{decoded:#?}"), format!("{commands:#?}"));
-        assert_eq!(framed(&decoded, 1 << 40), frame);
+        assert_eq!(framed(&decoded, 1 << 40, &schema), frame);
     }
 
     #[test]
@@ -615,7 +615,7 @@ mod tests {
         // every one-byte change of a payload decodes to an error or to
         // commands, never a panic or an allocation of the claimed size.
         let schema = Schema::builtin().unwrap();
-        let frame = framed(&every_command(&schema), 7);
+        let frame = framed(&every_command(&schema), 7, &schema);
         let payload = &frame[FRAME_HEADER..];
         for cut in 0..payload.len() {
             assert!(decode_payload(&payload[..cut], &schema).is_err());
