@@ -367,7 +367,7 @@ fn normalize_rdn(
         part.push('=');
         match attr.equality {
             Some(rule) => {
-                let key = rule.key(&raw, schema).ok_or_else(|| {
+                let key = rule.key_cow(&raw, schema).ok_or_else(|| {
                     ModelError::new(
                         ResultCode::INVALID_DN_SYNTAX,
                         format!(
