@@ -375,13 +375,13 @@ fn first_component(v: &[u8]) -> Option<&[u8]> {
 /// does not know is its own key. `None` if `value` is not an OID.
 fn oid_key<'a>(value: &'a [u8], schema: &'a Schema) -> Option<Cow<'a, [u8]>> {
     let text = std::str::from_utf8(value).ok()?.trim();
-    if !crate::syntax::is_oid(text.as_bytes()) {
-        return None;
+    // A name the schema knows is a valid OID already: the syntax is
+    // checked only for the others.
+    if let Some(oid) = schema.oid_of(text) {
+        return Some(Cow::Borrowed(oid.as_bytes()));
     }
-    Some(match schema.oid_of(text) {
-        Some(oid) => Cow::Borrowed(oid.as_bytes()),
-        None => Cow::Owned(text.to_ascii_lowercase().into_bytes()),
-    })
+    crate::syntax::is_oid(text.as_bytes())
+        .then(|| Cow::Owned(text.to_ascii_lowercase().into_bytes()))
 }
 
 /// INTEGER values and assertions must be in the syntax's canonical form

@@ -150,6 +150,12 @@ pub struct Schema {
     /// For each attribute type, it and all its subtypes.
     family: Vec<Vec<AttrId>>,
     class_index: HashMap<String, ClassId, FxBuildHasher>,
+    /// Every lower-case name and OID of an attribute type or an object
+    /// class, for objectIdentifierMatch ([`Schema::oid_of`]): one lookup
+    /// where the two indexes took two (every objectClass index key of
+    /// every added entry). An attribute type wins over a class of the
+    /// same name.
+    oid_index: HashMap<String, Named, FxBuildHasher>,
     /// OpenLDAP `objectidentifier` macros, lower-cased names.
     macros: HashMap<String, String>,
     /// Syntaxes declared by loaded files beyond the built-in table.
@@ -276,16 +282,9 @@ impl Schema {
     /// class, matching rule, syntax) to its numeric OID, for
     /// objectIdentifierMatch.
     pub fn oid_of(&self, name: &str) -> Option<&str> {
-        // Lower-cased once for both indexes: every objectClass value of
-        // every added entry comes here for its index key.
-        let found = with_lower_case(name, |lower| {
-            if let Some(a) = self.attr_index.get(lower).and_then(|&id| self.attr(id)) {
-                return Some(a.oid.as_str());
-            }
-            let class = self.class_index.get(lower);
-            class
-                .and_then(|&id| self.class_by_id(id))
-                .map(|c| c.oid.as_str())
+        let found = with_lower_case(name, |lower| match self.oid_index.get(lower)? {
+            Named::Attribute(id) => self.attr(*id).map(|a| a.oid.as_str()),
+            Named::Class(id) => self.class_by_id(*id).map(|c| c.oid.as_str()),
         });
         found.or_else(|| crate::rules::find(name).map(|r| r.oid))
     }
@@ -310,6 +309,7 @@ impl Schema {
         }
         for key in &keys {
             self.attr_index.insert(key.clone(), id);
+            self.oid_index.insert(key.clone(), Named::Attribute(id));
         }
         if keys.iter().any(|k| k == "objectclass") {
             self.object_class = Some(id);
@@ -349,11 +349,19 @@ impl Schema {
             self.extensible_object = Some(id);
         }
         for key in keys {
-            self.class_index.insert(key, id);
+            self.class_index.insert(key.clone(), id);
+            self.oid_index.entry(key).or_insert(Named::Class(id));
         }
         self.classes.push(c);
         Ok(id)
     }
+}
+
+/// What a name in [`Schema::oid_of`]'s index names.
+#[derive(Debug, Clone, Copy)]
+enum Named {
+    Attribute(AttrId),
+    Class(ClassId),
 }
 
 /// Case-insensitive lookup in an index keyed by lower-case names, without
