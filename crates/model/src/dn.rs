@@ -116,16 +116,13 @@ impl Dn {
 
     /// This DN without its first RDN, spelled `original`.
     fn above_first_rdn(&self, original: String) -> Option<Dn> {
-        let (&first, rest) = self.rdn_ends.split_first()?;
-        let cut = first + 1;
+        let rest = self.rdn_ends.get(1..)?;
+        let cut = self.rdn_start(1)?;
         Some(Dn {
             original,
-            normalized: self
-                .normalized
-                .get(cut as usize..)
-                .unwrap_or_default()
-                .to_owned(),
-            rdn_ends: rest.iter().map(|end| end - cut).collect(),
+            normalized: self.normalized.get(cut..).unwrap_or_default().to_owned(),
+            // `cut` is an RDN's start, so it fits the ends' u32.
+            rdn_ends: rest.iter().map(|end| end - cut as u32).collect(),
             avas: self.avas.get(1..).unwrap_or_default().to_vec(),
         })
     }
@@ -182,17 +179,26 @@ impl Dn {
     /// The normalised RDN at `index` (0 is the leftmost).
     fn rdn_at(&self, index: usize) -> Option<&str> {
         let end = *self.rdn_ends.get(index)? as usize;
-        let start = match index.checked_sub(1) {
-            Some(before) => *self.rdn_ends.get(before)? as usize + 1,
-            None => 0,
-        };
-        self.normalized.get(start..end)
+        self.normalized.get(self.rdn_start(index)?..end)
+    }
+
+    /// Where the RDN at `index` begins in `normalized` (one past the `,`
+    /// that ends the RDN before it); `index` may be the RDN count (then
+    /// it is where a root would begin, past the end).
+    fn rdn_start(&self, index: usize) -> Option<usize> {
+        match index.checked_sub(1) {
+            Some(before) => Some(*self.rdn_ends.get(before)? as usize + 1),
+            None => Some(0),
+        }
     }
 
     /// The parent, or `None` for the root. Its original form keeps the
     /// client's spelling of the remaining RDNs (re-escaped per RFC 4514).
     pub fn parent(&self) -> Option<Dn> {
-        let rest = self.normalized.get(*self.rdn_ends.first()? as usize..)?;
+        let rest = self
+            .normalized
+            .get(self.rdn_start(1)?..)
+            .unwrap_or_default();
         let original = SyntacticDn::parse(&self.original)
             .ok()
             .filter(|d| d.rdns.len() == self.rdn_count())
@@ -202,7 +208,7 @@ impl Dn {
                 }
                 .to_string()
             })
-            .unwrap_or_else(|| rest.strip_prefix(',').unwrap_or(rest).to_owned());
+            .unwrap_or_else(|| rest.to_owned());
         self.above_first_rdn(original)
     }
 
@@ -247,17 +253,11 @@ impl Dn {
         let Some(above) = self.rdn_count().checked_sub(ancestor.rdn_count()) else {
             return false;
         };
-        if ancestor.is_root() {
-            return true;
-        }
-        let start = match above.checked_sub(1) {
-            None => 0,
-            Some(last_own) => match self.rdn_ends.get(last_own) {
-                Some(&end) => end as usize + 1,
-                None => return false,
-            },
-        };
-        self.normalized.get(start..) == Some(ancestor.normalized.as_str())
+        ancestor.is_root()
+            || self
+                .rdn_start(above)
+                .and_then(|start| self.normalized.get(start..))
+                == Some(ancestor.normalized.as_str())
     }
 
     /// True if `self` is strictly below `ancestor`.

@@ -127,17 +127,13 @@ impl RecentDescriptions {
         name: &str,
         schema: &Schema,
     ) -> Result<(Description, AttrName), ModelError> {
-        let spelled = |primary: bool| match primary {
-            true => AttrName::primary(),
-            false => AttrName(Some(name.into())),
-        };
         if let Some((desc, primary)) = self.0.get(position, name) {
-            return Ok((desc.clone(), spelled(*primary)));
+            return Ok((desc.clone(), AttrName::spelled(name, *primary)));
         }
         let desc = Description::parse(name.as_bytes(), schema)?;
         let primary = AttrName::is_primary(name, &desc, schema);
         self.0.remember(position, name, (desc.clone(), primary));
-        Ok((desc, spelled(primary)))
+        Ok((desc, AttrName::spelled(name, primary)))
     }
 }
 
@@ -163,21 +159,12 @@ pub struct AttrName(Option<Box<str>>);
 impl AttrName {
     /// The name `text` of an attribute described by `desc`.
     pub fn new(text: &str, desc: &Description, schema: &Schema) -> AttrName {
-        if Self::is_primary(text, desc, schema) {
-            AttrName(None)
-        } else {
-            AttrName(Some(text.into()))
-        }
+        Self::spelled(text, Self::is_primary(text, desc, schema))
     }
 
-    /// [`AttrName::new`] of a string already owned: kept without a copy
-    /// when it is not the primary name.
-    pub fn from_string(text: String, desc: &Description, schema: &Schema) -> AttrName {
-        if Self::is_primary(&text, desc, schema) {
-            AttrName(None)
-        } else {
-            AttrName(Some(text.into_boxed_str()))
-        }
+    /// `text`, which is its type's primary name if `primary`.
+    fn spelled(text: &str, primary: bool) -> AttrName {
+        AttrName((!primary).then(|| text.into()))
     }
 
     /// The primary name of `desc`'s type, when `desc` has no options.

@@ -3,7 +3,6 @@
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 
-use heed::types::Bytes;
 use heed::{PutFlags, RwTxn};
 use meridian_model::dn::Dn;
 use meridian_model::entry::{Entry, Writer};
@@ -15,7 +14,7 @@ use meridian_proto::ResultCode;
 use crate::command::{Command, Outcome};
 use crate::keys::{self, EntryId};
 use crate::names::{Assigner, Resolver};
-use crate::sorted_puts::SortedPuts;
+use crate::sorted_puts::{self, SortedPuts};
 use crate::{Dbs, StoreError, codec, index::Indexes};
 
 /// The meta key holding the next entry ID.
@@ -265,13 +264,7 @@ fn claim_dns(
             }
         };
         let id = keys::id_key(first_id + position as u64);
-        // SAFETY: heed's one condition for writing through a cursor is
-        // that neither the key nor the value borrows from the database,
-        // which a write may move; both are ours.
-        #[allow(unsafe_code)]
-        let put =
-            unsafe { cursor.put_current_with_options::<Bytes>(PutFlags::NO_OVERWRITE, &key, &id) };
-        match put {
+        match sorted_puts::put_through(&mut cursor, PutFlags::NO_OVERWRITE, &key, &id) {
             Ok(()) => claims.push(Claim::Claimed(key)),
             Err(heed::Error::Mdb(heed::MdbError::KeyExist)) => claims.push(Claim::Taken),
             Err(e) => return Err(e.into()),

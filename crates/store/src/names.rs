@@ -54,6 +54,8 @@ pub(crate) struct Name {
 impl Name {
     fn new(text: String, schema: &Schema) -> Name {
         let desc = Description::parse(text.as_bytes(), schema).ok();
+        // Without a description, decoding fails before the spelling is
+        // read: this default is never used.
         let spelled = match &desc {
             Some(desc) => AttrName::new(&text, desc, schema),
             None => AttrName::default(),
@@ -232,7 +234,7 @@ impl Assigner {
         attr: &Attribute,
         schema: &Schema,
     ) -> Result<u32, StoreError> {
-        if attr.name != AttrName::primary() || !attr.desc.options.is_empty() {
+        if attr.name.given().is_some() || !attr.desc.options.is_empty() {
             return self.number(txn, dbs, position, attr.name(schema));
         }
         let slot = attr.desc.attr.index();

@@ -14,7 +14,7 @@
 use std::ops::Range;
 
 use heed::types::Bytes;
-use heed::{Database, PutFlags, RwTxn};
+use heed::{Database, PutFlags, RwIter, RwTxn};
 
 use crate::StoreError;
 use crate::keys::EntryId;
@@ -62,16 +62,26 @@ impl SortedPuts {
                 continue;
             }
             last = Some(key);
-            // Without MDB_CURRENT this is a plain insert at `key`, which
-            // starts from the cursor's page (see the module comment).
-            // SAFETY: heed's one condition for writing through a cursor
-            // is that neither the key nor the value borrows from the
-            // database, which a write may move; both are ours.
-            #[allow(unsafe_code)]
-            unsafe {
-                cursor.put_current_with_options::<Bytes>(PutFlags::empty(), key, &[])?;
-            }
+            put_through(&mut cursor, PutFlags::empty(), key, &[])?;
         }
         Ok(())
+    }
+}
+
+/// Puts `key` with `value` through `cursor`: without MDB_CURRENT a plain
+/// insert at `key`, which starts from the cursor's page (see the module
+/// comment). `key` and `value` must not borrow from the database.
+pub(crate) fn put_through(
+    cursor: &mut RwIter<'_, Bytes, Bytes>,
+    flags: PutFlags,
+    key: &[u8],
+    value: &[u8],
+) -> heed::Result<()> {
+    // SAFETY: heed's one condition for writing through a cursor is that
+    // neither the key nor the value borrows from the database, which a
+    // write may move; every caller passes buffers of its own.
+    #[allow(unsafe_code)]
+    unsafe {
+        cursor.put_current_with_options::<Bytes>(flags, key, value)
     }
 }

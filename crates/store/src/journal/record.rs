@@ -341,7 +341,7 @@ impl<'a> Reader<'a> {
             let name = self.text()?;
             let desc = Description::parse(name.as_bytes(), schema)?;
             attributes.push(Attribute {
-                name: AttrName::from_string(name, &desc, schema),
+                name: AttrName::new(&name, &desc, schema),
                 desc,
                 values: self.values()?,
             });
