@@ -36,9 +36,8 @@ pub(crate) struct Context<'a> {
     /// The index keys of adds, not yet written: they go in key order
     /// ([`SortedPuts`]) once the run of adds they belong to ends. The
     /// writer writes them ([`Context::write_pending_index`]) before any
-    /// other command, which might delete or read index keys; at the end
-    /// of a nested command, whose transaction they must go with; and
-    /// before the commit. No add reads the index.
+    /// other command, which might delete or read index keys, and before
+    /// the commit. No add reads the index.
     pub(crate) pending_index: &'a RefCell<SortedPuts>,
 }
 
@@ -47,11 +46,6 @@ impl Context<'_> {
     pub(crate) fn write_pending_index(&self, txn: &mut RwTxn<'_>) -> Result<(), StoreError> {
         let keys = std::mem::take(&mut *self.pending_index.borrow_mut());
         keys.write(txn, self.dbs.index)
-    }
-
-    /// Forgets the waiting index keys (of a command rolled back).
-    pub(crate) fn discard_pending_index(&self) {
-        *self.pending_index.borrow_mut() = SortedPuts::default();
     }
 
     /// The stored form of `entry`, numbering new attribute names.
@@ -502,6 +496,8 @@ fn modify_dn(
     write_index(txn, dbs, new_keys.difference(&old_keys), id, true)?;
     let record = ctx.encode(txn, &new)?;
     dbs.id2entry.put(txn, &keys::id_key(id), &record)?;
+    #[cfg(test)]
+    tests::fail_after_writing(&new)?;
     let old_parent_id = parent_id_of(txn, ctx, dn)?;
     dbs.children
         .delete(txn, &keys::child_key(old_parent_id, id))?;
@@ -752,9 +748,9 @@ impl Adds {
 /// Adds `entry`; `check`: against the schema first (false only for
 /// entries the caller checked). Every refusal (entryAlreadyExists,
 /// noSuchObject, a schema violation) comes before anything is written,
-/// so a refused entry needs no rollback, nor a nested transaction
-/// ([`apply_unnested`]); `dn2id` is written first and with NO_OVERWRITE,
-/// which is also the existence check. Any later failure is the engine's.
+/// so a refused entry needs no rollback ([`apply_in_batch`]); `dn2id`
+/// is written first and with NO_OVERWRITE, which is also the existence
+/// check. Any later failure is the engine's.
 fn add(
     txn: &mut RwTxn<'_>,
     ctx: &Context<'_>,
@@ -928,15 +924,25 @@ fn delete(
     ctx: &Context<'_>,
     dn: &meridian_model::dn::Dn,
 ) -> Result<Outcome, StoreError> {
-    let dbs = ctx.dbs;
+    let id = deletable(txn, ctx.dbs, dn)?;
+    remove_leaf(txn, ctx, id)?;
+    Ok(Outcome::Deleted)
+}
+
+/// The ID of the entry a delete of `dn` removes, or why it may not;
+/// reads only.
+fn deletable(
+    txn: &heed::RoTxn<'_>,
+    dbs: &Dbs,
+    dn: &meridian_model::dn::Dn,
+) -> Result<EntryId, StoreError> {
     let Some(id) = lookup(txn, dbs, dn)? else {
         return Err(no_such(txn, dbs, dn));
     };
     if has_children(txn, dbs, id)? {
         return Err(StoreError::NotAllowedOnNonLeaf(dn.original().to_owned()));
     }
-    remove_leaf(txn, ctx, id)?;
-    Ok(Outcome::Deleted)
+    Ok(id)
 }
 
 /// Removes the leaf entry `id`: its record, its index keys, its DN key and
@@ -1047,44 +1053,60 @@ fn write_modify(
     Ok(Outcome::Modified)
 }
 
-/// Applies `command` straight in `txn`, without a nested transaction of
-/// its own, if it is of a kind whose refusals are all decided before its
-/// first write (a plain modify, the common write; an add, whose
-/// existence check is its first write's own NO_OVERWRITE; a bulk load,
-/// each of whose adds is refused alone): `Ok(Err(refusal))`
-/// has written nothing, so the batch's other commands commit as if it
-/// had never been applied. `Err` comes from the writes themselves and
-/// leaves part of the command in `txn`: the whole transaction must be
-/// given up. `None`: the command needs a nested transaction.
-///
-/// A nested transaction per command cost a fifth of the writer's time
-/// under a stream of modifies: each one copies again every page its
-/// parent has already made dirty, down to the leaf.
-pub(crate) fn apply_unnested(
-    txn: &mut RwTxn<'_>,
-    ctx: &Context<'_>,
-    command: &Command,
-) -> Option<Result<Result<Outcome, StoreError>, StoreError>> {
-    let outcome = match command {
+/// What applying one command in the batch's transaction did.
+pub(crate) enum Applied {
+    /// It succeeded: its writes are in the transaction.
+    Done(Outcome),
+    /// It was refused before its first write: the transaction is as it
+    /// was, and the batch's other commands commit as if it had never
+    /// been applied.
+    Refused(StoreError),
+    /// It failed after it may have begun to write: part of it may be in
+    /// the transaction, which must be given up.
+    Spoiled(StoreError),
+}
+
+/// Applies `command` straight in the batch's transaction, with no nested
+/// transaction of its own. Nested transactions are what would let any
+/// command fail alone, but each copies again every page its parent has
+/// already made dirty, down to the leaf (a fifth of the writer's time
+/// under a stream of modifies), and LMDB does not allow them with a
+/// writable map (`MDB_WRITEMAP`, see `docs/design/storage.md`). Instead
+/// the common commands decide their refusals before their first write: a
+/// modify (planned, then written), an add (its existence check is its
+/// first write's own NO_OVERWRITE), a bulk load (each of whose adds is
+/// refused alone), a delete and an assertion's guard. Any other failure
+/// may have come after a write: `Spoiled`, and the writer commits the
+/// commands before this one without it (`writer::commit_commands`).
+pub(crate) fn apply_in_batch(txn: &mut RwTxn<'_>, ctx: &Context<'_>, command: &Command) -> Applied {
+    let written = match command {
         Command::Modify {
             dn,
             changes,
             operational,
             permissive,
         } => match plan_modify(txn, ctx, dn, changes, operational, *permissive) {
-            Err(refusal) => return Some(Ok(Err(refusal))),
+            Err(refusal) => return Applied::Refused(refusal),
             Ok(plan) => write_modify(txn, ctx, plan),
         },
-        // An engine failure before the first write is taken for one
-        // after it: the batch is applied again, nested, to no harm.
-        _ if command.is_add() => apply(txn, ctx, command),
-        _ => return None,
+        _ if command.is_add() => match apply(txn, ctx, command) {
+            Err(refusal) if !refusal.is_engine_failure() => return Applied::Refused(refusal),
+            written => written,
+        },
+        Command::Delete { dn } => match deletable(txn, ctx.dbs, dn) {
+            Err(refusal) => return Applied::Refused(refusal),
+            Ok(id) => remove_leaf(txn, ctx, id).map(|()| Outcome::Deleted),
+        },
+        Command::Guarded { assertion, command } => match guard(txn, ctx, assertion, command) {
+            Err(refusal) => return Applied::Refused(refusal),
+            Ok(()) => return apply_in_batch(txn, ctx, command),
+        },
+        _ => apply(txn, ctx, command),
     };
-    Some(match outcome {
-        Ok(outcome) => Ok(Ok(outcome)),
-        Err(e) if e.is_engine_failure() => Err(e),
-        Err(refusal) => Ok(Err(refusal)),
-    })
+    match written {
+        Ok(outcome) => Applied::Done(outcome),
+        Err(e) => Applied::Spoiled(e),
+    }
 }
 
 #[cfg(test)]
@@ -1092,7 +1114,7 @@ mod tests {
     use std::path::PathBuf;
     use std::sync::{Arc, Mutex, PoisonError};
 
-    use meridian_config::StorageConfig;
+    use meridian_config::{Durability, StorageConfig};
     use meridian_model::Schema;
     use meridian_model::dn::Dn;
     use meridian_model::entry::Entry;
@@ -1199,12 +1221,28 @@ mod tests {
     }
 
     #[test]
-    fn an_unnested_command_failing_in_its_writes_fails_alone() {
+    fn a_modify_failing_in_its_writes_fails_alone() {
+        modifies_failing_in_their_writes_fail_alone("unnested", StorageConfig::default());
+    }
+
+    #[test]
+    fn a_modify_failing_in_its_writes_fails_alone_in_journal_mode() {
+        // Journal mode maps the database writable (MDB_WRITEMAP), where
+        // LMDB has no nested transactions at all.
+        let storage = StorageConfig {
+            durability: Durability::Journal,
+            ..StorageConfig::default()
+        };
+        modifies_failing_in_their_writes_fail_alone("unnested-journal", storage);
+    }
+
+    fn modifies_failing_in_their_writes_fail_alone(tag: &str, storage: StorageConfig) {
         // Modifies go without a nested transaction of their own. One that
         // fails after it began to write leaves its part in the batch's
-        // transaction: the batch must be applied again, every command
-        // nested, so that the others commit and nothing of it does.
-        let (schema, dir, store) = open_with_suffix("unnested", StorageConfig::default());
+        // transaction: the commands before it must be committed without
+        // it, so that the others commit and nothing of it does. Failing
+        // ones first, last, and two in a row.
+        let (schema, dir, store) = open_with_suffix(tag, storage);
         let add = |e: Entry| {
             store
                 .execute_blocking(Command::Add {
@@ -1222,8 +1260,11 @@ mod tests {
                 &[("objectClass", "account"), ("uid", &format!("u{i}"))],
             ));
         }
-        let failing = 17;
-        let injected = failing_after_writing(dn(failing));
+        let failing = [0, 17, 18, USERS - 1];
+        let injected: Vec<_> = failing
+            .iter()
+            .map(|&i| failing_after_writing(dn(i)))
+            .collect();
         let modifies = (0..USERS)
             .map(|i| Command::Modify {
                 dn: Dn::parse(dn(i).as_bytes(), &schema).unwrap(),
@@ -1246,7 +1287,7 @@ mod tests {
                 .unwrap();
             let description = schema.attribute_id("description").unwrap();
             let changed = stored.get(description).is_some();
-            if i == failing {
+            if failing.contains(&i) {
                 assert!(
                     matches!(result, Err(StoreError::Engine(m)) if m.contains("injected")),
                     "{result:?}"
@@ -1255,6 +1296,70 @@ mod tests {
             } else {
                 assert!(result.is_ok(), "modify {i}: {result:?}");
                 assert!(changed, "modify {i} is lost");
+            }
+        }
+        assert!(snap.check().unwrap().is_empty());
+        drop(snap);
+        store.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_rename_failing_in_its_writes_fails_alone() {
+        // A rename may be refused after its first write (a moved DN too
+        // long), so any failure of one spoils the transaction; it is cut
+        // out of the batch, and the renames around it commit.
+        let storage = StorageConfig {
+            durability: Durability::Journal,
+            ..StorageConfig::default()
+        };
+        let (schema, dir, store) = open_with_suffix("rename-spoiled", storage);
+        const USERS: usize = 12;
+        let old = |i: usize| format!("uid=mv{i},{SUFFIX}");
+        let new = |i: usize| format!("uid=moved{i},{SUFFIX}");
+        for i in 0..USERS {
+            let add = Command::Add {
+                entry: entry(
+                    &schema,
+                    &old(i),
+                    &[("objectClass", "account"), ("uid", &format!("mv{i}"))],
+                ),
+                prechecked: false,
+            };
+            store.execute_blocking(add).unwrap();
+        }
+        let failing = 5;
+        let injected = failing_after_writing(new(failing));
+        let renames = (0..USERS)
+            .map(|i| Command::ModifyDn {
+                dn: Dn::parse(old(i).as_bytes(), &schema).unwrap(),
+                new_rdn: format!("uid=moved{i}"),
+                delete_old_rdn: true,
+                new_superior: None,
+                operational: vec![],
+            })
+            .collect();
+        let results = run_together(&store, renames);
+        drop(injected);
+        let snap = store.snapshot().unwrap();
+        let exists = |dn: String| {
+            snap.get(&Dn::parse(dn.as_bytes(), &schema).unwrap())
+                .unwrap()
+                .is_some()
+        };
+        for (i, result) in results.iter().enumerate() {
+            if i == failing {
+                assert!(
+                    matches!(result, Err(StoreError::Engine(m)) if m.contains("injected")),
+                    "{result:?}"
+                );
+                assert!(
+                    exists(old(i)) && !exists(new(i)),
+                    "the failed rename left a trace"
+                );
+            } else {
+                assert!(result.is_ok(), "rename {i}: {result:?}");
+                assert!(!exists(old(i)) && exists(new(i)), "rename {i} is lost");
             }
         }
         assert!(snap.check().unwrap().is_empty());
@@ -1341,8 +1446,8 @@ mod tests {
     fn unnested_adds_fail_alone_and_leave_nothing_behind() {
         // Adds and bulk loads go without a nested transaction too. Three
         // ways one can fail among others: refused before it writes (it
-        // exists), failing in the engine after its writes (the batch is
-        // applied again, nested), and refused in a prechecked bulk load,
+        // exists), failing in the engine after its writes (cut out of the
+        // batch), and refused in a prechecked bulk load,
         // where the existence check is the first write: its new
         // attribute name must not be numbered, or a journal replay,
         // which never sees it, would number the next name differently.

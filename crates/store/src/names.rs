@@ -286,17 +286,6 @@ impl Assigner {
         &self.table
     }
 
-    /// A point to roll back to if the command about to run is undone.
-    pub(crate) fn mark(&self) -> usize {
-        self.pending.borrow().len()
-    }
-
-    /// Forgets the names assigned since `mark` (their `meta` keys went
-    /// with the aborted transaction).
-    pub(crate) fn roll_back(&self, mark: usize) {
-        self.pending.borrow_mut().truncate(mark);
-    }
-
     /// The table after this batch committed, if it added names.
     pub(crate) fn committed(&self, schema: &Schema) -> Option<Arc<NameTable>> {
         let pending = self.pending.borrow();

@@ -1,9 +1,10 @@
 //! The writer thread: group commit.
 //!
-//! It takes every job waiting (up to `storage.max_batch`), applies each
-//! command in a nested transaction of one write transaction, so a failing
-//! command rolls back alone and the others commit, then commits once and
-//! only then answers every job. LMDB write transactions must stay on the
+//! It takes every job waiting (up to `storage.max_batch`), applies them
+//! in one write transaction, commits once and only then answers every
+//! job. A refused command fails alone and the others commit: commands
+//! decide their refusals before their first write, and one that fails
+//! after it is cut out of the batch ([`commit_commands`]). LMDB write transactions must stay on the
 //! thread that began them (heed issue 339): this thread is the only one
 //! that writes. In journal mode the commit is not synced; the batch's
 //! record is appended to the journal and synced before the answers go out
@@ -15,7 +16,7 @@ use std::sync::{Arc, PoisonError};
 
 use tokio::sync::mpsc;
 
-use crate::apply::{self, Context};
+use crate::apply::{self, Applied, Context};
 use crate::journal::{self, Journal, record::Batch};
 use crate::names::Assigner;
 use crate::sorted_puts::SortedPuts;
@@ -80,7 +81,7 @@ pub(crate) fn refuse(inner: &Inner, e: &StoreError) -> StoreError {
 /// again (it did when it was journaled; the store is deterministic).
 pub(crate) fn replay(inner: &Inner, seq: u64, commands: &[Command]) -> Result<(), StoreError> {
     let commands: Vec<&Command> = commands.iter().collect();
-    let results = commit_commands(inner, &commands, Journaling::Replay { seq })?;
+    let results = commit_commands(inner, &commands, Journaling::Replay { seq });
     for result in results {
         if let Err(e) = result {
             return Err(StoreError::Engine(format!(
@@ -128,76 +129,120 @@ fn commit_batch(
     }
     let commands: Vec<&Command> = batch.iter().map(|job| &job.command).collect();
     let Some(journal) = journal else {
-        return commit_commands(inner, &commands, Journaling::Off)
-            .unwrap_or_else(|e| all(batch, &e));
+        return commit_commands(inner, &commands, Journaling::Off);
     };
     let seq = journal.next_seq();
-    let results = match commit_commands(
+    journal.batch.clear();
+    let results = commit_commands(
         inner,
         &commands,
         Journaling::Live {
             batch: &mut journal.batch,
             seq,
         },
-    ) {
-        Ok(results) => results,
-        Err(e) => return all(batch, &e),
-    };
+    );
+    // Whatever committed is journaled, even if a later part of the
+    // batch failed.
     journal.seal();
     results
 }
 
-/// Applies `commands` in one transaction and commits, growing the map
-/// when it is full. `Err` when the whole batch failed.
+/// Applies `commands` and commits, growing the map when it is full: in
+/// one transaction, unless a command fails after it began to write
+/// ([`apply::Applied::Spoiled`]). Then the transaction is given up, the
+/// commands before that one are applied again in a new one and
+/// committed, it fails alone, and the rest go on in another. Applying is
+/// deterministic, so the commands before it answer as they did the first
+/// time; each such failure costs one more transaction, and work at most
+/// twice the batch's. A failure of a whole transaction fails every
+/// command not yet committed.
 fn commit_commands(
     inner: &Inner,
     commands: &[&Command],
     mut journaling: Journaling<'_>,
-) -> Result<Vec<Result<Outcome, StoreError>>, StoreError> {
-    // Commands that can go without a nested transaction do, until a
-    // failure in the middle of one spoils a transaction: the batch is
-    // then tried again with every command nested, so that the failing
-    // one fails alone, as always.
-    let mut nesting = Nesting::WhereNeeded;
-    loop {
-        // Fresh per attempt: names numbered by a failed attempt are gone
-        // with its transaction.
-        let names = Assigner::new(inner.name_table());
-        let pending_index = RefCell::new(SortedPuts::default());
-        let ctx = Context {
-            dbs: &inner.dbs,
-            schema: &inner.schema,
-            indexes: &inner.indexes,
-            suffixes: &inner.suffixes,
-            names: &names,
-            pending_index: &pending_index,
+) -> Vec<Result<Outcome, StoreError>> {
+    let mut results = Vec::with_capacity(commands.len());
+    let mut rest = commands;
+    // A command of `rest` that spoiled a transaction: its position, why.
+    let mut spoiled: Option<(usize, StoreError)> = None;
+    while !rest.is_empty() {
+        let end = spoiled.as_ref().map_or(rest.len(), |(at, _)| *at);
+        let attempt = match rest.get(..end) {
+            Some(before) if !before.is_empty() => commit_once(inner, before, &mut journaling),
+            _ => Ok(Vec::new()),
         };
-        match try_commit(inner, &ctx, commands, &mut journaling, nesting) {
-            Ok(results) => {
-                inner.commits.fetch_add(1, Ordering::Relaxed);
-                if let Some(table) = names.committed(&inner.schema) {
-                    inner.publish_names(table);
+        let failure = match attempt {
+            Ok(done) => {
+                results.extend(done);
+                match spoiled.take() {
+                    Some((at, e)) => {
+                        results.push(Err(e));
+                        rest = rest.get(at + 1..).unwrap_or_default();
+                    }
+                    None => rest = &[],
                 }
-                return Ok(results);
+                continue;
             }
-            Err(Failure::Spoiled(e)) => {
-                tracing::debug!(
-                    "a command failed in the middle of its writes ({e}); the batch is applied again, each command nested"
-                );
-                nesting = Nesting::Always;
+            // An earlier command this time (the engine failing anew):
+            // the later one is applied again after it.
+            Err(Failure::Spoiled { at, error }) => {
+                spoiled = Some((at, error));
+                continue;
             }
-            Err(Failure::Batch(StoreError::MapFull)) => grow(inner)?,
+            Err(Failure::Batch(StoreError::MapFull)) => match grow(inner) {
+                Ok(()) => continue,
+                Err(e) => e,
+            },
             Err(Failure::Batch(StoreError::Engine(message))) if is_disk_full(&message, inner) => {
                 // Not latched: once space is freed, the next batch succeeds.
                 let e = StoreError::WritesRefused(format!(
                     "the disk is full ({message}); writes are refused until space is freed, reads go on"
                 ));
                 tracing::error!("{e}");
-                return Err(e);
+                e
             }
-            Err(Failure::Batch(e)) => return Err(refuse(inner, &e)),
-        }
+            Err(Failure::Batch(e)) => refuse(inner, &e),
+        };
+        results.extend(rest.iter().map(|_| Err(failure.clone())));
+        break;
     }
+    results
+}
+
+/// One transaction of [`commit_commands`]: `commands` applied, committed.
+fn commit_once(
+    inner: &Inner,
+    commands: &[&Command],
+    journaling: &mut Journaling<'_>,
+) -> Result<Vec<Result<Outcome, StoreError>>, Failure> {
+    // Fresh per attempt: names numbered by a failed attempt are gone
+    // with its transaction, and so are waiting index keys.
+    let names = Assigner::new(inner.name_table());
+    let pending_index = RefCell::new(SortedPuts::default());
+    let ctx = Context {
+        dbs: &inner.dbs,
+        schema: &inner.schema,
+        indexes: &inner.indexes,
+        suffixes: &inner.suffixes,
+        names: &names,
+        pending_index: &pending_index,
+    };
+    let mark = match journaling {
+        Journaling::Live { batch, .. } => Some(batch.mark()),
+        _ => None,
+    };
+    let committed = try_commit(inner, &ctx, commands, journaling);
+    match (&committed, journaling, mark) {
+        (Ok(_), _, _) => {
+            inner.commits.fetch_add(1, Ordering::Relaxed);
+            if let Some(table) = names.committed(&inner.schema) {
+                inner.publish_names(table);
+            }
+        }
+        (Err(_), Journaling::Live { batch, .. }, Some(mark)) => batch.roll_back(mark),
+        (Err(_), _, _) => {}
+    }
+    committed
 }
 
 /// Free space below which a failed write is taken for a full disk.
@@ -233,35 +278,13 @@ fn free_bytes(path: &std::path::Path) -> Option<u64> {
     Some(u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)))
 }
 
-/// Which commands of a batch get a nested transaction of their own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Nesting {
-    /// Those that may fail after they began to write
-    /// ([`apply::apply_unnested`] says which do not).
-    WhereNeeded,
-    /// All: after a command failed in the middle of its writes.
-    Always,
-}
-
-/// Why a batch's transaction was given up.
+/// Why a transaction was given up.
 enum Failure {
     /// The transaction failed as a whole.
     Batch(StoreError),
-    /// An unnested command failed after it began to write: its part
+    /// The command at `at` failed after it began to write: its part
     /// stays in the transaction, which no other command can commit with.
-    Spoiled(StoreError),
-}
-
-impl Failure {
-    /// A failure while writing in the batch's own transaction: a full
-    /// map fails the batch (the map is grown and the batch applied
-    /// again); anything else spoils it.
-    fn in_writes(e: StoreError) -> Failure {
-        match e {
-            StoreError::MapFull => Failure::Batch(e),
-            e => Failure::Spoiled(e),
-        }
-    }
+    Spoiled { at: usize, error: StoreError },
 }
 
 impl From<StoreError> for Failure {
@@ -276,68 +299,35 @@ impl From<heed::Error> for Failure {
     }
 }
 
-/// Applies the batch and commits. `Err` only for failures of the whole
-/// transaction; each command's own failure is in the returned list.
+/// Applies `commands` in one transaction and commits. `Err` for a
+/// failure of the whole transaction or a command that spoiled it; each
+/// refusal is in the returned list.
 fn try_commit(
     inner: &Inner,
     ctx: &Context<'_>,
     commands: &[&Command],
     journaling: &mut Journaling<'_>,
-    nesting: Nesting,
 ) -> Result<Vec<Result<Outcome, StoreError>>, Failure> {
     let mut wtxn = inner.env.write_txn()?;
     let mut results = Vec::with_capacity(commands.len());
-    if let Journaling::Live { batch, .. } = journaling {
-        // A retry after growing the map starts the record again.
-        batch.clear();
-    }
-    for &command in commands {
+    for (at, &command) in commands.iter().enumerate() {
         if !command.is_add() {
-            write_pending_index(ctx, &mut wtxn)?;
+            ctx.write_pending_index(&mut wtxn)?;
         }
-        let unnested = match nesting {
-            Nesting::WhereNeeded => apply::apply_unnested(&mut wtxn, ctx, command),
-            Nesting::Always => None,
-        };
-        match unnested {
-            Some(Ok(Ok(outcome))) => {
-                if let Journaling::Live { batch, .. } = journaling {
-                    batch.push(command, ctx.schema);
-                }
-                results.push(Ok(outcome));
-                continue;
-            }
-            // Refused before writing anything.
-            Some(Ok(Err(refusal))) => {
-                results.push(Err(refusal));
-                continue;
-            }
-            Some(Err(e)) => return Err(Failure::in_writes(e)),
-            None => {}
-        }
-        let mut nested = inner.env.nested_write_txn(&mut wtxn)?;
-        let mark = ctx.names.mark();
-        let applied = apply::apply(&mut nested, ctx, command)
-            .and_then(|outcome| ctx.write_pending_index(&mut nested).map(|()| outcome));
-        match applied {
-            Ok(outcome) => {
-                nested.commit()?;
+        match apply::apply_in_batch(&mut wtxn, ctx, command) {
+            Applied::Done(outcome) => {
                 if let Journaling::Live { batch, .. } = journaling {
                     batch.push(command, ctx.schema);
                 }
                 results.push(Ok(outcome));
             }
-            // The whole transaction must be retried in a bigger map.
-            Err(StoreError::MapFull) => return Err(StoreError::MapFull.into()),
-            Err(e) => {
-                nested.abort();
-                ctx.discard_pending_index();
-                ctx.names.roll_back(mark);
-                results.push(Err(e));
-            }
+            Applied::Refused(refusal) => results.push(Err(refusal)),
+            // The whole transaction must be tried again in a bigger map.
+            Applied::Spoiled(StoreError::MapFull) => return Err(StoreError::MapFull.into()),
+            Applied::Spoiled(error) => return Err(Failure::Spoiled { at, error }),
         }
     }
-    write_pending_index(ctx, &mut wtxn)?;
+    ctx.write_pending_index(&mut wtxn)?;
     let applied = match journaling {
         Journaling::Off => None,
         Journaling::Live { batch, seq } => (!batch.is_empty()).then(|| *seq + batch.records() - 1),
@@ -350,13 +340,6 @@ fn try_commit(
     }
     wtxn.commit()?;
     Ok(results)
-}
-
-/// Writes the adds' waiting index keys in the batch's transaction. A
-/// failure part way leaves some of them there, as a command failing in
-/// its writes would: the batch is applied again, every command nested.
-fn write_pending_index(ctx: &Context<'_>, wtxn: &mut heed::RwTxn<'_>) -> Result<(), Failure> {
-    ctx.write_pending_index(wtxn).map_err(Failure::in_writes)
 }
 
 /// Doubles the map. Waits for readers to finish their snapshots: LMDB

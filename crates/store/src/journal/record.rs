@@ -51,6 +51,14 @@ const RECORD_TARGET: usize = 64 << 20;
 /// Room for a payload's format, sequence number and count.
 const PAYLOAD_HEAD: usize = 1 + 8 + 10;
 
+/// A point in a [`Batch`] to roll back to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchMark {
+    records: usize,
+    last_bytes: usize,
+    last_count: u64,
+}
+
 /// The commands of one committed batch, as records to be framed.
 pub(crate) struct Batch {
     /// Each record's encoded commands and their number; the last one is
@@ -70,6 +78,27 @@ impl Batch {
 
     pub(crate) fn clear(&mut self) {
         self.records.clear();
+    }
+
+    /// Where the batch stands, to go back to should the transaction
+    /// about to be tried fail (a batch may take several transactions:
+    /// `writer::commit_commands`).
+    pub(crate) fn mark(&self) -> BatchMark {
+        let last = self.records.last();
+        BatchMark {
+            records: self.records.len(),
+            last_bytes: last.map_or(0, |(bytes, _)| bytes.len()),
+            last_count: last.map_or(0, |(_, count)| *count),
+        }
+    }
+
+    /// Forgets the commands pushed since `mark`.
+    pub(crate) fn roll_back(&mut self, mark: BatchMark) {
+        self.records.truncate(mark.records);
+        if let Some((bytes, count)) = self.records.last_mut() {
+            bytes.truncate(mark.last_bytes);
+            *count = mark.last_count;
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
