@@ -132,7 +132,9 @@ pub struct StorageConfig {
     /// database is copied (a checkpoint) and older journal files removed.
     /// Bounds the journal's disk use and the replay after a machine crash.
     pub journal_checkpoint_bytes: u64,
-    /// Initial LMDB map size; the map grows by doubling when full.
+    /// Initial LMDB map size; the map grows by doubling when full. Only
+    /// for durable stores: elsewhere the map is the file, allocated as it
+    /// grows (`docs/design/storage.md`, "Map and file").
     pub map_size_bytes: u64,
     /// Most commands committed in one write transaction (group commit).
     pub max_batch: usize,

@@ -17,6 +17,7 @@ mod error;
 pub mod index;
 mod journal;
 pub mod keys;
+mod map_file;
 mod names;
 mod plan;
 mod read;
@@ -76,6 +77,9 @@ pub(crate) struct Inner {
     names: RwLock<Arc<names::NameTable>>,
     /// The directory to remove when a memory store closes.
     memory_dir: Option<PathBuf>,
+    /// With a writable map: the data file, allocated before the map may
+    /// grow into it.
+    pub(crate) map_file: Option<map_file::MapFile>,
     /// Held while a store with a journal is open for writing
     /// (`journal::lock`).
     _journal_lock: Option<std::fs::File>,
@@ -152,6 +156,43 @@ fn memory_dir() -> PathBuf {
     ))
 }
 
+/// Allocates on disk the map LMDB just made for a writable map, before
+/// anything is written through it. Where the disk has not that much
+/// room, the map starts from the data (always allocated: every page of
+/// it was written once) and takes what room there is; on a full disk,
+/// writes are refused until it can grow.
+fn allocate_map(env: &Env<WithoutTls>, data_file: &Path) -> Result<map_file::MapFile, StoreError> {
+    let file = map_file::MapFile::open(data_file)?;
+    let size = env.info().map_size as u64;
+    if let Err(e) = file.allocate_to(size) {
+        // SAFETY (both resizes): no transaction of this environment is
+        // open yet: it was opened just now, and is not yet shared.
+        #[allow(unsafe_code)]
+        unsafe { env.resize(page_size()) }?;
+        let data = env.info().map_size as u64;
+        tracing::warn!(
+            "cannot allocate {size} bytes for {} ({e}): the map starts from the data's {data}",
+            data_file.display()
+        );
+        match file.grow_from(data) {
+            Ok(next) => {
+                #[allow(unsafe_code)]
+                unsafe { env.resize(usize::try_from(next).unwrap_or(usize::MAX)) }?;
+            }
+            Err(e) => tracing::error!("{e}"),
+        }
+    }
+    Ok(file)
+}
+
+/// The system's page size (a map size must be a multiple of it).
+fn page_size() -> usize {
+    // SAFETY: sysconf reads no memory of ours.
+    #[allow(unsafe_code)]
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).unwrap_or(4096)
+}
+
 impl Store {
     /// Opens (creating if needed) a store and starts its writer thread.
     pub fn open(options: StoreOptions, schema: Arc<Schema>) -> Result<Store, StoreError> {
@@ -206,10 +247,22 @@ impl Store {
         if read_only {
             flags |= EnvFlags::READ_ONLY;
         }
-        if st.durability != Durability::Durable || st.backend == Backend::Memory {
+        let no_sync = st.durability != Durability::Durable || st.backend == Backend::Memory;
+        if no_sync {
             flags |= EnvFlags::NO_SYNC;
         }
-        let map_size = usize::try_from(st.map_size_bytes).unwrap_or(usize::MAX);
+        // Where commits are not synced, pages are changed in the map
+        // itself (`map_file.rs`); the map is then the file, allocated as
+        // it grows, not `map_size_bytes`.
+        let data_file = path.join("data.mdb");
+        let writable_map = !read_only && no_sync && map_file::supported(&path);
+        let map_size = if writable_map {
+            flags |= EnvFlags::WRITE_MAP;
+            map_file::initial_size(&data_file)
+        } else {
+            st.map_size_bytes
+        };
+        let map_size = usize::try_from(map_size).unwrap_or(usize::MAX);
         let mut open = EnvOpenOptions::new().read_txn_without_tls();
         open.map_size(map_size).max_dbs(8).max_readers(1024);
         // SAFETY: heed requires that the environment is opened once per
@@ -222,6 +275,11 @@ impl Store {
             open.flags(flags);
             open.open(&path)
         }?;
+        let map_file = if writable_map {
+            Some(allocate_map(&env, &data_file)?)
+        } else {
+            None
+        };
         let dbs = if read_only {
             open_databases(&env, &path)?
         } else {
@@ -257,6 +315,7 @@ impl Store {
             commits: AtomicU64::new(0),
             names: RwLock::new(Arc::new(name_table)),
             memory_dir: memory,
+            map_file,
             _journal_lock: journal_lock,
         });
         let journal = if read_only {

@@ -65,6 +65,9 @@ pub(crate) fn run(
     if let Some(journal) = journal {
         journal.close();
     }
+    if inner.map_file.is_some() {
+        shrink(inner);
+    }
     tracing::debug!("writer thread stopped");
 }
 
@@ -342,11 +345,32 @@ fn try_commit(
     Ok(results)
 }
 
-/// Doubles the map. Waits for readers to finish their snapshots: LMDB
-/// allows a resize only with no transaction open in this process.
+/// At close, gives back the room a writable map allocated beyond the
+/// data: LMDB cuts the file to the new map, so a closed database takes
+/// its data's size on disk. Only the free tail goes: every page in use
+/// is below the data's size, which the map never goes under.
+fn shrink(inner: &Inner) {
+    let _exclusive = inner.resize.write().unwrap_or_else(PoisonError::into_inner);
+    // SAFETY: no transaction of this process is open: the writer's loop
+    // has ended, and readers hold the resize lock shared for the lifetime
+    // of theirs, which we now hold exclusively. LMDB raises the size to
+    // that of the data.
+    #[allow(unsafe_code)]
+    if let Err(e) = unsafe { inner.env.resize(crate::page_size()) } {
+        tracing::warn!("the database file keeps its allocated room: {e}");
+    }
+}
+
+/// Grows the map: doubles it, or for a writable map, allocates a step
+/// of the file first and grows into that (`map_file.rs`). Waits for
+/// readers to finish their snapshots: LMDB allows a resize only with no
+/// transaction open in this process.
 fn grow(inner: &Inner) -> Result<(), StoreError> {
     let current = inner.env.info().map_size;
-    let next = current.saturating_mul(2);
+    let next = match &inner.map_file {
+        Some(file) => usize::try_from(file.grow_from(current as u64)?).unwrap_or(usize::MAX),
+        None => current.saturating_mul(2),
+    };
     if next > MAX_MAP_BYTES {
         return Err(StoreError::WritesRefused(format!(
             "the database map is full at {current} bytes and may not grow further"

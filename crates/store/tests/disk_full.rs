@@ -13,7 +13,7 @@
 use std::process::Command as Process;
 use std::sync::Arc;
 
-use meridian_config::StorageConfig;
+use meridian_config::{Durability, StorageConfig};
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
 use meridian_proto::ResultCode;
@@ -58,12 +58,28 @@ fn is_root() -> bool {
 
 #[test]
 fn a_full_disk_refuses_writes_and_keeps_reads() {
+    fills_the_disk("diskfull", Durability::Durable);
+}
+
+/// Journal mode maps the database writable: a page written into a hole
+/// of the file on a full disk would be a SIGBUS, not a refused write.
+/// The map grows only into space allocated first (`map_file.rs`). The
+/// journal has a file system of its own here, so that the database's is
+/// the one that fills.
+#[test]
+fn a_full_disk_refuses_writes_and_keeps_reads_with_a_writable_map() {
+    fills_the_disk("diskfull-writemap", Durability::Journal);
+}
+
+fn fills_the_disk(tag: &str, durability: Durability) {
     if !is_root() {
         eprintln!("skipped: mounting a tmpfs needs root (CI runs as root)");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("meridian-diskfull-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("meridian-{tag}-{}", std::process::id()));
     let mount = Mount::tmpfs(&dir, "6m");
+    let journal_mount =
+        (durability == Durability::Journal).then(|| Mount::tmpfs(&dir.join("db/journal"), "64m"));
     // A filler file, removed later to free space.
     std::fs::write(dir.join("filler"), vec![0u8; 1 << 20]).unwrap();
 
@@ -73,6 +89,7 @@ fn a_full_disk_refuses_writes_and_keeps_reads() {
             path: dir.join("db"),
             storage: StorageConfig {
                 map_size_bytes: 64 << 20,
+                durability,
                 ..StorageConfig::default()
             },
             suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
@@ -134,7 +151,9 @@ fn a_full_disk_refuses_writes_and_keeps_reads() {
             prechecked: false,
         })
         .unwrap();
+    assert_eq!(store.snapshot().unwrap().len().unwrap(), added as u64 + 2);
     store.close();
+    drop(journal_mount);
     drop(mount);
 }
 
