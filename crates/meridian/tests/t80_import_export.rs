@@ -413,13 +413,15 @@ fn a_killed_load_is_refused_until_repaired() {
         ldif.push_str(&person(&format!("k{i}")));
     }
     std::io::Write::write_all(&mut writer, ldif.as_bytes()).unwrap();
-    // The input stays open: the load waits for more. Wait until batches
-    // are committed (the file grows past its empty size of a few pages;
-    // 2,000 entries make about a megabyte), then kill it.
+    // The input stays open: the load waits for more. Wait until the
+    // writer has reached the last entry (its uid is in the file: a load
+    // writes its pages in the map itself, whose file has its full size
+    // from the start), give it a moment to commit, then kill it.
     let deadline = Instant::now() + Duration::from_secs(60);
+    let last = b"k1999";
     loop {
-        let size = std::fs::metadata(data.join("db/data.mdb")).map_or(0, |m| m.len());
-        if size >= 256 << 10 {
+        let file = std::fs::read(data.join("db/data.mdb")).unwrap_or_default();
+        if file.windows(last.len()).any(|w| w == last) {
             break;
         }
         assert!(
@@ -428,6 +430,7 @@ fn a_killed_load_is_refused_until_repaired() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    std::thread::sleep(Duration::from_millis(500));
     support::signal(child.id(), "KILL");
     child.wait().unwrap();
     drop(writer);
