@@ -86,163 +86,196 @@ pub fn apply_changes<'a>(
 ) -> Result<Entry, ModelError> {
     for change in changes {
         let desc = Description::parse(change.attr.as_bytes(), schema)?;
-        let at = schema
-            .attr(desc.attr)
-            .ok_or_else(|| error(ResultCode::OTHER, "dangling attribute".into()))?;
-        let name = change.attr;
-        let rule = at.equality;
-        let key = |v: &[u8]| -> Result<Vec<u8>, ModelError> {
-            match rule {
-                Some(r) => r.key(v, schema).ok_or_else(|| {
-                    error(
-                        ResultCode::INVALID_ATTRIBUTE_SYNTAX,
-                        format!("{name}: value is invalid for {}", r.name),
-                    )
-                }),
-                None => Ok(v.to_vec()),
+        apply_change(&mut out, desc, change, schema, permissive)?;
+    }
+    check_rdn_kept(&out, schema)?;
+    Ok(out)
+}
+
+/// [`apply_changes`] over changes whose descriptions the caller has
+/// parsed already (the store's writer, which needs them first to know
+/// the types changed: parsing each twice was a few percent of its time).
+pub fn apply_described_changes<'a>(
+    mut out: Entry,
+    changes: impl IntoIterator<Item = (Description, Change<'a>)>,
+    schema: &Schema,
+    permissive: bool,
+) -> Result<Entry, ModelError> {
+    for (desc, change) in changes {
+        apply_change(&mut out, desc, change, schema, permissive)?;
+    }
+    check_rdn_kept(&out, schema)?;
+    Ok(out)
+}
+
+/// One change, of the type `desc` (parsed from `change.attr`).
+fn apply_change(
+    out: &mut Entry,
+    desc: Description,
+    change: Change<'_>,
+    schema: &Schema,
+    permissive: bool,
+) -> Result<(), ModelError> {
+    let at = schema
+        .attr(desc.attr)
+        .ok_or_else(|| error(ResultCode::OTHER, "dangling attribute".into()))?;
+    let name = change.attr;
+    let rule = at.equality;
+    let key = |v: &[u8]| -> Result<Vec<u8>, ModelError> {
+        match rule {
+            Some(r) => r.key(v, schema).ok_or_else(|| {
+                error(
+                    ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+                    format!("{name}: value is invalid for {}", r.name),
+                )
+            }),
+            None => Ok(v.to_vec()),
+        }
+    };
+    let position = out.attributes.iter().position(|a| a.desc == desc);
+    match change.op {
+        ModOp::Add => {
+            if change.values.is_empty() {
+                return Err(error(
+                    ResultCode::PROTOCOL_ERROR,
+                    format!("{name}: add without values"),
+                ));
             }
-        };
-        let position = out.attributes.iter().position(|a| a.desc == desc);
-        match change.op {
-            ModOp::Add => {
-                if change.values.is_empty() {
-                    return Err(error(
-                        ResultCode::PROTOCOL_ERROR,
-                        format!("{name}: add without values"),
-                    ));
-                }
-                let idx = match position {
-                    Some(i) => i,
-                    None => {
-                        out.attributes.push(Attribute {
-                            desc: desc.clone(),
-                            name: AttrName::new(change.attr, &desc, schema),
-                            values: Values::new(),
-                        });
-                        out.attributes.len() - 1
-                    }
-                };
-                for value in change.values {
-                    let k = key(value)?;
-                    let attr = out
-                        .attributes
-                        .get_mut(idx)
-                        .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
-                    let present = attr.values.iter().any(|v| key(v).ok().as_ref() == Some(&k));
-                    if present {
-                        if permissive {
-                            continue;
-                        }
-                        return Err(error(
-                            ResultCode::ATTRIBUTE_OR_VALUE_EXISTS,
-                            format!("{name}: value already present"),
-                        ));
-                    }
-                    attr.values.push(value.clone());
-                }
-            }
-            ModOp::Delete => {
-                let Some(idx) = position else {
-                    if permissive {
-                        continue;
-                    }
-                    return Err(error(
-                        ResultCode::NO_SUCH_ATTRIBUTE,
-                        format!("{name}: no such attribute"),
-                    ));
-                };
-                if change.values.is_empty() {
-                    out.attributes.remove(idx);
-                    continue;
-                }
-                for value in change.values {
-                    let k = key(value)?;
-                    let attr = out
-                        .attributes
-                        .get_mut(idx)
-                        .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
-                    match attr
-                        .values
-                        .iter()
-                        .position(|v| key(v).ok().as_ref() == Some(&k))
-                    {
-                        Some(at) => {
-                            attr.values.remove(at);
-                        }
-                        None if permissive => {}
-                        None => {
-                            return Err(error(
-                                ResultCode::NO_SUCH_ATTRIBUTE,
-                                format!("{name}: no such value"),
-                            ));
-                        }
-                    }
-                }
-                if out.attributes.get(idx).is_some_and(|a| a.values.is_empty()) {
-                    out.attributes.remove(idx);
-                }
-            }
-            ModOp::Replace => {
-                if let Some(idx) = position {
-                    out.attributes.remove(idx);
-                }
-                if !change.values.is_empty() {
+            let idx = match position {
+                Some(i) => i,
+                None => {
                     out.attributes.push(Attribute {
                         desc: desc.clone(),
                         name: AttrName::new(change.attr, &desc, schema),
-                        values: change.values.iter().cloned().collect(),
+                        values: Values::new(),
                     });
+                    out.attributes.len() - 1
                 }
-            }
-            ModOp::Increment => {
-                let [delta] = change.values else {
-                    return Err(error(
-                        ResultCode::PROTOCOL_ERROR,
-                        format!("{name}: increment takes exactly one value"),
-                    ));
-                };
-                let delta = parse_integer(delta).ok_or_else(|| {
-                    error(
-                        ResultCode::INVALID_ATTRIBUTE_SYNTAX,
-                        format!("{name}: increment value is not an INTEGER"),
-                    )
-                })?;
-                if rule.is_none_or(|r| r.name != "integerMatch") {
-                    return Err(error(
-                        ResultCode::CONSTRAINT_VIOLATION,
-                        format!("{name}: increment needs an INTEGER attribute"),
-                    ));
-                }
-                let Some(idx) = position else {
-                    return Err(error(
-                        ResultCode::NO_SUCH_ATTRIBUTE,
-                        format!("{name}: no such attribute to increment"),
-                    ));
-                };
+            };
+            for value in change.values {
+                let k = key(value)?;
                 let attr = out
                     .attributes
                     .get_mut(idx)
                     .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
-                for value in &mut attr.values {
-                    let current = parse_integer(value).ok_or_else(|| {
-                        error(
-                            ResultCode::CONSTRAINT_VIOLATION,
-                            format!("{name}: stored value is not an INTEGER"),
-                        )
-                    })?;
-                    let next = current.checked_add(delta).ok_or_else(|| {
-                        error(
-                            ResultCode::CONSTRAINT_VIOLATION,
-                            format!("{name}: increment overflows"),
-                        )
-                    })?;
-                    *value = next.to_string().into_bytes();
+                let present = attr.values.iter().any(|v| key(v).ok().as_ref() == Some(&k));
+                if present {
+                    if permissive {
+                        continue;
+                    }
+                    return Err(error(
+                        ResultCode::ATTRIBUTE_OR_VALUE_EXISTS,
+                        format!("{name}: value already present"),
+                    ));
                 }
+                attr.values.push(value.clone());
+            }
+        }
+        ModOp::Delete => {
+            let Some(idx) = position else {
+                if permissive {
+                    return Ok(());
+                }
+                return Err(error(
+                    ResultCode::NO_SUCH_ATTRIBUTE,
+                    format!("{name}: no such attribute"),
+                ));
+            };
+            if change.values.is_empty() {
+                out.attributes.remove(idx);
+                return Ok(());
+            }
+            for value in change.values {
+                let k = key(value)?;
+                let attr = out
+                    .attributes
+                    .get_mut(idx)
+                    .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
+                match attr
+                    .values
+                    .iter()
+                    .position(|v| key(v).ok().as_ref() == Some(&k))
+                {
+                    Some(at) => {
+                        attr.values.remove(at);
+                    }
+                    None if permissive => {}
+                    None => {
+                        return Err(error(
+                            ResultCode::NO_SUCH_ATTRIBUTE,
+                            format!("{name}: no such value"),
+                        ));
+                    }
+                }
+            }
+            if out.attributes.get(idx).is_some_and(|a| a.values.is_empty()) {
+                out.attributes.remove(idx);
+            }
+        }
+        ModOp::Replace => {
+            if let Some(idx) = position {
+                out.attributes.remove(idx);
+            }
+            if !change.values.is_empty() {
+                out.attributes.push(Attribute {
+                    desc: desc.clone(),
+                    name: AttrName::new(change.attr, &desc, schema),
+                    values: change.values.iter().cloned().collect(),
+                });
+            }
+        }
+        ModOp::Increment => {
+            let [delta] = change.values else {
+                return Err(error(
+                    ResultCode::PROTOCOL_ERROR,
+                    format!("{name}: increment takes exactly one value"),
+                ));
+            };
+            let delta = parse_integer(delta).ok_or_else(|| {
+                error(
+                    ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+                    format!("{name}: increment value is not an INTEGER"),
+                )
+            })?;
+            if rule.is_none_or(|r| r.name != "integerMatch") {
+                return Err(error(
+                    ResultCode::CONSTRAINT_VIOLATION,
+                    format!("{name}: increment needs an INTEGER attribute"),
+                ));
+            }
+            let Some(idx) = position else {
+                return Err(error(
+                    ResultCode::NO_SUCH_ATTRIBUTE,
+                    format!("{name}: no such attribute to increment"),
+                ));
+            };
+            let attr = out
+                .attributes
+                .get_mut(idx)
+                .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
+            for value in &mut attr.values {
+                let current = parse_integer(value).ok_or_else(|| {
+                    error(
+                        ResultCode::CONSTRAINT_VIOLATION,
+                        format!("{name}: stored value is not an INTEGER"),
+                    )
+                })?;
+                let next = current.checked_add(delta).ok_or_else(|| {
+                    error(
+                        ResultCode::CONSTRAINT_VIOLATION,
+                        format!("{name}: increment overflows"),
+                    )
+                })?;
+                *value = next.to_string().into_bytes();
             }
         }
     }
-    // X.511: a modify may not remove a value of the RDN (a modify never
-    // changes the DN: `out.dn` is the entry's).
+    Ok(())
+}
+
+/// X.511: a modify may not remove a value of the RDN (a modify never
+/// changes the DN: `out.dn` is the entry's).
+fn check_rdn_kept(out: &Entry, schema: &Schema) -> Result<(), ModelError> {
     if let Some(rdn) = out.dn.rdn_values().first() {
         for (attr, value) in rdn.iter() {
             let kept = out.get(*attr).is_some_and(|a| a.has_value(value, schema));
@@ -255,7 +288,7 @@ pub fn apply_changes<'a>(
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn parse_integer(v: &[u8]) -> Option<i128> {
@@ -354,6 +387,32 @@ mod tests {
         )
         .unwrap();
         assert_eq!(values(&r, &s, "mail"), ["b@x.com", "a@x.com"]);
+    }
+
+    #[test]
+    fn a_permissive_add_skips_present_values_only() {
+        // The permissive modify control passes over a value already
+        // there, not over the rest of the change or the changes after it.
+        let s = Schema::builtin().unwrap();
+        let changes = [
+            change(ModOp::Add, "mail", &["a@x.com", "c@x.com"]),
+            change(ModOp::Add, "description", &["added"]),
+        ];
+        let both = |out: Entry| {
+            let values = |name: &str| {
+                let id = s.attribute_id(name).unwrap();
+                out.get(id).map_or(0, |a| a.values.len())
+            };
+            (values("mail"), values("description"))
+        };
+        let out = apply(&base(&s), &changes, &s, true).unwrap();
+        assert_eq!(both(out), (3, 1));
+        let described = changes.iter().map(|m| {
+            let desc = Description::parse(m.attr.as_bytes(), &s).unwrap();
+            (desc, m.as_change())
+        });
+        let out = apply_described_changes(base(&s), described, &s, true).unwrap();
+        assert_eq!(both(out), (3, 1));
     }
 
     #[test]

@@ -76,6 +76,14 @@ impl Batch {
         }
     }
 
+    /// A new, empty batch with the same record size.
+    pub(crate) fn emptied(&self) -> Batch {
+        Batch {
+            records: Vec::new(),
+            target: self.target,
+        }
+    }
+
     pub(crate) fn clear(&mut self) {
         self.records.clear();
     }
