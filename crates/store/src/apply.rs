@@ -2,6 +2,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
+use std::ops::Bound;
 
 use heed::{PutFlags, RwTxn};
 use meridian_model::dn::Dn;
@@ -1000,6 +1001,18 @@ fn plan_modify(
         return Err(no_such(txn, dbs, dn));
     };
     let old = ctx.load(txn, id, Some(dn))?;
+    plan_changes(ctx, id, old, changes, operational, permissive)
+}
+
+/// The checks and the new entry of a modify of `old`, entry `id`.
+fn plan_changes(
+    ctx: &Context<'_>,
+    id: EntryId,
+    old: Entry,
+    changes: &[Modification],
+    operational: &[(String, Vec<Vec<u8>>)],
+    permissive: bool,
+) -> Result<ModifyPlan, StoreError> {
     // The client's changes, then the server's operational replacements,
     // borrowed from the command (this runs on the writer thread: copies
     // of the values would be made and freed there for every modify).
@@ -1054,6 +1067,90 @@ fn write_modify(
     Ok(Outcome::Modified)
 }
 
+/// A modify as the writer applies it: the record is read through a
+/// cursor and the new one written through the same cursor, so `id2entry`
+/// is searched once, not twice. The B-tree searches were about a third
+/// of the writer's time under a stream of modifies (`perf`): each one
+/// walks pages that are mostly not in the CPU's cache. While the cursor
+/// holds the transaction, names are read from memory
+/// ([`Assigner::source`]); a new entry that would need a new name, and
+/// the index keys, are written after it is dropped.
+fn modify_through_cursor(
+    txn: &mut RwTxn<'_>,
+    ctx: &Context<'_>,
+    dn: &meridian_model::dn::Dn,
+    changes: &[Modification],
+    operational: &[(String, Vec<Vec<u8>>)],
+    permissive: bool,
+) -> Applied {
+    let dbs = ctx.dbs;
+    let id = match lookup(txn, dbs, dn) {
+        Ok(Some(id)) => id,
+        Ok(None) => return Applied::Refused(no_such(txn, dbs, dn)),
+        Err(e) => return Applied::Refused(e),
+    };
+    let key = keys::id_key(id);
+    let only = (Bound::Included(&key[..]), Bound::Included(&key[..]));
+    let mut cursor = match dbs.id2entry.range_mut(txn, &only) {
+        Ok(cursor) => cursor,
+        Err(e) => return Applied::Refused(e.into()),
+    };
+    let old = match cursor.next() {
+        Some(Ok((_, bytes))) => codec::decode_as(bytes, &ctx.names.source(ctx.schema), Some(dn)),
+        Some(Err(e)) => Err(e.into()),
+        None => Err(StoreError::Engine(format!(
+            "dn2id points at missing entry {id}"
+        ))),
+    };
+    let plan =
+        match old.and_then(|old| plan_changes(ctx, id, old, changes, operational, permissive)) {
+            Ok(plan) => plan,
+            Err(refusal) => return Applied::Refused(refusal),
+        };
+    // Numbered without storing a name: a record that needs a new one is
+    // thrown away and made again once the cursor is gone.
+    let mut needs_new_name = false;
+    let record = codec::encode(&plan.new, |position, attr| {
+        Ok(ctx
+            .names
+            .known_number_of(position, attr, ctx.schema)
+            .unwrap_or_else(|| {
+                needs_new_name = true;
+                0
+            }))
+    });
+    let written = match record {
+        // SAFETY: nothing read through the cursor is borrowed any more
+        // (the old record was decoded into an owned entry), so the
+        // overwrite invalidates no reference.
+        #[allow(unsafe_code)]
+        Ok(record) if !needs_new_name => {
+            let put = unsafe { cursor.put_current(&key, &record) };
+            drop(cursor);
+            put.map(|_| ()).map_err(StoreError::from)
+        }
+        _ => {
+            drop(cursor);
+            ctx.encode(txn, &plan.new)
+                .and_then(|record| Ok(dbs.id2entry.put(txn, &key, &record)?))
+        }
+    };
+    let written = written.and_then(|()| {
+        if let Some(old_keys) = &plan.old_keys {
+            let new_keys = ctx.indexes.entry_keys(&plan.new, ctx.schema);
+            write_index(txn, dbs, old_keys.difference(&new_keys), id, false)?;
+            write_index(txn, dbs, new_keys.difference(old_keys), id, true)?;
+        }
+        #[cfg(test)]
+        tests::fail_after_writing(&plan.new)?;
+        Ok(Outcome::Modified)
+    });
+    match written {
+        Ok(outcome) => Applied::Done(outcome),
+        Err(e) => Applied::Spoiled(e),
+    }
+}
+
 /// What applying one command in the batch's transaction did.
 pub(crate) enum Applied {
     /// It succeeded: its writes are in the transaction.
@@ -1086,10 +1183,7 @@ pub(crate) fn apply_in_batch(txn: &mut RwTxn<'_>, ctx: &Context<'_>, command: &C
             changes,
             operational,
             permissive,
-        } => match plan_modify(txn, ctx, dn, changes, operational, *permissive) {
-            Err(refusal) => return Applied::Refused(refusal),
-            Ok(plan) => write_modify(txn, ctx, plan),
-        },
+        } => return modify_through_cursor(txn, ctx, dn, changes, operational, *permissive),
         _ if command.is_add() => match apply(txn, ctx, command) {
             Err(refusal) if !refusal.is_engine_failure() => return Applied::Refused(refusal),
             written => written,

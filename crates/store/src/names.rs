@@ -197,6 +197,42 @@ impl NameSource for Resolver<'_, '_> {
     }
 }
 
+/// [`Assigner::source`]: the names a batch knows, read from memory.
+pub(crate) struct AssignedNames<'a> {
+    assigner: &'a Assigner,
+    schema: &'a Schema,
+}
+
+impl NameSource for AssignedNames<'_> {
+    fn known(&self) -> &[Name] {
+        &self.assigner.table.list
+    }
+
+    fn schema(&self) -> &Schema {
+        self.schema
+    }
+
+    fn name(&self, number: u32) -> Result<std::borrow::Cow<'_, Name>, StoreError> {
+        let table = &self.assigner.table;
+        if let Some(name) = table.list.get(number as usize) {
+            return Ok(std::borrow::Cow::Borrowed(name));
+        }
+        let pending = self.assigner.pending.borrow();
+        let text = (number as usize)
+            .checked_sub(table.list.len())
+            .and_then(|p| pending.get(p))
+            .ok_or_else(|| {
+                StoreError::Engine(format!(
+                    "corrupt entry record: unknown attribute name {number}"
+                ))
+            })?;
+        Ok(std::borrow::Cow::Owned(Name::new(
+            text.clone(),
+            self.schema,
+        )))
+    }
+}
+
 /// The writer's side: numbers for names, new ones written to `meta` in
 /// the transaction that first stores them.
 pub(crate) struct Assigner {
@@ -234,14 +270,37 @@ impl Assigner {
         attr: &Attribute,
         schema: &Schema,
     ) -> Result<u32, StoreError> {
+        self.number_of_with(position, attr, schema, |text| self.assign(txn, dbs, text))
+    }
+
+    /// The number of `attr`'s name if it has one already (in the table or
+    /// from this batch); `None` for a name never stored, which only
+    /// [`Assigner::number_of`] may number.
+    pub(crate) fn known_number_of(
+        &self,
+        position: usize,
+        attr: &Attribute,
+        schema: &Schema,
+    ) -> Option<u32> {
+        self.number_of_with(position, attr, schema, |_| Err(()))
+            .ok()
+    }
+
+    fn number_of_with<E>(
+        &self,
+        position: usize,
+        attr: &Attribute,
+        schema: &Schema,
+        assign: impl FnOnce(&str) -> Result<u32, E>,
+    ) -> Result<u32, E> {
         if attr.name.given().is_some() || !attr.desc.options.is_empty() {
-            return self.number(txn, dbs, position, attr.name(schema));
+            return self.number(position, attr.name(schema), assign);
         }
         let slot = attr.desc.attr.index();
         if let Some(&Some(n)) = self.primary.borrow().get(slot) {
             return Ok(n);
         }
-        let n = self.number(txn, dbs, position, attr.name(schema))?;
+        let n = self.number(position, attr.name(schema), assign)?;
         // Only the table's numbers: a pending one may be rolled back.
         if n < self.table.len() {
             let mut primary = self.primary.borrow_mut();
@@ -255,15 +314,14 @@ impl Assigner {
         Ok(n)
     }
 
-    /// The number of `text`, assigning (and storing) a new one if needed.
+    /// The number of `text`, or `assign`'s for a name never stored.
     /// `position`: the attribute's place in its record (see `recent`).
-    pub(crate) fn number(
+    fn number<E>(
         &self,
-        txn: &mut RwTxn<'_>,
-        dbs: &Dbs,
         position: usize,
         text: &str,
-    ) -> Result<u32, StoreError> {
+        assign: impl FnOnce(&str) -> Result<u32, E>,
+    ) -> Result<u32, E> {
         if let Some(&n) = self.recent.borrow().get(position, text) {
             return Ok(n);
         }
@@ -271,14 +329,31 @@ impl Assigner {
             self.recent.borrow_mut().remember(position, text, n);
             return Ok(n);
         }
-        let mut pending = self.pending.borrow_mut();
+        let pending = self.pending.borrow();
         if let Some(p) = pending.iter().position(|t| t == text) {
             return Ok(self.table.len() + p as u32);
         }
+        drop(pending);
+        assign(text)
+    }
+
+    /// Numbers a name never stored and stores it in `meta`.
+    fn assign(&self, txn: &mut RwTxn<'_>, dbs: &Dbs, text: &str) -> Result<u32, StoreError> {
+        let mut pending = self.pending.borrow_mut();
         let n = self.table.len() + pending.len() as u32;
         dbs.meta.put(txn, &key(n), text.as_bytes())?;
         pending.push(text.to_owned());
         Ok(n)
+    }
+
+    /// The names this batch can decode without its transaction: the
+    /// table's and its own new ones (both in memory), for a record read
+    /// through a cursor that holds the transaction.
+    pub(crate) fn source<'a>(&'a self, schema: &'a Schema) -> AssignedNames<'a> {
+        AssignedNames {
+            assigner: self,
+            schema,
+        }
     }
 
     /// The table this batch started from.
