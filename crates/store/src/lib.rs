@@ -26,7 +26,7 @@ mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
 
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
@@ -346,6 +346,7 @@ impl Store {
     /// Flushes every commit to disk (fsync), whatever the durability
     /// setting: a bulk load commits `relaxed` and syncs once at the end.
     pub fn sync(&self) -> Result<(), StoreError> {
+        let _map = self.inner.hold_map();
         self.inner.env.force_sync()?;
         Ok(())
     }
@@ -436,6 +437,7 @@ impl Store {
 
     /// The current map size in bytes.
     pub fn map_size(&self) -> usize {
+        let _map = self.inner.hold_map();
         self.inner.env.info().map_size
     }
 
@@ -525,6 +527,15 @@ fn open_databases(env: &Env<WithoutTls>, path: &Path) -> Result<Dbs, StoreError>
 }
 
 impl Inner {
+    /// Keeps the map where it is while the guard lives: anything that
+    /// reads through the map (a read transaction, a sync, the environment's
+    /// info, all of which read LMDB's meta pages in the map) must hold it,
+    /// or a resize on the writer thread (`munmap`, `mmap`) pulls the pages
+    /// from under it. A sync during a bulk load did, and crashed.
+    pub(crate) fn hold_map(&self) -> RwLockReadGuard<'_, ()> {
+        self.resize.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The attribute names as of the last commit.
     pub(crate) fn name_table(&self) -> Arc<names::NameTable> {
         Arc::clone(&self.names.read().unwrap_or_else(PoisonError::into_inner))

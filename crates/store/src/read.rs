@@ -1,6 +1,6 @@
 //! Read snapshots: consistent views from any thread.
 
-use std::sync::{Arc, PoisonError, RwLockReadGuard};
+use std::sync::{Arc, RwLockReadGuard};
 
 use heed::{RoTxn, WithoutTls};
 use meridian_model::dn::Dn;
@@ -43,7 +43,7 @@ pub struct SearchReport {
 
 impl<'s> Snapshot<'s> {
     pub(crate) fn new(inner: &'s Inner) -> Result<Snapshot<'s>, StoreError> {
-        let guard = inner.resize.read().unwrap_or_else(PoisonError::into_inner);
+        let guard = inner.hold_map();
         let txn = inner.env.read_txn()?;
         Ok(Snapshot {
             txn,

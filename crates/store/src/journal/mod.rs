@@ -52,7 +52,6 @@ pub(crate) use append::Journal;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::PoisonError;
 
 use heed::CompactionOption;
 use meridian_model::Schema;
@@ -386,7 +385,7 @@ fn checkpoint(inner: &Inner, dir: &Path, at: u64) -> Result<(), StoreError> {
     let staged = dir.join("base.tmp");
     {
         // The copy is a read transaction: the map must not move under it.
-        let _no_resize = inner.resize.read().unwrap_or_else(PoisonError::into_inner);
+        let _no_resize = inner.hold_map();
         let copy = inner.env.copy_to_path(&staged, CompactionOption::Enabled)?;
         copy.sync_all().map_err(|e| io_error("sync", &staged, &e))?;
     }
