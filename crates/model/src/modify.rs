@@ -153,13 +153,8 @@ fn apply_change(
                 }
             };
             for value in change.values {
-                let k = key(value)?;
-                let attr = out
-                    .attributes
-                    .get_mut(idx)
-                    .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
-                let present = attr.values.iter().any(|v| key(v).ok().as_ref() == Some(&k));
-                if present {
+                let (attr, present) = value_at(out, idx, value, key)?;
+                if present.is_some() {
                     if permissive {
                         continue;
                     }
@@ -186,16 +181,8 @@ fn apply_change(
                 return Ok(());
             }
             for value in change.values {
-                let k = key(value)?;
-                let attr = out
-                    .attributes
-                    .get_mut(idx)
-                    .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
-                match attr
-                    .values
-                    .iter()
-                    .position(|v| key(v).ok().as_ref() == Some(&k))
-                {
+                let (attr, present) = value_at(out, idx, value, key)?;
+                match present {
                     Some(at) => {
                         attr.values.remove(at);
                     }
@@ -271,6 +258,26 @@ fn apply_change(
         }
     }
     Ok(())
+}
+
+/// The attribute at `idx` of `out`, and where it holds `value` (the
+/// same value by `key`, the equality rule's key), if it does.
+fn value_at<'e>(
+    out: &'e mut Entry,
+    idx: usize,
+    value: &[u8],
+    key: impl Fn(&[u8]) -> Result<Vec<u8>, ModelError>,
+) -> Result<(&'e mut Attribute, Option<usize>), ModelError> {
+    let k = key(value)?;
+    let attr = out
+        .attributes
+        .get_mut(idx)
+        .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
+    let at = attr
+        .values
+        .iter()
+        .position(|v| key(v).ok().as_ref() == Some(&k));
+    Ok((attr, at))
 }
 
 /// X.511: a modify may not remove a value of the RDN (a modify never
