@@ -4,9 +4,9 @@
 //! in one write transaction, commits once and only then answers every
 //! job. A refused command fails alone and the others commit: commands
 //! decide their refusals before their first write, and one that fails
-//! after it is cut out of the batch ([`commit_commands`]). LMDB write transactions must stay on the
-//! thread that began them (heed issue 339): this thread is the only one
-//! that writes. In journal mode the commit is not synced; the batch's
+//! after it is cut out of the batch ([`commit_commands`]). LMDB write
+//! transactions must stay on the thread that began them (heed issue
+//! 339): this thread is the only one that writes. In journal mode the commit is not synced; the batch's
 //! record is appended to the journal and synced before the answers go out
 //! (`journal/mod.rs`).
 
@@ -189,6 +189,9 @@ fn commit_commands(
             // An earlier command this time (the engine failing anew):
             // the later one is applied again after it.
             Err(Failure::Spoiled { at, error }) => {
+                tracing::debug!(
+                    "a command failed after its first write ({error}); the commands before it are committed without it"
+                );
                 spoiled = Some((at, error));
                 continue;
             }
