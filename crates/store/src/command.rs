@@ -78,7 +78,7 @@ pub enum Command {
     /// Drop every index key and rebuild them from the entries and the
     /// configured indexes (after the config adds or removes an index).
     RebuildIndexes,
-    /// Add many entries in one nested transaction (bulk import). Each
+    /// Add many entries in one command (bulk import). Each
     /// entry is checked before anything of it is written, so one refused
     /// entry fails alone ([`Outcome::AddedMany`] lists it) and costs no
     /// rollback; an engine failure fails the whole command.
