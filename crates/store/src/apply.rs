@@ -8,7 +8,6 @@ use heed::{PutFlags, RwTxn};
 use meridian_model::dn::Dn;
 use meridian_model::entry::{Description, Entry, Writer};
 use meridian_model::modify::{self, Change, ModOp, Modification};
-use meridian_model::schema::AttrId;
 use meridian_model::{ModelError, Schema};
 use meridian_proto::ResultCode;
 
@@ -967,13 +966,14 @@ fn remove_leaf(txn: &mut RwTxn<'_>, ctx: &Context<'_>, id: EntryId) -> Result<()
 
 /// A modify checked and computed, nothing written yet.
 struct ModifyPlan {
-    id: EntryId,
     new: Entry,
     /// The entry's index keys before the change, when an indexed type
     /// changes (otherwise its keys stay as they are).
     old_keys: Option<BTreeSet<Vec<u8>>>,
 }
 
+/// A modify inside another command (an assertion's guard, a pre/post
+/// read): the writer's own path, its refusals as errors.
 fn modify(
     txn: &mut RwTxn<'_>,
     ctx: &Context<'_>,
@@ -982,32 +982,16 @@ fn modify(
     operational: &[(String, Vec<Vec<u8>>)],
     permissive: bool,
 ) -> Result<Outcome, StoreError> {
-    let plan = plan_modify(txn, ctx, dn, changes, operational, permissive)?;
-    write_modify(txn, ctx, plan)
+    match modify_through_cursor(txn, ctx, dn, changes, operational, permissive) {
+        Applied::Done(outcome) => Ok(outcome),
+        Applied::Refused(e) | Applied::Spoiled(e) => Err(e),
+    }
 }
 
-/// Every check of a modify, and the entry it makes; reads only, so a
-/// refusal here has written nothing.
-fn plan_modify(
-    txn: &heed::RoTxn<'_>,
-    ctx: &Context<'_>,
-    dn: &meridian_model::dn::Dn,
-    changes: &[Modification],
-    operational: &[(String, Vec<Vec<u8>>)],
-    permissive: bool,
-) -> Result<ModifyPlan, StoreError> {
-    let dbs = ctx.dbs;
-    let Some(id) = lookup(txn, dbs, dn)? else {
-        return Err(no_such(txn, dbs, dn));
-    };
-    let old = ctx.load(txn, id, Some(dn))?;
-    plan_changes(ctx, id, old, changes, operational, permissive)
-}
-
-/// The checks and the new entry of a modify of `old`, entry `id`.
+/// The checks and the new entry of a modify of `old`; reads nothing, so
+/// a refusal here has written nothing.
 fn plan_changes(
     ctx: &Context<'_>,
-    id: EntryId,
     old: Entry,
     changes: &[Modification],
     operational: &[(String, Vec<Vec<u8>>)],
@@ -1031,40 +1015,24 @@ fn plan_changes(
     let described = all_changes()
         .map(|c| Description::parse(c.attr.as_bytes(), ctx.schema).map(|desc| (desc, c)))
         .collect::<Result<Vec<_>, _>>()?;
-    let changed: Vec<AttrId> = described.iter().map(|(desc, _)| desc.attr).collect();
     // Index keys can only change if an indexed type was touched; only
     // then are the old keys taken, and the entry itself is changed
     // without a copy.
-    let touches_index = changed.iter().any(|&attr| ctx.indexes.get(attr).is_some());
+    let touches_index = described
+        .iter()
+        .any(|(desc, _)| ctx.indexes.get(desc.attr).is_some());
     let old_keys = touches_index.then(|| ctx.indexes.entry_keys(&old, ctx.schema));
-    let new = modify::apply_described_changes(old, described, ctx.schema, permissive)?;
+    let pairs = described.iter().map(|(desc, change)| (desc, *change));
+    let new = modify::apply_described_changes(old, pairs, ctx.schema, permissive)?;
     // The values checked are the client's: the operational ones are the
     // server's own (a timestamp, its DN, a CSN), made well-formed by the
     // directory; checking their syntax again (a DN parse, a time parse)
     // was a twentieth of the writer's time at the server.
-    let client_changed = changed.get(..changes.len()).unwrap_or(&changed);
-    new.check_after_modify(ctx.schema, Writer::Server, client_changed)?;
-    Ok(ModifyPlan { id, new, old_keys })
-}
-
-/// The writes of a checked modify: fails only as the engine fails.
-fn write_modify(
-    txn: &mut RwTxn<'_>,
-    ctx: &Context<'_>,
-    plan: ModifyPlan,
-) -> Result<Outcome, StoreError> {
-    let dbs = ctx.dbs;
-    let ModifyPlan { id, new, old_keys } = plan;
-    if let Some(old_keys) = old_keys {
-        let new_keys = ctx.indexes.entry_keys(&new, ctx.schema);
-        write_index(txn, dbs, old_keys.difference(&new_keys), id, false)?;
-        write_index(txn, dbs, new_keys.difference(&old_keys), id, true)?;
-    }
-    let record = ctx.encode(txn, &new)?;
-    dbs.id2entry.put(txn, &keys::id_key(id), &record)?;
-    #[cfg(test)]
-    tests::fail_after_writing(&new)?;
-    Ok(Outcome::Modified)
+    let client = described.get(..changes.len()).unwrap_or(&described);
+    new.check_after_modify(ctx.schema, Writer::Server, |attr| {
+        client.iter().any(|(desc, _)| desc.attr == attr)
+    })?;
+    Ok(ModifyPlan { new, old_keys })
 }
 
 /// A modify as the writer applies it: the record is read through a
@@ -1102,11 +1070,10 @@ fn modify_through_cursor(
             "dn2id points at missing entry {id}"
         ))),
     };
-    let plan =
-        match old.and_then(|old| plan_changes(ctx, id, old, changes, operational, permissive)) {
-            Ok(plan) => plan,
-            Err(refusal) => return Applied::Refused(refusal),
-        };
+    let plan = match old.and_then(|old| plan_changes(ctx, old, changes, operational, permissive)) {
+        Ok(plan) => plan,
+        Err(refusal) => return Applied::Refused(refusal),
+    };
     // Numbered without storing a name: a record that needs a new one is
     // thrown away and made again once the cursor is gone.
     let mut needs_new_name = false;
@@ -1232,6 +1199,14 @@ mod tests {
             return Err(StoreError::Engine("injected failure after writing".into()));
         }
         Ok(())
+    }
+
+    /// `result` is the failure [`fail_after_writing`] injected.
+    fn assert_injected(result: &Result<Outcome, StoreError>) {
+        assert!(
+            matches!(result, Err(StoreError::Engine(m)) if m.contains("injected")),
+            "{result:?}"
+        );
     }
 
     /// Makes writes of `dn` fail after writing until the guard is dropped.
@@ -1383,10 +1358,7 @@ mod tests {
             let description = schema.attribute_id("description").unwrap();
             let changed = stored.get(description).is_some();
             if failing.contains(&i) {
-                assert!(
-                    matches!(result, Err(StoreError::Engine(m)) if m.contains("injected")),
-                    "{result:?}"
-                );
+                assert_injected(result);
                 assert!(!changed, "the failed modify left its change");
             } else {
                 assert!(result.is_ok(), "modify {i}: {result:?}");
@@ -1444,10 +1416,7 @@ mod tests {
         };
         for (i, result) in results.iter().enumerate() {
             if i == failing {
-                assert!(
-                    matches!(result, Err(StoreError::Engine(m)) if m.contains("injected")),
-                    "{result:?}"
-                );
+                assert_injected(result);
                 assert!(
                     exists(old(i)) && !exists(new(i)),
                     "the failed rename left a trace"
@@ -1583,10 +1552,7 @@ mod tests {
                     "{result:?}"
                 ),
                 _ if i == failing => {
-                    assert!(
-                        matches!(result, Err(StoreError::Engine(m)) if m.contains("injected")),
-                        "{result:?}"
-                    );
+                    assert_injected(result);
                     assert!(!found, "the failed add left its entry");
                 }
                 _ => {

@@ -41,6 +41,16 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Writes refused for a full disk, logged: not latched, so the next
+    /// batch tries again once space is freed. `cause` says what failed.
+    pub(crate) fn disk_full(cause: impl std::fmt::Display) -> StoreError {
+        let e = StoreError::WritesRefused(format!(
+            "the disk is full ({cause}); writes are refused until space is freed, reads go on"
+        ));
+        tracing::error!("{e}");
+        e
+    }
+
     /// The LDAP result code a client gets for this error.
     pub fn code(&self) -> ResultCode {
         match self {

@@ -179,6 +179,9 @@ fn allocate_map(env: &Env<WithoutTls>, data_file: &Path) -> Result<map_file::Map
                 #[allow(unsafe_code)]
                 unsafe { env.resize(usize::try_from(next).unwrap_or(usize::MAX)) }?;
             }
+            // A full disk is logged where it is found
+            // (`StoreError::disk_full`); writes ask again as they need room.
+            Err(StoreError::WritesRefused(_)) => {}
             Err(e) => tracing::error!("{e}"),
         }
     }

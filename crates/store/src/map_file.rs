@@ -102,8 +102,8 @@ impl MapFile {
                 Ok(()) => return Ok(next),
                 Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && step > ALIGN => step /= 2,
                 Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
-                    return Err(StoreError::WritesRefused(format!(
-                        "the disk is full (no room to grow the database past {current} bytes: {e}); writes are refused until space is freed, reads go on"
+                    return Err(StoreError::disk_full(format_args!(
+                        "no room to grow the database past {current} bytes: {e}"
                     )));
                 }
                 Err(e) => {

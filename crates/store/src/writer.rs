@@ -135,7 +135,6 @@ fn commit_batch(
         return commit_commands(inner, &commands, Journaling::Off);
     };
     let seq = journal.next_seq();
-    journal.batch.clear();
     let results = commit_commands(
         inner,
         &commands,
@@ -200,12 +199,7 @@ fn commit_commands(
                 Err(e) => e,
             },
             Err(Failure::Batch(StoreError::Engine(message))) if is_disk_full(&message, inner) => {
-                // Not latched: once space is freed, the next batch succeeds.
-                let e = StoreError::WritesRefused(format!(
-                    "the disk is full ({message}); writes are refused until space is freed, reads go on"
-                ));
-                tracing::error!("{e}");
-                e
+                StoreError::disk_full(message)
             }
             Err(Failure::Batch(e)) => refuse(inner, &e),
         };

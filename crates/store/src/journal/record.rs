@@ -84,10 +84,6 @@ impl Batch {
         }
     }
 
-    pub(crate) fn clear(&mut self) {
-        self.records.clear();
-    }
-
     /// Where the batch stands, to go back to should the transaction
     /// about to be tried fail (a batch may take several transactions:
     /// `writer::commit_commands`).
