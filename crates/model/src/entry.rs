@@ -9,7 +9,7 @@ use meridian_proto::ResultCode;
 
 use crate::ModelError;
 use crate::dn::Dn;
-use crate::schema::{AttrId, ClassId, ClassKind, Schema};
+use crate::schema::{AttrId, AttrSet, ClassId, ClassKind, Schema};
 
 /// An attribute description: a type and its options (RFC 4512 2.5).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -409,14 +409,20 @@ impl Entry {
             ));
         };
 
-        // Every listed class and all their superclasses.
+        // The listed classes, then all the classes the entry has: the
+        // listed ones and every class they inherit from.
+        let mut listed = ClassList::new();
         let mut classes = ClassList::new();
+        // A class allows what its superiors allow, so what the listed
+        // classes allow is what the entry's classes allow.
+        let mut allowed = AttrSet::new();
         for (i, value) in oc_attr.values.iter().enumerate() {
             // slapd answers invalidAttributeSyntax here: an OID value that
             // names nothing.
-            let id = std::str::from_utf8(value)
+            let (id, class) = std::str::from_utf8(value)
                 .ok()
                 .and_then(|name| schema.class_id(name.trim()))
+                .and_then(|id| Some((id, schema.class_by_id(id)?)))
                 .ok_or_else(|| {
                     violation(
                         ResultCode::INVALID_ATTRIBUTE_SYNTAX,
@@ -426,7 +432,16 @@ impl Entry {
                         ),
                     )
                 })?;
-            add_with_superclasses(id, schema, &mut classes);
+            if listed.contains(&id) {
+                continue;
+            }
+            listed.push(id);
+            for &c in class.lineage() {
+                if !classes.contains(&c) {
+                    classes.push(c);
+                }
+            }
+            allowed.union_with(class.allowed());
         }
 
         let structural = self.structural_class(&classes, schema)?;
@@ -490,38 +505,27 @@ impl Entry {
             }
         }
 
-        // MUST and MAY.
+        // MUST and MAY. A class's MUST holds its superiors', so the
+        // listed classes' MUST are all the entry's classes require.
+        let present: AttrSet = self.attributes.iter().map(|a| a.desc.attr).collect();
+        for c in listed.iter().filter_map(|&id| schema.class_by_id(id)) {
+            if let Some(&missing) = c.must.iter().find(|&&must| !present.contains(must)) {
+                let attr = schema.attr(missing).map_or("?", |a| a.name());
+                return Err(violation(
+                    ResultCode::OBJECT_CLASS_VIOLATION,
+                    format!("object class {:?} requires attribute {attr:?}", c.name()),
+                ));
+            }
+        }
         let extensible = schema
             .extensible_object_class()
             .is_some_and(|x| classes.contains(&x));
-        for &class in &classes {
-            let Some(c) = schema.class_by_id(class) else {
-                continue;
-            };
-            for &must in &c.must {
-                if self.get(must).is_none() && !self.attributes.iter().any(|a| a.desc.attr == must)
-                {
-                    let attr = schema.attr(must).map_or("?", |a| a.name());
-                    return Err(violation(
-                        ResultCode::OBJECT_CLASS_VIOLATION,
-                        format!("object class {:?} requires attribute {attr:?}", c.name()),
-                    ));
-                }
-            }
-        }
         if !extensible {
             for attr in &self.attributes {
                 let Some(at) = schema.attr(attr.desc.attr) else {
                     continue;
                 };
-                if at.usage.is_operational() {
-                    continue;
-                }
-                let allowed = classes
-                    .iter()
-                    .filter_map(|&c| schema.class_by_id(c))
-                    .any(|c| c.allows(attr.desc.attr));
-                if !allowed {
+                if !at.usage.is_operational() && !allowed.contains(attr.desc.attr) {
                     return Err(violation(
                         ResultCode::OBJECT_CLASS_VIOLATION,
                         format!(
@@ -598,18 +602,6 @@ impl Entry {
 
 /// An entry's object classes: a handful, so kept inline.
 type ClassList = smallvec::SmallVec<[ClassId; 8]>;
-
-fn add_with_superclasses(id: ClassId, schema: &Schema, out: &mut ClassList) {
-    if out.contains(&id) {
-        return;
-    }
-    out.push(id);
-    if let Some(c) = schema.class_by_id(id) {
-        for &sup in &c.sup {
-            add_with_superclasses(sup, schema, out);
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -733,6 +725,12 @@ mod tests {
     fn each_violation_has_its_result_code_and_names_the_culprit() {
         use ResultCode as R;
         expect(&with(("sn", &[])), R::OBJECT_CLASS_VIOLATION, "\"sn\"");
+        // Required by the second listed class, an auxiliary one.
+        expect(
+            &with(("homeDirectory", &[])),
+            R::OBJECT_CLASS_VIOLATION,
+            "\"posixAccount\" requires attribute \"homeDirectory\"",
+        );
         expect(
             &with(("objectClass", &[])),
             R::OBJECT_CLASS_VIOLATION,

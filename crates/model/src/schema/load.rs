@@ -14,7 +14,8 @@ use std::path::Path;
 
 use super::description::{self, Description, Value};
 use super::{
-    AttrId, AttributeType, ClassId, ClassKind, ObjectClass, Schema, Usage, rule_named, syntax_for,
+    AttrId, AttrSet, AttributeType, ClassId, ClassKind, ObjectClass, Schema, Usage, rule_named,
+    syntax_for,
 };
 use crate::rules::RuleKind;
 
@@ -319,6 +320,8 @@ impl Schema {
             may,
             obsolete: d.has("OBSOLETE"),
             definition,
+            lineage: Vec::new(),
+            allowed: AttrSet::new(),
         })
         .map(|_| ())
     }
@@ -513,6 +516,49 @@ mod tests {
             .load_str("attributetype ( 1.2.3.7 NAME 'cn' SUP name )", "e")
             .unwrap_err();
         assert!(err.reason.contains("already defined"), "{err}");
+    }
+
+    #[test]
+    fn a_class_knows_its_whole_lineage_and_all_it_allows() {
+        let mut s = Schema::builtin().unwrap();
+        // Two superiors, one of them reached twice (top): a diamond.
+        s.load_str(
+            "objectclass ( 1.3.6.1.4.1.99999.9.1 NAME 'staffPerson' SUP ( inetOrgPerson $ account ) \
+             STRUCTURAL MAY ( dc ) )",
+            "diamond.schema",
+        )
+        .unwrap();
+        let id = |name: &str| s.class_id(name).unwrap();
+        let staff = s.class("staffPerson").unwrap();
+        let mut lineage: Vec<&str> = staff
+            .lineage()
+            .iter()
+            .map(|&c| s.class_by_id(c).unwrap().name())
+            .collect();
+        lineage.sort_unstable();
+        assert_eq!(
+            lineage,
+            [
+                "account",
+                "inetOrgPerson",
+                "organizationalPerson",
+                "person",
+                "staffPerson",
+                "top"
+            ]
+        );
+        assert!(s.class_inherits(id("staffPerson"), id("person")));
+        assert!(s.class_inherits(id("staffPerson"), id("account")));
+        assert!(!s.class_inherits(id("person"), id("staffPerson")));
+        assert!(!s.class_inherits(id("inetOrgPerson"), id("account")));
+        // Own MAY, inherited MAY and MUST from both lines, nothing else.
+        let attr = |name: &str| s.attribute_id(name).unwrap();
+        for allowed in ["dc", "mail", "sn", "uid", "host", "objectClass"] {
+            assert!(staff.allows(attr(allowed)), "{allowed}");
+        }
+        for refused in ["homeDirectory", "entryUUID"] {
+            assert!(!staff.allows(attr(refused)), "{refused}");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! their syntax and matching rules from their superior chain at that
 //! moment, and keep them.
 
+mod attr_set;
 pub mod description;
 mod load;
 
@@ -14,6 +15,7 @@ use std::collections::HashMap;
 
 use crate::fxhash::FxBuildHasher;
 
+pub use attr_set::AttrSet;
 pub use load::SchemaError;
 
 use crate::rules::{RULES, RuleInfo};
@@ -124,6 +126,11 @@ pub struct ObjectClass {
     pub obsolete: bool,
     /// The definition as published.
     pub definition: String,
+    /// This class and every class it inherits from, each once: filled
+    /// in when the class is added, since superiors come first.
+    lineage: Vec<ClassId>,
+    /// `must` and `may` as one set.
+    allowed: AttrSet,
 }
 
 impl ObjectClass {
@@ -134,7 +141,17 @@ impl ObjectClass {
 
     /// Whether an entry of this class may hold `attr` (MUST or MAY).
     pub fn allows(&self, attr: AttrId) -> bool {
-        self.must.binary_search(&attr).is_ok() || self.may.binary_search(&attr).is_ok()
+        self.allowed.contains(attr)
+    }
+
+    /// The attribute types an entry of this class may hold (MUST and MAY).
+    pub fn allowed(&self) -> &AttrSet {
+        &self.allowed
+    }
+
+    /// This class and every class it inherits from, each once.
+    pub fn lineage(&self) -> &[ClassId] {
+        &self.lineage
     }
 }
 
@@ -271,11 +288,10 @@ impl Schema {
 
     /// True if class `sub` is `sup` or inherits from it.
     pub fn class_inherits(&self, sub: ClassId, sup: ClassId) -> bool {
-        if sub == sup {
-            return true;
-        }
-        self.class_by_id(sub)
-            .is_some_and(|c| c.sup.iter().any(|&s| self.class_inherits(s, sup)))
+        sub == sup
+            || self
+                .class_by_id(sub)
+                .is_some_and(|c| c.lineage.contains(&sup))
     }
 
     /// Resolves a name of anything with an OID (attribute type, object
@@ -336,7 +352,7 @@ impl Schema {
         Ok(id)
     }
 
-    fn push_class(&mut self, c: ObjectClass) -> Result<ClassId, String> {
+    fn push_class(&mut self, mut c: ObjectClass) -> Result<ClassId, String> {
         let id = ClassId(self.classes.len() as u32);
         let mut keys: Vec<String> = c.names.iter().map(|n| n.to_ascii_lowercase()).collect();
         keys.push(c.oid.clone());
@@ -352,6 +368,19 @@ impl Schema {
             self.class_index.insert(key.clone(), id);
             self.oid_index.entry(key).or_insert(Named::Class(id));
         }
+        c.lineage = vec![id];
+        for sup in &c.sup {
+            let inherited = self
+                .classes
+                .get(sup.0 as usize)
+                .map_or(&[][..], |s| &s.lineage);
+            for &class in inherited {
+                if !c.lineage.contains(&class) {
+                    c.lineage.push(class);
+                }
+            }
+        }
+        c.allowed = c.must.iter().chain(&c.may).copied().collect();
         self.classes.push(c);
         Ok(id)
     }
