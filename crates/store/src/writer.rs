@@ -14,6 +14,7 @@ use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
+use meridian_model::entry::ByPosition;
 use tokio::sync::mpsc;
 
 use crate::apply::{self, Applied, Context};
@@ -219,6 +220,7 @@ fn commit_once(
     // with its transaction, and so are waiting index keys.
     let names = Assigner::new(inner.name_table());
     let pending_index = RefCell::new(SortedPuts::default());
+    let descriptions = RefCell::new(ByPosition::default());
     let ctx = Context {
         dbs: &inner.dbs,
         schema: &inner.schema,
@@ -226,6 +228,7 @@ fn commit_once(
         suffixes: &inner.suffixes,
         names: &names,
         pending_index: &pending_index,
+        descriptions: &descriptions,
     };
     let mark = match journaling {
         Journaling::Live { batch, .. } => Some(batch.mark()),
