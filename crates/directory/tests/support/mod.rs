@@ -17,7 +17,16 @@ pub const ADMIN_DN: &str = "cn=admin,dc=example,dc=com";
 
 /// A directory for dc=example,dc=com over a memory store.
 pub fn directory(clock: Arc<dyn Clock>, limits: Limits) -> (Directory, Arc<Schema>) {
-    let schema = Arc::new(Schema::builtin().unwrap());
+    directory_with(Schema::builtin().unwrap(), clock, limits)
+}
+
+/// [`directory`] with `schema`.
+pub fn directory_with(
+    schema: Schema,
+    clock: Arc<dyn Clock>,
+    limits: Limits,
+) -> (Directory, Arc<Schema>) {
+    let schema = Arc::new(schema);
     let store = Store::open(
         StoreOptions {
             path: std::env::temp_dir(),

@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use meridian_directory::Directory;
 use meridian_ldif::Limits;
-use meridian_model::ModelError;
-use meridian_model::dn::Dn;
+use meridian_model::dn::{Dn, RecentParent};
 use meridian_model::entry::{Entry, RecentDescriptions};
 use meridian_store::Command;
 
@@ -27,9 +26,7 @@ pub(crate) struct Parsed {
 /// parent DN and the attribute names record after record.
 #[derive(Default)]
 pub(crate) struct Recent {
-    /// The parent of the last DN, spelled as it was written (see
-    /// [`Dn::parse_child`]).
-    parent: Option<Dn>,
+    parents: RecentParent,
     descriptions: RecentDescriptions,
 }
 
@@ -57,8 +54,11 @@ impl Checker {
         };
         let origin = add.origin;
         let schema = self.directory.schema();
-        let result = self
-            .dn(&add.dn, &mut recent.parent)
+        // Loads name many children of one entry in a row: their parent's
+        // part of the DN is parsed once.
+        let result = recent
+            .parents
+            .parse(&add.dn, schema)
             .map_err(|e| format!("dn `{}`: {e}", String::from_utf8_lossy(&add.dn)))
             .and_then(|dn| {
                 let pairs = add.values.into_iter().map(|a| (a.description, a.value));
@@ -74,20 +74,6 @@ impl Checker {
             }),
             Err(message) => Err(Refused { origin, message }),
         })
-    }
-
-    /// The DN of a record. Loads name many children of one entry in a
-    /// row: their parent's part of the DN is parsed once.
-    fn dn(&self, text: &[u8], last_parent: &mut Option<Dn>) -> Result<Dn, ModelError> {
-        let schema = self.directory.schema();
-        let (dn, reused) = match last_parent {
-            Some(parent) => Dn::parse_child(text, parent, schema)?,
-            None => (Dn::parse(text, schema)?, false),
-        };
-        if !reused {
-            *last_parent = dn.parent_as_written();
-        }
-        Ok(dn)
     }
 
     /// The schema check and operational attributes; entries outside the
