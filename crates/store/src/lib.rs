@@ -53,7 +53,20 @@ pub(crate) struct Dbs {
 /// A job for the writer: a command and where to send its result.
 pub(crate) struct Job {
     pub(crate) command: Command,
-    pub(crate) reply: oneshot::Sender<Result<Outcome, StoreError>>,
+    pub(crate) reply: oneshot::Sender<Answer>,
+}
+
+/// What a job's submitter receives: the result, and the command itself,
+/// to be freed by the thread that waits for it, which is mostly the one
+/// that made it. Freed on the journal thread instead, a command's DN and
+/// values (allocated on a worker) were cold memory there, and the
+/// worker's allocator then took back each block another thread had
+/// freed: together a tenth of the server's time under a stream of
+/// modifies (perf).
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) result: Result<Outcome, StoreError>,
+    pub(crate) spent: Command,
 }
 
 pub(crate) struct Inner {
@@ -98,17 +111,24 @@ pub struct StoreOptions {
 
 /// A submitted command's result, once committed.
 #[derive(Debug)]
-pub struct Submitted(oneshot::Receiver<Result<Outcome, StoreError>>);
+pub struct Submitted(oneshot::Receiver<Answer>);
 
 impl Submitted {
     /// Waits for the commit.
     pub async fn wait(self) -> Result<Outcome, StoreError> {
-        self.0.await.map_err(|_| StoreError::Closed)?
+        Self::result_of(self.0.await)
     }
 
     /// [`Submitted::wait`] for threads outside an async runtime.
     pub fn wait_blocking(self) -> Result<Outcome, StoreError> {
-        self.0.blocking_recv().map_err(|_| StoreError::Closed)?
+        Self::result_of(self.0.blocking_recv())
+    }
+
+    /// The result; the spent command is freed here, on this thread.
+    fn result_of(answer: Result<Answer, oneshot::error::RecvError>) -> Result<Outcome, StoreError> {
+        let Answer { result, spent } = answer.map_err(|_| StoreError::Closed)?;
+        drop(spent);
+        result
     }
 }
 

@@ -21,7 +21,7 @@ use crate::apply::{self, Applied, Context};
 use crate::journal::{self, Journal, record::Batch};
 use crate::names::Assigner;
 use crate::sorted_puts::SortedPuts;
-use crate::{Command, Inner, Job, Outcome, StoreError};
+use crate::{Answer, Command, Inner, Job, Outcome, StoreError};
 
 /// Largest map the writer grows to: beyond this a full map is a full disk
 /// in practice, and writes are refused instead.
@@ -45,20 +45,16 @@ pub(crate) fn run(
         let answered = batch.drain(..).zip(results);
         match journal.as_mut() {
             // Answered by the journal thread once the batch is durable.
-            // The commands go with them, to be freed there: freeing them
-            // (DNs, values, memory of other threads) was a tenth of this
-            // thread's time under a stream of modifies, and this thread
-            // is the one every write waits for.
             Some(journal) => {
-                let (replies, spent) = answered
-                    .map(|(job, result)| ((job.reply, result), job.command))
-                    .unzip();
-                journal.hand_over(inner, replies, spent);
+                let replies = answered
+                    .map(|(job, result)| (job.reply, answer(result, job.command)))
+                    .collect();
+                journal.hand_over(inner, replies);
             }
             None => {
                 for (job, result) in answered {
                     // A caller that went away does not need its answer.
-                    let _ = job.reply.send(result);
+                    let _ = job.reply.send(answer(result, job.command));
                 }
             }
         }
@@ -70,6 +66,12 @@ pub(crate) fn run(
         shrink(inner);
     }
     tracing::debug!("writer thread stopped");
+}
+
+/// A job's answer: its result and its command, sent back to be freed by
+/// the thread that submitted it ([`Answer`]), not by this one.
+fn answer(result: Result<Outcome, StoreError>, spent: Command) -> Answer {
+    Answer { result, spent }
 }
 
 /// Latches the store read-only after an I/O failure.

@@ -18,13 +18,10 @@ use std::thread::JoinHandle;
 use tokio::sync::oneshot;
 
 use super::{checkpoint, io_error, log_bytes, open_segment, record, remove_marker, write_marker};
-use crate::{Command, Inner, Outcome, StoreError};
+use crate::{Answer, Inner, StoreError};
 
 /// One answer to send once the batch is durable.
-type Reply = (
-    oneshot::Sender<Result<Outcome, StoreError>>,
-    Result<Outcome, StoreError>,
-);
+type Reply = (oneshot::Sender<Answer>, Answer);
 
 /// A committed batch on its way to the journal thread.
 struct Committed {
@@ -35,9 +32,6 @@ struct Committed {
     /// and the writer is the thread every write waits for.
     records: Option<(record::Batch, u64)>,
     replies: Vec<Reply>,
-    /// The batch's commands, freed by the journal thread after it has
-    /// answered, not by the writer.
-    spent: Vec<Command>,
 }
 
 /// Batches the writer may commit ahead of the journal: one being synced
@@ -128,11 +122,10 @@ impl Journal {
     }
 
     /// Hands the sealed batch and its answers to the journal thread.
-    pub(crate) fn hand_over(&mut self, inner: &Inner, replies: Vec<Reply>, spent: Vec<Command>) {
+    pub(crate) fn hand_over(&mut self, inner: &Inner, replies: Vec<Reply>) {
         let committed = Committed {
             records: self.sealed.take(),
             replies,
-            spent,
         };
         let Some(sender) = &self.sender else { return };
         if let Err(lost) = sender.send(committed) {
@@ -141,8 +134,9 @@ impl Journal {
                 inner,
                 &StoreError::Engine("the journal thread stopped".into()),
             );
-            for (reply, _) in lost.0.replies {
-                let _ = reply.send(Err(e.clone()));
+            for (reply, mut answer) in lost.0.replies {
+                answer.result = Err(e.clone());
+                let _ = reply.send(answer);
             }
         }
     }
@@ -181,13 +175,12 @@ impl Appender {
                 (None, None) => Ok(()),
                 (None, Some((batch, first_seq))) => self.append(&batch, first_seq),
             };
-            for (reply, result) in committed.replies {
-                let _ = reply.send(match &durable {
-                    Ok(()) => result,
-                    Err(e) => Err(e.clone()),
-                });
+            for (reply, mut answer) in committed.replies {
+                if let Err(e) = &durable {
+                    answer.result = Err(e.clone());
+                }
+                let _ = reply.send(answer);
             }
-            drop(committed.spent);
             if self.failed.is_none() {
                 if let Err(e) = self.maybe_checkpoint() {
                     self.failed = Some(crate::writer::refuse(&self.inner, &e));
