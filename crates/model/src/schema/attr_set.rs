@@ -33,7 +33,9 @@ impl AttrSet {
         if self.words.len() <= word {
             self.words.resize(word + 1, 0);
         }
-        self.words[word] |= bit;
+        if let Some(w) = self.words.get_mut(word) {
+            *w |= bit;
+        }
     }
 
     /// True if `attr` is in the set.
