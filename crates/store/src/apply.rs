@@ -46,6 +46,9 @@ pub(crate) struct Context<'a> {
     /// it (the parses were a twelfth of the writer's instructions under
     /// a stream of modifies, callgrind).
     pub(crate) descriptions: &'a RefCell<ByPosition<Description>>,
+    /// Entry IDs of DNs modified before, guesses to check
+    /// ([`DnIds`](crate::dn_ids::DnIds)).
+    pub(crate) dn_ids: &'a RefCell<crate::dn_ids::DnIds>,
 }
 
 impl Context<'_> {
@@ -1078,10 +1081,15 @@ fn modify_through_cursor(
     permissive: bool,
 ) -> Applied {
     let dbs = ctx.dbs;
-    let id = match lookup(txn, dbs, dn) {
-        Ok(Some(id)) => id,
-        Ok(None) => return Applied::Refused(no_such(txn, dbs, dn)),
-        Err(e) => return Applied::Refused(e),
+    // The ID remembered from an earlier modify, or `dn2id`'s.
+    let guess = ctx.dn_ids.borrow().guess(dn);
+    let id = match guess {
+        Some(id) => id,
+        None => match lookup(txn, dbs, dn) {
+            Ok(Some(id)) => id,
+            Ok(None) => return Applied::Refused(no_such(txn, dbs, dn)),
+            Err(e) => return Applied::Refused(e),
+        },
     };
     let key = keys::id_key(id);
     let only = (Bound::Included(&key[..]), Bound::Included(&key[..]));
@@ -1090,11 +1098,38 @@ fn modify_through_cursor(
         Err(e) => return Applied::Refused(e.into()),
     };
     let old = match cursor.next() {
-        Some(Ok((_, bytes))) => codec::decode_as(bytes, &ctx.names.source(ctx.schema), Some(dn)),
-        Some(Err(e)) => Err(e.into()),
-        None => Err(StoreError::Engine(format!(
+        Some(Ok((_, bytes))) => {
+            // A record that carries exactly this DN's text is this
+            // entry (entries are unique by DN): only that proves a
+            // guess, and only such an ID is remembered, so a client that
+            // spells a DN otherwise than it was added makes no guesses.
+            let proven = codec::stored_dn(bytes) == Some(dn.original().as_bytes());
+            if guess.is_some() && !proven {
+                None
+            } else {
+                if guess.is_none() && proven {
+                    ctx.dn_ids.borrow_mut().remember(dn, id);
+                }
+                Some(codec::decode_as(
+                    bytes,
+                    &ctx.names.source(ctx.schema),
+                    Some(dn),
+                ))
+            }
+        }
+        Some(Err(e)) => Some(Err(e.into())),
+        None if guess.is_some() => None,
+        None => Some(Err(StoreError::Engine(format!(
             "dn2id points at missing entry {id}"
-        ))),
+        )))),
+    };
+    let Some(old) = old else {
+        // A wrong guess (the entry renamed or deleted since, or its ID
+        // given again after a batch that failed): forgotten, and
+        // `dn2id` decides.
+        drop(cursor);
+        ctx.dn_ids.borrow_mut().forget(dn);
+        return modify_through_cursor(txn, ctx, dn, changes, operational, permissive);
     };
     let plan = match old.and_then(|old| plan_changes(ctx, old, changes, operational, permissive)) {
         Ok(plan) => plan,

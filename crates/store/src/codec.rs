@@ -229,6 +229,13 @@ fn open(bytes: &[u8]) -> Result<(u8, Cursor<'_>), StoreError> {
     })
 }
 
+/// The DN text a stored record carries, as it was written; `None` for
+/// a record that cannot be read.
+pub(crate) fn stored_dn(bytes: &[u8]) -> Option<&[u8]> {
+    let (_, mut c) = open_known(bytes)?;
+    c.bytes().ok()
+}
+
 /// [`open`] for the scan: `None` for an empty record or an unknown format.
 #[inline]
 fn open_known(bytes: &[u8]) -> Option<(u8, Cursor<'_>)> {

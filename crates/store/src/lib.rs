@@ -13,6 +13,7 @@ mod apply;
 mod check;
 pub mod codec;
 mod command;
+mod dn_ids;
 mod error;
 pub mod index;
 mod journal;
@@ -76,6 +77,9 @@ pub(crate) struct Inner {
     pub(crate) indexes: index::Indexes,
     pub(crate) suffixes: Vec<Dn>,
     pub(crate) max_batch: usize,
+    /// Entry IDs of DNs modified before (`dn_ids.rs`): the writer's
+    /// alone, taken for each transaction it tries.
+    pub(crate) dn_ids: Mutex<dn_ids::DnIds>,
     /// Readers hold it shared while their transaction lives; the writer
     /// takes it exclusively to grow the map (LMDB allows a resize only
     /// when this process has no transaction open).
@@ -333,6 +337,7 @@ impl Store {
             indexes,
             suffixes: options.suffixes,
             max_batch: st.max_batch,
+            dn_ids: Mutex::new(dn_ids::DnIds::new(st.dn_cache_entries)),
             resize: RwLock::new(()),
             refused: Mutex::new(None),
             commits: AtomicU64::new(0),

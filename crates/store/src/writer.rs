@@ -223,6 +223,9 @@ fn commit_once(
     let names = Assigner::new(inner.name_table());
     let pending_index = RefCell::new(SortedPuts::default());
     let descriptions = RefCell::new(ByPosition::default());
+    let dn_ids = RefCell::new(std::mem::take(
+        &mut *inner.dn_ids.lock().unwrap_or_else(PoisonError::into_inner),
+    ));
     let ctx = Context {
         dbs: &inner.dbs,
         schema: &inner.schema,
@@ -231,6 +234,7 @@ fn commit_once(
         names: &names,
         pending_index: &pending_index,
         descriptions: &descriptions,
+        dn_ids: &dn_ids,
     };
     let mark = match journaling {
         Journaling::Live { batch, .. } => Some(batch.mark()),
@@ -247,6 +251,9 @@ fn commit_once(
         (Err(_), Journaling::Live { batch, .. }, Some(mark)) => batch.roll_back(mark),
         (Err(_), _, _) => {}
     }
+    // Kept whether or not the attempt committed: what it learned are
+    // guesses, each checked before it is used.
+    *inner.dn_ids.lock().unwrap_or_else(PoisonError::into_inner) = dn_ids.into_inner();
     committed
 }
 

@@ -1061,6 +1061,87 @@ fn a_read_only_store_reads_and_refuses_writes() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// Replaces `description` of `text` with `value`.
+fn describe(f: &Fixture, text: &str, value: &str) -> Result<Outcome, StoreError> {
+    f.store.execute_blocking(Command::Modify {
+        dn: dn(f, text),
+        changes: vec![Modification {
+            op: ModOp::Replace,
+            attr: "description".into(),
+            values: vec![value.as_bytes().to_vec()],
+        }],
+        operational: vec![],
+        permissive: false,
+    })
+}
+
+/// The `description` values of `text`, or `None` without the entry.
+fn description_of(f: &Fixture, text: &str) -> Option<Vec<String>> {
+    let snap = f.store.snapshot().unwrap();
+    let (_, entry) = snap.get(&dn(f, text)).unwrap()?;
+    let description = f.schema.attribute_id("description").unwrap();
+    Some(entry.get(description).map_or_else(Vec::new, |a| {
+        a.values
+            .iter()
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .collect()
+    }))
+}
+
+/// The writer remembers the entry ID of each DN it modified; each
+/// remembered ID must prove itself against the record it names, since
+/// deletes, renames and failed batches change what an ID or a DN means.
+#[test]
+fn a_modify_after_the_name_moved_reaches_the_entry_that_has_it_now() {
+    for flavour in backends() {
+        let f = open(flavour, "dnids", |_| {});
+        base_tree(&f);
+        let x = format!("uid=x,ou=People,{SUFFIX}");
+        let y = format!("uid=y,ou=People,{SUFFIX}");
+        person(&f, "x", "First", 1);
+        describe(&f, &x, "one").unwrap();
+        // Deleted: the remembered ID names no record.
+        f.store
+            .execute_blocking(Command::Delete { dn: dn(&f, &x) })
+            .unwrap();
+        let err = describe(&f, &x, "two").unwrap_err();
+        assert_eq!(err.code(), ResultCode::NO_SUCH_OBJECT, "{flavour:?}");
+        // Added again (a new ID), remembered, then renamed away: the
+        // remembered ID names a record with another DN, and the new
+        // entry of that DN is the one modified.
+        person(&f, "x", "Second", 2);
+        describe(&f, &x, "three").unwrap();
+        modify_dn(&f, &x, "uid=y", true, None).unwrap();
+        person(&f, "x", "Third", 3);
+        describe(&f, &x, "four").unwrap();
+        assert_eq!(
+            description_of(&f, &x),
+            Some(vec!["four".into()]),
+            "{flavour:?}"
+        );
+        assert_eq!(
+            description_of(&f, &y),
+            Some(vec!["three".into()]),
+            "{flavour:?}"
+        );
+        // Spelled otherwise than it was added: found all the same.
+        describe(&f, "UID=X,ou=people,dc=example,dc=com", "five").unwrap();
+        describe(&f, &x, "six").unwrap();
+        assert_eq!(
+            description_of(&f, &x),
+            Some(vec!["six".into()]),
+            "{flavour:?}"
+        );
+        assert_eq!(
+            description_of(&f, &y),
+            Some(vec!["three".into()]),
+            "{flavour:?}"
+        );
+        let problems = f.store.snapshot().unwrap().check().unwrap();
+        assert!(problems.is_empty(), "{flavour:?}: {problems:?}");
+    }
+}
+
 #[test]
 fn an_entry_keeps_its_dn_as_written_whatever_spelling_finds_it() {
     for flavour in backends() {
