@@ -141,7 +141,7 @@ pub struct StorageConfig {
     /// Commands waiting for the writer before submitters wait too.
     pub queue_depth: usize,
     /// DNs whose entry IDs the writer remembers for modifies (each
-    /// about 80 bytes); 0 remembers none. A remembered ID saves a
+    /// about 20 bytes); 0 remembers none. A remembered ID saves a
     /// `dn2id` search and is checked against the record it names.
     pub dn_cache_entries: usize,
     /// Indexed attributes and their kinds, e.g. `uid = ["eq", "sub"]`.
@@ -170,7 +170,7 @@ impl Default for StorageConfig {
             // where seed 000's bundles sit.
             max_batch: 1000,
             queue_depth: 65_536,
-            // Up to about 80 MB: every DN of seed 000's million entries.
+            // Up to about 32 MB: every DN of seed 000's million entries.
             dn_cache_entries: 1_000_000,
             indexes,
         }
