@@ -1114,29 +1114,18 @@ fn a_modify_after_the_name_moved_reaches_the_entry_that_has_it_now() {
         modify_dn(&f, &x, "uid=y", true, None).unwrap();
         person(&f, "x", "Third", 3);
         describe(&f, &x, "four").unwrap();
-        assert_eq!(
-            description_of(&f, &x),
-            Some(vec!["four".into()]),
-            "{flavour:?}"
-        );
-        assert_eq!(
-            description_of(&f, &y),
-            Some(vec!["three".into()]),
-            "{flavour:?}"
-        );
+        // The values of x and of y.
+        let holds = |at_x: &str, at_y: &str| {
+            for (text, value) in [(&x, at_x), (&y, at_y)] {
+                let values = description_of(&f, text);
+                assert_eq!(values, Some(vec![value.to_owned()]), "{flavour:?}, {text}");
+            }
+        };
+        holds("four", "three");
         // Spelled otherwise than it was added: found all the same.
         describe(&f, "UID=X,ou=people,dc=example,dc=com", "five").unwrap();
         describe(&f, &x, "six").unwrap();
-        assert_eq!(
-            description_of(&f, &x),
-            Some(vec!["six".into()]),
-            "{flavour:?}"
-        );
-        assert_eq!(
-            description_of(&f, &y),
-            Some(vec!["three".into()]),
-            "{flavour:?}"
-        );
+        holds("six", "three");
         let problems = f.store.snapshot().unwrap().check().unwrap();
         assert!(problems.is_empty(), "{flavour:?}: {problems:?}");
     }
