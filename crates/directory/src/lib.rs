@@ -491,7 +491,9 @@ impl Directory {
     /// RDN's parse and allocations (a third of a worker's time went to
     /// parsing DNs under a stream of modifies, perf). The parent is kept
     /// with the schema it was parsed with: a thread may serve several
-    /// directories (tests run many servers in one process).
+    /// directories (tests run many servers in one process). The `Arc`
+    /// kept holds that schema alive, so no other schema can take its
+    /// address and pass for it.
     fn dn(&self, text: &[u8]) -> Result<Dn, Outcome> {
         thread_local! {
             static RECENT: RefCell<Option<(Arc<Schema>, RecentParent)>> =
