@@ -233,7 +233,7 @@ impl Directory {
         let operational = self
             .ttl_attributes(granted)
             .into_iter()
-            .map(|(name, value)| (name.to_owned(), vec![value]))
+            .map(|(name, value)| (name.into(), vec![value]))
             .collect();
         let command = Command::Modify {
             dn,

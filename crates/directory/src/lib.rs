@@ -38,7 +38,7 @@ use meridian_model::{ModelError, Schema};
 use meridian_proto::{
     AddRequest, CompareRequest, ModifyDnRequest, ModifyOperation, ModifyRequest, ResultCode,
 };
-use meridian_store::{Command, Store, StoreError};
+use meridian_store::{Command, Operational, Store, StoreError};
 
 use crate::access::{AccessRules, FilterAttrs, Level};
 use crate::clock::{Clock, generalized_time};
@@ -54,7 +54,7 @@ pub struct PasswordChange {
     new: Vec<u8>,
     /// True when the server chose the new password (returned to the client).
     pub generated: bool,
-    operational: Vec<(String, Vec<Vec<u8>>)>,
+    operational: Operational,
     cost: password::HashCost,
 }
 
@@ -904,7 +904,7 @@ impl Directory {
         }
     }
 
-    fn operational_changes(&self, who: &Identity) -> Vec<(String, Vec<Vec<u8>>)> {
+    fn operational_changes(&self, who: &Identity) -> Operational {
         let (now, csn, modifier) = self.stamp(who);
         vec![
             ("modifiersName".into(), vec![modifier.into_bytes()]),

@@ -1,5 +1,6 @@
 //! Applying one command inside a write transaction.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -432,7 +433,7 @@ fn modify_dn(
     new_rdn: &str,
     delete_old_rdn: bool,
     new_superior: Option<&Dn>,
-    operational: &[(String, Vec<Vec<u8>>)],
+    operational: &[(Cow<'static, str>, Vec<Vec<u8>>)],
 ) -> Result<Outcome, StoreError> {
     let dbs = ctx.dbs;
     let schema = ctx.schema;
@@ -514,7 +515,7 @@ fn modify_dn(
         .iter()
         .map(|(attr, values)| Modification {
             op: ModOp::Replace,
-            attr: attr.clone(),
+            attr: attr.clone().into_owned(),
             values: values.clone(),
         })
         .collect();
@@ -1010,7 +1011,7 @@ fn modify(
     ctx: &Context<'_>,
     dn: &meridian_model::dn::Dn,
     changes: &[Modification],
-    operational: &[(String, Vec<Vec<u8>>)],
+    operational: &[(Cow<'static, str>, Vec<Vec<u8>>)],
     permissive: bool,
 ) -> Result<Outcome, StoreError> {
     match modify_through_cursor(txn, ctx, dn, changes, operational, permissive) {
@@ -1025,7 +1026,7 @@ fn plan_changes(
     ctx: &Context<'_>,
     old: Entry,
     changes: &[Modification],
-    operational: &[(String, Vec<Vec<u8>>)],
+    operational: &[(Cow<'static, str>, Vec<Vec<u8>>)],
     permissive: bool,
 ) -> Result<ModifyPlan, StoreError> {
     // The client's changes, then the server's operational replacements,
@@ -1077,7 +1078,7 @@ fn modify_through_cursor(
     ctx: &Context<'_>,
     dn: &meridian_model::dn::Dn,
     changes: &[Modification],
-    operational: &[(String, Vec<Vec<u8>>)],
+    operational: &[(Cow<'static, str>, Vec<Vec<u8>>)],
     permissive: bool,
 ) -> Applied {
     let dbs = ctx.dbs;

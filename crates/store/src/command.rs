@@ -7,12 +7,20 @@
 //! same entries and the same index keys (the replication seam of the
 //! SPEC).
 
+use std::borrow::Cow;
+
 use meridian_model::dn::Dn;
 use meridian_model::entry::Entry;
 use meridian_model::modify::Modification;
 
 use crate::StoreError;
 use crate::keys::EntryId;
+
+/// The operational attributes a `Modify` or `ModifyDn` replaces, by
+/// name. The server's names are constants: borrowed, not a string
+/// allocated per write (and freed on another thread); a journal replay
+/// owns the names it read.
+pub type Operational = Vec<(Cow<'static, str>, Vec<Vec<u8>>)>;
 
 /// One write.
 #[derive(Debug, Clone)]
@@ -46,7 +54,7 @@ pub enum Command {
         changes: Vec<Modification>,
         /// Operational attributes to set afterwards (modifyTimestamp,
         /// modifiersName, entryCSN), as `(name, values)`.
-        operational: Vec<(String, Vec<Vec<u8>>)>,
+        operational: Operational,
         /// Permissive modify (control 1.2.840.113556.1.4.1413).
         permissive: bool,
     },
@@ -64,7 +72,7 @@ pub enum Command {
         new_superior: Option<Box<Dn>>,
         /// Operational attributes to set on the entry (modifyTimestamp,
         /// modifiersName, entryCSN).
-        operational: Vec<(String, Vec<Vec<u8>>)>,
+        operational: Operational,
     },
     /// Run `command` only if `assertion` (a filter in BER) is TRUE for its
     /// target entry as it is when the command applies (the assertion

@@ -11,6 +11,7 @@
 //! determinism makes its effect the same). Lengths are varints as in the
 //! entry codec.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use meridian_model::Schema;
@@ -20,7 +21,7 @@ use meridian_model::modify::{ModOp, Modification};
 
 use super::frame::{self, FRAME_HEADER};
 use crate::codec::{put_bytes, put_varint, take_varint};
-use crate::{Command, StoreError};
+use crate::{Command, Operational, StoreError};
 
 const FORMAT: u8 = 1;
 /// `Guarded` and `ReadBack` wrap one command; nothing nests deeper than
@@ -169,9 +170,6 @@ pub(crate) fn decode_payload(
     }
     Ok((seq, commands))
 }
-
-/// The operational attributes a `Modify` or `ModifyDn` sets.
-type Operational = Vec<(String, Vec<Vec<u8>>)>;
 
 fn corrupt(what: &str) -> StoreError {
     StoreError::Engine(format!("corrupt journal record: {what}"))
@@ -384,7 +382,9 @@ impl<'a> Reader<'a> {
 
     fn operational(&mut self) -> Result<Operational, StoreError> {
         let n = self.count()?;
-        (0..n).map(|_| Ok((self.text()?, self.values()?))).collect()
+        (0..n)
+            .map(|_| Ok((Cow::Owned(self.text()?), self.values()?)))
+            .collect()
     }
 
     fn inner(&mut self, schema: &Schema, depth: u32) -> Result<Box<Command>, StoreError> {
@@ -507,12 +507,9 @@ mod tests {
                 ("jpegPhoto", &[&[0u8, 255, 0x80, 10][..]]),
             ],
         );
-        let operational = vec![
-            (
-                "modifyTimestamp".to_owned(),
-                vec![b"20261124180000Z".to_vec()],
-            ),
-            ("entryCSN".to_owned(), vec![vec![1, 2, 3], vec![]]),
+        let operational: Operational = vec![
+            ("modifyTimestamp".into(), vec![b"20261124180000Z".to_vec()]),
+            ("entryCSN".into(), vec![vec![1, 2, 3], vec![]]),
         ];
         vec![
             Command::Add {
