@@ -1,6 +1,5 @@
 //! Applying one command inside a write transaction.
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -12,7 +11,7 @@ use meridian_model::modify::{self, Change, ModOp, Modification};
 use meridian_model::{ModelError, Schema};
 use meridian_proto::ResultCode;
 
-use crate::command::{Command, Outcome};
+use crate::command::{Command, OperationalAttribute, Outcome};
 use crate::keys::{self, EntryId};
 use crate::names::{Assigner, Resolver};
 use crate::sorted_puts::{self, SortedPuts};
@@ -433,7 +432,7 @@ fn modify_dn(
     new_rdn: &str,
     delete_old_rdn: bool,
     new_superior: Option<&Dn>,
-    operational: &[(Cow<'static, str>, Vec<Vec<u8>>)],
+    operational: &[OperationalAttribute],
 ) -> Result<Outcome, StoreError> {
     let dbs = ctx.dbs;
     let schema = ctx.schema;
@@ -1011,7 +1010,7 @@ fn modify(
     ctx: &Context<'_>,
     dn: &meridian_model::dn::Dn,
     changes: &[Modification],
-    operational: &[(Cow<'static, str>, Vec<Vec<u8>>)],
+    operational: &[OperationalAttribute],
     permissive: bool,
 ) -> Result<Outcome, StoreError> {
     match modify_through_cursor(txn, ctx, dn, changes, operational, permissive) {
@@ -1026,7 +1025,7 @@ fn plan_changes(
     ctx: &Context<'_>,
     old: Entry,
     changes: &[Modification],
-    operational: &[(Cow<'static, str>, Vec<Vec<u8>>)],
+    operational: &[OperationalAttribute],
     permissive: bool,
 ) -> Result<ModifyPlan, StoreError> {
     // The client's changes, then the server's operational replacements,
@@ -1078,7 +1077,7 @@ fn modify_through_cursor(
     ctx: &Context<'_>,
     dn: &meridian_model::dn::Dn,
     changes: &[Modification],
-    operational: &[(Cow<'static, str>, Vec<Vec<u8>>)],
+    operational: &[OperationalAttribute],
     permissive: bool,
 ) -> Applied {
     let dbs = ctx.dbs;

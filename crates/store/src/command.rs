@@ -20,7 +20,10 @@ use crate::keys::EntryId;
 /// name. The server's names are constants: borrowed, not a string
 /// allocated per write (and freed on another thread); a journal replay
 /// owns the names it read.
-pub type Operational = Vec<(Cow<'static, str>, Vec<Vec<u8>>)>;
+pub type Operational = Vec<OperationalAttribute>;
+
+/// One attribute of [`Operational`]: its name and its new values.
+pub type OperationalAttribute = (Cow<'static, str>, Vec<Vec<u8>>);
 
 /// One write.
 #[derive(Debug, Clone)]

@@ -36,7 +36,7 @@ use meridian_model::Schema;
 use meridian_model::dn::Dn;
 use tokio::sync::{mpsc, oneshot};
 
-pub use command::{Command, Operational, Outcome};
+pub use command::{Command, Operational, OperationalAttribute, Outcome};
 pub use error::StoreError;
 pub use keys::EntryId;
 pub use read::{RawItem, SearchReport, Snapshot};

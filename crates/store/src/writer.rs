@@ -47,14 +47,18 @@ pub(crate) fn run(
             // Answered by the journal thread once the batch is durable.
             Some(journal) => {
                 let replies = answered
-                    .map(|(job, result)| (job.reply, answer(result, job.command)))
+                    .map(|(job, result)| {
+                        let spent = job.command;
+                        (job.reply, Answer { result, spent })
+                    })
                     .collect();
                 journal.hand_over(inner, replies);
             }
             None => {
                 for (job, result) in answered {
                     // A caller that went away does not need its answer.
-                    let _ = job.reply.send(answer(result, job.command));
+                    let spent = job.command;
+                    let _ = job.reply.send(Answer { result, spent });
                 }
             }
         }
@@ -66,12 +70,6 @@ pub(crate) fn run(
         shrink(inner);
     }
     tracing::debug!("writer thread stopped");
-}
-
-/// A job's answer: its result and its command, sent back to be freed by
-/// the thread that submitted it ([`Answer`]), not by this one.
-fn answer(result: Result<Outcome, StoreError>, spent: Command) -> Answer {
-    Answer { result, spent }
 }
 
 /// Latches the store read-only after an I/O failure.
