@@ -34,9 +34,11 @@ struct Committed {
     replies: Vec<Reply>,
 }
 
-/// Batches the writer may commit ahead of the journal: one being synced
-/// and one waiting keep both threads busy; more would only hold answers.
-const AHEAD: usize = 1;
+/// Batches the writer may commit ahead of the journal. The journal
+/// thread writes every batch waiting and syncs them once, so a slow sync
+/// makes the next one larger instead of stopping the writer; the bound
+/// keeps the memory of answers waiting for a sync in check.
+const AHEAD: usize = 8;
 
 /// The writer's side: numbers batches and hands them over.
 pub(crate) struct Journal {
@@ -169,17 +171,24 @@ struct Appender {
 
 impl Appender {
     fn run(mut self, receiver: Receiver<Committed>) {
-        for committed in receiver {
-            let durable = match (&self.failed, committed.records) {
-                (Some(e), _) => Err(e.clone()),
-                (None, None) => Ok(()),
-                (None, Some((batch, first_seq))) => self.append(&batch, first_seq),
+        let mut group: Vec<Committed> = Vec::with_capacity(AHEAD + 1);
+        while let Ok(first) = receiver.recv() {
+            // Every batch waiting goes out with one sync: while one sync
+            // runs, the writer commits the next batches, and syncing them
+            // one by one left it blocked on a full channel.
+            group.push(first);
+            group.extend(receiver.try_iter().take(AHEAD));
+            let durable = match &self.failed {
+                Some(e) => Err(e.clone()),
+                None => self.append(&group),
             };
-            for (reply, mut answer) in committed.replies {
-                if let Err(e) = &durable {
-                    answer.result = Err(e.clone());
+            for committed in group.drain(..) {
+                for (reply, mut answer) in committed.replies {
+                    if let Err(e) = &durable {
+                        answer.result = Err(e.clone());
+                    }
+                    let _ = reply.send(answer);
                 }
-                let _ = reply.send(answer);
             }
             if self.failed.is_none() {
                 if let Err(e) = self.maybe_checkpoint() {
@@ -192,18 +201,32 @@ impl Appender {
         }
     }
 
-    fn append(&mut self, batch: &record::Batch, first_seq: u64) -> Result<(), StoreError> {
-        let written = batch.seal(first_seq).and_then(|frames| {
-            self.segment
-                .write_all(&frames)
-                .and_then(|()| self.segment.sync_data())
-                .map(|()| frames.len())
-                .map_err(|e| io_error("append to", &self.segment_path, &e))
+    /// Appends the records of `group`, in order, and syncs them once.
+    fn append(&mut self, group: &[Committed]) -> Result<(), StoreError> {
+        let mut records = 0;
+        let mut written = Ok(0);
+        for (batch, first_seq) in group.iter().filter_map(|c| c.records.as_ref()) {
+            records += batch.records();
+            written = written.and_then(|bytes| {
+                let frames = batch.seal(*first_seq)?;
+                self.segment
+                    .write_all(&frames)
+                    .map(|()| bytes + frames.len())
+                    .map_err(|e| io_error("append to", &self.segment_path, &e))
+            });
+        }
+        let written = written.and_then(|bytes| {
+            if bytes > 0 {
+                self.segment
+                    .sync_data()
+                    .map_err(|e| io_error("sync", &self.segment_path, &e))?;
+            }
+            Ok(bytes)
         });
         match written {
             Ok(bytes) => {
                 self.since_base += bytes as u64;
-                self.last_seq += batch.records();
+                self.last_seq += records;
                 Ok(())
             }
             Err(e) => {
