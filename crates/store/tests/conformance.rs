@@ -1229,3 +1229,184 @@ fn a_modify_is_checked_against_the_schema() {
         assert!(snap.check().unwrap().is_empty());
     }
 }
+
+/// The writer applies a modify on the record it reads, with its own
+/// shortcuts (descriptions remembered by position, values checked for
+/// the changed types only, index keys rewritten only when an indexed
+/// type changes): for random entries and random modifies, the store
+/// answers and stores exactly what the model's changes and checks give
+/// on the whole entry, and its index keys are the entry's.
+mod modify_properties {
+    use super::*;
+    use meridian_model::entry::Writer;
+    use meridian_model::modify::{self, Change};
+    use proptest::prelude::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Types a modify touches: multi-valued, with an option, indexed
+    /// (`cn`, `sn`, `mail`, `uidNumber`), naming (`uid`), single-valued
+    /// (`uidNumber`), the classes, one not allowed (`dc`).
+    const TYPES: &[&str] = &[
+        "description",
+        "description;lang-de",
+        "cn",
+        "sn",
+        "mail",
+        "telephoneNumber",
+        "uid",
+        "objectClass",
+        "uidNumber",
+        "l",
+        "dc",
+    ];
+    /// Values, with case variants (equal to some matching rules) and
+    /// `RDN`, which stands for the entry's own uid.
+    const VALUES: &[&str] = &[
+        "a",
+        "A",
+        "b",
+        "Teil",
+        "x  y",
+        "7",
+        "1",
+        "RDN",
+        "posixAccount",
+        "inetOrgPerson",
+    ];
+
+    fn modification() -> impl Strategy<Value = (u8, usize, Vec<usize>)> {
+        (
+            0u8..4,
+            0..TYPES.len(),
+            proptest::collection::vec(0..VALUES.len(), 0..3),
+        )
+    }
+
+    fn start() -> impl Strategy<Value = (bool, Vec<usize>, Vec<usize>, bool, bool)> {
+        (
+            any::<bool>(),
+            proptest::collection::vec(0..VALUES.len(), 0..3),
+            proptest::collection::vec(0..VALUES.len(), 0..2),
+            any::<bool>(),
+            any::<bool>(),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn a_modify_stores_what_the_whole_entry_model_gives(
+            (posix, descriptions, lang_de, phone, mail) in start(),
+            modifies in proptest::collection::vec(
+                (proptest::collection::vec(modification(), 1..4), any::<bool>()),
+                1..8,
+            ),
+        ) {
+            static CASE: AtomicUsize = AtomicUsize::new(0);
+            thread_local! {
+                static FIXTURE: Fixture = {
+                    // An operational type indexed: its old keys must go.
+                    let f = open(Flavour(Backend::Memory, Durability::Relaxed), "modify-model", |s| {
+                        s.indexes.insert("modifyTimestamp".into(), vec![meridian_config::IndexKind::Eq]);
+                    });
+                    base_tree(&f);
+                    f
+                };
+            }
+            let uid = format!("m{}", CASE.fetch_add(1, Ordering::Relaxed));
+            let value = |i: usize| match VALUES[i] {
+                "RDN" => uid.clone(),
+                v => v.to_owned(),
+            };
+            let text = format!("uid={uid},ou=People,{SUFFIX}");
+            FIXTURE.with(|f| {
+                // The entry at the start.
+                let mut attrs: Vec<(&str, Vec<String>)> = vec![
+                    ("objectClass", vec!["inetOrgPerson".into()]),
+                    ("uid", vec![uid.clone()]),
+                    ("cn", vec![format!("{uid} cn")]),
+                    ("sn", vec!["S".into()]),
+                ];
+                if posix {
+                    attrs[0].1.push("posixAccount".into());
+                    attrs.extend([
+                        ("uidNumber", vec!["5".into()]),
+                        ("gidNumber", vec!["1".into()]),
+                        ("homeDirectory", vec!["/h".into()]),
+                    ]);
+                }
+                let distinct = |list: &[usize]| {
+                    let mut out: Vec<String> = Vec::new();
+                    for v in list.iter().map(|&i| value(i)) {
+                        if !out.iter().any(|o| o.eq_ignore_ascii_case(&v) || o.split_whitespace().eq(v.split_whitespace())) {
+                            out.push(v);
+                        }
+                    }
+                    out
+                };
+                for (name, list) in [("description", distinct(&descriptions)), ("description;lang-de", distinct(&lang_de))] {
+                    if !list.is_empty() {
+                        attrs.push((name, list));
+                    }
+                }
+                if phone {
+                    attrs.push(("telephoneNumber", vec!["+1 555 0100".into()]));
+                }
+                if mail {
+                    attrs.push(("mail", vec![format!("{uid}@x.org")]));
+                }
+                let refs: Vec<(&str, Vec<&str>)> = attrs.iter().map(|(n, v)| (*n, v.iter().map(String::as_str).collect())).collect();
+                let refs: Vec<(&str, &[&str])> = refs.iter().map(|(n, v)| (*n, v.as_slice())).collect();
+                let mut model = entry(&f.schema, &text, &refs);
+                f.store.execute_blocking(Command::Add { entry: model.clone(), prechecked: false }).unwrap();
+
+                for (changes, stamped) in &modifies {
+                    let changes: Vec<Modification> = changes.iter().map(|(op, t, values)| Modification {
+                        op: [ModOp::Add, ModOp::Delete, ModOp::Replace, ModOp::Increment][usize::from(*op)],
+                        attr: TYPES[*t].into(),
+                        values: values.iter().map(|&i| value(i).into_bytes()).collect(),
+                    }).collect();
+                    // The server's own replacements, read by nothing.
+                    let operational: Vec<(std::borrow::Cow<'static, str>, Vec<Vec<u8>>)> = if *stamped {
+                        vec![
+                            ("modifiersName".into(), vec![b"cn=admin".to_vec()]),
+                            ("modifyTimestamp".into(), vec![format!("2026112512{:02}00Z", changes.len()).into_bytes()]),
+                        ]
+                    } else {
+                        vec![]
+                    };
+                    // The model: every change on the whole entry, then the
+                    // checks of a modify, the client's types' values only.
+                    let all = changes.iter().map(Modification::as_change).chain(
+                        operational.iter().map(|(attr, values)| Change { op: ModOp::Replace, attr, values }),
+                    );
+                    let client: Vec<_> = changes.iter().map(|c| f.schema.attribute_id(c.attr.split(';').next().unwrap()).unwrap()).collect();
+                    let expected = modify::apply_changes(model.clone(), all, &f.schema, false).and_then(|new| {
+                        new.check_after_modify(&f.schema, Writer::Server, |attr| client.contains(&attr))?;
+                        Ok(new)
+                    });
+                    let got = f.store.execute_blocking(Command::Modify {
+                        dn: dn(f, &text),
+                        changes: changes.clone(),
+                        operational,
+                        permissive: false,
+                    });
+                    match (expected, got) {
+                        (Ok(new), Ok(_)) => model = new,
+                        (Err(want), Err(e)) => {
+                            prop_assert_eq!(e.code(), want.code, "{:?}: {} against {}", changes, e, want.message);
+                        }
+                        (want, got) => prop_assert!(false, "{:?}: the model gives {:?}, the store {:?}", changes, want.map(|_| ()), got),
+                    }
+                    let snap = f.store.snapshot().unwrap();
+                    let (_, stored) = snap.get(&dn(f, &text)).unwrap().unwrap();
+                    prop_assert_eq!(&stored, &model, "after {:?}", changes);
+                }
+                // The index keys are those of the entry as it is now.
+                let problems = f.store.snapshot().unwrap().check().unwrap();
+                prop_assert!(problems.is_empty(), "{:?}", problems);
+                Ok(())
+            })?;
+        }
+    }
+}
