@@ -425,6 +425,21 @@ fn unwilling(message: String) -> StoreError {
     ModelError::new(ResultCode::UNWILLING_TO_PERFORM, message).into()
 }
 
+/// A rename worked out and checked, nothing written yet.
+struct RenamePlan {
+    id: EntryId,
+    parent_id: EntryId,
+    old_parent_id: EntryId,
+    new_dn: Dn,
+    new: Entry,
+    /// Index key prefixes to delete and to put.
+    deleted_keys: Vec<Vec<u8>>,
+    put_keys: Vec<Vec<u8>>,
+    /// The `dn2id` keys of the entry and its subtree, with their IDs.
+    moved: Vec<(Vec<u8>, EntryId)>,
+}
+
+/// A rename: planned, then written.
 fn modify_dn(
     txn: &mut RwTxn<'_>,
     ctx: &Context<'_>,
@@ -434,6 +449,30 @@ fn modify_dn(
     new_superior: Option<&Dn>,
     operational: &[OperationalAttribute],
 ) -> Result<Outcome, StoreError> {
+    let plan = plan_rename(
+        txn,
+        ctx,
+        dn,
+        new_rdn,
+        delete_old_rdn,
+        new_superior,
+        operational,
+    )?;
+    write_rename(txn, ctx, dn, plan)
+}
+
+/// Every check of a rename, and what it will write; reads only, so a
+/// refusal here has written nothing and fails alone in its batch
+/// ([`apply_in_batch`]).
+fn plan_rename(
+    txn: &RwTxn<'_>,
+    ctx: &Context<'_>,
+    dn: &Dn,
+    new_rdn: &str,
+    delete_old_rdn: bool,
+    new_superior: Option<&Dn>,
+    operational: &[OperationalAttribute],
+) -> Result<RenamePlan, StoreError> {
     let dbs = ctx.dbs;
     let schema = ctx.schema;
     let Some(id) = lookup(txn, dbs, dn)? else {
@@ -521,22 +560,7 @@ fn modify_dn(
     let new = modify::apply(&staged, &replacements, schema, false)?;
     new.check(schema, Writer::Server)?;
 
-    let old_keys = ctx.indexes.entry_keys(&old, schema);
-    let new_keys = ctx.indexes.entry_keys(&new, schema);
-    write_index(txn, dbs, old_keys.difference(&new_keys), id, false)?;
-    write_index(txn, dbs, new_keys.difference(&old_keys), id, true)?;
-    let record = ctx.encode(txn, &new)?;
-    dbs.id2entry.put(txn, &keys::id_key(id), &record)?;
-    #[cfg(test)]
-    tests::fail_after_writing(&new)?;
-    let old_parent_id = parent_id_of(txn, ctx, dn)?;
-    dbs.children
-        .delete(txn, &keys::child_key(old_parent_id, id))?;
-    dbs.children
-        .put(txn, &keys::child_key(parent_id, id), &[])?;
-
-    // Move the subtree: descendants keep their IDs and children links;
-    // their dn2id keys and stored DNs follow.
+    // The subtree's names must all fit under the new one.
     let old_prefix = keys::dn_key(dn);
     let new_prefix = keys::dn_key(&new_dn);
     let mut moved: Vec<(Vec<u8>, EntryId)> = Vec::new();
@@ -551,6 +575,55 @@ fn modify_dn(
         (new_prefix.len() + deepest).saturating_sub(old_prefix.len()),
         new_dn.original(),
     )?;
+    let old_parent_id = parent_id_of(txn, ctx, dn)?;
+    let old_keys = ctx.indexes.entry_keys(&old, schema);
+    let new_keys = ctx.indexes.entry_keys(&new, schema);
+    Ok(RenamePlan {
+        id,
+        parent_id,
+        old_parent_id,
+        deleted_keys: old_keys.difference(&new_keys).cloned().collect(),
+        put_keys: new_keys.difference(&old_keys).cloned().collect(),
+        new_dn,
+        new,
+        moved,
+    })
+}
+
+/// Writes a planned rename: the entry, its index keys and parent link,
+/// and the subtree's DNs. A failure here comes after a write.
+fn write_rename(
+    txn: &mut RwTxn<'_>,
+    ctx: &Context<'_>,
+    dn: &Dn,
+    plan: RenamePlan,
+) -> Result<Outcome, StoreError> {
+    let dbs = ctx.dbs;
+    let RenamePlan {
+        id,
+        parent_id,
+        old_parent_id,
+        new_dn,
+        new,
+        deleted_keys,
+        put_keys,
+        moved,
+    } = plan;
+    write_index(txn, dbs, &deleted_keys, id, false)?;
+    write_index(txn, dbs, &put_keys, id, true)?;
+    let record = ctx.encode(txn, &new)?;
+    dbs.id2entry.put(txn, &keys::id_key(id), &record)?;
+    #[cfg(test)]
+    tests::fail_after_writing(&new)?;
+    dbs.children
+        .delete(txn, &keys::child_key(old_parent_id, id))?;
+    dbs.children
+        .put(txn, &keys::child_key(parent_id, id), &[])?;
+
+    // Move the subtree: descendants keep their IDs and children links;
+    // their dn2id keys and stored DNs follow.
+    let old_prefix = keys::dn_key(dn);
+    let new_prefix = keys::dn_key(&new_dn);
     let depth = dn.rdn_count();
     let mut descendants = 0u64;
     for (key, child) in moved {
@@ -573,7 +646,7 @@ fn modify_dn(
                 .collect(),
         };
         let text = format!("{relative},{}", new_dn.original());
-        entry.dn = Dn::parse(text.as_bytes(), schema)?;
+        entry.dn = Dn::parse(text.as_bytes(), ctx.schema)?;
         let record = ctx.encode(txn, &entry)?;
         dbs.id2entry.put(txn, &keys::id_key(child), &record)?;
         descendants += 1;
@@ -1199,9 +1272,10 @@ pub(crate) enum Applied {
 /// under a stream of modifies), and LMDB does not allow them with a
 /// writable map (`MDB_WRITEMAP`, see `docs/design/storage.md`). Instead
 /// the common commands decide their refusals before their first write: a
-/// modify (planned, then written), an add (its existence check is its
-/// first write's own NO_OVERWRITE), a bulk load (each of whose adds is
-/// refused alone), a delete and an assertion's guard. Any other failure
+/// modify and a rename (each planned, then written), an add (its
+/// existence check is its first write's own NO_OVERWRITE), a bulk load
+/// (each of whose adds is refused alone), a delete and an assertion's
+/// guard. Any other failure
 /// may have come after a write: `Spoiled`, and the writer commits the
 /// commands before this one without it (`writer::commit_commands`).
 pub(crate) fn apply_in_batch(txn: &mut RwTxn<'_>, ctx: &Context<'_>, command: &Command) -> Applied {
@@ -1220,6 +1294,27 @@ pub(crate) fn apply_in_batch(txn: &mut RwTxn<'_>, ctx: &Context<'_>, command: &C
             Err(refusal) => return Applied::Refused(refusal),
             Ok(id) => remove_leaf(txn, ctx, id).map(|()| Outcome::Deleted),
         },
+        Command::ModifyDn {
+            dn,
+            new_rdn,
+            delete_old_rdn,
+            new_superior,
+            operational,
+        } => {
+            let plan = plan_rename(
+                txn,
+                ctx,
+                dn,
+                new_rdn,
+                *delete_old_rdn,
+                new_superior.as_deref(),
+                operational,
+            );
+            match plan {
+                Err(refusal) => return Applied::Refused(refusal),
+                Ok(plan) => write_rename(txn, ctx, dn, plan),
+            }
+        }
         Command::Guarded { assertion, command } => match guard(txn, ctx, assertion, command) {
             Err(refusal) => return Applied::Refused(refusal),
             Ok(()) => return apply_in_batch(txn, ctx, command),
@@ -1434,9 +1529,9 @@ mod tests {
 
     #[test]
     fn a_rename_failing_in_its_writes_fails_alone() {
-        // A rename may be refused after its first write (a moved DN too
-        // long), so any failure of one spoils the transaction; it is cut
-        // out of the batch, and the renames around it commit.
+        // A rename failing after its first write (an engine failure)
+        // spoils the transaction; it is cut out of the batch, and the
+        // renames around it commit.
         let storage = StorageConfig {
             durability: Durability::Journal,
             ..StorageConfig::default()
@@ -1489,6 +1584,127 @@ mod tests {
         }
         assert!(snap.check().unwrap().is_empty());
         drop(snap);
+        store.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Runs `f` in a write transaction of `store` with a writer's
+    /// context, then commits what it left there.
+    fn in_writer_transaction(
+        store: &Store,
+        f: impl FnOnce(&mut heed::RwTxn<'_>, &super::Context<'_>),
+    ) {
+        use std::cell::RefCell;
+        let inner = &store.inner;
+        let names = crate::names::Assigner::new(inner.name_table());
+        let pending_index = RefCell::new(crate::sorted_puts::SortedPuts::default());
+        let descriptions = RefCell::new(meridian_model::entry::ByPosition::default());
+        let dn_ids = RefCell::new(crate::dn_ids::DnIds::new(16));
+        let ctx = super::Context {
+            dbs: &inner.dbs,
+            schema: &inner.schema,
+            indexes: &inner.indexes,
+            suffixes: &inner.suffixes,
+            names: &names,
+            pending_index: &pending_index,
+            descriptions: &descriptions,
+            dn_ids: &dn_ids,
+        };
+        let mut txn = inner.env.write_txn().unwrap();
+        f(&mut txn, &ctx);
+        txn.commit().unwrap();
+    }
+
+    #[test]
+    fn a_refused_rename_writes_nothing_before_it_is_refused() {
+        // Every refusal of a rename comes before its first write, so it
+        // fails alone in its batch without costing the others a second
+        // transaction (apply_in_batch): the transaction it ran in holds
+        // nothing of it.
+        let (schema, dir, store) = open_with_suffix("rename-refused", StorageConfig::default());
+        let long = "l".repeat(240);
+        let ou = |name: &str| {
+            entry(
+                &schema,
+                &format!("ou={name},{SUFFIX}"),
+                &[("objectClass", "organizationalUnit"), ("ou", name)],
+            )
+        };
+        for e in [
+            ou("a"),
+            ou("b"),
+            ou(&long),
+            entry(
+                &schema,
+                &format!("uid=c,ou=a,{SUFFIX}"),
+                &[("objectClass", "account"), ("uid", "c")],
+            ),
+            entry(
+                &schema,
+                &format!("uid={long},uid=c,ou=a,{SUFFIX}"),
+                &[("objectClass", "account"), ("uid", &long)],
+            ),
+        ] {
+            store
+                .execute_blocking(Command::Add {
+                    entry: e,
+                    prechecked: false,
+                })
+                .unwrap();
+        }
+        let dn = |text: &str| Dn::parse(format!("{text}{SUFFIX}").as_bytes(), &schema).unwrap();
+        let rename = |from: &str, new_rdn: &str, under: Option<&str>| Command::ModifyDn {
+            dn: dn(from),
+            new_rdn: new_rdn.into(),
+            delete_old_rdn: true,
+            new_superior: under.map(|u| Box::new(dn(u))),
+            operational: vec![],
+        };
+        use meridian_proto::ResultCode as Code;
+        let refused = [
+            (
+                rename("uid=nobody,ou=a,", "uid=x", None),
+                Code::NO_SUCH_OBJECT,
+            ),
+            (rename("ou=a,", "ou=b", None), Code::ENTRY_ALREADY_EXISTS),
+            (
+                rename("ou=a,", "ou=a", Some("ou=nowhere,")),
+                Code::NO_SUCH_OBJECT,
+            ),
+            (
+                rename("ou=a,", "ou=a", Some("uid=c,ou=a,")),
+                Code::UNWILLING_TO_PERFORM,
+            ),
+            (rename("", "dc=other", None), Code::UNWILLING_TO_PERFORM),
+            (
+                rename("ou=a,", "ou=x+ou=y,ou=z", None),
+                Code::INVALID_DN_SYNTAX,
+            ),
+            (
+                rename("uid=c,ou=a,", "cn=c", None),
+                Code::OBJECT_CLASS_VIOLATION,
+            ),
+            // Its subtree's deepest name would be too long to store.
+            (
+                rename("uid=c,ou=a,", "uid=c", Some(&format!("ou={long},"))),
+                Code::UNWILLING_TO_PERFORM,
+            ),
+        ];
+        let before = store.snapshot().unwrap().raw_dump().unwrap();
+        in_writer_transaction(&store, |txn, ctx| {
+            for (command, code) in &refused {
+                match super::apply_in_batch(txn, ctx, command) {
+                    super::Applied::Refused(e) => assert_eq!(e.code(), *code, "{command:?}: {e}"),
+                    super::Applied::Done(_) => panic!("{command:?} was applied"),
+                    super::Applied::Spoiled(e) => panic!("{command:?} failed after writing: {e}"),
+                }
+            }
+        });
+        let after = store.snapshot().unwrap().raw_dump().unwrap();
+        assert!(before == after, "a refused rename wrote to the transaction");
+        // The same move one level up fits, and goes through.
+        let fits = rename("uid=c,ou=a,", "uid=c", Some("ou=b,"));
+        assert_eq!(store.execute_blocking(fits).unwrap(), Outcome::Renamed(1));
         store.close();
         let _ = std::fs::remove_dir_all(&dir);
     }
