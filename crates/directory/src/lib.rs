@@ -147,17 +147,16 @@ fn generate_password() -> Result<Vec<u8>, Outcome> {
         .collect())
 }
 
-/// Who is asking. The DN is shared: every write a connection sends
-/// takes a copy of its identity for its answer, and copying the DN
-/// itself was three allocations per write (perf).
+/// Who is asking. Every write a connection sends takes a copy of its
+/// identity for its answer: a [`Dn`] is shared by its copies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Identity {
     /// Not bound, or bound anonymously.
     Anonymous,
     /// The configured administrator.
-    Admin(Arc<Dn>),
+    Admin(Dn),
     /// Another authenticated identity.
-    User(Arc<Dn>),
+    User(Dn),
 }
 
 impl Identity {
@@ -420,7 +419,7 @@ impl Directory {
         if !exists {
             return Err(denied(format!("no entry {} to act as", dn.original())));
         }
-        Ok(Identity::User(Arc::new(dn)))
+        Ok(Identity::User(dn))
     }
 
     /// The same directory under configured access rules instead of the
@@ -481,9 +480,9 @@ impl Directory {
     /// The identity a successful bind as `dn` gives.
     pub fn identity_for(&self, dn: Dn) -> Identity {
         if dn.same_entry(&self.admin) {
-            Identity::Admin(Arc::new(dn))
+            Identity::Admin(dn)
         } else {
-            Identity::User(Arc::new(dn))
+            Identity::User(dn)
         }
     }
 
@@ -1112,7 +1111,7 @@ impl Directory {
                 self.dn(text)?
             }
             None => match who {
-                Identity::Admin(dn) | Identity::User(dn) => Dn::clone(dn),
+                Identity::Admin(dn) | Identity::User(dn) => dn.clone(),
                 Identity::Anonymous => {
                     return Err(Outcome::new(
                         ResultCode::UNWILLING_TO_PERFORM,
