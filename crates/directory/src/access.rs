@@ -301,6 +301,7 @@ impl FilterAttrs {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
 
     use super::*;
 
@@ -344,8 +345,8 @@ mod tests {
         let is_hr = |g: &Dn, who: &Dn| g.same_entry(&hr) && who.same_entry(&bob);
         let level =
             |who: &Identity, entry: &Dn, attr| rules.level(who, entry, attr, &schema, &is_hr);
-        let as_alice = Identity::User(alice.clone());
-        let as_bob = Identity::User(bob.clone());
+        let as_alice = Identity::User(Arc::new(alice.clone()));
+        let as_bob = Identity::User(Arc::new(bob.clone()));
         assert_eq!(level(&as_alice, &alice, phone), Level::Write);
         assert_eq!(level(&Identity::Anonymous, &alice, phone), Level::Read);
         // bob is in HR, but the phone rule matched first and has no clause for him.
@@ -358,7 +359,7 @@ mod tests {
             Level::Search
         );
         assert_eq!(
-            level(&Identity::Admin(hr.clone()), &alice, phone),
+            level(&Identity::Admin(Arc::new(hr.clone())), &alice, phone),
             Level::Write
         );
     }
@@ -374,7 +375,7 @@ mod tests {
         let no_groups = |_: &Dn, _: &Dn| false;
         let level =
             |who: &Identity, entry: &Dn, attr| rules.level(who, entry, attr, &schema, &no_groups);
-        let as_alice = Identity::User(alice.clone());
+        let as_alice = Identity::User(Arc::new(alice.clone()));
         assert_eq!(level(&Identity::Anonymous, &alice, password), Level::Auth);
         assert_eq!(level(&Identity::Anonymous, &alice, cn), Level::None);
         assert_eq!(level(&Identity::Anonymous, &alice, None), Level::None);

@@ -16,39 +16,9 @@ use smallvec::SmallVec;
 use crate::ModelError;
 use crate::schema::{AttrId, Schema};
 
-/// A DN: the form the client gave and its normalised RDNs. Shared, not
-/// copied, by its clones: the store's writer gives every entry it reads
-/// for a modify the DN of the command, and copying its strings and list
-/// of RDN values there was a twentieth of the writer's time (perf).
-#[derive(Clone, PartialEq, Eq)]
-pub struct Dn(Arc<DnParts>);
-
-impl std::fmt::Debug for Dn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let DnParts {
-            original,
-            normalized,
-            rdn_ends,
-            avas,
-        } = &*self.0;
-        f.debug_struct("Dn")
-            .field("original", original)
-            .field("normalized", normalized)
-            .field("rdn_ends", rdn_ends)
-            .field("avas", avas)
-            .finish()
-    }
-}
-
-impl From<DnParts> for Dn {
-    fn from(parts: DnParts) -> Dn {
-        Dn(Arc::new(parts))
-    }
-}
-
-/// What a [`Dn`] holds.
-#[derive(PartialEq, Eq)]
-struct DnParts {
+/// A DN: the form the client gave and its normalised RDNs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dn {
     original: String,
     /// The normalised DN: its RDNs, leftmost (most specific) first,
     /// joined by `,`. One buffer, not one string per RDN: a bulk load
@@ -121,13 +91,12 @@ impl Dn {
             avas.push(normalize_rdn(rdn, schema, &original, &mut normalized)?);
             rdn_ends.push(offset(normalized.len())?);
         }
-        Ok(DnParts {
+        Ok(Dn {
             original,
             normalized,
             rdn_ends,
             avas,
-        }
-        .into())
+        })
     }
 
     /// [`Dn::parse`] for a DN that is likely a child of `parent`, whose
@@ -149,63 +118,61 @@ impl Dn {
         let values = normalize_rdn(rdn, schema, &original, &mut normalized)?;
         let own = offset(normalized.len())?;
         normalized.push(',');
-        normalized.push_str(&parent.0.normalized);
-        let mut rdn_ends = SmallVec::with_capacity(parent.0.rdn_ends.len() + 1);
+        normalized.push_str(&parent.normalized);
+        let mut rdn_ends = SmallVec::with_capacity(parent.rdn_ends.len() + 1);
         rdn_ends.push(own);
-        rdn_ends.extend(parent.0.rdn_ends.iter().map(|end| end + own + 1));
-        let mut avas = Vec::with_capacity(parent.0.avas.len() + 1);
+        rdn_ends.extend(parent.rdn_ends.iter().map(|end| end + own + 1));
+        let mut avas = Vec::with_capacity(parent.avas.len() + 1);
         avas.push(values);
-        avas.extend(parent.0.avas.iter().cloned());
-        let dn = DnParts {
+        avas.extend(parent.avas.iter().cloned());
+        let dn = Dn {
             original,
             normalized,
             rdn_ends,
             avas,
-        }
-        .into();
+        };
         Ok((dn, true))
     }
 
     /// The parent, its text exactly as it is written in this DN (where
     /// [`Dn::parent`] re-escapes it): what [`Dn::parse_child`] matches.
     pub fn parent_as_written(&self) -> Option<Dn> {
-        let (_, rest) = SyntacticDn::split_first_rdn(self.0.original.as_bytes())?;
-        let original = self.0.original.get(rest..)?.to_owned();
+        let (_, rest) = SyntacticDn::split_first_rdn(self.original.as_bytes())?;
+        let original = self.original.get(rest..)?.to_owned();
         self.above_first_rdn(original)
     }
 
     /// This DN without its first RDN, spelled `original`.
     fn above_first_rdn(&self, original: String) -> Option<Dn> {
-        let rest = self.0.rdn_ends.get(1..)?;
+        let rest = self.rdn_ends.get(1..)?;
         let cut = self.rdn_start(1)?;
-        Some(Dn::from(DnParts {
+        Some(Dn {
             original,
-            normalized: self.0.normalized.get(cut..).unwrap_or_default().to_owned(),
+            normalized: self.normalized.get(cut..).unwrap_or_default().to_owned(),
             // `cut` is an RDN's start, so it fits the ends' u32.
             rdn_ends: rest.iter().map(|end| end - cut as u32).collect(),
-            avas: self.0.avas.get(1..).unwrap_or_default().to_vec(),
-        }))
+            avas: self.avas.get(1..).unwrap_or_default().to_vec(),
+        })
     }
 
     /// The empty DN (the root DSE).
     pub fn root() -> Dn {
-        DnParts {
+        Dn {
             original: String::new(),
             normalized: String::new(),
             rdn_ends: SmallVec::new(),
             avas: Vec::new(),
         }
-        .into()
     }
 
     /// The DN as the client wrote it.
     pub fn original(&self) -> &str {
-        &self.0.original
+        &self.original
     }
 
     /// The normalised string: the RDNs, leftmost first, joined by `,`.
     pub fn normalized(&self) -> &str {
-        &self.0.normalized
+        &self.normalized
     }
 
     /// Normalised RDNs, leftmost first.
@@ -213,23 +180,23 @@ impl Dn {
         Rdns {
             dn: self,
             front: 0,
-            back: self.0.rdn_ends.len(),
+            back: self.rdn_ends.len(),
         }
     }
 
     /// How many RDNs: the depth below the root.
     pub fn rdn_count(&self) -> usize {
-        self.0.rdn_ends.len()
+        self.rdn_ends.len()
     }
 
     /// The attribute values of every RDN, leftmost first, as given.
     pub fn rdn_values(&self) -> &[RdnValues] {
-        &self.0.avas
+        &self.avas
     }
 
     /// True for the empty DN.
     pub fn is_root(&self) -> bool {
-        self.0.rdn_ends.is_empty()
+        self.rdn_ends.is_empty()
     }
 
     /// The normalised leftmost RDN.
@@ -239,8 +206,8 @@ impl Dn {
 
     /// The normalised RDN at `index` (0 is the leftmost).
     fn rdn_at(&self, index: usize) -> Option<&str> {
-        let end = *self.0.rdn_ends.get(index)? as usize;
-        self.0.normalized.get(self.rdn_start(index)?..end)
+        let end = *self.rdn_ends.get(index)? as usize;
+        self.normalized.get(self.rdn_start(index)?..end)
     }
 
     /// Where the RDN at `index` begins in `normalized` (one past the `,`
@@ -248,7 +215,7 @@ impl Dn {
     /// it is where a root would begin, past the end).
     fn rdn_start(&self, index: usize) -> Option<usize> {
         match index.checked_sub(1) {
-            Some(before) => Some(*self.0.rdn_ends.get(before)? as usize + 1),
+            Some(before) => Some(*self.rdn_ends.get(before)? as usize + 1),
             None => Some(0),
         }
     }
@@ -257,11 +224,10 @@ impl Dn {
     /// client's spelling of the remaining RDNs (re-escaped per RFC 4514).
     pub fn parent(&self) -> Option<Dn> {
         let rest = self
-            .0
             .normalized
             .get(self.rdn_start(1)?..)
             .unwrap_or_default();
-        let original = SyntacticDn::parse(&self.0.original)
+        let original = SyntacticDn::parse(&self.original)
             .ok()
             .filter(|d| d.rdns.len() == self.rdn_count())
             .map(|d| {
@@ -283,7 +249,7 @@ impl Dn {
             return None;
         }
         let keep = self.rdn_count() - ancestor.rdn_count();
-        let spelled = SyntacticDn::parse(&self.0.original)
+        let spelled = SyntacticDn::parse(&self.original)
             .ok()
             .filter(|d| d.rdns.len() == self.rdn_count())
             .map(|d| {
@@ -293,15 +259,15 @@ impl Dn {
                 .to_string()
             });
         spelled.or_else(|| {
-            let end = *self.0.rdn_ends.get(keep.checked_sub(1)?)? as usize;
-            Some(self.0.normalized.get(..end)?.to_owned())
+            let end = *self.rdn_ends.get(keep.checked_sub(1)?)? as usize;
+            Some(self.normalized.get(..end)?.to_owned())
         })
     }
 
     /// True if both name the same entry (equal normalised forms; `==`
     /// also compares the spelling). Compares without allocating.
     pub fn same_entry(&self, other: &Dn) -> bool {
-        self.0.normalized == other.0.normalized
+        self.normalized == other.normalized
     }
 
     /// True if `self` is directly below `parent`.
@@ -318,8 +284,8 @@ impl Dn {
         ancestor.is_root()
             || self
                 .rdn_start(above)
-                .and_then(|start| self.0.normalized.get(start..))
-                == Some(ancestor.0.normalized.as_str())
+                .and_then(|start| self.normalized.get(start..))
+                == Some(ancestor.normalized.as_str())
     }
 
     /// True if `self` is strictly below `ancestor`.
@@ -375,13 +341,13 @@ fn offset(len: usize) -> Result<u32, ModelError> {
 
 /// Normalises a DN to its string key.
 pub fn normalize(text: &[u8], schema: &Schema) -> Result<String, ModelError> {
-    Dn::parse(text, schema).map(|dn| dn.normalized().to_owned())
+    Dn::parse(text, schema).map(|dn| dn.normalized)
 }
 
 /// The first RDN of `text` (parsed) and `text` as a string, when the
 /// rest of `text` is exactly `parent`'s text.
 fn first_rdn_above<'t>(text: &'t [u8], parent: &Dn) -> Option<(meridian_proto::dn::Rdn, &'t str)> {
-    let tail = parent.0.original.as_bytes();
+    let tail = parent.original.as_bytes();
     if parent.is_root() || !text.ends_with(tail) {
         return None;
     }
