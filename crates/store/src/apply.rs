@@ -51,6 +51,41 @@ pub(crate) struct Context<'a> {
     pub(crate) dn_ids: &'a RefCell<crate::dn_ids::DnIds>,
 }
 
+/// What one attempt at a batch's transaction keeps, for its [`Context`]
+/// to borrow: fresh per attempt, since names numbered and index keys
+/// left waiting by a failed attempt are gone with its transaction. The
+/// remembered entry IDs are the writer's, lent to the attempt.
+pub(crate) struct Attempt {
+    pub(crate) names: Assigner,
+    pending_index: RefCell<SortedPuts>,
+    descriptions: RefCell<ByPosition<Description>>,
+    pub(crate) dn_ids: RefCell<crate::dn_ids::DnIds>,
+}
+
+impl Attempt {
+    pub(crate) fn new(inner: &crate::Inner, dn_ids: crate::dn_ids::DnIds) -> Attempt {
+        Attempt {
+            names: Assigner::new(inner.name_table()),
+            pending_index: RefCell::new(SortedPuts::default()),
+            descriptions: RefCell::new(ByPosition::default()),
+            dn_ids: RefCell::new(dn_ids),
+        }
+    }
+
+    pub(crate) fn context<'a>(&'a self, inner: &'a crate::Inner) -> Context<'a> {
+        Context {
+            dbs: &inner.dbs,
+            schema: &inner.schema,
+            indexes: &inner.indexes,
+            suffixes: &inner.suffixes,
+            names: &self.names,
+            pending_index: &self.pending_index,
+            descriptions: &self.descriptions,
+            dn_ids: &self.dn_ids,
+        }
+    }
+}
+
 impl Context<'_> {
     /// Writes the adds' index keys waiting in [`Context::pending_index`].
     pub(crate) fn write_pending_index(&self, txn: &mut RwTxn<'_>) -> Result<(), StoreError> {
@@ -143,21 +178,8 @@ pub(crate) fn apply(
             operational,
             permissive,
         } => modify(txn, ctx, dn, changes, operational, *permissive),
-        Command::ModifyDn {
-            dn,
-            new_rdn,
-            delete_old_rdn,
-            new_superior,
-            operational,
-        } => modify_dn(
-            txn,
-            ctx,
-            dn,
-            new_rdn,
-            *delete_old_rdn,
-            new_superior.as_deref(),
-            operational,
-        ),
+        // Planned, then written: `apply_in_batch` has both steps.
+        Command::ModifyDn { .. } => apply_in_batch(txn, ctx, command).into_result(),
         Command::RebuildIndexes => rebuild_indexes(txn, ctx),
         Command::AddMany {
             entries,
@@ -437,28 +459,6 @@ struct RenamePlan {
     put_keys: Vec<Vec<u8>>,
     /// The `dn2id` keys of the entry and its subtree, with their IDs.
     moved: Vec<(Vec<u8>, EntryId)>,
-}
-
-/// A rename: planned, then written.
-fn modify_dn(
-    txn: &mut RwTxn<'_>,
-    ctx: &Context<'_>,
-    dn: &Dn,
-    new_rdn: &str,
-    delete_old_rdn: bool,
-    new_superior: Option<&Dn>,
-    operational: &[OperationalAttribute],
-) -> Result<Outcome, StoreError> {
-    let plan = plan_rename(
-        txn,
-        ctx,
-        dn,
-        new_rdn,
-        delete_old_rdn,
-        new_superior,
-        operational,
-    )?;
-    write_rename(txn, ctx, dn, plan)
 }
 
 /// Every check of a rename, and what it will write; reads only, so a
@@ -1086,10 +1086,7 @@ fn modify(
     operational: &[OperationalAttribute],
     permissive: bool,
 ) -> Result<Outcome, StoreError> {
-    match modify_through_cursor(txn, ctx, dn, changes, operational, permissive) {
-        Applied::Done(outcome) => Ok(outcome),
-        Applied::Refused(e) | Applied::Spoiled(e) => Err(e),
-    }
+    modify_through_cursor(txn, ctx, dn, changes, operational, permissive).into_result()
 }
 
 /// The checks and the new entry of a modify of `old`; reads nothing, so
@@ -1263,6 +1260,16 @@ pub(crate) enum Applied {
     /// It failed after it may have begun to write: part of it may be in
     /// the transaction, which must be given up.
     Spoiled(StoreError),
+}
+
+impl Applied {
+    /// For a command inside another: its refusals are errors like any.
+    fn into_result(self) -> Result<Outcome, StoreError> {
+        match self {
+            Applied::Done(outcome) => Ok(outcome),
+            Applied::Refused(e) | Applied::Spoiled(e) => Err(e),
+        }
+    }
 }
 
 /// Applies `command` straight in the batch's transaction, with no nested
@@ -1594,22 +1601,9 @@ mod tests {
         store: &Store,
         f: impl FnOnce(&mut heed::RwTxn<'_>, &super::Context<'_>),
     ) {
-        use std::cell::RefCell;
         let inner = &store.inner;
-        let names = crate::names::Assigner::new(inner.name_table());
-        let pending_index = RefCell::new(crate::sorted_puts::SortedPuts::default());
-        let descriptions = RefCell::new(meridian_model::entry::ByPosition::default());
-        let dn_ids = RefCell::new(crate::dn_ids::DnIds::new(16));
-        let ctx = super::Context {
-            dbs: &inner.dbs,
-            schema: &inner.schema,
-            indexes: &inner.indexes,
-            suffixes: &inner.suffixes,
-            names: &names,
-            pending_index: &pending_index,
-            descriptions: &descriptions,
-            dn_ids: &dn_ids,
-        };
+        let attempt = super::Attempt::new(inner, crate::dn_ids::DnIds::new(16));
+        let ctx = attempt.context(inner);
         let mut txn = inner.env.write_txn().unwrap();
         f(&mut txn, &ctx);
         txn.commit().unwrap();

@@ -10,17 +10,13 @@
 //! record is appended to the journal and synced before the answers go out
 //! (`journal/mod.rs`).
 
-use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
-use meridian_model::entry::ByPosition;
 use tokio::sync::mpsc;
 
-use crate::apply::{self, Applied, Context};
+use crate::apply::{self, Applied, Attempt, Context};
 use crate::journal::{self, Journal, record::Batch};
-use crate::names::Assigner;
-use crate::sorted_puts::SortedPuts;
 use crate::{Answer, Command, Inner, Job, Outcome, StoreError};
 
 /// Largest map the writer grows to: beyond this a full map is a full disk
@@ -216,24 +212,11 @@ fn commit_once(
     commands: &[&Command],
     journaling: &mut Journaling<'_>,
 ) -> Result<Vec<Result<Outcome, StoreError>>, Failure> {
-    // Fresh per attempt: names numbered by a failed attempt are gone
-    // with its transaction, and so are waiting index keys.
-    let names = Assigner::new(inner.name_table());
-    let pending_index = RefCell::new(SortedPuts::default());
-    let descriptions = RefCell::new(ByPosition::default());
-    let dn_ids = RefCell::new(std::mem::take(
-        &mut *inner.dn_ids.lock().unwrap_or_else(PoisonError::into_inner),
-    ));
-    let ctx = Context {
-        dbs: &inner.dbs,
-        schema: &inner.schema,
-        indexes: &inner.indexes,
-        suffixes: &inner.suffixes,
-        names: &names,
-        pending_index: &pending_index,
-        descriptions: &descriptions,
-        dn_ids: &dn_ids,
-    };
+    let attempt = Attempt::new(
+        inner,
+        std::mem::take(&mut *inner.dn_ids.lock().unwrap_or_else(PoisonError::into_inner)),
+    );
+    let ctx = attempt.context(inner);
     let mark = match journaling {
         Journaling::Live { batch, .. } => Some(batch.mark()),
         _ => None,
@@ -242,7 +225,7 @@ fn commit_once(
     match (&committed, journaling, mark) {
         (Ok(_), _, _) => {
             inner.commits.fetch_add(1, Ordering::Relaxed);
-            if let Some(table) = names.committed(&inner.schema) {
+            if let Some(table) = attempt.names.committed(&inner.schema) {
                 inner.publish_names(table);
             }
         }
@@ -251,7 +234,7 @@ fn commit_once(
     }
     // Kept whether or not the attempt committed: what it learned are
     // guesses, each checked before it is used.
-    *inner.dn_ids.lock().unwrap_or_else(PoisonError::into_inner) = dn_ids.into_inner();
+    *inner.dn_ids.lock().unwrap_or_else(PoisonError::into_inner) = attempt.dn_ids.into_inner();
     committed
 }
 
