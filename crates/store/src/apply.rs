@@ -1351,7 +1351,7 @@ mod tests {
     /// are done, as an engine failure in the middle of a command would.
     /// One list for the tests running in parallel: each adds and removes
     /// its own DN (see [`failing_after_writing`]), and names DNs no other
-    /// test writes (`uid=u…`, `uid=add…`, `uid=mix…`).
+    /// test writes (`uid=u…-TAG`, one set per caller, `uid=add…`, `uid=mix…`).
     static FAIL_AFTER_WRITING: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
     pub(super) fn fail_after_writing(entry: &Entry) -> Result<(), StoreError> {
@@ -1485,12 +1485,15 @@ mod tests {
                 .unwrap()
         };
         const USERS: usize = 40;
-        let dn = |i: usize| format!("uid=u{i},{SUFFIX}");
+        // Each caller its own DNs: the list of failing DNs is shared by
+        // the tests running at the same time.
+        let uid = |i: usize| format!("u{i}-{tag}");
+        let dn = |i: usize| format!("uid={},{SUFFIX}", uid(i));
         for i in 0..USERS {
             add(entry(
                 &schema,
                 &dn(i),
-                &[("objectClass", "account"), ("uid", &format!("u{i}"))],
+                &[("objectClass", "account"), ("uid", &uid(i))],
             ));
         }
         let failing = [0, 17, 18, USERS - 1];
