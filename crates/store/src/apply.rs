@@ -6,7 +6,7 @@ use std::ops::Bound;
 
 use heed::{PutFlags, RwTxn};
 use meridian_model::dn::Dn;
-use meridian_model::entry::{ByPosition, Description, Entry, Writer};
+use meridian_model::entry::{ByPosition, Description, Entry, KnownClasses, Writer};
 use meridian_model::modify::{self, Change, ModOp, Modification};
 use meridian_model::{ModelError, Schema};
 use meridian_proto::ResultCode;
@@ -46,6 +46,8 @@ pub(crate) struct Context<'a> {
     /// it (the parses were a twelfth of the writer's instructions under
     /// a stream of modifies, callgrind).
     pub(crate) descriptions: &'a RefCell<ByPosition<Description>>,
+    /// The rules of the object class lists the batch's modifies checked.
+    pub(crate) classes: &'a RefCell<KnownClasses>,
     /// Entry IDs of DNs modified before, guesses to check
     /// ([`DnIds`](crate::dn_ids::DnIds)).
     pub(crate) dn_ids: &'a RefCell<crate::dn_ids::DnIds>,
@@ -59,6 +61,7 @@ pub(crate) struct Attempt {
     pub(crate) names: Assigner,
     pending_index: RefCell<SortedPuts>,
     descriptions: RefCell<ByPosition<Description>>,
+    classes: RefCell<KnownClasses>,
     pub(crate) dn_ids: RefCell<crate::dn_ids::DnIds>,
 }
 
@@ -68,6 +71,7 @@ impl Attempt {
             names: Assigner::new(inner.name_table()),
             pending_index: RefCell::new(SortedPuts::default()),
             descriptions: RefCell::new(ByPosition::default()),
+            classes: RefCell::new(KnownClasses::default()),
             dn_ids: RefCell::new(dn_ids),
         }
     }
@@ -81,6 +85,7 @@ impl Attempt {
             names: &self.names,
             pending_index: &self.pending_index,
             descriptions: &self.descriptions,
+            classes: &self.classes,
             dn_ids: &self.dn_ids,
         }
     }
@@ -1128,9 +1133,12 @@ fn plan_changes(
     // directory; checking their syntax again (a DN parse, a time parse)
     // was a twentieth of the writer's time at the server.
     let client = described.get(..changes.len()).unwrap_or(&described);
-    new.check_after_modify(ctx.schema, Writer::Server, |attr| {
-        client.iter().any(|(desc, _)| desc.attr == attr)
-    })?;
+    new.check_after_modify(
+        ctx.schema,
+        Writer::Server,
+        |attr| client.iter().any(|(desc, _)| desc.attr == attr),
+        &mut ctx.classes.borrow_mut(),
+    )?;
     Ok(ModifyPlan { new, old_keys })
 }
 
