@@ -375,7 +375,7 @@ impl Entry {
 
     /// Checks the entry against the schema.
     pub fn check(&self, schema: &Schema, writer: Writer) -> Result<CheckedEntry, ModelError> {
-        self.check_values_of(schema, writer, |_| true, &mut KnownClasses::default())
+        self.check_values_of(schema, writer, |_| true, None)
     }
 
     /// [`Entry::check`] after a modify whose changed types are those
@@ -392,7 +392,7 @@ impl Entry {
         changed: impl Fn(AttrId) -> bool,
         known: &mut KnownClasses,
     ) -> Result<CheckedEntry, ModelError> {
-        self.check_values_of(schema, writer, changed, known)
+        self.check_values_of(schema, writer, changed, Some(known))
     }
 
     fn check_values_of(
@@ -400,7 +400,7 @@ impl Entry {
         schema: &Schema,
         writer: Writer,
         values_to_check: impl Fn(AttrId) -> bool,
-        known: &mut KnownClasses,
+        known: Option<&mut KnownClasses>,
     ) -> Result<CheckedEntry, ModelError> {
         let oc_id = schema
             .object_class_attr()
@@ -411,7 +411,12 @@ impl Entry {
                 "no objectClass attribute".into(),
             ));
         };
-        let rules = known.rules_of(&oc_attr.values, schema)?;
+        // A lone check keeps nothing: a copy of the values kept for no
+        // later check would be one more allocation per add.
+        let rules = match known {
+            Some(known) => known.rules_of(&oc_attr.values, schema)?,
+            None => std::borrow::Cow::Owned(ClassRules::of(&oc_attr.values, schema)?),
+        };
         let ClassRules {
             listed,
             classes,

@@ -459,9 +459,9 @@ struct RenamePlan {
     old_parent_id: EntryId,
     new_dn: Dn,
     new: Entry,
-    /// Index key prefixes to delete and to put.
-    deleted_keys: Vec<Vec<u8>>,
-    put_keys: Vec<Vec<u8>>,
+    /// The entry's index key prefixes before and after.
+    old_keys: BTreeSet<Vec<u8>>,
+    new_keys: BTreeSet<Vec<u8>>,
     /// The `dn2id` keys of the entry and its subtree, with their IDs.
     moved: Vec<(Vec<u8>, EntryId)>,
 }
@@ -587,8 +587,8 @@ fn plan_rename(
         id,
         parent_id,
         old_parent_id,
-        deleted_keys: old_keys.difference(&new_keys).cloned().collect(),
-        put_keys: new_keys.difference(&old_keys).cloned().collect(),
+        old_keys,
+        new_keys,
         new_dn,
         new,
         moved,
@@ -610,12 +610,12 @@ fn write_rename(
         old_parent_id,
         new_dn,
         new,
-        deleted_keys,
-        put_keys,
+        old_keys,
+        new_keys,
         moved,
     } = plan;
-    write_index(txn, dbs, &deleted_keys, id, false)?;
-    write_index(txn, dbs, &put_keys, id, true)?;
+    write_index(txn, dbs, old_keys.difference(&new_keys), id, false)?;
+    write_index(txn, dbs, new_keys.difference(&old_keys), id, true)?;
     let record = ctx.encode(txn, &new)?;
     dbs.id2entry.put(txn, &keys::id_key(id), &record)?;
     #[cfg(test)]
