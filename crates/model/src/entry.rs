@@ -9,7 +9,7 @@ use meridian_proto::ResultCode;
 
 use crate::ModelError;
 use crate::dn::Dn;
-use crate::schema::{AttrId, AttrSet, ClassId, ClassKind, Schema};
+use crate::schema::{AttrId, AttrSet, AttributeType, ClassId, ClassKind, Schema};
 
 /// An attribute description: a type and its options (RFC 4512 2.5).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,21 +205,38 @@ impl Attribute {
     /// Whether `value` is one of the values, by the type's equality rule
     /// (by bytes if it has none).
     pub fn has_value(&self, value: &[u8], schema: &Schema) -> bool {
-        // The same bytes (nearly always: an entry repeats its RDN) need
-        // no matching rule.
-        if self.values.iter().any(|v| v == value) {
-            return true;
-        }
-        let Some(rule) = schema.attr(self.desc.attr).and_then(|t| t.equality) else {
-            return false;
-        };
-        let Some(wanted) = rule.key_cow(value, schema) else {
-            return false;
-        };
-        self.values
-            .iter()
-            .any(|v| rule.key_cow(v, schema).is_some_and(|k| k == wanted))
+        holds_value(
+            self.values.iter().map(Vec::as_slice),
+            self.desc.attr,
+            value,
+            schema,
+        )
     }
+}
+
+/// Whether `values`, of type `attr`, hold `value` by the type's equality
+/// rule (by bytes if it has none): [`Attribute::has_value`], for values
+/// wherever they are (a stored record's, for a modify made on the record).
+pub fn holds_value<'v>(
+    values: impl Iterator<Item = &'v [u8]> + Clone,
+    attr: AttrId,
+    value: &[u8],
+    schema: &Schema,
+) -> bool {
+    // The same bytes (nearly always: an entry repeats its RDN) need no
+    // matching rule.
+    if values.clone().any(|v| v == value) {
+        return true;
+    }
+    let Some(rule) = schema.attr(attr).and_then(|t| t.equality) else {
+        return false;
+    };
+    let Some(wanted) = rule.key_cow(value, schema) else {
+        return false;
+    };
+    values
+        .into_iter()
+        .any(|v| rule.key_cow(v, schema).is_some_and(|k| k == wanted))
 }
 
 /// An entry: a DN and attributes.
@@ -411,110 +428,23 @@ impl Entry {
                 "no objectClass attribute".into(),
             ));
         };
+        let oc_values = oc_attr.values.iter().map(Vec::as_slice);
         // A lone check keeps nothing: a copy of the values kept for no
         // later check would be one more allocation per add.
         let rules = match known {
-            Some(known) => known.rules_of(&oc_attr.values, schema)?,
+            Some(known) => known.rules_of(oc_values, schema)?,
             None => std::borrow::Cow::Owned(ClassRules::of(&oc_attr.values, schema)?),
         };
-        let ClassRules {
-            listed,
-            classes,
-            allowed,
-            structural,
-        } = &*rules;
-        let structural = *structural;
-
         for attr in self
             .attributes
             .iter()
             .filter(|a| values_to_check(a.desc.attr))
         {
-            let Some(at) = schema.attr(attr.desc.attr) else {
-                continue;
-            };
-            let name = at.name();
-            if writer == Writer::Client && at.no_user_modification {
-                return Err(violation(
-                    ResultCode::CONSTRAINT_VIOLATION,
-                    format!("attribute {name:?} is not user-modifiable"),
-                ));
-            }
-            if at.single_value && attr.values.len() > 1 {
-                return Err(violation(
-                    ResultCode::CONSTRAINT_VIOLATION,
-                    format!(
-                        "attribute {name:?} is single-valued but has {} values",
-                        attr.values.len()
-                    ),
-                ));
-            }
-            for (i, value) in attr.values.iter().enumerate() {
-                if !at.syntax.is_valid(value) {
-                    return Err(violation(
-                        ResultCode::INVALID_ATTRIBUTE_SYNTAX,
-                        format!(
-                            "attribute {name:?}: value #{i} is invalid per syntax {}",
-                            at.syntax_oid
-                        ),
-                    ));
-                }
-            }
-            // One value cannot be a duplicate; its syntax was checked above.
-            if let (Some(rule), true) = (at.equality, attr.values.len() > 1) {
-                let mut keys: Vec<Vec<u8>> = Vec::with_capacity(attr.values.len());
-                for (i, value) in attr.values.iter().enumerate() {
-                    let key = rule.key(value, schema).ok_or_else(|| {
-                        violation(
-                            ResultCode::INVALID_ATTRIBUTE_SYNTAX,
-                            format!(
-                                "attribute {name:?}: value #{i} cannot be matched with {}",
-                                rule.name
-                            ),
-                        )
-                    })?;
-                    if keys.contains(&key) {
-                        return Err(violation(
-                            ResultCode::ATTRIBUTE_OR_VALUE_EXISTS,
-                            format!("attribute {name:?}: value #{i} is provided more than once"),
-                        ));
-                    }
-                    keys.push(key);
-                }
+            if let Some(at) = schema.attr(attr.desc.attr) {
+                check_values(at, &attr.values, writer, schema)?;
             }
         }
-
-        // MUST and MAY. A class's MUST holds its superiors', so the
-        // listed classes' MUST are all the entry's classes require.
-        let present: AttrSet = self.attributes.iter().map(|a| a.desc.attr).collect();
-        for c in listed.iter().filter_map(|&id| schema.class_by_id(id)) {
-            if let Some(&missing) = c.must.iter().find(|&&must| !present.contains(must)) {
-                let attr = schema.attr(missing).map_or("?", |a| a.name());
-                return Err(violation(
-                    ResultCode::OBJECT_CLASS_VIOLATION,
-                    format!("object class {:?} requires attribute {attr:?}", c.name()),
-                ));
-            }
-        }
-        let extensible = schema
-            .extensible_object_class()
-            .is_some_and(|x| classes.contains(&x));
-        if !extensible {
-            for attr in &self.attributes {
-                let Some(at) = schema.attr(attr.desc.attr) else {
-                    continue;
-                };
-                if !at.usage.is_operational() && !allowed.contains(attr.desc.attr) {
-                    return Err(violation(
-                        ResultCode::OBJECT_CLASS_VIOLATION,
-                        format!(
-                            "attribute {:?} is not allowed by the entry's object classes",
-                            at.name()
-                        ),
-                    ));
-                }
-            }
-        }
+        rules.check_types(schema, self.attributes.iter().map(|a| a.desc.attr))?;
 
         // The RDN's values must be values of the entry (X.501).
         if let Some(rdn) = self.dn.rdn_values().first() {
@@ -529,8 +459,71 @@ impl Entry {
                 }
             }
         }
-        Ok(CheckedEntry { structural })
+        Ok(CheckedEntry {
+            structural: rules.structural,
+        })
     }
+}
+
+/// The checks of one attribute's values, of type `at`, in an entry being
+/// written: whether `writer` may set it, the number of values, their
+/// syntax, and no value twice by the equality rule.
+pub fn check_values(
+    at: &AttributeType,
+    values: &[Vec<u8>],
+    writer: Writer,
+    schema: &Schema,
+) -> Result<(), ModelError> {
+    let name = at.name();
+    if writer == Writer::Client && at.no_user_modification {
+        return Err(violation(
+            ResultCode::CONSTRAINT_VIOLATION,
+            format!("attribute {name:?} is not user-modifiable"),
+        ));
+    }
+    if at.single_value && values.len() > 1 {
+        return Err(violation(
+            ResultCode::CONSTRAINT_VIOLATION,
+            format!(
+                "attribute {name:?} is single-valued but has {} values",
+                values.len()
+            ),
+        ));
+    }
+    for (i, value) in values.iter().enumerate() {
+        if !at.syntax.is_valid(value) {
+            return Err(violation(
+                ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+                format!(
+                    "attribute {name:?}: value #{i} is invalid per syntax {}",
+                    at.syntax_oid
+                ),
+            ));
+        }
+    }
+    // One value cannot be a duplicate; its syntax was checked above.
+    if let (Some(rule), true) = (at.equality, values.len() > 1) {
+        let mut keys: Vec<Vec<u8>> = Vec::with_capacity(values.len());
+        for (i, value) in values.iter().enumerate() {
+            let key = rule.key(value, schema).ok_or_else(|| {
+                violation(
+                    ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+                    format!(
+                        "attribute {name:?}: value #{i} cannot be matched with {}",
+                        rule.name
+                    ),
+                )
+            })?;
+            if keys.contains(&key) {
+                return Err(violation(
+                    ResultCode::ATTRIBUTE_OR_VALUE_EXISTS,
+                    format!("attribute {name:?}: value #{i} is provided more than once"),
+                ));
+            }
+            keys.push(key);
+        }
+    }
+    Ok(())
 }
 
 /// What an entry's object classes decide, whatever its other attributes
@@ -593,6 +586,51 @@ impl ClassRules {
     }
 }
 
+impl ClassRules {
+    /// Checks that an entry of these classes, holding attributes of the
+    /// `types` given, has every type its classes require and only types
+    /// they allow (operational types aside).
+    pub fn check_types(
+        &self,
+        schema: &Schema,
+        types: impl Iterator<Item = AttrId> + Clone,
+    ) -> Result<(), ModelError> {
+        // MUST and MAY. A class's MUST holds its superiors', so the
+        // listed classes' MUST are all the entry's classes require.
+        let present: AttrSet = types.clone().collect();
+        for c in self.listed.iter().filter_map(|&id| schema.class_by_id(id)) {
+            if let Some(&missing) = c.must.iter().find(|&&must| !present.contains(must)) {
+                let attr = schema.attr(missing).map_or("?", |a| a.name());
+                return Err(violation(
+                    ResultCode::OBJECT_CLASS_VIOLATION,
+                    format!("object class {:?} requires attribute {attr:?}", c.name()),
+                ));
+            }
+        }
+        let extensible = schema
+            .extensible_object_class()
+            .is_some_and(|x| self.classes.contains(&x));
+        if extensible {
+            return Ok(());
+        }
+        for attr in types {
+            let Some(at) = schema.attr(attr) else {
+                continue;
+            };
+            if !at.usage.is_operational() && !self.allowed.contains(attr) {
+                return Err(violation(
+                    ResultCode::OBJECT_CLASS_VIOLATION,
+                    format!(
+                        "attribute {:?} is not allowed by the entry's object classes",
+                        at.name()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The rules of the object class lists a writer has checked, by the
 /// exact values. The entries of a directory share a handful of class
 /// lists, and working a list's rules out again for every modify (each
@@ -607,19 +645,25 @@ impl KnownClasses {
     /// Lists kept; later ones are worked out each time.
     const LIMIT: usize = 16;
 
-    fn rules_of(
+    /// The rules of the object classes `values` names (an objectClass
+    /// attribute's values, in order), worked out if not kept.
+    pub fn rules_of<'v>(
         &mut self,
-        values: &Values,
+        values: impl ExactSizeIterator<Item = &'v [u8]> + Clone,
         schema: &Schema,
     ) -> Result<std::borrow::Cow<'_, ClassRules>, ModelError> {
-        let at = match self.seen.iter().position(|(seen, _)| seen == values) {
+        let same = |seen: &Values| {
+            seen.len() == values.len() && seen.iter().zip(values.clone()).all(|(s, v)| s == v)
+        };
+        let at = match self.seen.iter().position(|(seen, _)| same(seen)) {
             Some(at) => at,
             None => {
-                let rules = ClassRules::of(values, schema)?;
+                let values: Values = values.map(<[u8]>::to_vec).collect();
+                let rules = ClassRules::of(&values, schema)?;
                 if self.seen.len() >= Self::LIMIT {
                     return Ok(std::borrow::Cow::Owned(rules));
                 }
-                self.seen.push((values.clone(), rules));
+                self.seen.push((values, rules));
                 self.seen.len() - 1
             }
         };

@@ -1,5 +1,6 @@
 //! Applying one command inside a write transaction.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -15,7 +16,7 @@ use crate::command::{Command, OperationalAttribute, Outcome};
 use crate::keys::{self, EntryId};
 use crate::names::{Assigner, Resolver};
 use crate::sorted_puts::{self, SortedPuts};
-use crate::{Dbs, StoreError, codec, index::Indexes};
+use crate::{Dbs, StoreError, codec, index::Indexes, splice};
 
 /// The meta key holding the next entry ID.
 pub(crate) const NEXT_ID: &[u8] = b"next_id";
@@ -619,7 +620,7 @@ fn write_rename(
     let record = ctx.encode(txn, &new)?;
     dbs.id2entry.put(txn, &keys::id_key(id), &record)?;
     #[cfg(test)]
-    tests::fail_after_writing(&new)?;
+    tests::fail_after_writing(new.dn.original())?;
     dbs.children
         .delete(txn, &keys::child_key(old_parent_id, id))?;
     dbs.children
@@ -979,7 +980,7 @@ fn write_new_entry(
         .for_each_entry_key(entry, ctx.schema, |prefix| pending_index.push(prefix, id));
     drop(pending_index);
     #[cfg(test)]
-    tests::fail_after_writing(entry)?;
+    tests::fail_after_writing(entry.dn.original())?;
     Ok(Outcome::Added(id))
 }
 
@@ -1076,9 +1077,23 @@ fn remove_leaf(txn: &mut RwTxn<'_>, ctx: &Context<'_>, id: EntryId) -> Result<()
 /// A modify checked and computed, nothing written yet.
 struct ModifyPlan {
     new: Entry,
-    /// The entry's index keys before the change, when an indexed type
+    /// The entry's index keys before and after, when an indexed type
     /// changes (otherwise its keys stay as they are).
-    old_keys: Option<BTreeSet<Vec<u8>>>,
+    index: Option<IndexChange>,
+}
+
+/// The index keys a modify changes: those of `old` not in `new` go, those
+/// of `new` not in `old` come.
+pub(crate) struct IndexChange {
+    pub(crate) old: BTreeSet<Vec<u8>>,
+    pub(crate) new: BTreeSet<Vec<u8>>,
+}
+
+impl IndexChange {
+    fn write(&self, txn: &mut RwTxn<'_>, dbs: &Dbs, id: EntryId) -> Result<(), StoreError> {
+        write_index(txn, dbs, self.old.difference(&self.new), id, false)?;
+        write_index(txn, dbs, self.new.difference(&self.old), id, true)
+    }
 }
 
 /// A modify inside another command (an assertion's guard, a pre/post
@@ -1094,31 +1109,33 @@ fn modify(
     modify_through_cursor(txn, ctx, dn, changes, operational, permissive).into_result()
 }
 
-/// The checks and the new entry of a modify of `old`; reads nothing, so
-/// a refusal here has written nothing.
+/// The client's changes, then the server's operational replacements,
+/// borrowed from the command (this runs on the writer thread: copies of
+/// the values would be made and freed there for every modify).
+fn all_changes<'c>(
+    changes: &'c [Modification],
+    operational: &'c [OperationalAttribute],
+) -> impl Iterator<Item = Change<'c>> {
+    changes
+        .iter()
+        .map(Modification::as_change)
+        .chain(operational.iter().map(|(attr, values)| Change {
+            op: ModOp::Replace,
+            attr,
+            values,
+        }))
+}
+
+/// The checks and the new entry of a modify of `old` by `described` (the
+/// first `client` changes are the client's); reads nothing, so a refusal
+/// here has written nothing.
 fn plan_changes(
     ctx: &Context<'_>,
     old: Entry,
-    changes: &[Modification],
-    operational: &[OperationalAttribute],
+    described: &[(Description, Change<'_>)],
+    client: usize,
     permissive: bool,
 ) -> Result<ModifyPlan, StoreError> {
-    // The client's changes, then the server's operational replacements,
-    // borrowed from the command (this runs on the writer thread: copies
-    // of the values would be made and freed there for every modify).
-    let all_changes = || {
-        changes
-            .iter()
-            .map(Modification::as_change)
-            .chain(operational.iter().map(|(attr, values)| Change {
-                op: ModOp::Replace,
-                attr,
-                values,
-            }))
-    };
-    // Each description parsed once, for the types changed and for
-    // applying the change.
-    let described = ctx.describe(all_changes())?;
     // Index keys can only change if an indexed type was touched; only
     // then are the old keys taken, and the entry itself is changed
     // without a copy.
@@ -1132,24 +1149,29 @@ fn plan_changes(
     // server's own (a timestamp, its DN, a CSN), made well-formed by the
     // directory; checking their syntax again (a DN parse, a time parse)
     // was a twentieth of the writer's time at the server.
-    let client = described.get(..changes.len()).unwrap_or(&described);
+    let client = described.get(..client).unwrap_or(described);
     new.check_after_modify(
         ctx.schema,
         Writer::Server,
         |attr| client.iter().any(|(desc, _)| desc.attr == attr),
         &mut ctx.classes.borrow_mut(),
     )?;
-    Ok(ModifyPlan { new, old_keys })
+    let index = old_keys.map(|old| IndexChange {
+        old,
+        new: ctx.indexes.entry_keys(&new, ctx.schema),
+    });
+    Ok(ModifyPlan { new, index })
 }
 
 /// A modify as the writer applies it: the record is read through a
 /// cursor and the new one written through the same cursor, so `id2entry`
 /// is searched once, not twice. The B-tree searches were about a third
 /// of the writer's time under a stream of modifies (`perf`): each one
-/// walks pages that are mostly not in the CPU's cache. While the cursor
-/// holds the transaction, names are read from memory
-/// ([`Assigner::source`]); a new entry that would need a new name, and
-/// the index keys, are written after it is dropped.
+/// walks pages that are mostly not in the CPU's cache. The new record is
+/// made from the old one's bytes where it can be ([`splice`]), from the
+/// decoded entry otherwise. While the cursor holds the transaction, names
+/// are read from memory ([`Assigner::source`]); a new entry that would
+/// need a new name, and the index keys, are written after it is dropped.
 fn modify_through_cursor(
     txn: &mut RwTxn<'_>,
     ctx: &Context<'_>,
@@ -1175,7 +1197,7 @@ fn modify_through_cursor(
         Ok(cursor) => cursor,
         Err(e) => return Applied::Refused(e.into()),
     };
-    let old = match cursor.next() {
+    let found = match cursor.next() {
         Some(Ok((_, bytes))) => {
             // A record that carries exactly this DN's text is this
             // entry (entries are unique by DN): only that proves a
@@ -1188,11 +1210,7 @@ fn modify_through_cursor(
                 if guess.is_none() && proven {
                     ctx.dn_ids.borrow_mut().remember(dn, id);
                 }
-                Some(codec::decode_as(
-                    bytes,
-                    &ctx.names.source(ctx.schema),
-                    Some(dn),
-                ))
+                Some(Ok(bytes))
             }
         }
         Some(Err(e)) => Some(Err(e.into())),
@@ -1201,7 +1219,7 @@ fn modify_through_cursor(
             "dn2id points at missing entry {id}"
         )))),
     };
-    let Some(old) = old else {
+    let Some(found) = found else {
         // A wrong guess (the entry renamed or deleted since, or its ID
         // given again after a batch that failed): forgotten, and
         // `dn2id` decides.
@@ -1209,14 +1227,78 @@ fn modify_through_cursor(
         ctx.dn_ids.borrow_mut().forget(dn);
         return modify_through_cursor(txn, ctx, dn, changes, operational, permissive);
     };
-    let plan = match old.and_then(|old| plan_changes(ctx, old, changes, operational, permissive)) {
-        Ok(plan) => plan,
+    // Each description parsed once, for the types changed and for
+    // applying the change.
+    let planned = found.and_then(|bytes| {
+        let described = ctx.describe(all_changes(changes, operational))?;
+        if let Some(spliced) = splice::splice(ctx, bytes, dn, &described, changes.len()) {
+            return Ok(Planned::Spliced(spliced));
+        }
+        let old = codec::decode_as(bytes, &ctx.names.source(ctx.schema), Some(dn))?;
+        plan_changes(ctx, old, &described, changes.len(), permissive).map(Planned::Entry)
+    });
+    let planned = match planned {
+        Ok(planned) => planned,
         Err(refusal) => return Applied::Refused(refusal),
     };
-    // Numbered without storing a name: a record that needs a new one is
-    // thrown away and made again once the cursor is gone.
+    // The new record, if every name it holds has its number already.
+    let known = match &planned {
+        Planned::Spliced(spliced) => Some(Cow::Borrowed(&spliced.record[..])),
+        Planned::Entry(plan) => known_record(ctx, &plan.new).map(Cow::Owned),
+    };
+    let written = match known {
+        // SAFETY: nothing read through the cursor is borrowed any more
+        // (the old record was decoded into an owned entry, or spliced
+        // into an owned record), so the overwrite invalidates no
+        // reference.
+        #[allow(unsafe_code)]
+        Some(record) => {
+            let put = unsafe { cursor.put_current(&key, &record) };
+            drop(cursor);
+            put.map(|_| ()).map_err(StoreError::from)
+        }
+        None => {
+            drop(cursor);
+            let record = match &planned {
+                Planned::Spliced(spliced) => Ok(Cow::Borrowed(&spliced.record[..])),
+                Planned::Entry(plan) => ctx.encode(txn, &plan.new).map(Cow::Owned),
+            };
+            record.and_then(|record| Ok(dbs.id2entry.put(txn, &key, &record)?))
+        }
+    };
+    let written = written.and_then(|()| {
+        let (index, written_dn) = match &planned {
+            Planned::Spliced(spliced) => (&spliced.index, dn.original()),
+            Planned::Entry(plan) => (&plan.index, plan.new.dn.original()),
+        };
+        if let Some(index) = index {
+            index.write(txn, dbs, id)?;
+        }
+        #[cfg(test)]
+        tests::fail_after_writing(written_dn)?;
+        #[cfg(not(test))]
+        let _ = written_dn;
+        Ok(Outcome::Modified)
+    });
+    match written {
+        Ok(outcome) => Applied::Done(outcome),
+        Err(e) => Applied::Spoiled(e),
+    }
+}
+
+/// A modify's new record, planned one way or the other.
+enum Planned {
+    Spliced(splice::Spliced),
+    Entry(ModifyPlan),
+}
+
+/// The stored form of `new` if every name it holds has its number
+/// already; `None` if one would need a new number (which only a write
+/// to `meta` can give) or it cannot be encoded (which encoding it again
+/// reports).
+fn known_record(ctx: &Context<'_>, new: &Entry) -> Option<Vec<u8>> {
     let mut needs_new_name = false;
-    let record = codec::encode(&plan.new, |position, attr| {
+    let record = codec::encode(new, |position, attr| {
         Ok(ctx
             .names
             .known_number_of(position, attr, ctx.schema)
@@ -1225,36 +1307,7 @@ fn modify_through_cursor(
                 0
             }))
     });
-    let written = match record {
-        // SAFETY: nothing read through the cursor is borrowed any more
-        // (the old record was decoded into an owned entry), so the
-        // overwrite invalidates no reference.
-        #[allow(unsafe_code)]
-        Ok(record) if !needs_new_name => {
-            let put = unsafe { cursor.put_current(&key, &record) };
-            drop(cursor);
-            put.map(|_| ()).map_err(StoreError::from)
-        }
-        _ => {
-            drop(cursor);
-            ctx.encode(txn, &plan.new)
-                .and_then(|record| Ok(dbs.id2entry.put(txn, &key, &record)?))
-        }
-    };
-    let written = written.and_then(|()| {
-        if let Some(old_keys) = &plan.old_keys {
-            let new_keys = ctx.indexes.entry_keys(&plan.new, ctx.schema);
-            write_index(txn, dbs, old_keys.difference(&new_keys), id, false)?;
-            write_index(txn, dbs, new_keys.difference(old_keys), id, true)?;
-        }
-        #[cfg(test)]
-        tests::fail_after_writing(&plan.new)?;
-        Ok(Outcome::Modified)
-    });
-    match written {
-        Ok(outcome) => Applied::Done(outcome),
-        Err(e) => Applied::Spoiled(e),
-    }
+    record.ok().filter(|_| !needs_new_name)
 }
 
 /// What applying one command in the batch's transaction did.
@@ -1362,11 +1415,11 @@ mod tests {
     /// test writes (`uid=u…-TAG`, one set per caller, `uid=add…`, `uid=mix…`).
     static FAIL_AFTER_WRITING: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-    pub(super) fn fail_after_writing(entry: &Entry) -> Result<(), StoreError> {
+    pub(super) fn fail_after_writing(written: &str) -> Result<(), StoreError> {
         let failing = FAIL_AFTER_WRITING
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if failing.iter().any(|dn| dn == entry.dn.original()) {
+        if failing.iter().any(|dn| dn == written) {
             return Err(StoreError::Engine("injected failure after writing".into()));
         }
         Ok(())
@@ -1618,6 +1671,75 @@ mod tests {
         let mut txn = inner.env.write_txn().unwrap();
         f(&mut txn, &ctx);
         txn.commit().unwrap();
+    }
+
+    #[test]
+    fn a_splice_leaves_records_against_the_rules_to_the_entry_path() {
+        // Records no writer stores (each store checks an entry's RDN and
+        // values when it writes them), which a schema changed since
+        // could make: the entry path refuses a modify of them, so the
+        // splice must leave it to that path, not succeed.
+        let (schema, dir, store) = open_with_suffix("splice-rules", StorageConfig::default());
+        let dn = format!("uid=s1,{SUFFIX}");
+        let person = |more: &[(&'static str, &'static str)]| {
+            let mut attrs = vec![
+                ("objectClass", "inetOrgPerson"),
+                ("uid", "s1"),
+                ("cn", "S"),
+                ("sn", "One"),
+                ("description", "old"),
+            ];
+            attrs.extend_from_slice(more);
+            entry(&schema, &dn, &attrs)
+        };
+        let changes = vec![Modification {
+            op: ModOp::Replace,
+            attr: "description".into(),
+            values: vec![b"new".to_vec()],
+        }];
+        let set = |mut e: Entry, name: &str, value: &str| {
+            for attr in e.attributes.iter_mut().filter(|a| a.name(&schema) == name) {
+                attr.values = [value.as_bytes().to_vec()].into_iter().collect();
+            }
+            e
+        };
+        let cases = [
+            ("valid", person(&[]), true),
+            (
+                "without its RDN's value",
+                set(person(&[]), "uid", "other"),
+                false,
+            ),
+            (
+                "with an invalid value of the changed type",
+                set(
+                    person(&[("description;lang-de", "Eins")]),
+                    "description;lang-de",
+                    "",
+                ),
+                false,
+            ),
+        ];
+        // Stored once, so that every name has its number (the splice
+        // takes no name numbered in its own batch).
+        store
+            .execute_blocking(Command::Add {
+                entry: person(&[("description;lang-de", "Eins")]),
+                prechecked: false,
+            })
+            .unwrap();
+        in_writer_transaction(&store, |txn, ctx| {
+            let described = ctx.describe(super::all_changes(&changes, &[])).unwrap();
+            for (what, record, valid) in cases {
+                let bytes = ctx.encode(txn, &record).unwrap();
+                let spliced = super::splice::splice(ctx, &bytes, &record.dn, &described, 1);
+                let planned = super::plan_changes(ctx, record, &described, 1, false);
+                assert_eq!(spliced.is_some(), valid, "{what}: splice");
+                assert_eq!(planned.is_ok(), valid, "{what}: entry path");
+            }
+        });
+        drop(store);
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

@@ -152,6 +152,7 @@ fn prefetch_line(at: *const u8) {
     let _ = at;
 }
 
+#[derive(Clone)]
 struct Cursor<'a> {
     data: &'a [u8],
 }
@@ -319,6 +320,111 @@ pub(crate) fn decode_as(
         return Err(corrupt("trailing bytes"));
     }
     Ok(Entry { dn, attributes })
+}
+
+/// One attribute of a format-2 record, found but not decoded.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawAttribute<'r> {
+    /// The number of its name ([`crate::names`]).
+    pub(crate) number: u32,
+    /// Its values as stored: their count, then each one's length and
+    /// bytes.
+    body: &'r [u8],
+}
+
+impl<'r> RawAttribute<'r> {
+    /// Its values, in order.
+    pub(crate) fn values(&self) -> RawValues<'r> {
+        let mut cursor = Cursor { data: self.body };
+        // `locate` read this count and every value once already.
+        let left = cursor
+            .next_varint()
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0);
+        RawValues { cursor, left }
+    }
+}
+
+/// The values of a [`RawAttribute`].
+#[derive(Clone)]
+pub(crate) struct RawValues<'r> {
+    cursor: Cursor<'r>,
+    left: usize,
+}
+
+impl<'r> Iterator for RawValues<'r> {
+    type Item = &'r [u8];
+
+    fn next(&mut self) -> Option<&'r [u8]> {
+        self.left = self.left.checked_sub(1)?;
+        self.cursor.next_bytes()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for RawValues<'_> {}
+
+/// Finds the attributes of a format-2 record, in order, into `out`, and
+/// answers its DN text; `None` for a record of another format or one
+/// that cannot be read (which decoding then reports).
+pub(crate) fn locate<'r>(bytes: &'r [u8], out: &mut Vec<RawAttribute<'r>>) -> Option<&'r [u8]> {
+    let (version, mut c) = open_known(bytes)?;
+    if version != VERSION_2 {
+        return None;
+    }
+    let dn = c.next_bytes()?;
+    let count = c.next_varint()?;
+    out.reserve(count.min(1024) as usize);
+    for _ in 0..count {
+        let number = c.next_number()?;
+        let start = c.data;
+        let n = c.next_varint()?;
+        c.skip_values(n)?;
+        let body = start.get(..start.len() - c.data.len())?;
+        out.push(RawAttribute { number, body });
+    }
+    c.data.is_empty().then_some(dn)
+}
+
+/// A format-2 record of the DN text `dn`, the attributes `kept` copied
+/// as stored, then the attributes `added` (name number and values): the
+/// bytes [`encode`] gives for the entry they make, since it writes every
+/// attribute as `kept` holds it.
+pub(crate) fn encode_spliced<'r, 'v>(
+    dn: &[u8],
+    kept: impl Iterator<Item = RawAttribute<'r>> + Clone,
+    added: impl Iterator<Item = (u32, &'v [Vec<u8>])> + Clone,
+) -> Vec<u8> {
+    const VARINT_MAX: usize = 10;
+    let kept_size: usize = kept.clone().map(|a| VARINT_MAX + a.body.len()).sum();
+    let added_size: usize = added
+        .clone()
+        .flat_map(|(_, values)| values)
+        .map(|v| VARINT_MAX + v.len())
+        .sum::<usize>()
+        + 2 * VARINT_MAX * added.clone().count();
+    let mut out = Vec::with_capacity(1 + 2 * VARINT_MAX + dn.len() + kept_size + added_size);
+    out.push(VERSION_2);
+    put_bytes(&mut out, dn);
+    put_varint(
+        &mut out,
+        (kept.clone().count() + added.clone().count()) as u64,
+    );
+    for attr in kept {
+        put_varint(&mut out, u64::from(attr.number));
+        out.extend_from_slice(attr.body);
+    }
+    for (number, values) in added {
+        put_varint(&mut out, u64::from(number));
+        put_varint(&mut out, values.len() as u64);
+        for v in values {
+            put_bytes(&mut out, v);
+        }
+    }
+    out
 }
 
 /// One part of a stored entry, as [`visit`] hands them out.

@@ -107,32 +107,48 @@ impl Indexes {
         // Every prefix fits: one allocation per entry, never a growth.
         let mut prefix = Vec::with_capacity(keys::MAX_KEY);
         for attr in &entry.attributes {
-            let Some(spec) = self.specs.get(&attr.desc.attr) else {
-                continue;
-            };
-            let Some(at) = schema.attr(spec.attr) else {
-                continue;
-            };
-            if spec.kinds.contains(&IndexKind::Pres) {
-                keys::pres_prefix_into(&mut prefix, &spec.oid);
-                f(&prefix);
-            }
-            for value in &attr.values {
-                if let (true, Some(rule)) = (spec.kinds.contains(&IndexKind::Eq), at.equality) {
-                    // Borrowed when the value is its own key (the usual
-                    // string): no copy of it per indexed value.
-                    if let Some(k) = rule.key_cow(value, schema) {
-                        keys::eq_prefix_into(&mut prefix, &spec.oid, &k);
-                        f(&prefix);
-                    }
+            let values = attr.values.iter().map(Vec::as_slice);
+            self.each_key_of(attr.desc.attr, values, schema, &mut prefix, &mut f);
+        }
+    }
+
+    /// Calls `f` with each index key prefix of one attribute's `values`,
+    /// of type `attr` (none if it is not indexed), as
+    /// [`Indexes::for_each_entry_key`] does for a whole entry; `prefix`
+    /// is the buffer they are built in.
+    pub(crate) fn each_key_of<'v>(
+        &self,
+        attr: AttrId,
+        values: impl Iterator<Item = &'v [u8]>,
+        schema: &Schema,
+        prefix: &mut Vec<u8>,
+        mut f: impl FnMut(&[u8]),
+    ) {
+        let Some(spec) = self.specs.get(&attr) else {
+            return;
+        };
+        let Some(at) = schema.attr(spec.attr) else {
+            return;
+        };
+        if spec.kinds.contains(&IndexKind::Pres) {
+            keys::pres_prefix_into(prefix, &spec.oid);
+            f(prefix);
+        }
+        for value in values {
+            if let (true, Some(rule)) = (spec.kinds.contains(&IndexKind::Eq), at.equality) {
+                // Borrowed when the value is its own key (the usual
+                // string): no copy of it per indexed value.
+                if let Some(k) = rule.key_cow(value, schema) {
+                    keys::eq_prefix_into(prefix, &spec.oid, &k);
+                    f(prefix);
                 }
-                if let (true, Some(rule)) = (spec.kinds.contains(&IndexKind::Sub), at.substr) {
-                    let parts = rule.substring_parts(&[(Part::Whole, value)], schema);
-                    for (_, part) in parts.iter().flatten() {
-                        for gram in part.windows(GRAM) {
-                            keys::sub_prefix_into(&mut prefix, &spec.oid, gram);
-                            f(&prefix);
-                        }
+            }
+            if let (true, Some(rule)) = (spec.kinds.contains(&IndexKind::Sub), at.substr) {
+                let parts = rule.substring_parts(&[(Part::Whole, value)], schema);
+                for (_, part) in parts.iter().flatten() {
+                    for gram in part.windows(GRAM) {
+                        keys::sub_prefix_into(prefix, &spec.oid, gram);
+                        f(prefix);
                     }
                 }
             }

@@ -23,6 +23,7 @@ mod names;
 mod plan;
 mod read;
 mod sorted_puts;
+mod splice;
 mod writer;
 
 use std::path::{Path, PathBuf};

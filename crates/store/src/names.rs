@@ -111,6 +111,11 @@ impl NameTable {
     fn len(&self) -> u32 {
         self.list.len() as u32
     }
+
+    /// The name numbered `number`, if this table has it.
+    pub(crate) fn get(&self, number: u32) -> Option<&Name> {
+        self.list.get(number as usize)
+    }
 }
 
 /// Where decoding finds names.
