@@ -444,7 +444,8 @@ impl Entry {
                 check_values(at, &attr.values, writer, schema)?;
             }
         }
-        rules.check_types(schema, self.attributes.iter().map(|a| a.desc.attr))?;
+        let types = || self.attributes.iter().map(|a| a.desc.attr);
+        rules.check_types(schema, &types().collect(), types())?;
 
         // The RDN's values must be values of the entry (X.501).
         if let Some(rdn) = self.dn.rdn_values().first() {
@@ -527,17 +528,22 @@ pub fn check_values(
 }
 
 /// What an entry's object classes decide, whatever its other attributes
-/// hold: the classes listed, every class the entry has (the listed ones
-/// and all they inherit from), the attributes those allow, and the
-/// structural class. A function of the objectClass values alone, so the
-/// same values give the same rules ([`KnownClasses`]).
+/// hold: the classes listed, the attributes they allow and require, and
+/// the structural class. A function of the objectClass values alone, so
+/// the same values give the same rules ([`KnownClasses`]).
 #[derive(Debug, Clone)]
 pub struct ClassRules {
     listed: ClassList,
-    classes: ClassList,
     /// A class allows what its superiors allow, so what the listed
     /// classes allow is what the entry's classes allow.
     allowed: AttrSet,
+    /// What an entry of these classes may hold: what they allow, and
+    /// every operational type; everything when one is
+    /// `extensibleObject`.
+    permitted: Option<AttrSet>,
+    /// What the listed classes require (a class requires what its
+    /// superiors require).
+    must: AttrSet,
     structural: ClassId,
 }
 
@@ -577,10 +583,24 @@ impl ClassRules {
         }
 
         let structural = structural_class(&classes, schema)?;
+        let extensible = schema
+            .extensible_object_class()
+            .is_some_and(|x| classes.contains(&x));
+        let permitted = (!extensible).then(|| {
+            let mut permitted = allowed.clone();
+            permitted.union_with(schema.operational_types());
+            permitted
+        });
+        let must = listed
+            .iter()
+            .filter_map(|&id| schema.class_by_id(id))
+            .flat_map(|c| c.must.iter().copied())
+            .collect();
         Ok(ClassRules {
             listed,
-            classes,
             allowed,
+            permitted,
+            must,
             structural,
         })
     }
@@ -588,16 +608,26 @@ impl ClassRules {
 
 impl ClassRules {
     /// Checks that an entry of these classes, holding attributes of the
-    /// `types` given, has every type its classes require and only types
-    /// they allow (operational types aside).
+    /// types `present`, has every type its classes require and only types
+    /// they allow (operational types aside). `types` are the same types,
+    /// in the entry's order: the first not allowed is the one named.
     pub fn check_types(
         &self,
         schema: &Schema,
-        types: impl Iterator<Item = AttrId> + Clone,
+        present: &AttrSet,
+        types: impl Iterator<Item = AttrId>,
     ) -> Result<(), ModelError> {
+        // Two tests of a few words each; only a failure looks for what
+        // to name in the message.
+        let all_permitted = self
+            .permitted
+            .as_ref()
+            .is_none_or(|permitted| present.is_subset(permitted));
+        if all_permitted && self.must.is_subset(present) {
+            return Ok(());
+        }
         // MUST and MAY. A class's MUST holds its superiors', so the
         // listed classes' MUST are all the entry's classes require.
-        let present: AttrSet = types.clone().collect();
         for c in self.listed.iter().filter_map(|&id| schema.class_by_id(id)) {
             if let Some(&missing) = c.must.iter().find(|&&must| !present.contains(must)) {
                 let attr = schema.attr(missing).map_or("?", |a| a.name());
@@ -607,10 +637,7 @@ impl ClassRules {
                 ));
             }
         }
-        let extensible = schema
-            .extensible_object_class()
-            .is_some_and(|x| self.classes.contains(&x));
-        if extensible {
+        if self.permitted.is_none() {
             return Ok(());
         }
         for attr in types {

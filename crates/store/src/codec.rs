@@ -322,20 +322,26 @@ pub(crate) fn decode_as(
     Ok(Entry { dn, attributes })
 }
 
-/// One attribute of a format-2 record, found but not decoded.
+/// One attribute of a format-2 record, found but not decoded: where its
+/// parts lie in the record.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct RawAttribute<'r> {
+pub(crate) struct RawAttribute {
     /// The number of its name ([`crate::names`]).
     pub(crate) number: u32,
-    /// Its values as stored: their count, then each one's length and
-    /// bytes.
-    body: &'r [u8],
+    /// Where it begins (its name's number).
+    start: usize,
+    /// Where its values begin (their count).
+    values: usize,
+    /// Where it ends.
+    end: usize,
 }
 
-impl<'r> RawAttribute<'r> {
-    /// Its values, in order.
-    pub(crate) fn values(&self) -> RawValues<'r> {
-        let mut cursor = Cursor { data: self.body };
+impl RawAttribute {
+    /// Its values, in order, in `record`, the record it was found in.
+    pub(crate) fn values<'r>(&self, record: &'r [u8]) -> RawValues<'r> {
+        let mut cursor = Cursor {
+            data: record.get(self.values..self.end).unwrap_or_default(),
+        };
         // `locate` read this count and every value once already.
         let left = cursor
             .next_varint()
@@ -367,55 +373,77 @@ impl<'r> Iterator for RawValues<'r> {
 
 impl ExactSizeIterator for RawValues<'_> {}
 
-/// Finds the attributes of a format-2 record, in order, into `out`, and
+/// Hands `each` the attributes of a format-2 record, in order, and
 /// answers its DN text; `None` for a record of another format or one
-/// that cannot be read (which decoding then reports).
-pub(crate) fn locate<'r>(bytes: &'r [u8], out: &mut Vec<RawAttribute<'r>>) -> Option<&'r [u8]> {
+/// that cannot be read (which decoding then reports), or as soon as
+/// `each` answers `None`.
+pub(crate) fn locate(
+    bytes: &[u8],
+    mut each: impl FnMut(RawAttribute) -> Option<()>,
+) -> Option<&[u8]> {
     let (version, mut c) = open_known(bytes)?;
     if version != VERSION_2 {
         return None;
     }
     let dn = c.next_bytes()?;
     let count = c.next_varint()?;
-    out.reserve(count.min(1024) as usize);
+    let at = |c: &Cursor<'_>| bytes.len() - c.data.len();
     for _ in 0..count {
+        let start = at(&c);
         let number = c.next_number()?;
-        let start = c.data;
+        let values = at(&c);
         let n = c.next_varint()?;
         c.skip_values(n)?;
-        let body = start.get(..start.len() - c.data.len())?;
-        out.push(RawAttribute { number, body });
+        each(RawAttribute {
+            number,
+            start,
+            values,
+            end: at(&c),
+        })?;
     }
     c.data.is_empty().then_some(dn)
 }
 
-/// A format-2 record of the DN text `dn`, the attributes `kept` copied
-/// as stored, then the attributes `added` (name number and values): the
-/// bytes [`encode`] gives for the entry they make, since it writes every
-/// attribute as `kept` holds it.
-pub(crate) fn encode_spliced<'r, 'v>(
+/// A format-2 record of the DN text `dn`, the attributes `kept` of the
+/// record `old` copied as stored, then the attributes `added` (name
+/// number and values): the bytes [`encode`] gives for the entry they
+/// make, since it writes every attribute as `kept` holds it. Kept
+/// attributes that lie one after the other in `old` are copied at once.
+pub(crate) fn encode_spliced<'v>(
+    old: &[u8],
     dn: &[u8],
-    kept: impl Iterator<Item = RawAttribute<'r>> + Clone,
+    kept: impl Iterator<Item = RawAttribute> + Clone,
     added: impl Iterator<Item = (u32, &'v [Vec<u8>])> + Clone,
 ) -> Vec<u8> {
     const VARINT_MAX: usize = 10;
-    let kept_size: usize = kept.clone().map(|a| VARINT_MAX + a.body.len()).sum();
+    // The kept attributes and the DN are parts of `old`.
     let added_size: usize = added
         .clone()
-        .flat_map(|(_, values)| values)
-        .map(|v| VARINT_MAX + v.len())
-        .sum::<usize>()
-        + 2 * VARINT_MAX * added.clone().count();
-    let mut out = Vec::with_capacity(1 + 2 * VARINT_MAX + dn.len() + kept_size + added_size);
+        .map(|(_, values)| {
+            2 * VARINT_MAX + values.iter().map(|v| VARINT_MAX + v.len()).sum::<usize>()
+        })
+        .sum();
+    let mut out = Vec::with_capacity(old.len() + VARINT_MAX + added_size);
     out.push(VERSION_2);
     put_bytes(&mut out, dn);
     put_varint(
         &mut out,
         (kept.clone().count() + added.clone().count()) as u64,
     );
+    let mut run: Option<(usize, usize)> = None;
     for attr in kept {
-        put_varint(&mut out, u64::from(attr.number));
-        out.extend_from_slice(attr.body);
+        match &mut run {
+            Some((_, end)) if *end == attr.start => *end = attr.end,
+            _ => {
+                if let Some(bytes) = run.and_then(|(start, end)| old.get(start..end)) {
+                    out.extend_from_slice(bytes);
+                }
+                run = Some((attr.start, attr.end));
+            }
+        }
+    }
+    if let Some(bytes) = run.and_then(|(start, end)| old.get(start..end)) {
+        out.extend_from_slice(bytes);
     }
     for (number, values) in added {
         put_varint(&mut out, u64::from(number));

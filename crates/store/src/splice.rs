@@ -28,6 +28,7 @@ use meridian_model::entry::{
     AttrName, Attribute, Description, Values, Writer, check_values, holds_value,
 };
 use meridian_model::modify::{Change, ModOp};
+use meridian_model::schema::AttrSet;
 
 use crate::apply::{Context, IndexChange};
 use crate::codec::{self, RawAttribute};
@@ -42,8 +43,8 @@ pub(crate) struct Spliced {
 }
 
 /// One attribute of the old record.
-struct Slot<'r, 't> {
-    raw: RawAttribute<'r>,
+struct Slot<'t> {
+    raw: RawAttribute,
     desc: &'t Description,
     /// Replaced by one of the modify's changes.
     replaced: bool,
@@ -74,19 +75,21 @@ pub(crate) fn splice(
         schema.attr(desc.attr)?;
     }
 
-    let mut raw = Vec::new();
-    if codec::locate(bytes, &mut raw)? != dn.original().as_bytes() {
-        return None;
-    }
     let table = ctx.names.table();
-    let mut slots = Vec::with_capacity(raw.len());
-    for raw in raw {
+    // Room for the attributes of most entries: a list grown from empty
+    // was reallocated three or four times per modify.
+    let mut slots = Vec::with_capacity(32);
+    let stored_dn = codec::locate(bytes, |raw| {
         let desc = table.get(raw.number)?.desc.as_ref()?;
         slots.push(Slot {
             raw,
             desc,
             replaced: false,
         });
+        Some(())
+    })?;
+    if stored_dn != dn.original().as_bytes() {
+        return None;
     }
     // As the entry path's replace does: the first attribute of the
     // description goes, and the new values, if any, come last.
@@ -103,37 +106,42 @@ pub(crate) fn splice(
     // would be checked there again, as stored: left to it.
     let client = described.get(..client)?;
     for (desc, change) in client.iter().filter(|(_, c)| !c.values.is_empty()) {
-        check_values(
-            schema.attr(desc.attr)?,
-            change.values,
-            Writer::Server,
-            schema,
-        )
-        .ok()?;
+        let at = schema.attr(desc.attr)?;
+        check_values(at, change.values, Writer::Server, schema).ok()?;
     }
-    if kept().any(|s| client.iter().any(|(d, _)| d.attr == s.desc.attr)) {
-        return None;
+    // The types of the new entry, and its object classes: the first
+    // `objectClass` without options, as `Entry::get` finds it.
+    let mut present = AttrSet::new();
+    let mut classes = None;
+    for slot in kept() {
+        let attr = slot.desc.attr;
+        if client.iter().any(|(d, _)| d.attr == attr) {
+            return None;
+        }
+        present.insert(attr);
+        if classes.is_none() && attr == object_class && slot.desc.options.is_empty() {
+            classes = Some(slot.raw.values(bytes));
+        }
     }
-
-    // The class rules, over the types the new entry has.
-    let first_of = |attr| kept().find(|s| s.desc.attr == attr && s.desc.options.is_empty());
-    let classes = first_of(object_class)?.raw.values();
+    for (desc, _) in added() {
+        present.insert(desc.attr);
+    }
     let mut known = ctx.classes.borrow_mut();
-    let rules = known.rules_of(classes, schema).ok()?;
+    let rules = known.rules_of(classes?, schema).ok()?;
     let types = kept()
         .map(|s| s.desc.attr)
         .chain(added().map(|(d, _)| d.attr));
-    rules.check_types(schema, types).ok()?;
+    rules.check_types(schema, &present, types).ok()?;
     // The RDN's values, unchanged, must still be there.
     for (attr, value) in rdn.into_iter().flat_map(|rdn| rdn.iter()) {
-        let values = first_of(*attr)?.raw.values();
-        if !holds_value(values, *attr, value, schema) {
+        let first = kept().find(|s| s.desc.attr == *attr && s.desc.options.is_empty())?;
+        if !holds_value(first.raw.values(bytes), *attr, value, schema) {
             return None;
         }
     }
 
     let mut numbers = Vec::with_capacity(described.len());
-    for (position, (desc, change)) in (slots.len()..).zip(added()) {
+    for (position, (desc, change)) in (kept().count()..).zip(added()) {
         // Numbered as the entry path numbers the attribute it builds.
         let attribute = Attribute {
             desc: desc.clone(),
@@ -143,14 +151,15 @@ pub(crate) fn splice(
         numbers.push(ctx.names.known_number_of(position, &attribute, schema)?);
     }
     let record = codec::encode_spliced(
-        dn.original().as_bytes(),
+        bytes,
+        stored_dn,
         kept().map(|s| s.raw),
         numbers
             .iter()
             .zip(added())
             .map(|(&n, (_, c))| (n, c.values)),
     );
-    let index = index_change(ctx, &slots, described);
+    let index = index_change(ctx, bytes, &slots, described);
     Some(Spliced { record, index })
 }
 
@@ -158,7 +167,8 @@ pub(crate) fn splice(
 /// after: the keys of other types stay as they are.
 fn index_change(
     ctx: &Context<'_>,
-    slots: &[Slot<'_, '_>],
+    record: &[u8],
+    slots: &[Slot<'_>],
     described: &[(Description, Change<'_>)],
 ) -> Option<IndexChange> {
     let (indexes, schema) = (ctx.indexes, ctx.schema);
@@ -175,7 +185,7 @@ fn index_change(
     let (mut old, mut new) = (BTreeSet::new(), BTreeSet::new());
     for &attr in &changed {
         for slot in slots.iter().filter(|s| s.desc.attr == attr) {
-            let values = slot.raw.values();
+            let values = slot.raw.values(record);
             indexes.each_key_of(attr, values.clone(), schema, &mut prefix, |k| {
                 keep(&mut old, k)
             });

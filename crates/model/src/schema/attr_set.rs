@@ -28,6 +28,7 @@ impl AttrSet {
     }
 
     /// Adds `attr`.
+    #[inline]
     pub fn insert(&mut self, attr: AttrId) {
         let (word, bit) = position(attr);
         if self.words.len() <= word {
@@ -39,9 +40,18 @@ impl AttrSet {
     }
 
     /// True if `attr` is in the set.
+    #[inline]
     pub fn contains(&self, attr: AttrId) -> bool {
         let (word, bit) = position(attr);
         self.words.get(word).is_some_and(|w| w & bit != 0)
+    }
+
+    /// True if every member of `self` is in `other`.
+    pub fn is_subset(&self, other: &AttrSet) -> bool {
+        self.words.iter().enumerate().all(|(i, &mine)| {
+            let theirs = other.words.get(i).copied().unwrap_or(0);
+            mine & !theirs == 0
+        })
     }
 
     /// Adds every member of `other`.
@@ -99,6 +109,26 @@ mod tests {
                 assert!(a.contains(id(n)), "{n}");
             }
             assert!(!a.contains(id(3)));
+        }
+    }
+
+    #[test]
+    fn a_subset_is_found_whatever_the_lengths() {
+        let set = |ids: &[u32]| -> AttrSet { ids.iter().map(|&n| id(n)).collect() };
+        let cases = [
+            (&[][..], &[][..], true),
+            (&[], &[5], true),
+            (&[5], &[], false),
+            (&[1, 64], &[1, 64, 500], true),
+            (&[1, 500], &[1, 64], false),
+            (&[1, 65], &[1, 64, 500], false),
+        ];
+        for (small, big, subset) in cases {
+            assert_eq!(
+                set(small).is_subset(&set(big)),
+                subset,
+                "{small:?} in {big:?}"
+            );
         }
     }
 }

@@ -181,6 +181,8 @@ pub struct Schema {
     /// asks for: found when defined, not looked up by name per entry.
     object_class: Option<AttrId>,
     extensible_object: Option<ClassId>,
+    /// The operational types, which no class needs to allow.
+    operational: AttrSet,
 }
 
 impl Schema {
@@ -213,6 +215,11 @@ impl Schema {
     /// The id of the `extensibleObject` class.
     pub fn extensible_object_class(&self) -> Option<ClassId> {
         self.extensible_object
+    }
+
+    /// The operational attribute types.
+    pub fn operational_types(&self) -> &AttrSet {
+        &self.operational
     }
 
     /// An attribute type by id.
@@ -334,6 +341,9 @@ impl Schema {
         self.family_spellings.push(Vec::new());
         self.family.push(Vec::new());
         let sup = a.sup;
+        if a.usage.is_operational() {
+            self.operational.insert(id);
+        }
         self.attributes.push(a);
         // The new type is a subtype of every type up its superior chain.
         while let Some(x) = ancestor {
