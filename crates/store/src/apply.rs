@@ -1673,30 +1673,134 @@ mod tests {
         txn.commit().unwrap();
     }
 
+    /// The person `uid=s1` the splice tests modify, with `more`.
+    fn person(schema: &Schema, more: &[(&str, &str)]) -> Entry {
+        let mut attrs = vec![
+            ("objectClass", "inetOrgPerson"),
+            ("uid", "s1"),
+            ("cn", "S"),
+            ("sn", "One"),
+            ("description", "old"),
+        ];
+        attrs.extend_from_slice(more);
+        entry(schema, &format!("uid=s1,{SUFFIX}"), &attrs)
+    }
+
+    /// A store holding `person` with every name the splice tests use,
+    /// so that each has its number (the splice takes no name numbered in
+    /// its own batch).
+    fn open_for_splices(tag: &str) -> (Arc<Schema>, PathBuf, Store) {
+        let (schema, dir, store) = open_with_suffix(tag, StorageConfig::default());
+        let every_name = [
+            ("description;lang-de", "Eins"),
+            ("cn;lang-de", "Es"),
+            ("mail", "s@example.com"),
+            ("telephoneNumber", "+1 555 0100"),
+            ("modifyTimestamp", "20261125000000Z"),
+            ("modifiersName", "cn=admin"),
+        ];
+        store
+            .execute_blocking(Command::Add {
+                entry: person(&schema, &every_name),
+                prechecked: false,
+            })
+            .unwrap();
+        (schema, dir, store)
+    }
+
+    fn replace(attr: &str, values: &[&str]) -> Modification {
+        Modification {
+            op: ModOp::Replace,
+            attr: attr.into(),
+            values: values.iter().map(|v| v.as_bytes().to_vec()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_splice_writes_the_record_and_index_keys_the_entry_path_would() {
+        let (schema, dir, store) = open_for_splices("splice-same");
+        let record = person(
+            &schema,
+            &[
+                ("mail", "s@example.com"),
+                ("mail", "one@example.com"),
+                ("telephoneNumber", "+1 555 0100"),
+            ],
+        );
+        let server: Vec<crate::command::OperationalAttribute> = vec![
+            ("modifyTimestamp".into(), vec![b"20261125120000Z".to_vec()]),
+            (
+                "modifiersName".into(),
+                vec![b"cn=admin,dc=example,dc=com".to_vec()],
+            ),
+        ];
+        // Of an indexed type the entry keeps another description of:
+        // only the server's changes are spliced so (the client's values
+        // of such a type would be checked again by the entry path).
+        let german: Vec<crate::command::OperationalAttribute> =
+            vec![("cn;lang-de".into(), vec![b"Es".to_vec()])];
+        // (the client's changes, the server's, whether index keys change)
+        let cases = [
+            (vec![replace("description", &["new"])], &[][..], false),
+            (vec![replace("description", &["new"])], &server[..], false),
+            (vec![replace("cn", &["S", "Ess"])], &[], true),
+            (vec![replace("mail", &[])], &server, true),
+            (
+                vec![
+                    replace("telephoneNumber", &[]),
+                    replace("description", &["a", "b"]),
+                ],
+                &[],
+                false,
+            ),
+            (
+                vec![
+                    replace("mail", &["new@example.com"]),
+                    replace("description", &[]),
+                ],
+                &server,
+                true,
+            ),
+            (vec![replace("cn", &["S"])], &[], false),
+            (vec![], &german, true),
+        ];
+        in_writer_transaction(&store, |txn, ctx| {
+            let bytes = ctx.encode(txn, &record).unwrap();
+            for (changes, operational, keys_change) in &cases {
+                let described = ctx
+                    .describe(super::all_changes(changes, operational))
+                    .unwrap();
+                let n = changes.len();
+                let spliced = super::splice::splice(ctx, &bytes, &record.dn, &described, n)
+                    .unwrap_or_else(|| panic!("{changes:?}: not spliced"));
+                let plan = super::plan_changes(ctx, record.clone(), &described, n, false).unwrap();
+                let entry_path = super::known_record(ctx, &plan.new).unwrap();
+                assert_eq!(spliced.record, entry_path, "{changes:?}: record");
+                let differences = |index: Option<super::IndexChange>| {
+                    index.map_or((vec![], vec![]), |i| {
+                        let gone: Vec<_> = i.old.difference(&i.new).cloned().collect();
+                        let come: Vec<_> = i.new.difference(&i.old).cloned().collect();
+                        (gone, come)
+                    })
+                };
+                let spliced_keys = differences(spliced.index);
+                assert_eq!(spliced_keys, differences(plan.index), "{changes:?}: keys");
+                let changed = !spliced_keys.0.is_empty() || !spliced_keys.1.is_empty();
+                assert_eq!(changed, *keys_change, "{changes:?}: keys changed");
+            }
+        });
+        drop(store);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
     #[test]
     fn a_splice_leaves_records_against_the_rules_to_the_entry_path() {
         // Records no writer stores (each store checks an entry's RDN and
         // values when it writes them), which a schema changed since
         // could make: the entry path refuses a modify of them, so the
         // splice must leave it to that path, not succeed.
-        let (schema, dir, store) = open_with_suffix("splice-rules", StorageConfig::default());
-        let dn = format!("uid=s1,{SUFFIX}");
-        let person = |more: &[(&'static str, &'static str)]| {
-            let mut attrs = vec![
-                ("objectClass", "inetOrgPerson"),
-                ("uid", "s1"),
-                ("cn", "S"),
-                ("sn", "One"),
-                ("description", "old"),
-            ];
-            attrs.extend_from_slice(more);
-            entry(&schema, &dn, &attrs)
-        };
-        let changes = vec![Modification {
-            op: ModOp::Replace,
-            attr: "description".into(),
-            values: vec![b"new".to_vec()],
-        }];
+        let (schema, dir, store) = open_for_splices("splice-rules");
+        let changes = vec![replace("description", &["new"])];
         let set = |mut e: Entry, name: &str, value: &str| {
             for attr in e.attributes.iter_mut().filter(|a| a.name(&schema) == name) {
                 attr.values = [value.as_bytes().to_vec()].into_iter().collect();
@@ -1704,30 +1808,22 @@ mod tests {
             e
         };
         let cases = [
-            ("valid", person(&[]), true),
+            ("valid", person(&schema, &[]), true),
             (
                 "without its RDN's value",
-                set(person(&[]), "uid", "other"),
+                set(person(&schema, &[]), "uid", "other"),
                 false,
             ),
             (
                 "with an invalid value of the changed type",
                 set(
-                    person(&[("description;lang-de", "Eins")]),
+                    person(&schema, &[("description;lang-de", "Eins")]),
                     "description;lang-de",
                     "",
                 ),
                 false,
             ),
         ];
-        // Stored once, so that every name has its number (the splice
-        // takes no name numbered in its own batch).
-        store
-            .execute_blocking(Command::Add {
-                entry: person(&[("description;lang-de", "Eins")]),
-                prechecked: false,
-            })
-            .unwrap();
         in_writer_transaction(&store, |txn, ctx| {
             let described = ctx.describe(super::all_changes(&changes, &[])).unwrap();
             for (what, record, valid) in cases {
