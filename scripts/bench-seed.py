@@ -87,6 +87,9 @@ def main():
     args, bench_args = parser.parse_known_args()
     args.bench_args = [a for a in bench_args if a != "--"]
     name = os.path.splitext(os.path.basename(args.scenario))[0]
+    # The reports are written at the end: a missing directory would lose
+    # the whole run's figures.
+    os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="meridian-bench-seed-") as work:
         ldif = os.path.join(work, "data.ldif")
         subprocess.run([args.binary, "gen", "--model", args.model, "-n", str(args.entries), "-o", ldif], check=True,
