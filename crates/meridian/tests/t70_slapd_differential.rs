@@ -245,3 +245,98 @@ fn searches_agree_with_slapd() {
             .join("\n")
     );
 }
+
+/// DNs whose values hold `=`, which RFC 4514 lets stand unescaped: `cn=a=b`,
+/// `cn=a\=b` and `cn=a\3Db` name one entry. The same adds, searches, a
+/// modify and a delete through OpenLDAP's tools must give slapd's result
+/// codes and entry counts (the DN text slapd returns is its own pretty
+/// form, `cn=a\3Db`; ours is the DN as it was added).
+#[test]
+fn dns_holding_an_equals_sign_agree_with_slapd() {
+    const BASE: &str = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n";
+    let reference = Slapd::start("equals-dn", BASE);
+    let server = Server::start("");
+    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(BASE));
+    assert_eq!(code, 0, "{out}");
+    let person = |dn: &str| format!("dn: {dn}\nobjectClass: person\ncn: a=b\nsn: x\n");
+    let replace_sn =
+        "dn: cn=A=B,dc=example,dc=com\nchangetype: modify\nreplace: sn\nsn: y\n".to_owned();
+    let steps: Vec<(&str, Vec<&str>, Option<String>)> = vec![
+        ("ldapadd", vec![], Some(person("cn=a=b,dc=example,dc=com"))),
+        (
+            "ldapadd",
+            vec![],
+            Some(person(r"cn=a\=b,dc=example,dc=com")),
+        ),
+        (
+            "ldapadd",
+            vec![],
+            Some(person(r"cn=a\3Db,dc=example,dc=com")),
+        ),
+        (
+            "ldapsearch",
+            vec!["-b", r"cn=a\3Db,dc=example,dc=com", "-s", "base", "1.1"],
+            None,
+        ),
+        (
+            "ldapsearch",
+            vec!["-b", "cn=A=B,dc=example,dc=com", "-s", "base", "1.1"],
+            None,
+        ),
+        (
+            "ldapsearch",
+            vec!["-b", "dc=example,dc=com", "(cn=a=b)", "1.1"],
+            None,
+        ),
+        ("ldapmodify", vec![], Some(replace_sn)),
+        (
+            "ldapsearch",
+            vec!["-b", "dc=example,dc=com", "(sn=y)", "1.1"],
+            None,
+        ),
+        ("ldapdelete", vec![r"cn=a\=b,dc=example,dc=com"], None),
+        (
+            "ldapsearch",
+            vec!["-b", "cn=a=b,dc=example,dc=com", "-s", "base", "1.1"],
+            None,
+        ),
+    ];
+    let run = |url: &str, bind: &[&str]| -> Vec<(i32, usize)> {
+        steps
+            .iter()
+            .map(|(name, extra, stdin)| {
+                let mut args = vec!["-LLL"];
+                if *name != "ldapsearch" {
+                    args.clear();
+                }
+                args.extend_from_slice(extra);
+                let (code, out) = tool_at(url, name, bind, &args, stdin.as_deref());
+                (code, out.lines().filter(|l| l.starts_with("dn:")).count())
+            })
+            .collect()
+    };
+    let theirs = run(
+        &format!("ldap://127.0.0.1:{}", reference.port),
+        &["-D", "cn=admin,dc=example,dc=com", "-w", "secret"],
+    );
+    // slapd: the first add succeeds, the other two spellings already
+    // exist (68), every spelling finds the entry, and it is gone after
+    // the delete (32).
+    assert_eq!(
+        theirs,
+        [
+            (0, 0),
+            (68, 0),
+            (68, 0),
+            (0, 1),
+            (0, 1),
+            (0, 1),
+            (0, 0),
+            (0, 1),
+            (0, 0),
+            (32, 0)
+        ]
+    );
+    let ours = run(&server.url(), &["-D", ADMIN_DN, "-w", ADMIN_PASSWORD]);
+    assert_eq!(ours, theirs);
+}

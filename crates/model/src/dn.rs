@@ -582,6 +582,12 @@ mod tests {
         );
         assert_eq!(dn("cn=#04024869").normalized(), "cn=hi");
         assert_eq!(dn(r"cn=a\,b").normalized(), r"cn=a\,b");
+        // `=` needs no escape in a value (RFC 4514), so the normalised
+        // form, which writes it as it is, parses back to the same DN.
+        for spelling in ["cn=A=B", r"cn=a\=b", r"cn=a\3Db"] {
+            assert_eq!(dn(spelling).normalized(), "cn=a=b", "{spelling}");
+        }
+        assert_eq!(dn(dn("cn=A=B").normalized()).normalized(), "cn=a=b");
         assert_eq!(dn(r"CN=Lu\C4\8Di\C4\87").normalized(), "cn=lučić");
         assert_eq!(dn("").normalized(), "");
     }

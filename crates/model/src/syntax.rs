@@ -531,7 +531,7 @@ mod tests {
             (
                 NameAndOptionalUid,
                 &["cn=a", "cn=a#'0101'B", "cn=a\\#x", "#'01'B"],
-                &["cn", "cn=a=b#'01'B"],
+                &["cn", "cn=a<b#'01'B"],
             ),
             (
                 GeneralizedTime,

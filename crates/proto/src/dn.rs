@@ -213,7 +213,6 @@ impl DnParser<'_> {
                 b'"' | b'<' | b'>' => {
                     return Err(self.error("unescaped special character in value"));
                 }
-                b'=' => return Err(self.error("unescaped '=' in value")),
                 0 => return Err(self.error("NUL in value")),
                 b'\\' => {
                     self.pos += 1;
@@ -387,6 +386,7 @@ mod tests {
             r"CN=\#1\ lead\ ,O=x",
             "1.3.6.1.4.1.1466.0=#04024869",
             r"CN=Lu\C4\8Di\C4\87",
+            "cn=a=b,o=x",
             "",
         ] {
             let dn = Dn::parse(s).unwrap();
@@ -396,9 +396,24 @@ mod tests {
     }
 
     #[test]
+    fn an_equals_sign_in_a_value_may_stand_unescaped() {
+        // RFC 4514 section 3: `=` (%x3D) is in LUTF1, SUTF1 and TUTF1,
+        // so a value may hold it as it is; `\=` and `\3D` are the same
+        // value. slapd accepts all three as one DN.
+        let expected = Dn::parse(r"cn=a\=b=,o=x=y").unwrap();
+        for s in ["cn=a=b=,o=x=y", r"cn=a\3Db\3D,o=x\3dy", "cn = a=b= , o=x=y"] {
+            assert_eq!(Dn::parse(s).unwrap(), expected, "{s}");
+        }
+        assert_eq!(expected.rdns[0].avas[0].value, text("a=b="));
+        // The first `=` of a pair still ends its type.
+        let first = Dn::parse("cn==a").unwrap();
+        assert_eq!(first.rdns[0].avas[0].value, text("=a"));
+    }
+
+    #[test]
     fn invalid_dns_are_refused_with_a_position() {
         for s in [
-            "cn", "cn=a,", "=a", "cn=a\\", "cn=a\\zz", "1cn=a", "cn=a\"b", "cn=#zz", "cn=a=b",
+            "cn", "cn=a,", "=a", "cn=a\\", "cn=a\\zz", "1cn=a", "cn=a\"b", "cn=#zz", "cn=a<b",
         ] {
             assert!(Dn::parse(s).is_err(), "{s}");
         }
