@@ -2,6 +2,8 @@
 //! RFC 4525 for increment). Pure and deterministic: the same entry and
 //! changes give the same result, which the store relies on.
 
+use std::collections::HashMap;
+
 use meridian_proto::ResultCode;
 
 use crate::ModelError;
@@ -152,9 +154,19 @@ fn apply_change(
                     out.attributes.len() - 1
                 }
             };
+            let attr = out
+                .attributes
+                .get_mut(idx)
+                .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
+            // The keys present, each worked out once: the values of the
+            // attribute, then those this change adds. (Looked for value
+            // by value, the keys of every present value were worked out
+            // again for each value added: the square of their number
+            // for a large add.)
+            let mut present = PresentKeys::of(&attr.values, key);
             for value in change.values {
-                let (attr, present) = value_at(out, idx, value, key)?;
-                if present.is_some() {
+                let k = key(value)?;
+                if present.holds(&k) {
                     if permissive {
                         continue;
                     }
@@ -163,6 +175,7 @@ fn apply_change(
                         format!("{name}: value already present"),
                     ));
                 }
+                present.insert(k, attr.values.len());
                 attr.values.push(value.clone());
             }
         }
@@ -180,11 +193,20 @@ fn apply_change(
                 out.attributes.remove(idx);
                 return Ok(());
             }
+            let attr = out
+                .attributes
+                .get_mut(idx)
+                .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
+            // Each value deleted takes the first present value of its
+            // key that no earlier one took.
+            let mut present = PresentKeys::of(&attr.values, key);
+            let mut deleted = vec![false; attr.values.len()];
             for value in change.values {
-                let (attr, present) = value_at(out, idx, value, key)?;
-                match present {
+                match present.take(&key(value)?) {
                     Some(at) => {
-                        attr.values.remove(at);
+                        if let Some(flag) = deleted.get_mut(at) {
+                            *flag = true;
+                        }
                     }
                     None if permissive => {}
                     None => {
@@ -195,7 +217,9 @@ fn apply_change(
                     }
                 }
             }
-            if out.attributes.get(idx).is_some_and(|a| a.values.is_empty()) {
+            let mut flags = deleted.into_iter();
+            attr.values.retain(|_| !flags.next().unwrap_or(false));
+            if attr.values.is_empty() {
                 out.attributes.remove(idx);
             }
         }
@@ -260,24 +284,40 @@ fn apply_change(
     Ok(())
 }
 
-/// The attribute at `idx` of `out`, and where it holds `value` (the
-/// same value by `key`, the equality rule's key), if it does.
-fn value_at<'e>(
-    out: &'e mut Entry,
-    idx: usize,
-    value: &[u8],
-    key: impl Fn(&[u8]) -> Result<Vec<u8>, ModelError>,
-) -> Result<(&'e mut Attribute, Option<usize>), ModelError> {
-    let k = key(value)?;
-    let attr = out
-        .attributes
-        .get_mut(idx)
-        .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
-    let at = attr
-        .values
-        .iter()
-        .position(|v| key(v).ok().as_ref() == Some(&k));
-    Ok((attr, at))
+/// The equality keys of an attribute's values, with where each value
+/// is, for a change that adds or deletes values. A value whose key cannot
+/// be worked out (stored before a schema change) matches nothing. Hashed
+/// with the standard library's keyed hasher: the keys are a client's.
+struct PresentKeys {
+    /// Each key's positions, the first last (taken first).
+    at: HashMap<Vec<u8>, Vec<usize>>,
+}
+
+impl PresentKeys {
+    fn of(values: &[Vec<u8>], key: impl Fn(&[u8]) -> Result<Vec<u8>, ModelError>) -> PresentKeys {
+        let mut at: HashMap<Vec<u8>, Vec<usize>> = HashMap::with_capacity(values.len());
+        for (i, value) in values.iter().enumerate().rev() {
+            if let Ok(k) = key(value) {
+                at.entry(k).or_default().push(i);
+            }
+        }
+        PresentKeys { at }
+    }
+
+    /// Whether a value not taken has `key`.
+    fn holds(&self, key: &[u8]) -> bool {
+        self.at.get(key).is_some_and(|at| !at.is_empty())
+    }
+
+    /// The first position holding `key` not taken yet, taken.
+    fn take(&mut self, key: &[u8]) -> Option<usize> {
+        self.at.get_mut(key)?.pop()
+    }
+
+    /// Records a value of `key` now at `position`.
+    fn insert(&mut self, key: Vec<u8>, position: usize) {
+        self.at.entry(key).or_default().push(position);
+    }
 }
 
 /// X.511: a modify may not remove a value of the RDN (a modify never
@@ -481,5 +521,104 @@ mod tests {
             code(&[change(ModOp::Add, "nosuch", &["1"])], false),
             Err(ResultCode::UNDEFINED_ATTRIBUTE_TYPE)
         );
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// The adds and deletes of values as they were applied before
+        /// `PresentKeys`, each value looked for among all present ones:
+        /// the reference the keyed lookups must answer as.
+        fn one_by_one(
+            present: &[String],
+            op: ModOp,
+            values: &[String],
+            permissive: bool,
+            key: impl Fn(&str) -> Option<Vec<u8>>,
+        ) -> Result<Vec<String>, ResultCode> {
+            let mut out = present.to_vec();
+            let find =
+                |out: &[String], k: &[u8]| out.iter().position(|v| key(v).as_deref() == Some(k));
+            match op {
+                ModOp::Add if values.is_empty() => return Err(ResultCode::PROTOCOL_ERROR),
+                ModOp::Add => {
+                    for value in values {
+                        let k = key(value).ok_or(ResultCode::INVALID_ATTRIBUTE_SYNTAX)?;
+                        match find(&out, &k) {
+                            Some(_) if permissive => {}
+                            Some(_) => return Err(ResultCode::ATTRIBUTE_OR_VALUE_EXISTS),
+                            None => out.push(value.clone()),
+                        }
+                    }
+                }
+                _ if present.is_empty() && !permissive => {
+                    return Err(ResultCode::NO_SUCH_ATTRIBUTE);
+                }
+                _ if present.is_empty() => {}
+                _ if values.is_empty() => out.clear(),
+                _ => {
+                    for value in values {
+                        let k = key(value).ok_or(ResultCode::INVALID_ATTRIBUTE_SYNTAX)?;
+                        match find(&out, &k) {
+                            Some(at) => {
+                                out.remove(at);
+                            }
+                            None if permissive => {}
+                            None => return Err(ResultCode::NO_SUCH_ATTRIBUTE),
+                        }
+                    }
+                }
+            }
+            Ok(out)
+        }
+
+        /// Values of `mail` (case-insensitive), some equal by its rule,
+        /// one it cannot match (not IA5).
+        fn mail() -> impl Strategy<Value = String> {
+            prop::sample::select(vec!["a@x", "A@X", "b@x", "B@x", "c@x", "d@x", "é@x"])
+                .prop_map(str::to_owned)
+        }
+
+        proptest! {
+            #[test]
+            fn keyed_adds_and_deletes_answer_as_one_by_one(
+                present in proptest::collection::vec(mail(), 0..6),
+                values in proptest::collection::vec(mail(), 0..6),
+                add in any::<bool>(),
+                permissive in any::<bool>(),
+            ) {
+                let s = Schema::builtin().unwrap();
+                let rule = s.attribute("mail").unwrap().equality.unwrap();
+                let key = |v: &str| rule.key(v.as_bytes(), &s);
+                // A stored attribute holds each key once, and valid values.
+                let mut stored: Vec<String> = Vec::new();
+                for v in present {
+                    if let Some(k) = key(&v) {
+                        if !stored.iter().any(|p| key(p).as_deref() == Some(&k[..])) {
+                            stored.push(v);
+                        }
+                    }
+                }
+                let mut entry = base(&s);
+                let mail_id = s.attribute_id("mail").unwrap();
+                entry.attributes.retain(|a| a.desc.attr != mail_id);
+                if !stored.is_empty() {
+                    let refs: Vec<&str> = stored.iter().map(String::as_str).collect();
+                    entry = apply(&entry, &[change(ModOp::Add, "mail", &refs)], &s, false).unwrap();
+                }
+                let op = if add { ModOp::Add } else { ModOp::Delete };
+                let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+                let ours = apply(&entry, &[change(op, "mail", &refs)], &s, permissive)
+                    .map(|e| values_of(&e, &s))
+                    .map_err(|e| e.code);
+                let theirs = one_by_one(&stored, op, &values, permissive, key);
+                prop_assert_eq!(ours, theirs);
+            }
+        }
+
+        fn values_of(e: &Entry, s: &Schema) -> Vec<String> {
+            values(e, s, "mail")
+        }
     }
 }
