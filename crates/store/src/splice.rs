@@ -33,6 +33,10 @@ use meridian_model::schema::AttrSet;
 use crate::apply::{Context, IndexChange};
 use crate::codec::{self, RawAttribute};
 
+/// The most changes (the server's operational ones included) a spliced
+/// modify has; the entry path applies longer lists.
+const MOST_CHANGES: usize = 16;
+
 /// A modify made on the record.
 pub(crate) struct Spliced {
     /// The new record.
@@ -67,9 +71,16 @@ pub(crate) fn splice(
     let names_the_entry = |desc: &Description| {
         desc.attr == object_class || rdn.is_some_and(|rdn| rdn.iter().any(|(a, _)| *a == desc.attr))
     };
+    // Each change is compared with those before it, and looked for among
+    // the record's attributes: a handful, not a client's thousands.
+    if described.len() > MOST_CHANGES {
+        return None;
+    }
     for (i, (desc, change)) in described.iter().enumerate() {
-        let again = described.get(..i)?.iter().any(|(d, _)| d == desc);
-        if change.op != ModOp::Replace || again || names_the_entry(desc) {
+        if change.op != ModOp::Replace || names_the_entry(desc) {
+            return None;
+        }
+        if described.get(..i)?.iter().any(|(d, _)| d == desc) {
             return None;
         }
         schema.attr(desc.attr)?;
