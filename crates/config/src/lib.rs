@@ -228,6 +228,12 @@ pub struct DirectoryConfig {
     pub size_limit: usize,
     /// Longest a search by anyone but the administrator runs, in seconds.
     pub time_limit_secs: u64,
+    /// Most changes one modify request may make (then
+    /// adminLimitExceeded). Applying a modify looks each change's
+    /// attribute up among the entry's, so a request of a hundred thousand
+    /// changes would hold the writer, and every write behind it, for
+    /// minutes. Many values in one change are not limited by this.
+    pub max_modify_changes: usize,
     /// Who may act as another user with the proxied authorization control
     /// (RFC 4370), besides the administrator: `dn:DN` or `group:DN`
     /// (members by `member`/`uniqueMember`). Nobody may assume the
@@ -299,6 +305,7 @@ impl Default for DirectoryConfig {
             // slapd's defaults.
             size_limit: 500,
             time_limit_secs: 3600,
+            max_modify_changes: 1000,
             proxy_authorizers: Vec::new(),
             // OpenLDAP's dds defaults: a day by default, a year at most.
             dynamic_default_ttl_secs: 86_400,
@@ -352,7 +359,7 @@ impl Config {
                 format!("{:?} is not an IP:PORT address ({e})", s.listen),
             );
         }
-        let ranges: [(&'static str, usize, usize, usize); 6] = [
+        let ranges: [(&'static str, usize, usize, usize); 7] = [
             ("server.max_connections", s.max_connections, 1, 1_000_000),
             (
                 "server.max_outstanding_per_connection",
@@ -370,6 +377,12 @@ impl Config {
                 self.directory.size_limit,
                 1,
                 usize::MAX,
+            ),
+            (
+                "directory.max_modify_changes",
+                self.directory.max_modify_changes,
+                1,
+                1_000_000,
             ),
         ];
         for (key, value, min, max) in ranges {

@@ -230,6 +230,8 @@ pub struct Limits {
     pub size_limit: usize,
     /// Longest a search runs.
     pub time_limit: Duration,
+    /// Most changes one modify makes (`directory.max_modify_changes`).
+    pub max_modify_changes: usize,
     /// Dynamic entries' TTL bounds.
     pub dynamic: dynamic::DynamicTtl,
     /// The cost of the `{ARGON2}` hashes of new passwords.
@@ -242,6 +244,7 @@ impl Default for Limits {
         Limits {
             size_limit: 500,
             time_limit: Duration::from_secs(3600),
+            max_modify_changes: 1000,
             dynamic: dynamic::DynamicTtl::default(),
             password_hash: password::HashCost::default(),
         }
@@ -924,7 +927,17 @@ impl Directory {
         let groups = &Memberships::default();
         let mut changes = Vec::new();
         let mut touches_object_class = false;
-        for change in req.changes.iter() {
+        let most = self.limits.max_modify_changes;
+        for (i, change) in req.changes.iter().enumerate() {
+            if i == most {
+                return Err(Outcome::new(
+                    ResultCode::ADMIN_LIMIT_EXCEEDED,
+                    format!(
+                        "a modify may make at most {most} changes \
+                         (directory.max_modify_changes); split this one"
+                    ),
+                ));
+            }
             let m = change.modification;
             let desc = Description::parse(m.ty, &self.schema)?;
             touches_object_class |= Some(desc.attr) == self.schema.object_class_attr();

@@ -164,6 +164,7 @@ impl Setup {
         meridian_directory::Limits {
             size_limit: d.size_limit,
             time_limit: std::time::Duration::from_secs(d.time_limit_secs),
+            max_modify_changes: d.max_modify_changes,
             dynamic: meridian_directory::dynamic::DynamicTtl {
                 default_secs: d.dynamic_default_ttl_secs,
                 min_secs: d.dynamic_min_ttl_secs,

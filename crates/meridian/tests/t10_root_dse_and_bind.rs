@@ -219,6 +219,10 @@ fn an_invalid_config_is_refused_with_the_key_and_reason() {
             "directory.time_limit_secs",
         ),
         (
+            "[directory]\nmax_modify_changes = 0\n",
+            "directory.max_modify_changes",
+        ),
+        (
             "[[access]]\nto = \"*\"\nby = [{ who = \"everyone\", grant = \"read\" }]\n",
             "access[0].by[0].who",
         ),

@@ -540,3 +540,62 @@ fn values_and_dns_longer_than_an_index_key() {
     let (rc, out) = admin_tool(&server, "ldapsearch", &["-b", &long_dn, "-s", "base"], None);
     assert_eq!(rc, 32, "{out}");
 }
+
+#[test]
+fn a_modify_of_more_changes_than_the_limit_is_refused_whole() {
+    // directory.max_modify_changes bounds the changes of one request
+    // (each is looked up among the entry's attributes as it is applied);
+    // values within a change are not counted.
+    let server = Server::start_with(
+        "[directory]\nmax_modify_changes = 3\n",
+        Some(ADMIN_PASSWORD),
+        None,
+    );
+    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(BASE_LDIF));
+    assert_eq!(rc, 0, "{out}");
+    let modify = |changes: usize| {
+        let mut ldif =
+            String::from("dn: uid=asmith,ou=People,dc=example,dc=com\nchangetype: modify\n");
+        for i in 0..changes {
+            ldif.push_str(&format!(
+                "add: description;lang-x{i}\ndescription;lang-x{i}: d{i}\n-\n"
+            ));
+        }
+        admin_tool(&server, "ldapmodify", &[], Some(&ldif))
+    };
+    let (rc, out) = modify(4);
+    assert_eq!(rc, 11, "{out}");
+    assert!(
+        out.contains("at most 3 changes (directory.max_modify_changes)"),
+        "{out}"
+    );
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &[
+            "-LLL",
+            "-b",
+            "uid=asmith,ou=People,dc=example,dc=com",
+            "-s",
+            "base",
+            "description",
+        ],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(
+        !out.contains("description"),
+        "nothing of the refused modify: {out}"
+    );
+    let (rc, out) = modify(3);
+    assert_eq!(rc, 0, "{out}");
+    // Three changes, one of them of many values.
+    let members: String = (0..500)
+        .map(|i| format!("description: many {i}\n"))
+        .collect();
+    let ldif = format!(
+        "dn: uid=asmith,ou=People,dc=example,dc=com\nchangetype: modify\nadd: description\n{members}-\nreplace: sn\nsn: Smith\n-\ndelete: description;lang-x0\n-\n"
+    );
+    let (rc, out) = admin_tool(&server, "ldapmodify", &[], Some(&ldif));
+    assert_eq!(rc, 0, "{out}");
+}
