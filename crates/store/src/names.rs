@@ -244,6 +244,12 @@ pub(crate) struct Assigner {
     table: Arc<NameTable>,
     /// Names first stored by this batch, in number order after the table's.
     pending: RefCell<Vec<String>>,
+    /// The same names with their numbers, for looking them up: a batch
+    /// may store thousands of new names (an add of as many
+    /// `description;lang-xN`), and a scan of the list for each was the
+    /// square of their number. Keyed by the standard library's hasher:
+    /// new names are a client's.
+    pending_numbers: RefCell<HashMap<String, u32>>,
     /// The table's name (and number) last seen at each attribute
     /// position of a record: the records of a load list the same names
     /// in the same order, and comparing one name is cheaper than a hash
@@ -261,6 +267,7 @@ impl Assigner {
         Assigner {
             table,
             pending: RefCell::new(Vec::new()),
+            pending_numbers: RefCell::new(HashMap::new()),
             recent: RefCell::new(ByPosition::default()),
             primary: RefCell::new(Vec::new()),
         }
@@ -334,11 +341,9 @@ impl Assigner {
             self.recent.borrow_mut().remember(position, text, n);
             return Ok(n);
         }
-        let pending = self.pending.borrow();
-        if let Some(p) = pending.iter().position(|t| t == text) {
-            return Ok(self.table.len() + p as u32);
+        if let Some(&n) = self.pending_numbers.borrow().get(text) {
+            return Ok(n);
         }
-        drop(pending);
         assign(text)
     }
 
@@ -348,6 +353,7 @@ impl Assigner {
         let n = self.table.len() + pending.len() as u32;
         dbs.meta.put(txn, &key(n), text.as_bytes())?;
         pending.push(text.to_owned());
+        self.pending_numbers.borrow_mut().insert(text.to_owned(), n);
         Ok(n)
     }
 
