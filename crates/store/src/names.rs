@@ -24,7 +24,6 @@ use std::sync::Arc;
 use heed::{RoTxn, RwTxn};
 use meridian_model::Schema;
 use meridian_model::entry::{AttrName, Attribute, ByPosition, Description};
-use meridian_model::fxhash::FxBuildHasher;
 
 use crate::{Dbs, StoreError};
 
@@ -72,11 +71,12 @@ impl Name {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct NameTable {
     list: Vec<Name>,
-    /// Looked up for every attribute the writer stores, so FxHash rather
-    /// than SipHash: the keys are descriptions the schema accepted (a
-    /// known type and `binary`/`lang-*` options), each already stored in
-    /// an entry, not free-form input.
-    numbers: HashMap<String, u32, FxBuildHasher>,
+    /// Looked up when the writer's caches of recent and primary names
+    /// (`Assigner`) miss. Keyed by the standard library's hasher: a
+    /// `lang-*` option is free text, so a client may store as many
+    /// names as it likes, and with FxHash it could choose them to
+    /// collide.
+    numbers: HashMap<String, u32>,
 }
 
 impl NameTable {
