@@ -118,6 +118,10 @@ pub enum IndexKind {
     Pres,
     /// Substrings (`sub`), by trigrams of the prepared value.
     Sub,
+    /// Ordering (`ord`): values in the order of the type's ORDERING
+    /// rule, so `>=` and `<=` filters read a range of keys. An attribute
+    /// without an ordering rule cannot have one.
+    Ord,
 }
 
 /// `[storage]`.

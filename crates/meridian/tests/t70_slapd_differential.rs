@@ -34,6 +34,9 @@ const FILTERS: &[&str] = &[
     "(telephoneNumber=+15121051185)",
     "(uidNumber>=1100)",
     "(uidNumber<=1063)",
+    "(&(uidNumber>=1050)(uidNumber<=1060))",
+    "(uidNumber>=-5)",
+    "(uidNumber<=ten)",
     "(employeeNumber>=1300)",
     "(title=senior engineer)",
     "(&(objectClass=posixAccount)(|(uid=user03)(uid=user04)(uid=user06)))",
@@ -145,7 +148,17 @@ fn searches_agree_with_slapd() {
     let data = people();
     let ldif = to_ldif(&data);
     let reference = Slapd::start("differential", &ldif);
-    let server = Server::start("");
+    // The default indexes, and ordering ones: `>=` and `<=` above are
+    // then answered from an index on our side.
+    let server = Server::start(
+        "[storage.indexes]\n\
+         objectClass = [\"eq\"]\n\
+         uid = [\"eq\", \"sub\"]\n\
+         cn = [\"eq\", \"sub\"]\n\
+         mail = [\"eq\"]\n\
+         entryUUID = [\"eq\"]\n\
+         uidNumber = [\"eq\", \"ord\"]\n",
+    );
     let url = server.url();
     let mut add = Command::new("ldapadd")
         .args(["-x", "-H", &url, "-D", ADMIN_DN, "-w", ADMIN_PASSWORD])

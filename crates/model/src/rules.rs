@@ -533,6 +533,45 @@ impl Norm {
             _ => a.cmp(b),
         }
     }
+
+    /// `key` (made by [`Norm::key`]) in a form whose plain byte order is
+    /// the order of [`Norm::compare_keys`]: what an ordering index
+    /// stores, so that a range of values is a range of index keys.
+    /// Borrowed where the key's bytes already sort so (every rule but
+    /// INTEGER's).
+    pub fn sortable_key(self, key: &[u8]) -> Cow<'_, [u8]> {
+        match self {
+            N::Integer | N::IntegerFirstComponent => Cow::Owned(sortable_integer(key)),
+            _ => Cow::Borrowed(key),
+        }
+    }
+}
+
+/// A canonical INTEGER (`0`, `42`, `-7`) as bytes that sort as numbers:
+/// a sign byte (negatives first), the number of digits (more digits sort
+/// later for a positive number, earlier for a negative one), then the
+/// digits (inverted for a negative number, whose larger magnitude is the
+/// smaller number).
+fn sortable_integer(key: &[u8]) -> Vec<u8> {
+    const NEGATIVE: u8 = 1;
+    const POSITIVE: u8 = 2;
+    let (negative, digits) = match key.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, key),
+    };
+    // A value never has 2^32 digits: the PDU limit is far below that.
+    let len = u32::try_from(digits.len()).unwrap_or(u32::MAX);
+    let mut out = Vec::with_capacity(1 + 4 + digits.len());
+    if negative {
+        out.push(NEGATIVE);
+        out.extend_from_slice(&(!len).to_be_bytes());
+        out.extend(digits.iter().map(|d| !d));
+    } else {
+        out.push(POSITIVE);
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(digits);
+    }
+    out
 }
 
 impl RuleInfo {
@@ -549,6 +588,11 @@ impl RuleInfo {
     /// Orders two keys.
     pub fn compare_keys(&self, a: &[u8], b: &[u8]) -> Ordering {
         self.norm.compare_keys(a, b)
+    }
+
+    /// [`Norm::sortable_key`] of this rule.
+    pub fn sortable_key<'k>(&self, key: &'k [u8]) -> Cow<'k, [u8]> {
+        self.norm.sortable_key(key)
     }
 
     /// Prepares the parts of a substring assertion; `None` if one is
@@ -779,6 +823,82 @@ mod tests {
             ),
             Ordering::Greater
         );
+    }
+
+    #[test]
+    fn sortable_keys_sort_as_the_rule_orders() {
+        let s = schema();
+        let cases: &[(&str, &[&str])] = &[
+            (
+                "integerOrderingMatch",
+                &[
+                    "-1000",
+                    "-999",
+                    "-12",
+                    "-10",
+                    "-9",
+                    "-1",
+                    "0",
+                    "1",
+                    "9",
+                    "10",
+                    "12",
+                    "99",
+                    "100",
+                    "1000",
+                    "123456789012345678901234567890",
+                ],
+            ),
+            (
+                "generalizedTimeOrderingMatch",
+                &[
+                    "19991231235959Z",
+                    "20261122010203Z",
+                    "20261122020202+0100",
+                    "20261122010203.5Z",
+                    "202611220103Z",
+                ],
+            ),
+            ("caseIgnoreOrderingMatch", &["", "a", "A b", "ab", "B", "é"]),
+            (
+                "UUIDOrderingMatch",
+                &[
+                    "00000000-0000-0000-0000-000000000001",
+                    "ffffffff-0000-0000-0000-000000000000",
+                ],
+            ),
+        ];
+        for (rule, values) in cases {
+            let r = find(rule).unwrap();
+            let keys: Vec<Vec<u8>> = values
+                .iter()
+                .map(|v| r.key(v.as_bytes(), &s).unwrap())
+                .collect();
+            for a in &keys {
+                for b in &keys {
+                    assert_eq!(
+                        r.sortable_key(a).cmp(&r.sortable_key(b)),
+                        r.compare_keys(a, b),
+                        "{rule}: {:?} against {:?}",
+                        String::from_utf8_lossy(a),
+                        String::from_utf8_lossy(b)
+                    );
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn sortable_integers_sort_as_numbers(a in proptest::num::i128::ANY, b in proptest::num::i128::ANY) {
+            let r = find("integerOrderingMatch").unwrap();
+            let s = schema();
+            let (ka, kb) = (
+                r.key(a.to_string().as_bytes(), &s).unwrap(),
+                r.key(b.to_string().as_bytes(), &s).unwrap(),
+            );
+            proptest::prop_assert_eq!(r.sortable_key(&ka).cmp(&r.sortable_key(&kb)), a.cmp(&b));
+        }
     }
 
     #[test]

@@ -48,19 +48,16 @@ impl Indexes {
             })?;
             let at = schema.attr(attr).ok_or("dangling attribute")?;
             for kind in kinds {
-                let ok = match kind {
-                    IndexKind::Eq => at.equality.is_some(),
-                    IndexKind::Sub => at.substr.is_some(),
-                    IndexKind::Pres => true,
+                let rule = match kind {
+                    IndexKind::Eq => Some(("equality", at.equality.is_some())),
+                    IndexKind::Sub => Some(("substrings", at.substr.is_some())),
+                    IndexKind::Ord => Some(("ordering", at.ordering.is_some())),
+                    IndexKind::Pres => None,
                 };
-                if !ok {
+                if let Some((rule, false)) = rule {
                     return Err(format!(
-                        "storage.indexes: {name} has no {} matching rule, so it cannot have a {kind:?} index",
-                        if *kind == IndexKind::Eq {
-                            "equality"
-                        } else {
-                            "substrings"
-                        }
+                        "storage.indexes: {name} has no {rule} matching rule, so it cannot have a {:?} index",
+                        format!("{kind:?}").to_lowercase()
                     ));
                 }
             }
@@ -140,6 +137,12 @@ impl Indexes {
                 // string): no copy of it per indexed value.
                 if let Some(k) = rule.key_cow(value, schema) {
                     keys::eq_prefix_into(prefix, &spec.oid, &k);
+                    f(prefix);
+                }
+            }
+            if let (true, Some(rule)) = (spec.kinds.contains(&IndexKind::Ord), at.ordering) {
+                if let Some(k) = rule.key_cow(value, schema) {
+                    keys::ord_prefix_into(prefix, &spec.oid, &rule.sortable_key(&k));
                     f(prefix);
                 }
             }

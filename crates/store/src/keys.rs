@@ -51,6 +51,9 @@ pub mod kind {
     pub const PRES: u8 = b'*';
     /// Substrings: `'s'`, attribute OID, 0x00, 3-byte gram, ID.
     pub const SUB: u8 = b's';
+    /// Ordering: `'o'`, attribute OID, 0x00, the sortable key framed
+    /// (see [`super::ord_prefix_into`]), ID.
+    pub const ORD: u8 = b'o';
 }
 
 /// The largest key LMDB stores (`MDB_MAXKEYSIZE` as heed builds it);
@@ -130,6 +133,51 @@ pub fn sub_prefix_into(k: &mut Vec<u8>, oid: &str, gram: &[u8]) {
     k.extend_from_slice(gram);
 }
 
+/// The prefix every ordering key of one attribute type starts with.
+pub fn ord_attr_prefix(oid: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(MAX_KEY);
+    k.push(kind::ORD);
+    k.extend_from_slice(oid.as_bytes());
+    k.push(0);
+    k
+}
+
+/// The prefix of an ordering index key (everything but the ID): the
+/// type's prefix, then `sortable` (a rule's sortable key, whose byte order
+/// is the value order) framed so that key order stays value order when
+/// the ID follows: each 0x00 becomes 0x00 0xFF and 0x00 0x00 ends it, so
+/// no framed value is a proper prefix of another. A frame too long for an
+/// LMDB key is cut to fit: values that share the cut part share the key
+/// (a candidate more for the filter to drop), and order is kept, since
+/// cutting two framed values at one length never reverses them.
+pub fn ord_prefix_into(k: &mut Vec<u8>, oid: &str, sortable: &[u8]) {
+    const ID: usize = 8;
+    k.clear();
+    k.push(kind::ORD);
+    k.extend_from_slice(oid.as_bytes());
+    k.push(0);
+    let room = MAX_KEY.saturating_sub(ID);
+    for &b in sortable {
+        if k.len() >= room {
+            break;
+        }
+        k.push(b);
+        if b == 0 {
+            k.push(0xFF);
+        }
+    }
+    // After a cut, this goes too: the frame is then exactly `room` long.
+    k.extend_from_slice(&[0, 0]);
+    k.truncate(room);
+}
+
+/// [`ord_prefix_into`] into a new buffer.
+pub fn ord_prefix(oid: &str, sortable: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(MAX_KEY);
+    ord_prefix_into(&mut k, oid, sortable);
+    k
+}
+
 /// Appends an ID to an index prefix, making the full key.
 pub fn with_id(mut prefix: Vec<u8>, id: EntryId) -> Vec<u8> {
     prefix.extend_from_slice(&id.to_be_bytes());
@@ -147,6 +195,52 @@ pub fn with_id_into(key: &mut Vec<u8>, prefix: &[u8], id: EntryId) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ordering_keys_sort_as_their_values_and_always_fit() {
+        let oid = "1.3.6.1.1.1.1.0";
+        let long = |fill: u8, last: u8| {
+            let mut v = vec![fill; 1000];
+            v.push(last);
+            v
+        };
+        // In value order, each with the zero bytes the frame escapes.
+        let values: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0],
+            vec![0, 0],
+            vec![0, 1],
+            vec![1],
+            vec![1, 0],
+            vec![1, 0xFF],
+            long(0x41, 1),
+            long(0x41, 2),
+            vec![0xFF],
+            vec![0xFF, 0],
+        ];
+        for (i, a) in values.iter().enumerate() {
+            for (j, b) in values.iter().enumerate() {
+                let (ka, kb) = (ord_prefix(oid, a), ord_prefix(oid, b));
+                // With IDs that would reverse an unframed pair.
+                let (ia, ib) = (with_id(ka.clone(), u64::MAX), with_id(kb.clone(), 0));
+                assert!(ia.len() <= MAX_KEY && ib.len() <= MAX_KEY);
+                if a.len() < 400 && b.len() < 400 {
+                    assert_eq!(ka.cmp(&kb), i.cmp(&j), "{a:?} {b:?}");
+                    if i < j {
+                        assert!(ia < ib, "{a:?} {b:?}");
+                    }
+                } else {
+                    // Cut: order kept, equal allowed.
+                    assert!(i > j || ka <= kb, "{a:?} {b:?}");
+                }
+            }
+        }
+        assert_eq!(
+            ord_prefix(oid, &long(0x41, 1)),
+            ord_prefix(oid, &long(0x41, 2))
+        );
+        assert!(ord_prefix(oid, b"ab").starts_with(&ord_attr_prefix(oid)));
+    }
 
     #[test]
     fn equality_keys_always_fit_and_keep_their_short_form() {

@@ -62,27 +62,44 @@ fn union(mut a: Vec<EntryId>, b: &[EntryId]) -> Vec<EntryId> {
     a
 }
 
+/// Which side of an ordering assertion a filter wants.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    AtLeast,
+    AtMost,
+}
+
 impl Planner<'_> {
     /// IDs under one index prefix (every key is the prefix and an ID),
     /// from the first ID above `after`.
     fn ids(&self, prefix: &[u8]) -> Result<Vec<EntryId>, StoreError> {
-        let mut out = Vec::new();
         let mut start = prefix.to_vec();
         if let Some(after) = self.after {
             start.extend_from_slice(&keys::id_key(after.saturating_add(1)));
         }
-        let range = (
-            std::ops::Bound::Included(start.as_slice()),
-            std::ops::Bound::Unbounded,
-        );
+        self.ids_between(prefix, &start, None)
+    }
+
+    /// IDs of the index keys from `start` on that begin with `within`
+    /// and are at most `last` (if given), above `after`, sorted.
+    fn ids_between(
+        &self,
+        within: &[u8],
+        start: &[u8],
+        last: Option<&[u8]>,
+    ) -> Result<Vec<EntryId>, StoreError> {
+        let mut out = Vec::new();
+        let range = (std::ops::Bound::Included(start), std::ops::Bound::Unbounded);
         for item in self.dbs.index.range(self.txn, &range)? {
             let (key, _) = item?;
-            if !key.starts_with(prefix) {
+            if !key.starts_with(within) || last.is_some_and(|last| key > last) {
                 break;
             }
             let tail = key.get(key.len().saturating_sub(8)..).unwrap_or_default();
             if let Some(id) = keys::id_from(tail) {
-                out.push(id);
+                if self.after.is_none_or(|after| id > after) {
+                    out.push(id);
+                }
             }
         }
         out.sort_unstable();
@@ -200,12 +217,64 @@ impl Planner<'_> {
                 }
                 Ok(Plan::Ids(acc))
             }
-            Filter::Not(_)
-            | Filter::GreaterOrEqual(_)
-            | Filter::LessOrEqual(_)
-            | Filter::Approx(_)
-            | Filter::Extensible(_) => Ok(Plan::All),
+            Filter::GreaterOrEqual(ava) => self.ordering(ava.attr, ava.value, Side::AtLeast),
+            Filter::LessOrEqual(ava) => self.ordering(ava.attr, ava.value, Side::AtMost),
+            Filter::Not(_) | Filter::Approx(_) | Filter::Extensible(_) => Ok(Plan::All),
         }
+    }
+
+    /// A `>=` or `<=` item: one range of ordering keys per type of the
+    /// family. The filter compares every value of the family with the
+    /// asserted type's rule, so the index serves only when each type of
+    /// the family orders by that same rule.
+    fn ordering(&self, attr: &[u8], value: &[u8], side: Side) -> Result<Plan, StoreError> {
+        let Ok(desc) = Description::parse(attr, self.schema) else {
+            // Undefined for every entry.
+            return Ok(Plan::Ids(Vec::new()));
+        };
+        let Some(rule) = self.schema.attr(desc.attr).and_then(|t| t.ordering) else {
+            // No ordering rule: Undefined for every entry.
+            return Ok(Plan::Ids(Vec::new()));
+        };
+        let Some(family) = self.indexed_family(desc.attr, IndexKind::Ord) else {
+            return Ok(Plan::All);
+        };
+        let same_rule = |a: &AttrId| {
+            self.schema
+                .attr(*a)
+                .and_then(|t| t.ordering)
+                .is_some_and(|r| r.oid == rule.oid)
+        };
+        if !family.iter().all(same_rule) {
+            return Ok(Plan::All);
+        }
+        let Some(key) = rule.key(value, self.schema) else {
+            // An assertion the rule cannot take: Undefined everywhere.
+            return Ok(Plan::Ids(Vec::new()));
+        };
+        let sortable = rule.sortable_key(&key);
+        let mut acc = Vec::new();
+        for a in family {
+            let oid = &self
+                .indexes
+                .get(a)
+                .ok_or_else(|| StoreError::Engine("index".into()))?
+                .oid;
+            // Framed and cut as the stored keys are, no stored key of a
+            // value on the wanted side lies outside this range, and none
+            // of the other side inside it (`keys::ord_prefix_into`).
+            let within = keys::ord_attr_prefix(oid);
+            let bound = keys::ord_prefix(oid, &sortable);
+            let ids = match side {
+                Side::AtLeast => self.ids_between(&within, &bound, None)?,
+                Side::AtMost => {
+                    let last = keys::with_id(bound, EntryId::MAX);
+                    self.ids_between(&within, &within, Some(&last))?
+                }
+            };
+            acc = union(acc, &ids);
+        }
+        Ok(Plan::Ids(acc))
     }
 
     fn equality(&self, attr: &[u8], value: &[u8]) -> Result<Plan, StoreError> {

@@ -64,9 +64,13 @@ fn open(flavour: Flavour, tag: &str, tweak: impl FnOnce(&mut StorageConfig)) -> 
             meridian_config::IndexKind::Pres,
         ],
     );
-    storage
-        .indexes
-        .insert("uidNumber".into(), vec![meridian_config::IndexKind::Eq]);
+    storage.indexes.insert(
+        "uidNumber".into(),
+        vec![
+            meridian_config::IndexKind::Eq,
+            meridian_config::IndexKind::Ord,
+        ],
+    );
     tweak(&mut storage);
     let store = Store::open(
         StoreOptions {
@@ -370,7 +374,15 @@ fn every_index_type_is_used_and_agrees_with_a_scan() {
             ("(&(sn=doe)(uid=user0*))", true, 3),
             ("(|(uid=user01)(uid=user02))", true, 2),
             ("(uidNumber=1010)", true, 1),
-            ("(uidNumber>=1050)", false, 10),
+            ("(uidNumber>=1050)", true, 10),
+            ("(uidNumber<=1009)", true, 10),
+            ("(uidNumber>=999)", true, 60),
+            ("(&(uidNumber>=1010)(uidNumber<=1019))", true, 10),
+            // Not an INTEGER: Undefined for every entry.
+            ("(uidNumber>=ten)", true, 0),
+            // No ordering rule: Undefined too.
+            ("(sn>=a)", true, 0),
+            ("(gidNumber>=0)", false, 60),
             ("(!(sn=doe))", false, 43),
             ("(sn=*e*)", false, 60),
             ("(homeDirectory=/home/user05)", false, 1),
@@ -561,6 +573,28 @@ mod planner_properties {
     use proptest::prelude::*;
 
     const SNS: &[&str] = &["Jensen", "Doe", "Smith", "Çelik", "de la Cruz"];
+    /// The same few instants, spelled with and without a zone offset and
+    /// a fraction, and some between them.
+    const TIMES: &[&str] = &[
+        "20261122010203Z",
+        "20261122020203+0100",
+        "20261122010203.5Z",
+        "202611220102Z",
+        "20261121235959Z",
+        "20261122010204-0030",
+        "19700101000000Z",
+    ];
+
+    /// An entry's `uidNumber`: positive and negative, of several lengths.
+    fn number(i: u32) -> i64 {
+        let i = i64::from(i);
+        match i % 4 {
+            0 => 1000 + i,
+            1 => -(1000 + i),
+            2 => i - 6,
+            _ => -i * 1_000_000_007,
+        }
+    }
 
     fn filter_text() -> impl Strategy<Value = String> {
         let leaf = prop_oneof![
@@ -584,6 +618,23 @@ mod planner_properties {
             .prop_map(String::from),
             (1000u32..1040).prop_map(|n| format!("(uidNumber>={n})")),
             (1000u32..1040).prop_map(|n| format!("(uidNumber={n})")),
+            // Ordering, over negative and positive numbers of several
+            // lengths and times in several spellings (both indexed).
+            (
+                prop_oneof![
+                    -1045i64..-995,
+                    -12i64..12,
+                    995i64..1045,
+                    Just(99_999_999_999)
+                ],
+                any::<bool>()
+            )
+                .prop_map(|(n, up)| format!("(uidNumber{}{n})", if up { ">=" } else { "<=" })),
+            (0usize..TIMES.len(), any::<bool>()).prop_map(|(i, up)| format!(
+                "(createTimestamp{}{})",
+                if up { ">=" } else { "<=" },
+                TIMES[i]
+            )),
             prop_oneof![
                 Just("(objectClass=person)"),
                 Just("(objectClass=posixAccount)"),
@@ -608,18 +659,23 @@ mod planner_properties {
         fn planned_search_equals_full_scan(filters in proptest::collection::vec(filter_text(), 1..4)) {
             thread_local! {
                 static FIXTURE: (Fixture, Vec<Entry>) = {
-                    let f = open(Flavour(Backend::Memory, Durability::Relaxed), "planner", |_| {});
+                    let f = open(Flavour(Backend::Memory, Durability::Relaxed), "planner", |s| {
+                        s.indexes.insert("createTimestamp".into(), vec![meridian_config::IndexKind::Ord]);
+                    });
                     base_tree(&f);
                     let mut all = Vec::new();
                     for i in 0..40u32 {
                         let uid = format!("u{i}");
                         let sn = SNS[i as usize % SNS.len()];
-                        let n = (1000 + i).to_string();
+                        let n = number(i / 2).to_string();
                         let mut attrs: Vec<(&str, Vec<String>)> = vec![
                             ("uid", vec![uid.clone()]),
                             ("cn", vec![format!("{uid} {sn}")]),
                             ("sn", vec![sn.to_string()]),
                         ];
+                        if i % 5 != 0 {
+                            attrs.push(("createTimestamp", vec![TIMES[i as usize % TIMES.len()].into()]));
+                        }
                         if i % 2 == 0 {
                             attrs.push(("objectClass", vec!["inetOrgPerson".into(), "posixAccount".into()]));
                             attrs.extend([("uidNumber", vec![n]), ("gidNumber", vec!["1".into()]), ("homeDirectory", vec!["/h".into()])]);
