@@ -24,6 +24,7 @@ import time
 
 SUFFIX = "dc=example,dc=com"
 SCHEMA = "/etc/ldap/schema"
+# Equality indexes on both servers; --index adds more.
 INDEXES = ("objectClass", "uid", "cn")
 
 
@@ -33,7 +34,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_meridian(binary, ldif, work, directory_config, storage_config):
+def start_meridian(binary, ldif, work, directory_config, storage_config, extra):
     data = os.path.join(work, "meridian")
     config = os.path.join(work, "meridian.toml")
     with open(config, "w") as f:
@@ -41,6 +42,9 @@ def start_meridian(binary, ldif, work, directory_config, storage_config):
                 f"[storage]\n{storage_config}\n[storage.indexes]\n")
         for attr in INDEXES:
             f.write(f"{attr} = [\"eq\"]\n")
+        for attr, kinds in extra:
+            quoted = ", ".join('"' + k + '"' for k in kinds)
+            f.write(f"{attr} = [{quoted}]\n")
     subprocess.run([binary, "import", "--config", config, "--data-dir", data, "-i", ldif], check=True,
                    stdout=subprocess.DEVNULL)
     env = dict(os.environ, MERIDIAN_ADMIN_PASSWORD="secret", RUST_LOG="warn")
@@ -50,7 +54,7 @@ def start_meridian(binary, ldif, work, directory_config, storage_config):
     return server, f"ldap://{addr}"
 
 
-def start_slapd(ldif, work):
+def start_slapd(ldif, work, extra):
     db = os.path.join(work, "slapd")
     os.makedirs(db)
     conf = os.path.join(work, "slapd.conf")
@@ -61,6 +65,11 @@ def start_slapd(ldif, work):
                 f"rootdn \"cn=admin,{SUFFIX}\"\nrootpw secret\ndirectory {db}\nmaxsize 17179869184\n")
         for attr in INDEXES:
             f.write(f"index {attr} eq\n")
+        for attr, kinds in extra:
+            # slapd has no ordering kind: its own kinds only.
+            theirs = [k for k in kinds if k in ("eq", "pres", "sub", "approx")]
+            if theirs:
+                f.write(f"index {attr} {','.join(theirs)}\n")
     subprocess.run(["slapadd", "-q", "-f", conf, "-l", ldif], check=True, stdout=subprocess.DEVNULL)
     port = free_port()
     server = subprocess.Popen(["slapd", "-f", conf, "-h", f"ldap://127.0.0.1:{port}/", "-d", "0"],
@@ -84,7 +93,11 @@ def main():
                         help="lines for Meridian's [directory] table, e.g. 'password_hash_memory_kib = 1024'")
     parser.add_argument("--meridian-storage", default="",
                         help="lines for Meridian's [storage] table, e.g. 'durability = \"journal\"'")
+    parser.add_argument("--index", action="append", default=[], metavar="ATTR=KIND,...",
+                        help="one more index on both servers, e.g. uidNumber=eq,ord (slapd gets the kinds it has)")
+    parser.add_argument("--keys", type=int, help="largest key (default: entries - 1)")
     args, bench_args = parser.parse_known_args()
+    extra = [(attr, kinds.split(",")) for attr, kinds in (i.split("=", 1) for i in args.index)]
     args.bench_args = [a for a in bench_args if a != "--"]
     name = os.path.splitext(os.path.basename(args.scenario))[0]
     # The reports are written at the end: a missing directory would lose
@@ -98,14 +111,14 @@ def main():
         try:
             meridian, meridian_url = start_meridian(args.binary, ldif, work,
                                                     args.meridian_directory.replace("\\n", "\n"),
-                                                    args.meridian_storage.replace("\\n", "\n"))
+                                                    args.meridian_storage.replace("\\n", "\n"), extra)
             servers.append(meridian)
-            slapd, slapd_url = start_slapd(ldif, work)
+            slapd, slapd_url = start_slapd(ldif, work, extra)
             servers.append(slapd)
             argv = [args.binary, "bench", "compare", args.scenario,
                     "--server", f"meridian={meridian_url}", "--server", f"slapd={slapd_url}",
                     # An add-only scenario may start from the base alone.
-                    "--keys", str(max(args.entries - 1, 0)),
+                    "--keys", str(args.keys if args.keys is not None else max(args.entries - 1, 0)),
                     "--json", os.path.join(args.out, f"{name}.json"),
                     "--html", os.path.join(args.out, f"{name}.html"), "-q", *args.bench_args]
             print("$", " ".join(argv[1:]), flush=True)

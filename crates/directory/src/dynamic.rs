@@ -16,7 +16,7 @@ use std::time::Duration;
 use meridian_model::dn::Dn;
 use meridian_model::entry::{Description, Entry};
 use meridian_model::modify::{ModOp, Modification};
-use meridian_proto::{Ava, Filter, ResultCode, Scope};
+use meridian_proto::{Ava, Depth, Filter, ResultCode, Scope, filter_str};
 use meridian_store::{Command, StoreError};
 
 use crate::access::Level;
@@ -249,28 +249,23 @@ impl Directory {
     /// number deleted.
     pub async fn sweep_expired(&self) -> Result<usize, Outcome> {
         let now = generalized_time(self.clock.now()).0;
-        let expire = Description::parse(b"entryExpireTimestamp", &self.schema)?;
+        // The time is in the filter, not tested on each dynamic entry
+        // found: only expired ones are decoded, and with an ordering
+        // index on entryExpireTimestamp (`ord`) only they are read.
+        let text = format!("(&(objectClass={DYNAMIC_OBJECT})(entryExpireTimestamp<={now}))");
+        let unparsable = |e: &dyn std::fmt::Display| {
+            Outcome::new(ResultCode::OTHER, format!("sweep filter {text}: {e}"))
+        };
+        let ber = filter_str::parse(&text, 4).map_err(|e| unparsable(&e))?;
+        let due = Filter::from_ber(&ber, Depth::new(4)).map_err(|e| unparsable(&e))?;
         let mut expired: Vec<Dn> = Vec::new();
         for store in self.stores() {
             let snapshot = store.snapshot().map_err(Outcome::from)?;
             snapshot
-                .search(
-                    &Dn::root(),
-                    Scope::Subtree,
-                    &dynamic_filter(),
-                    |_, entry| {
-                        // Canonical Generalized Time (whole seconds, Z) sorts
-                        // as text.
-                        let due = entry
-                            .get(expire.attr)
-                            .and_then(|a| a.values.first())
-                            .is_some_and(|when| when.as_slice() <= now.as_bytes());
-                        if due {
-                            expired.push(entry.dn.clone());
-                        }
-                        true
-                    },
-                )
+                .search(&Dn::root(), Scope::Subtree, &due, |_, entry| {
+                    expired.push(entry.dn.clone());
+                    true
+                })
                 .map_err(Outcome::from)?;
         }
         expired.sort_by_key(|dn| std::cmp::Reverse(dn.rdn_count()));

@@ -15,6 +15,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use meridian_config::{Backend, IndexKind, StorageConfig};
 use meridian_directory::clock::Clock;
 use meridian_directory::dynamic::DynamicTtl;
 use meridian_directory::{Directory, Limits};
@@ -39,7 +40,9 @@ impl ManualClock {
     }
 }
 
-fn directory(clock: Arc<ManualClock>) -> (Directory, Arc<Schema>) {
+/// A directory on a memory store; with `ordered`, entryExpireTimestamp
+/// has an ordering index, and the sweep reads the expired entries from it.
+fn directory(clock: Arc<ManualClock>, ordered: bool) -> (Directory, Arc<Schema>) {
     let limits = Limits {
         dynamic: DynamicTtl {
             default_secs: 100,
@@ -48,7 +51,16 @@ fn directory(clock: Arc<ManualClock>) -> (Directory, Arc<Schema>) {
         },
         ..Limits::default()
     };
-    support::directory(clock, limits)
+    let mut storage = StorageConfig {
+        backend: Backend::Memory,
+        ..StorageConfig::default()
+    };
+    if ordered {
+        storage
+            .indexes
+            .insert("entryExpireTimestamp".into(), vec![IndexKind::Ord]);
+    }
+    support::directory_with_storage(Schema::builtin().unwrap(), clock, limits, storage)
 }
 
 fn exists(d: &Directory, schema: &Schema, dn: &str) -> bool {
@@ -58,9 +70,18 @@ fn exists(d: &Directory, schema: &Schema, dn: &str) -> bool {
 
 #[tokio::test]
 async fn dynamic_entries_expire_refresh_and_stay_dynamic() {
+    expire_refresh_and_stay_dynamic(false).await;
+}
+
+#[tokio::test]
+async fn dynamic_entries_expire_by_the_ordering_index() {
+    expire_refresh_and_stay_dynamic(true).await;
+}
+
+async fn expire_refresh_and_stay_dynamic(ordered: bool) {
     let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let clock = Arc::new(ManualClock(Mutex::new(start)));
-    let (d, schema) = directory(Arc::clone(&clock));
+    let (d, schema) = directory(Arc::clone(&clock), ordered);
     let admin = d.identity_for(Dn::parse(b"cn=admin,dc=example,dc=com", &schema).unwrap());
     let dynamic: &[(&str, &[&str])] = &[
         ("objectClass", &["account", "dynamicObject"]),

@@ -26,14 +26,26 @@ pub fn directory_with(
     clock: Arc<dyn Clock>,
     limits: Limits,
 ) -> (Directory, Arc<Schema>) {
+    let storage = StorageConfig {
+        backend: Backend::Memory,
+        ..StorageConfig::default()
+    };
+    directory_with_storage(schema, clock, limits, storage)
+}
+
+/// [`directory_with`] over a store configured by `storage`.
+#[allow(dead_code)] // Not every test file that includes this uses it.
+pub fn directory_with_storage(
+    schema: Schema,
+    clock: Arc<dyn Clock>,
+    limits: Limits,
+    storage: StorageConfig,
+) -> (Directory, Arc<Schema>) {
     let schema = Arc::new(schema);
     let store = Store::open(
         StoreOptions {
             path: std::env::temp_dir(),
-            storage: StorageConfig {
-                backend: Backend::Memory,
-                ..StorageConfig::default()
-            },
+            storage,
             suffixes: vec![Dn::parse(b"dc=example,dc=com", &schema).unwrap()],
         },
         Arc::clone(&schema),
