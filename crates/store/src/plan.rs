@@ -107,6 +107,15 @@ impl Planner<'_> {
         Ok(out)
     }
 
+    /// The OID an indexed type's keys are made with (every type of an
+    /// `indexed_family` has one).
+    fn oid_of(&self, attr: AttrId) -> Result<&str, StoreError> {
+        self.indexes
+            .get(attr)
+            .map(|spec| spec.oid.as_str())
+            .ok_or_else(|| StoreError::Engine(format!("no index spec for type {attr:?}")))
+    }
+
     /// The attribute and its subtypes, if every one has an index of
     /// `kind` (a filter on `name` also matches `cn` and `sn`).
     fn indexed_family(&self, attr: AttrId, kind: IndexKind) -> Option<Vec<AttrId>> {
@@ -160,11 +169,7 @@ impl Planner<'_> {
                 };
                 let mut acc = Vec::new();
                 for a in family {
-                    let oid = &self
-                        .indexes
-                        .get(a)
-                        .ok_or_else(|| StoreError::Engine("index".into()))?
-                        .oid;
+                    let oid = self.oid_of(a)?;
                     acc = union(acc, &self.ids(&keys::pres_prefix(oid))?);
                 }
                 Ok(Plan::Ids(acc))
@@ -200,11 +205,7 @@ impl Planner<'_> {
                         // Every part is shorter than a gram.
                         return Ok(Plan::All);
                     }
-                    let oid = &self
-                        .indexes
-                        .get(a)
-                        .ok_or_else(|| StoreError::Engine("index".into()))?
-                        .oid;
+                    let oid = self.oid_of(a)?;
                     let mut ids: Option<Vec<EntryId>> = None;
                     for gram in &wanted {
                         let found = self.ids(&keys::sub_prefix(oid, gram))?;
@@ -255,11 +256,7 @@ impl Planner<'_> {
         let sortable = rule.sortable_key(&key);
         let mut acc = Vec::new();
         for a in family {
-            let oid = &self
-                .indexes
-                .get(a)
-                .ok_or_else(|| StoreError::Engine("index".into()))?
-                .oid;
+            let oid = self.oid_of(a)?;
             // Framed and cut as the stored keys are, no stored key of a
             // value on the wanted side lies outside this range, and none
             // of the other side inside it (`keys::ord_prefix_into`).
@@ -310,11 +307,7 @@ impl Planner<'_> {
         };
         let mut acc = Vec::new();
         for a in family {
-            let oid = &self
-                .indexes
-                .get(a)
-                .ok_or_else(|| StoreError::Engine("index".into()))?
-                .oid;
+            let oid = self.oid_of(a)?;
             for key in keys_for(a) {
                 acc = union(acc, &self.ids(&keys::eq_prefix(oid, &key))?);
             }
