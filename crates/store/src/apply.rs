@@ -697,6 +697,10 @@ fn rebuild_indexes(txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<Outcome, St
         index_keys.write(txn, dbs.index)?;
         next = last + 1;
     }
+    // Every configured index is now built; the writer tells the planner
+    // once this commits.
+    dbs.meta
+        .put(txn, crate::index::BUILT_KEY, &ctx.indexes.record(false))?;
     Ok(Outcome::Reindexed(count))
 }
 

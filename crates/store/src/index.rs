@@ -5,6 +5,8 @@
 //! never disagree with filter evaluation.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{PoisonError, RwLock};
 
 use meridian_config::IndexKind;
 use meridian_model::Schema;
@@ -28,10 +30,33 @@ pub struct IndexSpec {
     pub kinds: BTreeSet<IndexKind>,
 }
 
+/// The `meta` key of the index record: one `kind OID` line (`eq
+/// 0.9.2342.19200300.100.1.1`) for each configured index whose keys the
+/// database holds for every entry, sorted.
+pub(crate) const BUILT_KEY: &[u8] = b"indexes_built";
+
 /// The configured indexes, resolved against the schema.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Indexes {
     specs: BTreeMap<AttrId, IndexSpec>,
+    /// Configured indexes the database does not hold for every entry yet
+    /// (added to the config since the database was indexed): writes keep
+    /// their keys, searches do not use them, so a search never misses an
+    /// entry for want of a key.
+    unbuilt: RwLock<BTreeSet<(AttrId, IndexKind)>>,
+    /// `unbuilt` is empty: what every search asks, without taking the
+    /// lock (a shared counter written by every reader otherwise).
+    all_built: AtomicBool,
+}
+
+/// An index kind as the config and the index record spell it.
+fn kind_name(kind: IndexKind) -> &'static str {
+    match kind {
+        IndexKind::Eq => "eq",
+        IndexKind::Pres => "pres",
+        IndexKind::Sub => "sub",
+        IndexKind::Ord => "ord",
+    }
 }
 
 impl Indexes {
@@ -70,7 +95,85 @@ impl Indexes {
                 },
             );
         }
-        Ok(Indexes { specs })
+        Ok(Indexes {
+            specs,
+            unbuilt: RwLock::default(),
+            all_built: AtomicBool::new(true),
+        })
+    }
+
+    /// Every configured index: a type and a kind.
+    fn pairs(&self) -> impl Iterator<Item = (&IndexSpec, IndexKind)> {
+        self.specs
+            .values()
+            .flat_map(|spec| spec.kinds.iter().map(move |kind| (spec, *kind)))
+    }
+
+    fn unbuilt(&self) -> std::sync::RwLockReadGuard<'_, BTreeSet<(AttrId, IndexKind)>> {
+        self.unbuilt.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The index record of the configured indexes; with `built_only`,
+    /// of those built.
+    pub(crate) fn record(&self, built_only: bool) -> Vec<u8> {
+        let unbuilt = self.unbuilt();
+        let mut lines: Vec<String> = self
+            .pairs()
+            .filter(|(spec, kind)| !built_only || !unbuilt.contains(&(spec.attr, *kind)))
+            .map(|(spec, kind)| format!("{} {}\n", kind_name(kind), spec.oid))
+            .collect();
+        lines.sort();
+        lines.concat().into_bytes()
+    }
+
+    /// Learns which configured indexes are built from the record `found`
+    /// in the database: those it lists. `None` (a new database, or one
+    /// written before the record existed) takes every configured index as
+    /// built, as a database kept by this configuration holds them.
+    /// Returns the record the database should now hold: the configured
+    /// indexes that are built (an index dropped from the config is no
+    /// longer kept, so it is not built if it comes back).
+    pub(crate) fn settle(&self, found: Option<&[u8]>) -> Vec<u8> {
+        let found: Option<BTreeSet<&[u8]>> = found.map(|record| {
+            record
+                .split(|b| *b == b'\n')
+                .filter(|line| !line.is_empty())
+                .collect()
+        });
+        let unbuilt = self
+            .pairs()
+            .filter(|(spec, kind)| {
+                let line = format!("{} {}", kind_name(*kind), spec.oid);
+                found
+                    .as_ref()
+                    .is_some_and(|found| !found.contains(line.as_bytes()))
+            })
+            .map(|(spec, kind)| (spec.attr, kind))
+            .collect();
+        let mut slot = self.unbuilt.write().unwrap_or_else(PoisonError::into_inner);
+        *slot = unbuilt;
+        self.all_built.store(slot.is_empty(), Ordering::Release);
+        drop(slot);
+        self.record(true)
+    }
+
+    /// The configured indexes not built, as `type kind` for a message.
+    pub(crate) fn unbuilt_names(&self, schema: &Schema) -> Vec<String> {
+        self.unbuilt()
+            .iter()
+            .map(|(attr, kind)| {
+                let name = schema.attr(*attr).map_or("?", |at| at.name());
+                format!("{name} {}", kind_name(*kind))
+            })
+            .collect()
+    }
+
+    /// Every configured index is built from now on (after a committed
+    /// rebuild).
+    pub(crate) fn mark_all_built(&self) {
+        let mut slot = self.unbuilt.write().unwrap_or_else(PoisonError::into_inner);
+        slot.clear();
+        self.all_built.store(true, Ordering::Release);
     }
 
     /// The spec of an attribute type, if indexed.
@@ -78,9 +181,10 @@ impl Indexes {
         self.specs.get(&attr)
     }
 
-    /// True if `attr` has an index of `kind`.
+    /// True if `attr` has a built index of `kind`: one a search may use.
     pub fn has(&self, attr: AttrId, kind: IndexKind) -> bool {
         self.get(attr).is_some_and(|s| s.kinds.contains(&kind))
+            && (self.all_built.load(Ordering::Acquire) || !self.unbuilt().contains(&(attr, kind)))
     }
 
     /// All index key prefixes of `entry` (IDs not yet appended).

@@ -348,6 +348,7 @@ impl Store {
             _journal_lock: journal_lock,
         });
         let journal = if read_only {
+            settle_index_record(&inner, false)?;
             None
         } else {
             recover(&inner, previous, journaling, st.journal_checkpoint_bytes)?
@@ -518,19 +519,51 @@ fn recover(
             journal::remove(inner.env.path())?;
         }
     }
+    let record_changed = settle_index_record(inner, true)?;
     if !journaling {
         return Ok(None);
     }
     // A new base only when a machine crash could not rebuild the
     // database from the files there are: no journal or no base yet, or
-    // LMDB holds a batch whose append failed (it is in no journal file).
-    let base_needed = replayed.covered.is_none_or(|covered| applied > covered);
+    // LMDB holds a batch whose append failed (it is in no journal file),
+    // or the index record just written (no journal record holds it).
+    let base_needed = replayed.covered.is_none_or(|covered| applied > covered) || record_changed;
     Ok(Some(journal::Journal::start(
         inner,
         replayed.last,
         checkpoint_bytes,
         base_needed,
     )?))
+}
+
+/// Learns which configured indexes the database holds
+/// ([`index::Indexes::settle`]) and, if `writable`, stores the record
+/// when it changed (a new database, an index added to or dropped from
+/// the config): true then. Indexes not built are named in the log.
+fn settle_index_record(inner: &Inner, writable: bool) -> Result<bool, StoreError> {
+    let found = {
+        let rtxn = inner.env.read_txn()?;
+        inner
+            .dbs
+            .meta
+            .get(&rtxn, index::BUILT_KEY)?
+            .map(<[u8]>::to_vec)
+    };
+    let record = inner.indexes.settle(found.as_deref());
+    let unbuilt = inner.indexes.unbuilt_names(&inner.schema);
+    if !unbuilt.is_empty() {
+        tracing::warn!(
+            indexes = %unbuilt.join(", "),
+            "configured indexes are not built: searches do not use them until `meridian reindex` builds them"
+        );
+    }
+    if !writable || found.as_deref() == Some(record.as_slice()) {
+        return Ok(false);
+    }
+    let mut wtxn = inner.env.write_txn()?;
+    inner.dbs.meta.put(&mut wtxn, index::BUILT_KEY, &record)?;
+    wtxn.commit()?;
+    Ok(true)
 }
 
 /// Opens the five databases of an existing environment without writing.

@@ -332,6 +332,12 @@ fn try_commit(
             .put(&mut wtxn, journal::APPLIED_SEQ, &seq.to_be_bytes())?;
     }
     wtxn.commit()?;
+    if results
+        .iter()
+        .any(|r| matches!(r, Ok(Outcome::Reindexed(_))))
+    {
+        inner.indexes.mark_all_built();
+    }
     Ok(results)
 }
 

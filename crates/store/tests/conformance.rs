@@ -926,15 +926,56 @@ fn indexes_added_later_are_built_by_a_rebuild() {
         dir,
         keep: false,
     };
-    // Before the rebuild the index is empty, and the check says so.
+    // Before the rebuild the index is empty, and the check says so; a
+    // search does not use it, so it still finds the entry, by a scan.
     assert!(!f.store.snapshot().unwrap().check().unwrap().is_empty());
+    let (found, indexed) = search(&f, SUFFIX, Scope::Subtree, "(uid=r7)");
+    assert_eq!((found.len(), indexed), (1, false));
+    // Writes keep the index not yet built.
+    person(&f, "r30", "Doe", 3030);
     assert_eq!(
         f.store.execute_blocking(Command::RebuildIndexes).unwrap(),
-        Outcome::Reindexed(33)
+        Outcome::Reindexed(34)
     );
     assert!(f.store.snapshot().unwrap().check().unwrap().is_empty());
     let (found, indexed) = search(&f, SUFFIX, Scope::Subtree, "(uid=r7)");
     assert_eq!((found.len(), indexed), (1, true));
+    // The database remembers it is built.
+    let reopen = |f: Fixture, storage: StorageConfig| {
+        let (dir, schema) = (f.dir.clone(), Arc::clone(&f.schema));
+        let mut f = f;
+        f.keep = true;
+        drop(f);
+        let store = Store::open(
+            StoreOptions {
+                path: dir.clone(),
+                storage,
+                suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+            },
+            Arc::clone(&schema),
+        )
+        .unwrap();
+        Fixture {
+            store,
+            schema,
+            dir,
+            keep: false,
+        }
+    };
+    let f = reopen(f, StorageConfig::default());
+    let (found, indexed) = search(&f, SUFFIX, Scope::Subtree, "(uid=r7)");
+    assert_eq!((found.len(), indexed), (1, true));
+    // Dropped from the config, the index is no longer kept: an entry
+    // added then has no key, so the index is not taken back as built.
+    let mut without_uid = StorageConfig::default();
+    without_uid.indexes.remove("uid");
+    let f = reopen(f, without_uid);
+    person(&f, "r31", "Doe", 3031);
+    let f = reopen(f, StorageConfig::default());
+    let (found, indexed) = search(&f, SUFFIX, Scope::Subtree, "(uid=r31)");
+    assert_eq!((found.len(), indexed), (1, false));
+    // Other indexes stayed built all along.
+    assert!(search(&f, SUFFIX, Scope::Subtree, "(cn=r31 doe)").1);
 }
 
 #[test]

@@ -396,3 +396,95 @@ fn restarts_do_not_keep_the_journal_from_its_checkpoints() {
     let expected = dump(&open(&dir, &schema, Durability::Journal));
     assert_machine_crash_rebuilds(&dir, &schema, &expected);
 }
+
+/// An index dropped from the config at an open is no longer kept, and
+/// the database's record of built indexes says so. That record is not
+/// in any journal record, so the open copies a new base: after a
+/// machine crash the rebuilt database must still say it, or the index,
+/// configured again, would be used while it lacks the keys of the
+/// entries added meanwhile.
+#[test]
+fn a_dropped_index_stays_unbuilt_after_a_machine_crash() {
+    let schema = Arc::new(Schema::builtin().unwrap());
+    let dir = temp("dropped-index");
+    let open_with = |uid_indexed: bool| {
+        let mut storage = StorageConfig {
+            durability: Durability::Journal,
+            ..StorageConfig::default()
+        };
+        if !uid_indexed {
+            storage.indexes.remove("uid");
+        }
+        Store::open(
+            StoreOptions {
+                path: dir.clone(),
+                storage,
+                suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+            },
+            Arc::clone(&schema),
+        )
+        .unwrap()
+    };
+    let add_account = |store: &Store, uid: &str| {
+        let dn = format!("uid={uid},{SUFFIX}");
+        let e = entry(
+            &schema,
+            &dn,
+            &[("objectClass", &["account"]), ("uid", &[uid])],
+        );
+        store
+            .execute_blocking(Command::Add {
+                entry: e,
+                prechecked: false,
+            })
+            .unwrap();
+    };
+    let find = |store: &Store, uid: &str| {
+        let ber = filter_str::parse(&format!("(uid={uid})"), 8).unwrap();
+        let filter = meridian_proto::Filter::from_ber(&ber, meridian_proto::Depth::new(8)).unwrap();
+        let mut found = 0;
+        let report = store
+            .snapshot()
+            .unwrap()
+            .search(
+                &Dn::root(),
+                meridian_proto::Scope::Subtree,
+                &filter,
+                |_, _| {
+                    found += 1;
+                    true
+                },
+            )
+            .unwrap();
+        (found, report.indexed)
+    };
+
+    let store = open_with(true);
+    store
+        .execute_blocking(Command::Add {
+            entry: suffix_entry(&schema),
+            prechecked: false,
+        })
+        .unwrap();
+    add_account(&store, "early");
+    assert_eq!(find(&store, "early"), (1, true));
+    store.close();
+
+    let store = open_with(false);
+    add_account(&store, "late");
+    store.close();
+
+    std::fs::write(dir.join("journal/running"), "another boot").unwrap();
+    std::fs::remove_file(dir.join("data.mdb")).unwrap();
+    let store = open_with(true);
+    assert_eq!(find(&store, "late"), (1, false));
+    assert_eq!(find(&store, "early"), (1, false));
+    assert_eq!(
+        store.execute_blocking(Command::RebuildIndexes).unwrap(),
+        meridian_store::Outcome::Reindexed(3)
+    );
+    assert_eq!(find(&store, "late"), (1, true));
+    assert!(store.snapshot().unwrap().check().unwrap().is_empty());
+    store.close();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
