@@ -87,7 +87,14 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let runtime = runtime.build().context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let mut stores = setup.open_all_stores()?.into_iter();
+        let stores = setup.open_all_stores()?;
+        // Indexes added to the config since the data was indexed are
+        // built while the server serves (searches scan until then). The
+        // build threads end with the stores.
+        for store in &stores {
+            drop(store.build_indexes_online());
+        }
+        let mut stores = stores.into_iter();
         let first = stores
             .next()
             .ok_or_else(|| anyhow::anyhow!("no naming context to serve"))?;

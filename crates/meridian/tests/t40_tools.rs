@@ -36,8 +36,9 @@ fn meridian(args: &[&str], dir: &std::path::Path, config: &std::path::Path) -> (
     )
 }
 
-#[test]
-fn check_finds_a_missing_index_and_reindex_builds_it() {
+/// A data directory whose store holds the suffix and `people` persons
+/// (uid=uN, sn S), written with the default indexes.
+fn data_with_people(people: usize) -> std::path::PathBuf {
     let dir = temp_dir("tools");
     let schema = Arc::new(Schema::builtin().unwrap());
     {
@@ -75,7 +76,7 @@ fn check_finds_a_missing_index_and_reindex_builds_it() {
                 ("o", &["x"]),
             ],
         );
-        for i in 0..5 {
+        for i in 0..people {
             let uid = format!("u{i}");
             add(
                 &format!("uid={uid},dc=example,dc=com"),
@@ -88,6 +89,12 @@ fn check_finds_a_missing_index_and_reindex_builds_it() {
             );
         }
     }
+    dir
+}
+
+#[test]
+fn check_finds_a_missing_index_and_reindex_builds_it() {
+    let dir = data_with_people(5);
     let plain = dir.join("plain.toml");
     std::fs::write(&plain, "").unwrap();
     let (ok, out) = meridian(&["check"], &dir, &plain);
@@ -112,4 +119,43 @@ fn check_finds_a_missing_index_and_reindex_builds_it() {
     let (ok, out) = meridian(&["check"], &dir, &with_sn);
     assert!(ok, "{out}");
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The config of `check_finds...`: the defaults and `sn` eq and pres.
+const WITH_SN: &str = "[storage.indexes]\nobjectClass = [\"eq\"]\nuid = [\"eq\", \"sub\"]\ncn = [\"eq\", \"sub\"]\nmail = [\"eq\"]\nentryUUID = [\"eq\"]\nsn = [\"eq\", \"pres\"]\n";
+
+#[test]
+fn the_server_builds_an_added_index_while_it_serves() {
+    let dir = data_with_people(700);
+    let with_sn = dir.join("sn.toml");
+    std::fs::write(&with_sn, WITH_SN).unwrap();
+    // The build is a background job: a server stopped before it ends
+    // leaves the index unbuilt, and the next start builds it again.
+    let mut built = false;
+    // Stopped servers are kept: dropping one removes the data directory.
+    let mut stopped = Vec::new();
+    for _ in 0..20 {
+        let mut server =
+            support::Server::start_with(WITH_SN, Some(support::ADMIN_PASSWORD), Some(dir.clone()));
+        // Answered at once, by a scan or by the index.
+        let (code, out) = support::tool(
+            &server,
+            "ldapsearch",
+            &["-D", support::ADMIN_DN, "-w", support::ADMIN_PASSWORD],
+            &["-LLL", "-b", "dc=example,dc=com", "(sn=S)", "1.1"],
+            None,
+        );
+        assert_eq!(code, 0, "{out}");
+        assert_eq!(out.matches("dn: uid=").count(), 700, "{out}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(server.terminate().success());
+        stopped.push(server);
+        let (ok, out) = meridian(&["check"], &dir, &with_sn);
+        if ok {
+            built = true;
+            break;
+        }
+        assert!(out.contains("missing"), "{out}");
+    }
+    assert!(built, "the sn index was never built online");
 }

@@ -9,6 +9,7 @@ use heed::{PutFlags, RwTxn};
 use meridian_model::dn::Dn;
 use meridian_model::entry::{ByPosition, Description, Entry, KnownClasses, Writer};
 use meridian_model::modify::{self, Change, ModOp, Modification};
+use meridian_model::schema::AttrId;
 use meridian_model::{ModelError, Schema};
 use meridian_proto::ResultCode;
 
@@ -187,6 +188,9 @@ pub(crate) fn apply(
         // Planned, then written: `apply_in_batch` has both steps.
         Command::ModifyDn { .. } => apply_in_batch(txn, ctx, command).into_result(),
         Command::RebuildIndexes => rebuild_indexes(txn, ctx),
+        Command::BuildIndexes { from, limit, types } => {
+            build_indexes(txn, ctx, *from, *limit, types)
+        }
         Command::AddMany {
             entries,
             prechecked,
@@ -665,43 +669,98 @@ fn write_rename(
 const REBUILD_CHUNK: usize = 1024;
 
 fn rebuild_indexes(txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<Outcome, StoreError> {
-    let dbs = ctx.dbs;
-    dbs.index.clear(txn)?;
+    ctx.dbs.index.clear(txn)?;
     let mut next: EntryId = 0;
     let mut count = 0u64;
     loop {
-        let mut chunk: Vec<(EntryId, Vec<u8>)> = Vec::with_capacity(REBUILD_CHUNK);
-        let start = keys::id_key(next);
-        use std::ops::Bound;
-        let from: (Bound<&[u8]>, Bound<&[u8]>) = (Bound::Included(&start[..]), Bound::Unbounded);
-        for item in dbs.id2entry.range(txn, &from)? {
-            let (key, value) = item?;
-            let Some(id) = keys::id_from(key) else {
-                continue;
-            };
-            chunk.push((id, value.to_vec()));
-            if chunk.len() == REBUILD_CHUNK {
-                break;
-            }
+        let (indexed, last) = index_entries(txn, ctx, next, REBUILD_CHUNK, None)?;
+        count += indexed as u64;
+        match last {
+            Some(last) => next = last + 1,
+            None => break,
         }
-        let Some(&(last, _)) = chunk.last() else {
-            break;
-        };
-        let mut index_keys = SortedPuts::default();
-        for (id, bytes) in &chunk {
-            let entry = ctx.decode(txn, bytes)?;
-            ctx.indexes
-                .for_each_entry_key(&entry, ctx.schema, |prefix| index_keys.push(prefix, *id));
-            count += 1;
-        }
-        index_keys.write(txn, dbs.index)?;
-        next = last + 1;
     }
-    // Every configured index is now built; the writer tells the planner
-    // once this commits.
-    dbs.meta
-        .put(txn, crate::index::BUILT_KEY, &ctx.indexes.record(false))?;
+    record_indexes_built(txn, ctx)?;
     Ok(Outcome::Reindexed(count))
+}
+
+/// One step of an online build ([`Command::BuildIndexes`]).
+fn build_indexes(
+    txn: &mut RwTxn<'_>,
+    ctx: &Context<'_>,
+    from: EntryId,
+    limit: u32,
+    types: &[String],
+) -> Result<Outcome, StoreError> {
+    let wanted: Vec<AttrId> = types
+        .iter()
+        .filter_map(|oid| ctx.schema.attribute_id(oid))
+        .collect();
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX).max(1);
+    let (indexed, last) = index_entries(txn, ctx, from, limit, Some(&wanted))?;
+    match last {
+        Some(last) if indexed == limit => Ok(Outcome::IndexesBuilt {
+            next: Some(last + 1),
+        }),
+        _ => {
+            record_indexes_built(txn, ctx)?;
+            Ok(Outcome::IndexesBuilt { next: None })
+        }
+    }
+}
+
+/// Writes the index keys of up to `limit` entries from ID `from` on, of
+/// the types `only` names (all when `None`); the number indexed and the
+/// last ID. The entries are read first: a transaction cannot iterate
+/// one database while it writes another.
+fn index_entries(
+    txn: &mut RwTxn<'_>,
+    ctx: &Context<'_>,
+    from: EntryId,
+    limit: usize,
+    only: Option<&[AttrId]>,
+) -> Result<(usize, Option<EntryId>), StoreError> {
+    use std::ops::Bound;
+    let dbs = ctx.dbs;
+    let mut chunk: Vec<(EntryId, Vec<u8>)> = Vec::with_capacity(limit.min(REBUILD_CHUNK));
+    let start = keys::id_key(from);
+    let range: (Bound<&[u8]>, Bound<&[u8]>) = (Bound::Included(&start[..]), Bound::Unbounded);
+    for item in dbs.id2entry.range(txn, &range)? {
+        let (key, value) = item?;
+        let Some(id) = keys::id_from(key) else {
+            continue;
+        };
+        chunk.push((id, value.to_vec()));
+        if chunk.len() == limit {
+            break;
+        }
+    }
+    let mut index_keys = SortedPuts::default();
+    let mut prefix = Vec::with_capacity(keys::MAX_KEY);
+    for (id, bytes) in &chunk {
+        let entry = ctx.decode(txn, bytes)?;
+        for attr in &entry.attributes {
+            if only.is_some_and(|only| !only.contains(&attr.desc.attr)) {
+                continue;
+            }
+            let values = attr.values.iter().map(Vec::as_slice);
+            ctx.indexes
+                .each_key_of(attr.desc.attr, values, ctx.schema, &mut prefix, |key| {
+                    index_keys.push(key, *id)
+                });
+        }
+    }
+    index_keys.write(txn, dbs.index)?;
+    Ok((chunk.len(), chunk.last().map(|(id, _)| *id)))
+}
+
+/// Records every configured index as built, in the transaction that
+/// completes them; the writer tells the planner once it commits.
+fn record_indexes_built(txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<(), StoreError> {
+    ctx.dbs
+        .meta
+        .put(txn, crate::index::BUILT_KEY, &ctx.indexes.record(false))?;
+    Ok(())
 }
 
 /// The ID of `dn`, if it exists.

@@ -89,6 +89,21 @@ pub enum Command {
     /// Drop every index key and rebuild them from the entries and the
     /// configured indexes (after the config adds or removes an index).
     RebuildIndexes,
+    /// One step of an online index build ([`crate::Store::build_indexes_online`]):
+    /// write the keys of every configured index of `types` (OIDs) for
+    /// up to `limit` entries from ID `from` on. The step that finds
+    /// fewer entries than `limit` has reached the end, and records every
+    /// configured index as built. The keys are named by the command, not
+    /// by what the store holds as unbuilt, so a replayed step writes
+    /// what the live one did.
+    BuildIndexes {
+        /// The first entry ID of the step.
+        from: EntryId,
+        /// The most entries the step indexes.
+        limit: u32,
+        /// The OIDs of the types whose keys the step writes.
+        types: Vec<String>,
+    },
     /// Add many entries in one command (bulk import). Each
     /// entry is checked before anything of it is written, so one refused
     /// entry fails alone ([`Outcome::AddedMany`] lists it) and costs no
@@ -141,7 +156,10 @@ impl Command {
             Command::Guarded { command, .. } | Command::ReadBack { command, .. } => {
                 command.target()
             }
-            Command::RebuildIndexes | Command::AddMany { .. } | Command::SetLoadState(_) => None,
+            Command::RebuildIndexes
+            | Command::BuildIndexes { .. }
+            | Command::AddMany { .. }
+            | Command::SetLoadState(_) => None,
         }
     }
 }
@@ -161,6 +179,12 @@ pub enum Outcome {
     Renamed(u64),
     /// Indexes rebuilt over this many entries.
     Reindexed(u64),
+    /// A step of an online index build done: where the next one starts,
+    /// or `None` when the build is complete.
+    IndexesBuilt {
+        /// The first entry ID of the next step.
+        next: Option<EntryId>,
+    },
     /// Of an [`Command::AddMany`]: how many were added, and the position
     /// and reason of each entry that was refused.
     AddedMany {

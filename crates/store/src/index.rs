@@ -168,6 +168,17 @@ impl Indexes {
             .collect()
     }
 
+    /// The OIDs of the types with a configured index not built.
+    pub(crate) fn unbuilt_oids(&self) -> Vec<String> {
+        let unbuilt = self.unbuilt();
+        let mut oids: Vec<String> = unbuilt
+            .iter()
+            .filter_map(|(attr, _)| self.specs.get(attr).map(|spec| spec.oid.clone()))
+            .collect();
+        oids.dedup();
+        oids
+    }
+
     /// Every configured index is built from now on (after a committed
     /// rebuild).
     pub(crate) fn mark_all_built(&self) {

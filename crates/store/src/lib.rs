@@ -20,6 +20,7 @@ mod journal;
 pub mod keys;
 mod map_file;
 mod names;
+mod online_build;
 mod plan;
 mod read;
 mod sorted_puts;
@@ -554,7 +555,7 @@ fn settle_index_record(inner: &Inner, writable: bool) -> Result<bool, StoreError
     if !unbuilt.is_empty() {
         tracing::warn!(
             indexes = %unbuilt.join(", "),
-            "configured indexes are not built: searches do not use them until `meridian reindex` builds them"
+            "configured indexes are not built: searches do not use them until they are (`meridian serve` builds them while it serves, `meridian reindex` offline)"
         );
     }
     if !writable || found.as_deref() == Some(record.as_slice()) {

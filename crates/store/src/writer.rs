@@ -332,10 +332,13 @@ fn try_commit(
             .put(&mut wtxn, journal::APPLIED_SEQ, &seq.to_be_bytes())?;
     }
     wtxn.commit()?;
-    if results
-        .iter()
-        .any(|r| matches!(r, Ok(Outcome::Reindexed(_))))
-    {
+    let builds = |r: &Result<Outcome, StoreError>| {
+        matches!(
+            r,
+            Ok(Outcome::Reindexed(_) | Outcome::IndexesBuilt { next: None })
+        )
+    };
+    if results.iter().any(builds) {
         inner.indexes.mark_all_built();
     }
     Ok(results)

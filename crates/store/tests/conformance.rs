@@ -51,6 +51,28 @@ fn open(flavour: Flavour, tag: &str, tweak: impl FnOnce(&mut StorageConfig)) -> 
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
+    let mut storage = suite_storage(flavour);
+    tweak(&mut storage);
+    let store = Store::open(
+        StoreOptions {
+            path: dir.clone(),
+            storage,
+            suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+        },
+        Arc::clone(&schema),
+    )
+    .unwrap();
+    Fixture {
+        store,
+        schema,
+        dir,
+        keep: false,
+    }
+}
+
+/// The suite's storage config: the defaults, `sn` with three kinds of
+/// index and `uidNumber` with two.
+fn suite_storage(Flavour(backend, durability): Flavour) -> StorageConfig {
     let mut storage = StorageConfig {
         backend,
         durability,
@@ -71,7 +93,15 @@ fn open(flavour: Flavour, tag: &str, tweak: impl FnOnce(&mut StorageConfig)) -> 
             meridian_config::IndexKind::Ord,
         ],
     );
-    tweak(&mut storage);
+    storage
+}
+
+/// Closes the store of `f` and opens its files again with `storage`.
+fn reopen(f: Fixture, storage: StorageConfig) -> Fixture {
+    let (dir, schema) = (f.dir.clone(), Arc::clone(&f.schema));
+    let mut f = f;
+    f.keep = true;
+    drop(f);
     let store = Store::open(
         StoreOptions {
             path: dir.clone(),
@@ -941,27 +971,6 @@ fn indexes_added_later_are_built_by_a_rebuild() {
     let (found, indexed) = search(&f, SUFFIX, Scope::Subtree, "(uid=r7)");
     assert_eq!((found.len(), indexed), (1, true));
     // The database remembers it is built.
-    let reopen = |f: Fixture, storage: StorageConfig| {
-        let (dir, schema) = (f.dir.clone(), Arc::clone(&f.schema));
-        let mut f = f;
-        f.keep = true;
-        drop(f);
-        let store = Store::open(
-            StoreOptions {
-                path: dir.clone(),
-                storage,
-                suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
-            },
-            Arc::clone(&schema),
-        )
-        .unwrap();
-        Fixture {
-            store,
-            schema,
-            dir,
-            keep: false,
-        }
-    };
     let f = reopen(f, StorageConfig::default());
     let (found, indexed) = search(&f, SUFFIX, Scope::Subtree, "(uid=r7)");
     assert_eq!((found.len(), indexed), (1, true));
@@ -976,6 +985,75 @@ fn indexes_added_later_are_built_by_a_rebuild() {
     assert_eq!((found.len(), indexed), (1, false));
     // Other indexes stayed built all along.
     assert!(search(&f, SUFFIX, Scope::Subtree, "(cn=r31 doe)").1);
+}
+
+#[test]
+fn indexes_added_later_are_built_online_while_writes_go_on() {
+    for flavour in [
+        Flavour(Backend::Mdb, Durability::Durable),
+        Flavour(Backend::Mdb, Durability::Journal),
+    ] {
+        let f = open(flavour, "online", |s| {
+            s.indexes.remove("uid");
+        });
+        base_tree(&f);
+        // More entries than a few build steps take.
+        for i in 0..1300u32 {
+            person(&f, &format!("o{i}"), "Doe", 6000 + i);
+        }
+        let f = reopen(f, suite_storage(flavour));
+        assert!(!search(&f, SUFFIX, Scope::Subtree, "(uid=o7)").1);
+        let build = f.store.build_indexes_online().expect("uid is not built");
+        // Writes during the build: adds, a rename, a delete, a modify of
+        // the indexed type.
+        let people = format!("ou=People,{SUFFIX}");
+        for i in 0..50u32 {
+            person(&f, &format!("n{i}"), "Roe", 8000 + i);
+        }
+        modify_dn(&f, &format!("uid=o1000,{people}"), "uid=o1000b", true, None).unwrap();
+        f.store
+            .execute_blocking(Command::Delete {
+                dn: dn(&f, &format!("uid=o1001,{people}")),
+            })
+            .unwrap();
+        f.store
+            .execute_blocking(Command::Modify {
+                dn: dn(&f, &format!("uid=o1002,{people}")),
+                changes: vec![Modification {
+                    op: ModOp::Add,
+                    attr: "uid".into(),
+                    values: vec![b"o1002b".to_vec()],
+                }],
+                operational: Default::default(),
+                permissive: false,
+            })
+            .unwrap();
+        build.join().unwrap().unwrap();
+        let snap = f.store.snapshot().unwrap();
+        assert_eq!(snap.check().unwrap(), Vec::<String>::new());
+        drop(snap);
+        for (filter, count) in [
+            ("(uid=o7)", 1),
+            ("(uid=o1299)", 1),
+            ("(uid=n49)", 1),
+            ("(uid=o1000)", 0),
+            ("(uid=o1000b)", 1),
+            ("(uid=o1001)", 0),
+            ("(uid=o1002b)", 1),
+            ("(uid=o12*)", 111),
+        ] {
+            let (found, indexed) = search(&f, SUFFIX, Scope::Subtree, filter);
+            assert_eq!(
+                (found.len(), indexed),
+                (count, true),
+                "{filter} on {flavour:?}"
+            );
+        }
+        // Built is remembered; nothing to build at the next open.
+        let f = reopen(f, suite_storage(flavour));
+        assert!(f.store.build_indexes_online().is_none());
+        assert!(search(&f, SUFFIX, Scope::Subtree, "(uid=o7)").1);
+    }
 }
 
 #[test]

@@ -42,6 +42,7 @@ mod tag {
     /// `Add` with `prechecked` (`ADD` is without: the journals written
     /// before the flag existed read as they always did).
     pub(super) const ADD_PRECHECKED: u8 = 11;
+    pub(super) const BUILD_INDEXES: u8 = 12;
 }
 
 /// A batch's commands go into records of about this size: a batch of
@@ -265,6 +266,15 @@ fn put_command(out: &mut Vec<u8>, command: &Command, schema: &Schema) {
             put_command(out, command, schema);
         }
         Command::RebuildIndexes => out.push(tag::REBUILD_INDEXES),
+        Command::BuildIndexes { from, limit, types } => {
+            out.push(tag::BUILD_INDEXES);
+            put_varint(out, *from);
+            put_varint(out, u64::from(*limit));
+            put_varint(out, types.len() as u64);
+            for oid in types {
+                put_bytes(out, oid.as_bytes());
+            }
+        }
         Command::AddMany {
             entries,
             prechecked,
@@ -451,6 +461,14 @@ impl<'a> Reader<'a> {
                 command: self.inner(schema, depth)?,
             },
             tag::REBUILD_INDEXES => Command::RebuildIndexes,
+            tag::BUILD_INDEXES => Command::BuildIndexes {
+                from: self.varint()?,
+                limit: u32::try_from(self.varint()?)
+                    .map_err(|_| corrupt("index build step too large"))?,
+                types: (0..self.count()?)
+                    .map(|_| self.text())
+                    .collect::<Result<_, _>>()?,
+            },
             tag::ADD_MANY => {
                 let prechecked = self.flag()?;
                 let n = self.count()?;
@@ -578,6 +596,11 @@ mod tests {
                 }),
             },
             Command::RebuildIndexes,
+            Command::BuildIndexes {
+                from: 1025,
+                limit: 1024,
+                types: vec!["1.3.6.1.1.1.1.0".into(), "2.5.4.3".into()],
+            },
             Command::AddMany {
                 entries: Arc::new(vec![person.clone(), person]),
                 prechecked: true,
