@@ -188,9 +188,12 @@ pub(crate) fn apply(
         // Planned, then written: `apply_in_batch` has both steps.
         Command::ModifyDn { .. } => apply_in_batch(txn, ctx, command).into_result(),
         Command::RebuildIndexes => rebuild_indexes(txn, ctx),
-        Command::BuildIndexes { from, limit, types } => {
-            build_indexes(txn, ctx, *from, *limit, types)
-        }
+        Command::BuildIndexes {
+            from,
+            to,
+            types,
+            complete,
+        } => build_indexes(txn, ctx, *from..*to, types, *complete),
         Command::AddMany {
             entries,
             prechecked,
@@ -670,16 +673,7 @@ const REBUILD_CHUNK: usize = 1024;
 
 fn rebuild_indexes(txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<Outcome, StoreError> {
     ctx.dbs.index.clear(txn)?;
-    let mut next: EntryId = 0;
-    let mut count = 0u64;
-    loop {
-        let (indexed, last) = index_entries(txn, ctx, next, REBUILD_CHUNK, None)?;
-        count += indexed as u64;
-        match last {
-            Some(last) => next = last + 1,
-            None => break,
-        }
-    }
+    let count = index_entries(txn, ctx, 0..EntryId::MAX, None)?;
     record_indexes_built(txn, ctx)?;
     Ok(Outcome::Reindexed(count))
 }
@@ -688,70 +682,75 @@ fn rebuild_indexes(txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<Outcome, St
 fn build_indexes(
     txn: &mut RwTxn<'_>,
     ctx: &Context<'_>,
-    from: EntryId,
-    limit: u32,
+    ids: std::ops::Range<EntryId>,
     types: &[String],
+    complete: bool,
 ) -> Result<Outcome, StoreError> {
     let wanted: Vec<AttrId> = types
         .iter()
         .filter_map(|oid| ctx.schema.attribute_id(oid))
         .collect();
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX).max(1);
-    let (indexed, last) = index_entries(txn, ctx, from, limit, Some(&wanted))?;
-    match last {
-        Some(last) if indexed == limit => Ok(Outcome::IndexesBuilt {
-            next: Some(last + 1),
-        }),
-        _ => {
-            record_indexes_built(txn, ctx)?;
-            Ok(Outcome::IndexesBuilt { next: None })
-        }
+    let entries = index_entries(txn, ctx, ids, Some(&wanted))?;
+    if complete {
+        record_indexes_built(txn, ctx)?;
     }
+    Ok(Outcome::IndexesBuilt { entries, complete })
 }
 
-/// Writes the index keys of up to `limit` entries from ID `from` on, of
-/// the types `only` names (all when `None`); the number indexed and the
-/// last ID. The entries are read first: a transaction cannot iterate
-/// one database while it writes another.
+/// Writes the index keys of the entries with IDs in `ids`, of the types
+/// `only` names (all when `None`); the number of entries. Entries are
+/// read [`REBUILD_CHUNK`] at a time, each chunk before its keys are
+/// written: a transaction cannot iterate one database while it writes
+/// another.
 fn index_entries(
     txn: &mut RwTxn<'_>,
     ctx: &Context<'_>,
-    from: EntryId,
-    limit: usize,
+    ids: std::ops::Range<EntryId>,
     only: Option<&[AttrId]>,
-) -> Result<(usize, Option<EntryId>), StoreError> {
+) -> Result<u64, StoreError> {
     use std::ops::Bound;
     let dbs = ctx.dbs;
-    let mut chunk: Vec<(EntryId, Vec<u8>)> = Vec::with_capacity(limit.min(REBUILD_CHUNK));
-    let start = keys::id_key(from);
-    let range: (Bound<&[u8]>, Bound<&[u8]>) = (Bound::Included(&start[..]), Bound::Unbounded);
-    for item in dbs.id2entry.range(txn, &range)? {
-        let (key, value) = item?;
-        let Some(id) = keys::id_from(key) else {
-            continue;
-        };
-        chunk.push((id, value.to_vec()));
-        if chunk.len() == limit {
-            break;
-        }
-    }
-    let mut index_keys = SortedPuts::default();
+    let mut count = 0u64;
+    let mut next = ids.start;
+    let end = keys::id_key(ids.end);
     let mut prefix = Vec::with_capacity(keys::MAX_KEY);
-    for (id, bytes) in &chunk {
-        let entry = ctx.decode(txn, bytes)?;
-        for attr in &entry.attributes {
-            if only.is_some_and(|only| !only.contains(&attr.desc.attr)) {
+    while next < ids.end {
+        let start = keys::id_key(next);
+        let range: (Bound<&[u8]>, Bound<&[u8]>) =
+            (Bound::Included(&start[..]), Bound::Excluded(&end[..]));
+        let mut chunk: Vec<(EntryId, Vec<u8>)> = Vec::with_capacity(REBUILD_CHUNK);
+        for item in dbs.id2entry.range(txn, &range)? {
+            let (key, value) = item?;
+            let Some(id) = keys::id_from(key) else {
                 continue;
+            };
+            chunk.push((id, value.to_vec()));
+            if chunk.len() == REBUILD_CHUNK {
+                break;
             }
-            let values = attr.values.iter().map(Vec::as_slice);
-            ctx.indexes
-                .each_key_of(attr.desc.attr, values, ctx.schema, &mut prefix, |key| {
-                    index_keys.push(key, *id)
-                });
         }
+        let Some(&(last, _)) = chunk.last() else {
+            break;
+        };
+        let mut index_keys = SortedPuts::default();
+        for (id, bytes) in &chunk {
+            let entry = ctx.decode(txn, bytes)?;
+            for attr in &entry.attributes {
+                if only.is_some_and(|only| !only.contains(&attr.desc.attr)) {
+                    continue;
+                }
+                let values = attr.values.iter().map(Vec::as_slice);
+                ctx.indexes
+                    .each_key_of(attr.desc.attr, values, ctx.schema, &mut prefix, |key| {
+                        index_keys.push(key, *id)
+                    });
+            }
+        }
+        index_keys.write(txn, dbs.index)?;
+        count += chunk.len() as u64;
+        next = last.saturating_add(1);
     }
-    index_keys.write(txn, dbs.index)?;
-    Ok((chunk.len(), chunk.last().map(|(id, _)| *id)))
+    Ok(count)
 }
 
 /// Records every configured index as built, in the transaction that
@@ -856,14 +855,26 @@ struct Adds {
     claimed: Option<Vec<bool>>,
 }
 
+/// The ID the next added entry gets.
+fn stored_next_id(txn: &heed::RoTxn<'_>, dbs: &Dbs) -> Result<EntryId, StoreError> {
+    match dbs.meta.get(txn, NEXT_ID)? {
+        Some(bytes) => {
+            keys::id_from(bytes).ok_or_else(|| StoreError::Engine("corrupt next_id".into()))
+        }
+        None => Ok(1),
+    }
+}
+
+/// [`stored_next_id`] as of the last commit.
+pub(crate) fn next_entry_id(inner: &crate::Inner) -> Result<EntryId, StoreError> {
+    let _map = inner.hold_map();
+    let txn = inner.env.read_txn()?;
+    stored_next_id(&txn, &inner.dbs)
+}
+
 impl Adds {
     fn start(txn: &RwTxn<'_>, dbs: &Dbs) -> Result<Adds, StoreError> {
-        let next_id = match dbs.meta.get(txn, NEXT_ID)? {
-            Some(bytes) => {
-                keys::id_from(bytes).ok_or_else(|| StoreError::Engine("corrupt next_id".into()))?
-            }
-            None => 1,
-        };
+        let next_id = stored_next_id(txn, dbs)?;
         Ok(Adds {
             next_id,
             first_id: next_id,

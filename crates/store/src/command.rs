@@ -91,18 +91,20 @@ pub enum Command {
     RebuildIndexes,
     /// One step of an online index build ([`crate::Store::build_indexes_online`]):
     /// write the keys of every configured index of `types` (OIDs) for
-    /// up to `limit` entries from ID `from` on. The step that finds
-    /// fewer entries than `limit` has reached the end, and records every
-    /// configured index as built. The keys are named by the command, not
-    /// by what the store holds as unbuilt, so a replayed step writes
-    /// what the live one did.
+    /// the entries with IDs in `from..to`; with `complete` (the build's
+    /// last step, sent once every range before it has succeeded), then
+    /// record every configured index as built. The keys are named by the
+    /// command, not by what the store holds as unbuilt, so a replayed
+    /// step writes what the live one did.
     BuildIndexes {
         /// The first entry ID of the step.
         from: EntryId,
-        /// The most entries the step indexes.
-        limit: u32,
+        /// The ID after the step's last.
+        to: EntryId,
         /// The OIDs of the types whose keys the step writes.
         types: Vec<String>,
+        /// Record the indexes as built.
+        complete: bool,
     },
     /// Add many entries in one command (bulk import). Each
     /// entry is checked before anything of it is written, so one refused
@@ -179,11 +181,12 @@ pub enum Outcome {
     Renamed(u64),
     /// Indexes rebuilt over this many entries.
     Reindexed(u64),
-    /// A step of an online index build done: where the next one starts,
-    /// or `None` when the build is complete.
+    /// A step of an online index build done.
     IndexesBuilt {
-        /// The first entry ID of the next step.
-        next: Option<EntryId>,
+        /// Entries indexed.
+        entries: u64,
+        /// The build is complete: its indexes are recorded as built.
+        complete: bool,
     },
     /// Of an [`Command::AddMany`]: how many were added, and the position
     /// and reason of each entry that was refused.

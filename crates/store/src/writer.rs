@@ -335,7 +335,7 @@ fn try_commit(
     let builds = |r: &Result<Outcome, StoreError>| {
         matches!(
             r,
-            Ok(Outcome::Reindexed(_) | Outcome::IndexesBuilt { next: None })
+            Ok(Outcome::Reindexed(_) | Outcome::IndexesBuilt { complete: true, .. })
         )
     };
     if results.iter().any(builds) {

@@ -266,14 +266,20 @@ fn put_command(out: &mut Vec<u8>, command: &Command, schema: &Schema) {
             put_command(out, command, schema);
         }
         Command::RebuildIndexes => out.push(tag::REBUILD_INDEXES),
-        Command::BuildIndexes { from, limit, types } => {
+        Command::BuildIndexes {
+            from,
+            to,
+            types,
+            complete,
+        } => {
             out.push(tag::BUILD_INDEXES);
             put_varint(out, *from);
-            put_varint(out, u64::from(*limit));
+            put_varint(out, *to);
             put_varint(out, types.len() as u64);
             for oid in types {
                 put_bytes(out, oid.as_bytes());
             }
+            out.push(u8::from(*complete));
         }
         Command::AddMany {
             entries,
@@ -463,11 +469,11 @@ impl<'a> Reader<'a> {
             tag::REBUILD_INDEXES => Command::RebuildIndexes,
             tag::BUILD_INDEXES => Command::BuildIndexes {
                 from: self.varint()?,
-                limit: u32::try_from(self.varint()?)
-                    .map_err(|_| corrupt("index build step too large"))?,
+                to: self.varint()?,
                 types: (0..self.count()?)
                     .map(|_| self.text())
                     .collect::<Result<_, _>>()?,
+                complete: self.flag()?,
             },
             tag::ADD_MANY => {
                 let prechecked = self.flag()?;
@@ -598,8 +604,15 @@ mod tests {
             Command::RebuildIndexes,
             Command::BuildIndexes {
                 from: 1025,
-                limit: 1024,
+                to: 1537,
                 types: vec!["1.3.6.1.1.1.1.0".into(), "2.5.4.3".into()],
+                complete: false,
+            },
+            Command::BuildIndexes {
+                from: 1537,
+                to: 1537,
+                types: Vec::new(),
+                complete: true,
             },
             Command::AddMany {
                 entries: Arc::new(vec![person.clone(), person]),
