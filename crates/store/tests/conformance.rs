@@ -53,20 +53,27 @@ fn open(flavour: Flavour, tag: &str, tweak: impl FnOnce(&mut StorageConfig)) -> 
     let _ = std::fs::remove_dir_all(&dir);
     let mut storage = suite_storage(flavour);
     tweak(&mut storage);
-    let store = Store::open(
-        StoreOptions {
-            path: dir.clone(),
-            storage,
-            suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
-        },
-        Arc::clone(&schema),
-    )
-    .unwrap();
-    Fixture {
-        store,
-        schema,
-        dir,
-        keep: false,
+    Fixture::at(dir, schema, storage)
+}
+
+impl Fixture {
+    /// A store opened on the files in `dir` with `storage`.
+    fn at(dir: PathBuf, schema: Arc<Schema>, storage: StorageConfig) -> Fixture {
+        let store = Store::open(
+            StoreOptions {
+                path: dir.clone(),
+                storage,
+                suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+            },
+            Arc::clone(&schema),
+        )
+        .unwrap();
+        Fixture {
+            store,
+            schema,
+            dir,
+            keep: false,
+        }
     }
 }
 
@@ -102,21 +109,7 @@ fn reopen(f: Fixture, storage: StorageConfig) -> Fixture {
     let mut f = f;
     f.keep = true;
     drop(f);
-    let store = Store::open(
-        StoreOptions {
-            path: dir.clone(),
-            storage,
-            suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
-        },
-        Arc::clone(&schema),
-    )
-    .unwrap();
-    Fixture {
-        store,
-        schema,
-        dir,
-        keep: false,
-    }
+    Fixture::at(dir, schema, storage)
 }
 
 fn add(f: &Fixture, dn: &str, attrs: &[(&str, &[&str])]) -> Result<Outcome, StoreError> {
@@ -941,21 +934,7 @@ fn indexes_added_later_are_built_by_a_rebuild() {
     }
     // Reopen the same files with the uid index configured.
     let schema = Arc::new(Schema::builtin().unwrap());
-    let store = Store::open(
-        StoreOptions {
-            path: dir.clone(),
-            storage: StorageConfig::default(),
-            suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
-        },
-        Arc::clone(&schema),
-    )
-    .unwrap();
-    let f = Fixture {
-        store,
-        schema,
-        dir,
-        keep: false,
-    };
+    let f = Fixture::at(dir, schema, StorageConfig::default());
     // Before the rebuild the index is empty, and the check says so; a
     // search does not use it, so it still finds the entry, by a scan.
     assert!(!f.store.snapshot().unwrap().check().unwrap().is_empty());
