@@ -258,8 +258,10 @@ impl Planner<'_> {
         for a in family {
             let oid = self.oid_of(a)?;
             // Framed and cut as the stored keys are, no stored key of a
-            // value on the wanted side lies outside this range, and none
-            // of the other side inside it (`keys::ord_prefix_into`).
+            // value on the wanted side lies outside this range; a value
+            // of the other side comes in only when its key and the
+            // bound were cut alike, and the filter then drops it
+            // (`keys::ord_prefix_into`).
             let within = keys::ord_attr_prefix(oid);
             let bound = keys::ord_prefix(oid, &sortable);
             let ids = match side {
