@@ -421,6 +421,53 @@ fn every_index_type_is_used_and_agrees_with_a_scan() {
 }
 
 #[test]
+fn ordering_ranges_over_values_too_long_for_a_key() {
+    for backend in backends() {
+        let f = open(backend, "long-ordering", |s| {
+            s.indexes
+                .insert("dnQualifier".into(), vec![meridian_config::IndexKind::Ord]);
+        });
+        base_tree(&f);
+        // Three values whose keys are cut alike, and a short one.
+        let long = "q".repeat(600);
+        for (uid, value) in [
+            ("a", format!("{long}a")),
+            ("b", format!("{long}b")),
+            ("c", format!("{long}c")),
+            ("d", "r".to_owned()),
+        ] {
+            add(
+                &f,
+                &format!("uid={uid},ou=People,{SUFFIX}"),
+                &[
+                    ("objectClass", &["account", "extensibleObject"]),
+                    ("uid", &[uid]),
+                    ("dnQualifier", &[&value]),
+                ],
+            )
+            .unwrap();
+        }
+        for (filter, count) in [
+            (format!("(dnQualifier>={long}b)"), 3),
+            (format!("(dnQualifier<={long}b)"), 2),
+            (format!("(dnQualifier>={long}z)"), 1),
+            ("(dnQualifier>=r)".to_owned(), 1),
+            ("(dnQualifier<=q)".to_owned(), 0),
+            ("(dnQualifier<=R)".to_owned(), 4),
+        ] {
+            let (found, indexed) = search(&f, SUFFIX, Scope::Subtree, &filter);
+            assert_eq!(
+                (found.len(), indexed),
+                (count, true),
+                "{} on {backend:?}",
+                &filter[..filter.len().min(40)]
+            );
+        }
+        assert!(f.store.snapshot().unwrap().check().unwrap().is_empty());
+    }
+}
+
+#[test]
 fn large_many_and_unicode_values() {
     for backend in backends() {
         let f = open(backend, "large", |s| s.map_size_bytes = 1 << 20);
