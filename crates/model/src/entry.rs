@@ -596,12 +596,10 @@ fn first_repeated(keys: &mut [(std::borrow::Cow<'_, [u8]>, usize)]) -> Option<us
 #[derive(Debug, Clone)]
 pub struct ClassRules {
     listed: ClassList,
-    /// A class allows what its superiors allow, so what the listed
-    /// classes allow is what the entry's classes allow.
-    allowed: AttrSet,
-    /// What an entry of these classes may hold: what they allow, and
-    /// every operational type; everything when one is
-    /// `extensibleObject`.
+    /// What an entry of these classes may hold: what they allow (a class
+    /// allows what its superiors allow, so what the listed classes allow
+    /// is what the entry's classes allow), and every operational type;
+    /// everything when one is `extensibleObject`.
     permitted: Option<AttrSet>,
     /// What the listed classes require (a class requires what its
     /// superiors require).
@@ -615,7 +613,7 @@ impl ClassRules {
     pub fn of(values: &[Vec<u8>], schema: &Schema) -> Result<ClassRules, ModelError> {
         let mut listed = ClassList::new();
         let mut classes = ClassList::new();
-        let mut allowed = AttrSet::new();
+        let mut permitted = schema.operational_types().clone();
         for (i, value) in values.iter().enumerate() {
             // slapd answers invalidAttributeSyntax here: an OID value that
             // names nothing.
@@ -641,18 +639,14 @@ impl ClassRules {
                     classes.push(c);
                 }
             }
-            allowed.union_with(class.allowed());
+            permitted.union_with(class.allowed());
         }
 
         let structural = structural_class(&classes, schema)?;
         let extensible = schema
             .extensible_object_class()
             .is_some_and(|x| classes.contains(&x));
-        let permitted = (!extensible).then(|| {
-            let mut permitted = allowed.clone();
-            permitted.union_with(schema.operational_types());
-            permitted
-        });
+        let permitted = (!extensible).then_some(permitted);
         let must = listed
             .iter()
             .filter_map(|&id| schema.class_by_id(id))
@@ -660,7 +654,6 @@ impl ClassRules {
             .collect();
         Ok(ClassRules {
             listed,
-            allowed,
             permitted,
             must,
             structural,
@@ -699,14 +692,14 @@ impl ClassRules {
                 ));
             }
         }
-        if self.permitted.is_none() {
+        let Some(permitted) = &self.permitted else {
             return Ok(());
-        }
+        };
         for attr in types {
             let Some(at) = schema.attr(attr) else {
                 continue;
             };
-            if !at.usage.is_operational() && !self.allowed.contains(attr) {
+            if !permitted.contains(attr) {
                 return Err(violation(
                     ResultCode::OBJECT_CLASS_VIOLATION,
                     format!(
