@@ -12,6 +12,7 @@ use meridian_config::IndexKind;
 use meridian_model::Schema;
 use meridian_model::entry::Entry;
 use meridian_model::prep::Part;
+use meridian_model::rules::RuleInfo;
 use meridian_model::schema::AttrId;
 
 use crate::keys;
@@ -28,6 +29,19 @@ pub struct IndexSpec {
     pub oid: String,
     /// Its kinds.
     pub kinds: BTreeSet<IndexKind>,
+    /// The rules its kinds make keys with, found once: every indexed
+    /// value of every write asks for them.
+    rules: KeyRules,
+}
+
+/// The matching rules of an indexed type's kinds (`None` for a kind it
+/// does not have) and whether it has a presence index.
+#[derive(Debug, Clone, Copy)]
+struct KeyRules {
+    pres: bool,
+    eq: Option<&'static RuleInfo>,
+    ord: Option<&'static RuleInfo>,
+    sub: Option<&'static RuleInfo>,
 }
 
 /// The `meta` key of the index record: one `kind OID` line (`eq
@@ -92,6 +106,12 @@ impl Indexes {
                     attr,
                     oid: at.oid.clone(),
                     kinds: kinds.iter().copied().collect(),
+                    rules: KeyRules {
+                        pres: kinds.contains(&IndexKind::Pres),
+                        eq: at.equality.filter(|_| kinds.contains(&IndexKind::Eq)),
+                        ord: at.ordering.filter(|_| kinds.contains(&IndexKind::Ord)),
+                        sub: at.substr.filter(|_| kinds.contains(&IndexKind::Sub)),
+                    },
                 },
             );
         }
@@ -239,15 +259,13 @@ impl Indexes {
         let Some(spec) = self.specs.get(&attr) else {
             return;
         };
-        let Some(at) = schema.attr(spec.attr) else {
-            return;
-        };
-        if spec.kinds.contains(&IndexKind::Pres) {
+        let rules = spec.rules;
+        if rules.pres {
             keys::pres_prefix_into(prefix, &spec.oid);
             f(prefix);
         }
         for value in values {
-            if let (true, Some(rule)) = (spec.kinds.contains(&IndexKind::Eq), at.equality) {
+            if let Some(rule) = rules.eq {
                 // Borrowed when the value is its own key (the usual
                 // string): no copy of it per indexed value.
                 if let Some(k) = rule.key_cow(value, schema) {
@@ -255,13 +273,13 @@ impl Indexes {
                     f(prefix);
                 }
             }
-            if let (true, Some(rule)) = (spec.kinds.contains(&IndexKind::Ord), at.ordering) {
+            if let Some(rule) = rules.ord {
                 if let Some(k) = rule.key_cow(value, schema) {
                     keys::ord_prefix_into(prefix, &spec.oid, &rule.sortable_key(&k));
                     f(prefix);
                 }
             }
-            if let (true, Some(rule)) = (spec.kinds.contains(&IndexKind::Sub), at.substr) {
+            if let Some(rule) = rules.sub {
                 let parts = rule.substring_parts(&[(Part::Whole, value)], schema);
                 for (_, part) in parts.iter().flatten() {
                     for gram in part.windows(GRAM) {
