@@ -79,10 +79,7 @@ pub fn eq_prefix_into(k: &mut Vec<u8>, oid: &str, value_key: &[u8]) {
     const ID: usize = 8;
     const DIGEST: usize = 8;
     let head = 1 + oid.len() + 1 + 4;
-    k.clear();
-    k.push(kind::EQ);
-    k.extend_from_slice(oid.as_bytes());
-    k.push(0);
+    type_head_into(k, kind::EQ, oid);
     // The length makes the prefix exact: "ab" is not a prefix of "abc".
     k.extend_from_slice(&(value_key.len() as u32).to_be_bytes());
     if head + value_key.len() + ID <= MAX_KEY {
@@ -102,6 +99,15 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     })
 }
 
+/// The head every index key of one kind and type starts with: the kind
+/// byte, the type's OID and 0x00, into `k` (cleared first).
+fn type_head_into(k: &mut Vec<u8>, kind: u8, oid: &str) {
+    k.clear();
+    k.push(kind);
+    k.extend_from_slice(oid.as_bytes());
+    k.push(0);
+}
+
 /// The prefix of a presence index key.
 pub fn pres_prefix(oid: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(oid.len() + 10);
@@ -111,10 +117,7 @@ pub fn pres_prefix(oid: &str) -> Vec<u8> {
 
 /// [`pres_prefix`] into a reused buffer (cleared first).
 pub fn pres_prefix_into(k: &mut Vec<u8>, oid: &str) {
-    k.clear();
-    k.push(kind::PRES);
-    k.extend_from_slice(oid.as_bytes());
-    k.push(0);
+    type_head_into(k, kind::PRES, oid);
 }
 
 /// The prefix of a substring index key for one gram.
@@ -126,19 +129,14 @@ pub fn sub_prefix(oid: &str, gram: &[u8]) -> Vec<u8> {
 
 /// [`sub_prefix`] into a reused buffer (cleared first).
 pub fn sub_prefix_into(k: &mut Vec<u8>, oid: &str, gram: &[u8]) {
-    k.clear();
-    k.push(kind::SUB);
-    k.extend_from_slice(oid.as_bytes());
-    k.push(0);
+    type_head_into(k, kind::SUB, oid);
     k.extend_from_slice(gram);
 }
 
 /// The prefix every ordering key of one attribute type starts with.
 pub fn ord_attr_prefix(oid: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(MAX_KEY);
-    k.push(kind::ORD);
-    k.extend_from_slice(oid.as_bytes());
-    k.push(0);
+    type_head_into(&mut k, kind::ORD, oid);
     k
 }
 
@@ -152,10 +150,7 @@ pub fn ord_attr_prefix(oid: &str) -> Vec<u8> {
 /// cutting two framed values at one length never reverses them.
 pub fn ord_prefix_into(k: &mut Vec<u8>, oid: &str, sortable: &[u8]) {
     const ID: usize = 8;
-    k.clear();
-    k.push(kind::ORD);
-    k.extend_from_slice(oid.as_bytes());
-    k.push(0);
+    type_head_into(k, kind::ORD, oid);
     let room = MAX_KEY.saturating_sub(ID);
     for &b in sortable {
         if k.len() >= room {
