@@ -1315,12 +1315,7 @@ fn modify_through_cursor(
         Ok(planned) => planned,
         Err(refusal) => return Applied::Refused(refusal),
     };
-    // The new record, if every name it holds has its number already.
-    let known = match &planned {
-        Planned::Spliced(spliced) => Some(Cow::Borrowed(&spliced.record[..])),
-        Planned::Entry(plan) => known_record(ctx, &plan.new).map(Cow::Owned),
-    };
-    let written = match known {
+    let written = match planned.known_record(ctx) {
         // SAFETY: nothing read through the cursor is borrowed any more
         // (the old record was decoded into an owned entry, or spliced
         // into an owned record), so the overwrite invalidates no
@@ -1333,27 +1328,17 @@ fn modify_through_cursor(
         }
         None => {
             drop(cursor);
-            let record = match &planned {
-                Planned::Spliced(spliced) => Ok(Cow::Borrowed(&spliced.record[..])),
-                Planned::Entry(plan) => ctx.encode(txn, &plan.new).map(Cow::Owned),
-            };
-            record.and_then(|record| Ok(dbs.id2entry.put(txn, &key, &record)?))
+            planned
+                .record(txn, ctx)
+                .and_then(|record| Ok(dbs.id2entry.put(txn, &key, &record)?))
         }
     };
     let written = written.and_then(|()| {
-        let index = match &planned {
-            Planned::Spliced(spliced) => &spliced.index,
-            Planned::Entry(plan) => &plan.index,
-        };
-        if let Some(index) = index {
+        if let Some(index) = planned.index() {
             index.write(txn, dbs, id)?;
         }
-        // A spliced record carries exactly `dn`'s text.
         #[cfg(test)]
-        tests::fail_after_writing(match &planned {
-            Planned::Spliced(_) => dn.original(),
-            Planned::Entry(plan) => plan.new.dn.original(),
-        })?;
+        tests::fail_after_writing(planned.dn_text(dn))?;
         Ok(Outcome::Modified)
     });
     match written {
@@ -1366,6 +1351,43 @@ fn modify_through_cursor(
 enum Planned {
     Spliced(splice::Spliced),
     Entry(ModifyPlan),
+}
+
+impl Planned {
+    /// The new record, if every name it holds has its number already
+    /// (a spliced record always: it takes no name without one).
+    fn known_record(&self, ctx: &Context<'_>) -> Option<Cow<'_, [u8]>> {
+        match self {
+            Planned::Spliced(spliced) => Some(Cow::Borrowed(&spliced.record)),
+            Planned::Entry(plan) => known_record(ctx, &plan.new).map(Cow::Owned),
+        }
+    }
+
+    /// The new record, numbering the names that need it.
+    fn record(&self, txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<Cow<'_, [u8]>, StoreError> {
+        match self {
+            Planned::Spliced(spliced) => Ok(Cow::Borrowed(&spliced.record)),
+            Planned::Entry(plan) => ctx.encode(txn, &plan.new).map(Cow::Owned),
+        }
+    }
+
+    /// The index keys the modify changes, if any.
+    fn index(&self) -> Option<&IndexChange> {
+        match self {
+            Planned::Spliced(spliced) => spliced.index.as_ref(),
+            Planned::Entry(plan) => plan.index.as_ref(),
+        }
+    }
+
+    /// The DN text the new record carries (a spliced record carries
+    /// exactly `dn`'s).
+    #[cfg(test)]
+    fn dn_text<'a>(&'a self, dn: &'a Dn) -> &'a str {
+        match self {
+            Planned::Spliced(_) => dn.original(),
+            Planned::Entry(plan) => plan.new.dn.original(),
+        }
+    }
 }
 
 /// The stored form of `new` if every name it holds has its number
