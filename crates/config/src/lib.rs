@@ -52,6 +52,8 @@ pub struct Config {
     pub storage: StorageConfig,
     /// Logging.
     pub log: LogConfig,
+    /// What clients may make the server do: password hash costs, binds.
+    pub security: SecurityConfig,
     /// `[[access]]`: access rules, first match decides; none configured
     /// means the default rules (see docs/configuration.md).
     pub access: Vec<AccessRuleConfig>,
@@ -264,6 +266,47 @@ pub struct DirectoryConfig {
     pub bind_cache_entries: usize,
 }
 
+/// `[security]`: bounds on the work a client can make the server do
+/// through the data it writes or the binds it tries.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecurityConfig {
+    /// Most memory (KiB) an Argon2 or yescrypt password hash may use. A
+    /// userPassword written already hashed above it is refused
+    /// (constraintViolation); one stored anyway never verifies.
+    pub password_max_memory_kib: u32,
+    /// Most Argon2 passes.
+    pub password_max_iterations: u32,
+    /// Most Argon2 lanes.
+    pub password_max_lanes: u32,
+    /// Most rounds of a `{PBKDF2-SHA256}` hash.
+    pub password_max_pbkdf2_rounds: u32,
+    /// Most rounds of a `{CRYPT}` SHA-crypt (`$5$`, `$6$`) hash.
+    pub password_max_crypt_sha_rounds: u32,
+    /// Highest cost of a `{CRYPT}` bcrypt hash.
+    pub password_max_bcrypt_cost: u32,
+    /// The crypt(3) methods a `{CRYPT}` value may use, by prefix
+    /// (`$y$`, `$6$`, `$5$`, `$2b$`, `$2a$`, `$2y$`, `$1$`; `des` for
+    /// traditional DES).
+    pub password_crypt_methods: Vec<String>,
+}
+
+impl Default for SecurityConfig {
+    fn default() -> Self {
+        SecurityConfig {
+            password_max_memory_kib: 65_536,
+            password_max_iterations: 16,
+            password_max_lanes: 8,
+            password_max_pbkdf2_rounds: 1_200_000,
+            password_max_crypt_sha_rounds: 1_000_000,
+            password_max_bcrypt_cost: 14,
+            password_crypt_methods: ["$y$", "$6$", "$5$", "$2b$", "$2a$", "$2y$", "$1$", "des"]
+                .map(str::to_owned)
+                .to_vec(),
+        }
+    }
+}
+
 /// `[log]`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -460,6 +503,31 @@ impl Config {
             return invalid(
                 "directory.password_hash_iterations",
                 format!("{} is outside 1..=100", d.password_hash_iterations),
+            );
+        }
+        let sec = &self.security;
+        if d.password_hash_memory_kib > sec.password_max_memory_kib {
+            return invalid(
+                "security.password_max_memory_kib",
+                format!(
+                    "{} is below directory.password_hash_memory_kib ({}): the server's own hashes would not verify",
+                    sec.password_max_memory_kib, d.password_hash_memory_kib
+                ),
+            );
+        }
+        if d.password_hash_iterations > sec.password_max_iterations {
+            return invalid(
+                "security.password_max_iterations",
+                format!(
+                    "{} is below directory.password_hash_iterations ({}): the server's own hashes would not verify",
+                    sec.password_max_iterations, d.password_hash_iterations
+                ),
+            );
+        }
+        if sec.password_max_lanes == 0 || sec.password_max_bcrypt_cost > 31 {
+            return invalid(
+                "security.password_max_lanes",
+                "lanes must be at least 1 (and password_max_bcrypt_cost at most 31)".into(),
             );
         }
         if d.dynamic_sweep_secs == 0 || d.dynamic_sweep_secs > 86_400 {

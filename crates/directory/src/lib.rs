@@ -56,6 +56,7 @@ pub struct PasswordChange {
     pub generated: bool,
     operational: Operational,
     cost: password::HashCost,
+    bounds: password::HashBounds,
 }
 
 impl PasswordChange {
@@ -95,7 +96,7 @@ impl PasswordChange {
             })?;
             let matched = stored
                 .into_iter()
-                .find(|v| password::verify(v, old, allow_cleartext))
+                .find(|v| password::verify(v, old, allow_cleartext, &self.bounds).matched())
                 .ok_or_else(|| {
                     Outcome::new(ResultCode::INVALID_CREDENTIALS, "the old password is wrong")
                 })?;
@@ -236,6 +237,8 @@ pub struct Limits {
     pub dynamic: dynamic::DynamicTtl,
     /// The cost of the `{ARGON2}` hashes of new passwords.
     pub password_hash: password::HashCost,
+    /// The most work a stored password hash may ask (written or verified).
+    pub password_bounds: password::HashBounds,
 }
 
 impl Default for Limits {
@@ -247,6 +250,7 @@ impl Default for Limits {
             max_modify_changes: 1000,
             dynamic: dynamic::DynamicTtl::default(),
             password_hash: password::HashCost::default(),
+            password_bounds: password::HashBounds::default(),
         }
     }
 }
@@ -657,6 +661,28 @@ impl Directory {
             .is_ok_and(|d| Some(d.attr) == self.user_password)
     }
 
+    /// Refuses userPassword values given already hashed whose scheme is
+    /// unknown or whose cost is over `security.password_max_*`: whoever
+    /// writes a hash chooses what every bind to it costs the server.
+    fn check_password_values<V: AsRef<[u8]>>(
+        &self,
+        values: impl IntoIterator<Item = V>,
+    ) -> Result<(), Outcome> {
+        for value in values {
+            let value = value.as_ref();
+            if password::is_hashed(value) {
+                password::check_stored(value, &self.limits.password_bounds)
+                    .map_err(|why| Outcome::new(ResultCode::CONSTRAINT_VIOLATION, why))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The most work a stored password hash may ask (`security.password_max_*`).
+    pub fn password_bounds(&self) -> password::HashBounds {
+        self.limits.password_bounds
+    }
+
     /// Whether an entry's attribute is userPassword (its description is
     /// already parsed: no name lookup, which every imported entry would pay).
     fn is_user_password(&self, attribute: &meridian_model::entry::Attribute) -> bool {
@@ -749,6 +775,9 @@ impl Directory {
         )?
         .with_rdn_values(&self.schema);
         let checked = entry.check(&self.schema, Writer::Client)?;
+        for attr in entry.attributes.iter().filter(|a| self.is_user_password(a)) {
+            self.check_password_values(&attr.values)?;
+        }
         let mut entry = self.stamp_new_entry(entry, checked.structural, who.dn_text(), false)?;
         self.prepare_dynamic_add(&mut entry)?;
         self.note_special(&entry);
@@ -949,6 +978,13 @@ impl Directory {
                         format!("attribute {:?} is not user-modifiable", at.name()),
                     ));
                 }
+            }
+            let adds_values = matches!(
+                change.operation,
+                ModifyOperation::Add | ModifyOperation::Replace
+            );
+            if adds_values && Some(desc.attr) == self.user_password {
+                self.check_password_values(m.values.iter())?;
             }
             changes.push(Modification {
                 op: match change.operation {
@@ -1169,6 +1205,7 @@ impl Directory {
             generated,
             operational: self.operational_changes(who),
             cost: self.limits.password_hash,
+            bounds: self.limits.password_bounds,
         })
     }
 

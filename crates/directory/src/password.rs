@@ -13,12 +13,21 @@
 //! SHA-crypt, bcrypt, MD5-crypt and DES on Debian), as slapd does. A
 //! value without a scheme is a clear-text password and is accepted only
 //! when the caller allows it.
+//!
+//! Whoever may write a userPassword chooses the cost its binds will pay,
+//! so every stored hash is held to [`HashBounds`] twice: a pre-hashed
+//! value whose scheme is unknown or whose cost is over the bounds is
+//! refused when written ([`check_stored`]), and one that is stored anyway
+//! (imported, or written before the bounds were lowered) never reaches
+//! the hash function: [`verify`] answers [`Verdict::OverBounds`].
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha512};
 use subtle::ConstantTimeEq;
+
+pub use crate::crypt::Methods as CryptMethods;
 
 /// True if `value` already names a scheme (`{...}`), so it is stored as is.
 pub fn is_hashed(value: &[u8]) -> bool {
@@ -62,20 +71,181 @@ pub fn hash(password: &[u8], cost: HashCost) -> Result<Vec<u8>, String> {
     Ok(format!("{{ARGON2}}{}", argon2_phc(password, cost)?).into_bytes())
 }
 
-/// Checks `password` against one stored value.
-pub fn verify(stored: &[u8], password: &[u8], allow_cleartext: bool) -> bool {
-    let Some(rest) = stored.strip_prefix(b"{") else {
-        return allow_cleartext && bool::from(stored.ct_eq(password));
-    };
-    let Some(end) = rest.iter().position(|b| *b == b'}') else {
-        return false;
-    };
-    let (scheme, value) = (
-        rest.get(..end).unwrap_or_default(),
+/// The most work a stored hash may ask of one password check. Every
+/// field has a config key in `[security]`; the defaults admit what
+/// OpenLDAP, 389 DS, `mkpasswd` and the argon2 libraries write by default
+/// with room to spare, and keep a check under about a second of CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HashBounds {
+    /// Most memory (KiB) of an Argon2 or yescrypt hash.
+    pub max_memory_kib: u32,
+    /// Most Argon2 passes (t).
+    pub max_iterations: u32,
+    /// Most Argon2 lanes (p); they run one after another here.
+    pub max_lanes: u32,
+    /// Most PBKDF2 rounds.
+    pub max_pbkdf2_rounds: u32,
+    /// Most SHA-crypt (`$5$`, `$6$`) rounds.
+    pub max_crypt_sha_rounds: u32,
+    /// Highest bcrypt cost (2^cost rounds).
+    pub max_bcrypt_cost: u32,
+    /// The crypt(3) methods a `{CRYPT}` value may use.
+    pub crypt_methods: CryptMethods,
+}
+
+impl Default for HashBounds {
+    fn default() -> Self {
+        HashBounds {
+            // 64 MiB: RFC 9106's second recommended setting, argon2-cffi's
+            // default; three times what Meridian writes.
+            max_memory_kib: 65_536,
+            max_iterations: 16,
+            max_lanes: 8,
+            // Twice OWASP's 2023 advice for PBKDF2-SHA256.
+            max_pbkdf2_rounds: 1_200_000,
+            // 200 times glibc's default of 5,000.
+            max_crypt_sha_rounds: 1_000_000,
+            // 2^14 rounds: about a second; 10 to 12 is usual.
+            max_bcrypt_cost: 14,
+            crypt_methods: CryptMethods::default(),
+        }
+    }
+}
+
+/// What checking a password against one stored value found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The password is the one stored.
+    Matched,
+    /// It is not (or the value is malformed, or clear text not allowed).
+    Mismatched,
+    /// The stored value asks for more work than [`HashBounds`] allow, or
+    /// names an unknown scheme or crypt method: it was not computed.
+    OverBounds(String),
+}
+
+impl Verdict {
+    /// True for [`Verdict::Matched`].
+    pub fn matched(&self) -> bool {
+        matches!(self, Verdict::Matched)
+    }
+}
+
+/// Splits `{SCHEME}value` into the upper-cased scheme and the value.
+fn split_scheme(stored: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+    let rest = stored.strip_prefix(b"{")?;
+    let end = rest.iter().position(|b| *b == b'}')?;
+    Some((
+        rest.get(..end)?.to_ascii_uppercase(),
         rest.get(end + 1..).unwrap_or_default(),
-    );
-    let scheme = scheme.to_ascii_uppercase();
+    ))
+}
+
+/// Whether a stored value may be kept and checked: clear text (no
+/// scheme) always may; a hash only if its scheme is known, it is well
+/// formed, and its cost is within `bounds`. `Err` says why not, in words
+/// for the client (a write) or the log (a bind).
+pub fn check_stored(stored: &[u8], bounds: &HashBounds) -> Result<(), String> {
+    let Some((scheme, value)) = split_scheme(stored) else {
+        return if stored.first() == Some(&b'{') {
+            Err("a userPassword value starting with '{' must be {SCHEME}hash".into())
+        } else {
+            Ok(())
+        };
+    };
+    let well_formed = |ok: bool| {
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "the {{{}}} value is malformed",
+                String::from_utf8_lossy(&scheme)
+            ))
+        }
+    };
     match scheme.as_slice() {
+        b"ARGON2" => argon2_within(value, bounds),
+        b"SSHA" => well_formed(digest_len(value).is_some_and(|n| n >= 20)),
+        b"SSHA256" => well_formed(digest_len(value).is_some_and(|n| n >= 32)),
+        b"SSHA512" => well_formed(digest_len(value).is_some_and(|n| n >= 64)),
+        b"SHA" => well_formed(digest_len(value) == Some(20)),
+        b"SHA256" => well_formed(digest_len(value) == Some(32)),
+        b"SHA512" => well_formed(digest_len(value) == Some(64)),
+        b"PBKDF2-SHA256" => Pbkdf2::parse(value)
+            .ok_or_else(|| "the {PBKDF2-SHA256} value is malformed: rounds$salt$hash".to_owned())?
+            .within(bounds),
+        b"CRYPT" => crate::crypt::within_bounds(value, bounds),
+        b"CLEARTEXT" => Ok(()),
+        _ => Err(format!(
+            "unknown password scheme {{{}}}; known: ARGON2, SSHA, SSHA256, SSHA512, SHA, \
+             SHA256, SHA512, PBKDF2-SHA256, CRYPT",
+            String::from_utf8_lossy(&scheme)
+        )),
+    }
+}
+
+/// The parameters of an `{ARGON2}` PHC string, held to `bounds`.
+fn argon2_within(value: &[u8], bounds: &HashBounds) -> Result<(), String> {
+    let malformed = || "the {ARGON2} value is not an Argon2 PHC string".to_owned();
+    let text = std::str::from_utf8(value).map_err(|_| malformed())?;
+    let hash = PasswordHash::new(text).map_err(|_| malformed())?;
+    argon2::Algorithm::try_from(hash.algorithm).map_err(|_| malformed())?;
+    let params = argon2::Params::try_from(&hash).map_err(|_| malformed())?;
+    let over = |what: &str, value: u32, most: u32, key: &str| {
+        Err(format!(
+            "the {{ARGON2}} hash asks for {what} {value}, more than the {most} \
+             allowed (security.{key})"
+        ))
+    };
+    if params.m_cost() > bounds.max_memory_kib {
+        return over(
+            "memory (KiB)",
+            params.m_cost(),
+            bounds.max_memory_kib,
+            "password_max_memory_kib",
+        );
+    }
+    if params.t_cost() > bounds.max_iterations {
+        return over(
+            "passes",
+            params.t_cost(),
+            bounds.max_iterations,
+            "password_max_iterations",
+        );
+    }
+    if params.p_cost() > bounds.max_lanes {
+        return over(
+            "lanes",
+            params.p_cost(),
+            bounds.max_lanes,
+            "password_max_lanes",
+        );
+    }
+    Ok(())
+}
+
+/// Checks `password` against one stored value, never computing a hash
+/// whose cost is over `bounds`.
+pub fn verify(
+    stored: &[u8],
+    password: &[u8],
+    allow_cleartext: bool,
+    bounds: &HashBounds,
+) -> Verdict {
+    let Some((scheme, value)) = split_scheme(stored) else {
+        let plain =
+            stored.first() != Some(&b'{') && allow_cleartext && bool::from(stored.ct_eq(password));
+        return if plain {
+            Verdict::Matched
+        } else {
+            Verdict::Mismatched
+        };
+    };
+    if let Err(why) = check_stored(stored, bounds) {
+        return Verdict::OverBounds(why);
+    }
+    let matched = match scheme.as_slice() {
+        // The algorithm, version and cost are the hash's own, checked above.
         b"ARGON2" => std::str::from_utf8(value)
             .ok()
             .and_then(|v| PasswordHash::new(v).ok())
@@ -83,15 +253,20 @@ pub fn verify(stored: &[u8], password: &[u8], allow_cleartext: bool) -> bool {
         b"SSHA" => salted::<Sha1>(value, password, 20),
         b"SSHA256" => salted::<Sha256>(value, password, 32),
         b"SSHA512" => salted::<Sha512>(value, password, 64),
-        b"SHA" => salted::<Sha1>(value, password, 20) && digest_len(value) == Some(20),
-        b"SHA256" => salted::<Sha256>(value, password, 32) && digest_len(value) == Some(32),
-        b"SHA512" => salted::<Sha512>(value, password, 64) && digest_len(value) == Some(64),
-        b"PBKDF2-SHA256" => pbkdf2_sha256(value, password),
+        b"SHA" => salted::<Sha1>(value, password, 20),
+        b"SHA256" => salted::<Sha256>(value, password, 32),
+        b"SHA512" => salted::<Sha512>(value, password, 64),
+        b"PBKDF2-SHA256" => Pbkdf2::parse(value).is_some_and(|p| p.verify(password)),
         b"CRYPT" => {
             crate::crypt::crypt(password, value).is_some_and(|h| bool::from(h.ct_eq(value)))
         }
         b"CLEARTEXT" => allow_cleartext && bool::from(value.ct_eq(password)),
         _ => false,
+    };
+    if matched {
+        Verdict::Matched
+    } else {
+        Verdict::Mismatched
     }
 }
 
@@ -116,28 +291,47 @@ fn salted<D: Digest>(value: &[u8], password: &[u8], digest_len: usize) -> bool {
 }
 
 /// OpenLDAP pw-pbkdf2: `{PBKDF2-SHA256}<rounds>$<ab64 salt>$<ab64 hash>`.
-fn pbkdf2_sha256(value: &[u8], password: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(value);
-    let mut parts = text.split('$');
-    let (Some(rounds), Some(salt), Some(dk), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return false;
-    };
-    let (Ok(rounds), Some(salt), Some(dk)) = (
-        rounds.parse::<u32>(),
-        base64::decode(salt.as_bytes(), base64::ADAPTED),
-        base64::decode(dk.as_bytes(), base64::ADAPTED),
-    ) else {
-        return false;
-    };
-    // Bound the work an imported value can ask for.
-    if rounds == 0 || rounds > 10_000_000 || dk.is_empty() || dk.len() > 64 {
-        return false;
+struct Pbkdf2 {
+    rounds: u32,
+    salt: Vec<u8>,
+    derived: Vec<u8>,
+}
+
+impl Pbkdf2 {
+    fn parse(value: &[u8]) -> Option<Pbkdf2> {
+        let text = std::str::from_utf8(value).ok()?;
+        let mut parts = text.split('$');
+        let (Some(rounds), Some(salt), Some(dk), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return None;
+        };
+        let parsed = Pbkdf2 {
+            rounds: rounds.parse().ok()?,
+            salt: base64::decode(salt.as_bytes(), base64::ADAPTED)?,
+            derived: base64::decode(dk.as_bytes(), base64::ADAPTED)?,
+        };
+        // One SHA-256 block or two: a longer key multiplies the rounds.
+        (parsed.rounds > 0 && !parsed.derived.is_empty() && parsed.derived.len() <= 64)
+            .then_some(parsed)
     }
-    let mut out = vec![0u8; dk.len()];
-    pbkdf2::pbkdf2_hmac::<Sha256>(password, &salt, rounds, &mut out);
-    bool::from(out.ct_eq(&dk))
+
+    fn within(&self, bounds: &HashBounds) -> Result<(), String> {
+        if self.rounds > bounds.max_pbkdf2_rounds {
+            return Err(format!(
+                "the {{PBKDF2-SHA256}} hash asks for {} rounds, more than the {} allowed \
+                 (security.password_max_pbkdf2_rounds)",
+                self.rounds, bounds.max_pbkdf2_rounds
+            ));
+        }
+        Ok(())
+    }
+
+    fn verify(&self, password: &[u8]) -> bool {
+        let mut out = vec![0u8; self.derived.len()];
+        pbkdf2::pbkdf2_hmac::<Sha256>(password, &self.salt, self.rounds, &mut out);
+        bool::from(out.ct_eq(&self.derived))
+    }
 }
 
 /// Base64 (RFC 4648) and the "adapted" alphabet (`.` for `+`) of passlib
@@ -193,25 +387,78 @@ pub mod base64 {
 mod tests {
     use super::*;
 
+    /// Checks with the default bounds.
+    fn verifies(stored: &[u8], password: &[u8], allow_cleartext: bool) -> bool {
+        verify(stored, password, allow_cleartext, &HashBounds::default()).matched()
+    }
+
+    fn refusal(stored: &[u8]) -> String {
+        check_stored(stored, &HashBounds::default()).unwrap_err()
+    }
+
     #[test]
-    fn slappasswd_hashes_verify() {
+    fn hashes_asking_for_too_much_work_are_refused_and_never_computed() {
+        // The value of the robustness issue: 4 TB of memory per bind.
+        let huge =
+            b"{ARGON2}$argon2id$v=19$m=4000000000,t=1,p=1$c29tZXNhbHQ$aGFzaGhhc2hoYXNoaGFzaA";
+        assert!(
+            refusal(huge).contains("security.password_max_memory_kib"),
+            "{}",
+            refusal(huge)
+        );
+        assert!(matches!(
+            verify(huge, b"x", false, &HashBounds::default()),
+            Verdict::OverBounds(_)
+        ));
+        let slow = b"{ARGON2}$argon2id$v=19$m=64,t=1000,p=1$c29tZXNhbHQ$aGFzaGhhc2hoYXNoaGFzaA";
+        assert!(refusal(slow).contains("password_max_iterations"));
+        let wide = b"{ARGON2}$argon2id$v=19$m=1024,t=1,p=64$c29tZXNhbHQ$aGFzaGhhc2hoYXNoaGFzaA";
+        assert!(refusal(wide).contains("password_max_lanes"));
+        assert!(refusal(b"{PBKDF2-SHA256}999999999$c2FsdA$aGFzaA").contains("rounds"));
+        assert!(refusal(b"{CRYPT}$6$rounds=999999999$salt$x").contains("rounds"));
+        assert!(refusal(b"{CRYPT}$2b$20$abcdefghijklmnopqrstuu").contains("cost 20"));
+        assert!(refusal(b"{MADEUP}abc").contains("unknown password scheme"));
+        assert!(
+            refusal(b"{ARGON2}not a phc string").contains("malformed")
+                || refusal(b"{ARGON2}not a phc string").contains("not an Argon2")
+        );
+        assert!(refusal(b"{SSHA}!!!").contains("malformed"));
+        assert!(refusal(b"{unterminated").contains("{SCHEME}"));
+        // What Meridian itself writes, and clear text, pass.
+        let ours = hash(b"pw", HashCost::default()).unwrap();
+        assert_eq!(check_stored(&ours, &HashBounds::default()), Ok(()));
+        assert_eq!(check_stored(b"clear text", &HashBounds::default()), Ok(()));
+        // Lower bounds refuse what the defaults allow, at verify time too.
+        let tight = HashBounds {
+            max_memory_kib: 1024,
+            ..HashBounds::default()
+        };
+        assert!(matches!(
+            verify(&ours, b"pw", false, &tight),
+            Verdict::OverBounds(_)
+        ));
+        assert!(verify(&ours, b"pw", false, &HashBounds::default()).matched());
+    }
+
+    #[test]
+    fn slappasswd_hashes_verifies() {
         // Made with Debian's `slappasswd -s secret -h {SSHA}` / `{SHA}`.
-        assert!(verify(
+        assert!(verifies(
             b"{SSHA}32wc5rr3IqrP1z95MfkxoCQFo6LizYES",
             b"secret",
             false
         ));
-        assert!(!verify(
+        assert!(!verifies(
             b"{SSHA}32wc5rr3IqrP1z95MfkxoCQFo6LizYES",
             b"Secret",
             false
         ));
-        assert!(verify(
+        assert!(verifies(
             b"{SHA}5en6G6MezRroT3XKqkdPOmY/BfQ=",
             b"secret",
             false
         ));
-        assert!(!verify(
+        assert!(!verifies(
             b"{SHA}5en6G6MezRroT3XKqkdPOmY/BfQ=",
             b"secre",
             false
@@ -227,8 +474,8 @@ mod tests {
         let mut blob = h.finalize().to_vec();
         blob.extend_from_slice(salt);
         let stored = format!("{{SSHA256}}{}", base64::encode(&blob, base64::STANDARD));
-        assert!(verify(stored.as_bytes(), b"pw", false));
-        assert!(!verify(stored.as_bytes(), b"px", false));
+        assert!(verifies(stored.as_bytes(), b"pw", false));
+        assert!(!verifies(stored.as_bytes(), b"px", false));
 
         let mut dk = [0u8; 32];
         pbkdf2::pbkdf2_hmac::<Sha256>(b"pw", b"0123456789abcdef", 1000, &mut dk);
@@ -237,8 +484,8 @@ mod tests {
             base64::encode(b"0123456789abcdef", base64::ADAPTED).trim_end_matches('='),
             base64::encode(&dk, base64::ADAPTED).trim_end_matches('=')
         );
-        assert!(verify(stored.as_bytes(), b"pw", false));
-        assert!(!verify(stored.as_bytes(), b"pq", false));
+        assert!(verifies(stored.as_bytes(), b"pw", false));
+        assert!(!verifies(stored.as_bytes(), b"pq", false));
     }
 
     #[test]
@@ -246,25 +493,25 @@ mod tests {
         let stored = hash(b"hunter2", HashCost::default()).unwrap();
         assert!(stored.starts_with(b"{ARGON2}$argon2id$v=19$m=19456,t=2,p=1$"));
         assert!(is_hashed(&stored));
-        assert!(verify(&stored, b"hunter2", false));
-        assert!(!verify(&stored, b"hunter3", false));
-        assert!(!verify(b"plain", b"plain", false));
-        assert!(verify(b"plain", b"plain", true));
+        assert!(verifies(&stored, b"hunter2", false));
+        assert!(!verifies(&stored, b"hunter3", false));
+        assert!(!verifies(b"plain", b"plain", false));
+        assert!(verifies(b"plain", b"plain", true));
         assert!(!is_hashed(b"plain"));
-        assert!(!verify(b"{CRYPT}abcdefgh", b"x", true));
-        assert!(!verify(b"{UNKNOWN}x", b"x", true));
+        assert!(!verifies(b"{CRYPT}abcdefgh", b"x", true));
+        assert!(!verifies(b"{UNKNOWN}x", b"x", true));
     }
 
     #[test]
-    fn the_cost_of_new_hashes_is_configurable_and_old_ones_still_verify() {
+    fn the_cost_of_new_hashes_is_configurable_and_old_ones_still_verifies() {
         let cheap = HashCost {
             memory_kib: 64,
             iterations: 1,
         };
         let stored = hash(b"pw", cheap).unwrap();
         assert!(stored.starts_with(b"{ARGON2}$argon2id$v=19$m=64,t=1,p=1$"));
-        assert!(verify(&stored, b"pw", false));
-        assert!(!verify(&stored, b"px", false));
+        assert!(verifies(&stored, b"pw", false));
+        assert!(!verifies(&stored, b"px", false));
         let refused = HashCost {
             memory_kib: 1,
             iterations: 1,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::Args;
 use meridian_config::Config;
+use meridian_directory::password::{CryptMethods, HashBounds};
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
 use meridian_store::{Store, StoreOptions};
@@ -40,6 +41,8 @@ pub(crate) struct Setup {
     pub(crate) suffix: Dn,
     /// Every naming context, `directory.suffix` first.
     suffixes: Vec<Dn>,
+    /// `security.password_*`, checked.
+    password_bounds: HashBounds,
 }
 
 impl CommonArgs {
@@ -109,6 +112,7 @@ impl CommonArgs {
             .cloned()
             .ok_or_else(|| anyhow::anyhow!("no naming context {selected}"))?;
         Ok(Setup {
+            password_bounds: Setup::password_bounds_of(&config)?,
             config,
             schema: Arc::new(schema),
             suffix,
@@ -171,7 +175,30 @@ impl Setup {
                 max_secs: d.dynamic_max_ttl_secs,
             },
             password_hash: self.password_hash_cost(),
+            password_bounds: self.password_bounds,
         }
+    }
+
+    /// The bounds on stored password hashes (`security.password_*`).
+    fn password_bounds_of(config: &Config) -> anyhow::Result<HashBounds> {
+        let s = &config.security;
+        let crypt_methods =
+            CryptMethods::from_prefixes(s.password_crypt_methods.iter().map(String::as_str))
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "config key `security.password_crypt_methods`: {e}; known: {}",
+                        CryptMethods::known().collect::<Vec<_>>().join(" ")
+                    )
+                })?;
+        Ok(HashBounds {
+            max_memory_kib: s.password_max_memory_kib,
+            max_iterations: s.password_max_iterations,
+            max_lanes: s.password_max_lanes,
+            max_pbkdf2_rounds: s.password_max_pbkdf2_rounds,
+            max_crypt_sha_rounds: s.password_max_crypt_sha_rounds,
+            max_bcrypt_cost: s.password_max_bcrypt_cost,
+            crypt_methods,
+        })
     }
 
     /// The cost of new `{ARGON2}` hashes (`directory.password_hash_*`).

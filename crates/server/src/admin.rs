@@ -1,10 +1,9 @@
 //! The administrator's credentials.
 //!
 //! The password is never kept in clear: at start it is hashed with Argon2id
-//! (OpenLDAP's `{ARGON2}` scheme), and a bind verifies against the hash on
-//! the blocking pool. Hash checks are deliberately expensive (memory-hard),
-//! so at most one per CPU runs at a time: a flood of binds queues instead of
-//! exhausting memory.
+//! (OpenLDAP's `{ARGON2}` scheme), and a bind verifies against the hash in
+//! the server's password pool (`password_pool.rs`), which runs at most one
+//! hash per CPU with every other password check.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -14,7 +13,6 @@ use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordVerifier};
 use meridian_directory::password::{HashCost, argon2_phc};
 use meridian_model::dn::Dn;
-use tokio::sync::Semaphore;
 
 /// The environment variable that sets the administrator's password.
 pub const PASSWORD_ENV: &str = "MERIDIAN_ADMIN_PASSWORD";
@@ -68,7 +66,6 @@ pub struct AdminCredentials {
     dn: String,
     dn_key: String,
     hash: Arc<str>,
-    checks: Arc<Semaphore>,
 }
 
 impl AdminCredentials {
@@ -116,13 +113,11 @@ impl AdminCredentials {
                 },
             )
         };
-        let parallel = std::thread::available_parallelism().map_or(1, usize::from);
         Ok((
             AdminCredentials {
                 dn: admin_dn_text.to_owned(),
                 dn_key: admin_dn.normalized().to_owned(),
                 hash: hash.into(),
-                checks: Arc::new(Semaphore::new(parallel)),
             },
             source,
         ))
@@ -143,23 +138,12 @@ impl AdminCredentials {
         dn.normalized() == self.dn_key
     }
 
-    /// Verifies `password` off the async workers; false on any failure.
-    pub async fn verify(&self, password: Vec<u8>) -> bool {
-        let Ok(_permit) = self.checks.acquire().await else {
-            return false;
-        };
-        let hash = Arc::clone(&self.hash);
-        tokio::task::spawn_blocking(move || {
-            PasswordHash::new(&hash)
-                .map(|parsed| {
-                    Argon2::default()
-                        .verify_password(&password, &parsed)
-                        .is_ok()
-                })
-                .unwrap_or(false)
-        })
-        .await
-        .unwrap_or(false)
+    /// Verifies `password`; false on any failure. Slow by design (Argon2):
+    /// the server runs it in its password pool.
+    pub fn verify(&self, password: &[u8]) -> bool {
+        PasswordHash::new(&self.hash)
+            .map(|parsed| Argon2::default().verify_password(password, &parsed).is_ok())
+            .unwrap_or(false)
     }
 }
 
@@ -219,8 +203,8 @@ mod tests {
         let stored = std::fs::read_to_string(&path).unwrap();
         assert!(stored.starts_with("{ARGON2}$argon2id$"));
         assert!(!stored.contains(&password));
-        assert!(creds.verify(password.clone().into_bytes()).await);
-        assert!(!creds.verify(b"wrong".to_vec()).await);
+        assert!(creds.verify(password.as_bytes()));
+        assert!(!creds.verify(b"wrong"));
 
         let (again, source) = AdminCredentials::load(
             &dn(),
@@ -231,7 +215,7 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(source, PasswordSource::Stored(_)));
-        assert!(again.verify(password.into_bytes()).await);
+        assert!(again.verify(password.as_bytes()));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -247,7 +231,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(source, PasswordSource::Environment);
-        assert!(creds.verify(b"s3cret".to_vec()).await);
+        assert!(creds.verify(b"s3cret"));
         assert!(creds.is_admin_dn(&parse("CN=Admin, DC=Example, DC=com")));
         assert!(creds.is_admin_dn(&parse(
             "commonName=admin,0.9.2342.19200300.100.1.25=example,dc=com"

@@ -177,7 +177,10 @@ impl Reader<'_> {
                     started,
                 } => {
                     self.out.push(&mut self.batch);
-                    let verified = self.ctx.verify_password(stored, password).await;
+                    let verified = self
+                        .ctx
+                        .verify_password(dn.original(), stored, password)
+                        .await;
                     self.session.finish_user_bind(
                         self.ctx,
                         message_id,

@@ -10,6 +10,7 @@ mod bind_cache;
 mod connection;
 mod inflight;
 mod outbound;
+mod password_pool;
 mod root_dse;
 mod session;
 
@@ -19,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use meridian_config::Config;
-use meridian_directory::Directory;
+use meridian_directory::{Directory, password};
 use meridian_model::Schema;
 use meridian_proto::message::encode_notice_of_disconnection;
 use meridian_proto::{DecodeLimits, ResultCode};
@@ -41,8 +42,8 @@ pub(crate) struct ServerContext {
     pub(crate) access_log: bool,
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) max_outstanding: usize,
-    /// Password checks running at once (they are memory- and CPU-hard).
-    pub(crate) password_checks: Arc<Semaphore>,
+    /// Where every password check and hash runs (one job per CPU).
+    pub(crate) password_pool: password_pool::PasswordPool,
     /// Clear-text userPassword values are accepted at bind.
     pub(crate) allow_cleartext: bool,
     /// Binds verified recently (`directory.bind_cache_entries`).
@@ -53,30 +54,47 @@ pub(crate) struct ServerContext {
 }
 
 impl ServerContext {
-    /// Checks `password` against a user's stored userPassword values on
-    /// the blocking pool, at most one check per CPU at a time.
-    /// A pair verified recently is answered from the bind cache.
-    pub(crate) async fn verify_password(&self, stored: Vec<Vec<u8>>, password: Vec<u8>) -> bool {
+    /// Checks `password` against a user's stored userPassword values in
+    /// the password pool. A pair verified recently is answered from the
+    /// bind cache. A stored hash over `security.password_max_*` is not
+    /// computed: the bind fails and the log says why.
+    pub(crate) async fn verify_password(
+        &self,
+        dn: &str,
+        stored: Vec<Vec<u8>>,
+        password: Vec<u8>,
+    ) -> bool {
         if stored.iter().any(|v| self.bind_cache.holds(v, &password)) {
             return true;
         }
-        let Ok(_permit) = self.password_checks.acquire().await else {
+        let cleartext = self.allow_cleartext;
+        let bounds = self.directory.password_bounds();
+        let checked = self
+            .password_pool
+            .run(move || {
+                let mut refused = Vec::new();
+                for value in stored {
+                    match password::verify(&value, &password, cleartext, &bounds) {
+                        password::Verdict::Matched => return (Some((value, password)), refused),
+                        password::Verdict::OverBounds(why) => refused.push(why),
+                        password::Verdict::Mismatched => {}
+                    }
+                }
+                (None, refused)
+            })
+            .await;
+        let Some((matched, refused)) = checked else {
             return false;
         };
-        let cleartext = self.allow_cleartext;
-        let checked = tokio::task::spawn_blocking(move || {
-            let matched = stored
-                .into_iter()
-                .find(|value| meridian_directory::password::verify(value, &password, cleartext));
-            (matched, password)
-        })
-        .await;
-        match checked {
-            Ok((Some(value), password)) => {
+        for why in refused {
+            tracing::warn!(dn, reason = %why, "a stored password was not checked");
+        }
+        match matched {
+            Some((value, password)) => {
                 self.bind_cache.record(&value, &password);
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 
@@ -86,11 +104,19 @@ impl ServerContext {
         if self.bind_cache.holds(hash, &password) {
             return true;
         }
-        let verified = self.admin.verify(password.clone()).await;
-        if verified {
-            self.bind_cache.record(hash, &password);
+        let admin = self.admin.clone();
+        let checked = self
+            .password_pool
+            .run(move || admin.verify(&password).then_some(password))
+            .await
+            .flatten();
+        match checked {
+            Some(password) => {
+                self.bind_cache.record(hash, &password);
+                true
+            }
+            None => false,
         }
-        verified
     }
 }
 
@@ -152,9 +178,7 @@ impl Server {
                 .then(|| Duration::from_secs(s.idle_timeout_secs)),
             max_outstanding: s.max_outstanding_per_connection,
             shutdown_grace: Duration::from_secs(s.shutdown_grace_secs),
-            password_checks: Arc::new(Semaphore::new(
-                std::thread::available_parallelism().map_or(1, usize::from),
-            )),
+            password_pool: password_pool::PasswordPool::per_cpu(),
             allow_cleartext: config.directory.allow_cleartext_passwords,
             bind_cache: bind_cache::BindCache::new(config.directory.bind_cache_entries),
             queue_flush: Duration::from_millis(s.queue_length_flush_ms),

@@ -305,7 +305,7 @@ impl Session {
                 // outbound buffer, possibly out of order.
                 let mut spawned = self.spawned_write(&reply, out, op_dn(op));
                 spawned.read_back = read_back;
-                self.queue_pending(spawned, Pending::Ready(command))
+                self.queue_pending(reply.ctx, spawned, Pending::Ready(command))
             }
         }
     }
@@ -333,10 +333,15 @@ impl Session {
 
     /// Hands a write to the connection's write sequencer, which applies a
     /// connection's writes in the order they were read.
-    fn queue_pending(&mut self, spawned: SpawnedWrite, pending: Pending) -> Action {
+    fn queue_pending(
+        &mut self,
+        ctx: &ServerContext,
+        spawned: SpawnedWrite,
+        pending: Pending,
+    ) -> Action {
         let queue = self.writes.get_or_insert_with(|| {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            tokio::spawn(sequence_writes(rx));
+            tokio::spawn(sequence_writes(rx, ctx.password_pool.clone()));
             tx
         });
         if let Err(failed) = queue.send((spawned, pending)) {
@@ -456,14 +461,28 @@ impl Session {
     ) {
         let reply = self.bind_reply(ctx, message_id, batch, started);
         let dn = ctx.admin.dn().as_bytes();
-        if verified {
-            if let Ok(dn) = Dn::parse(ctx.admin.dn().as_bytes(), &ctx.schema) {
-                self.identity = ctx.directory.identity_for(dn);
+        // A bind answers success only with the identity it proved: if the
+        // configured DN cannot be parsed (a schema file changed under
+        // it), the session would stay anonymous while the client believes
+        // it is the administrator.
+        let proved = verified
+            .then(|| Dn::parse(ctx.admin.dn().as_bytes(), &ctx.schema).ok())
+            .flatten();
+        let _ = match proved {
+            Some(admin) => {
+                self.identity = ctx.directory.identity_for(admin);
+                reply.result(dn, ResultCode::SUCCESS, b"")
             }
-            reply.result(dn, ResultCode::SUCCESS, b"");
-        } else {
-            reply.result(dn, ResultCode::INVALID_CREDENTIALS, b"");
-        }
+            None if verified => {
+                tracing::error!(dn = ctx.admin.dn(), "the administrator DN no longer parses");
+                reply.result(
+                    dn,
+                    ResultCode::OTHER,
+                    b"the configured administrator DN does not parse with the current schema",
+                )
+            }
+            None => reply.result(dn, ResultCode::INVALID_CREDENTIALS, b""),
+        };
     }
 
     /// Completes a bind handed out as [`Action::VerifyUser`].
@@ -527,6 +546,7 @@ impl Session {
         let allow_cleartext = ctx.allow_cleartext;
         let directory = Arc::clone(&ctx.directory);
         self.queue_pending(
+            ctx,
             spawned,
             Pending::AfterEarlier(Box::new(move || {
                 change.into_command(&directory, allow_cleartext)
@@ -565,7 +585,7 @@ impl Session {
         encode_refresh_response(&mut value, granted);
         let mut spawned = self.spawned_write(&reply, out, request.dn);
         spawned.success_value = Some(value);
-        self.queue_pending(spawned, Pending::Ready(command))
+        self.queue_pending(reply.ctx, spawned, Pending::Ready(command))
     }
 
     /// Cancel (RFC 3909): stops a streamed search, which answers
@@ -1174,7 +1194,10 @@ enum Pending {
 
 type MakeCommand = Box<dyn FnOnce() -> Result<meridian_store::Command, Outcome> + Send>;
 
-async fn sequence_writes(mut queue: tokio::sync::mpsc::UnboundedReceiver<(SpawnedWrite, Pending)>) {
+async fn sequence_writes(
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<(SpawnedWrite, Pending)>,
+    password_pool: crate::password_pool::PasswordPool,
+) {
     // The tasks waiting for submitted writes to commit. Finished ones
     // are dropped whenever the list has doubled since the last sweep: a
     // sweep per write made each write pay for every other in flight.
@@ -1205,16 +1228,16 @@ async fn sequence_writes(mut queue: tokio::sync::mpsc::UnboundedReceiver<(Spawne
         };
         let command = match make {
             Ok(command) => command,
-            Err(make) => match tokio::task::spawn_blocking(make).await {
-                Ok(Ok(command)) => command,
-                Ok(Err(outcome)) => {
+            Err(make) => match password_pool.run(make).await {
+                Some(Ok(command)) => command,
+                Some(Err(outcome)) => {
                     write.respond(outcome);
                     continue;
                 }
-                Err(e) => {
+                None => {
                     write.respond(Outcome::new(
                         ResultCode::OTHER,
-                        format!("the write's hashing failed: {e}"),
+                        "the write's password hashing failed",
                     ));
                     continue;
                 }

@@ -1,0 +1,138 @@
+//! The hostile-client suite (issue "Robustness"): each attack a client
+//! with no privilege (or only its own password) could make, against the
+//! real server on 127.0.0.1. Each case asserts that the attack gets its
+//! documented answer, that a well-formed request on another connection is
+//! answered promptly meanwhile, and that the server's memory stays within
+//! a set bound. Every loop is bounded in time.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::*;
+
+const BASE: &str = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n";
+
+/// A root DSE read on a new connection answers within `within`.
+fn answers_promptly(server: &Server, within: Duration) {
+    let started = Instant::now();
+    let (rc, out) = tool(
+        server,
+        "ldapsearch",
+        &[],
+        &["-s", "base", "-b", "", "vendorName"],
+        None,
+    );
+    let took = started.elapsed();
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("vendorName: Meridian"), "{out}");
+    assert!(took < within, "a root DSE read took {took:?}");
+}
+
+/// The argon2 value of the issue: 4 TB of memory for every bind to it.
+const ARGON2_4TB: &str =
+    "{ARGON2}$argon2id$v=19$m=4000000000,t=1,p=1$c29tZXNhbHQ$aGFzaGhhc2hoYXNoaGFzaA";
+
+#[test]
+fn a_user_cannot_store_a_password_hash_that_would_exhaust_the_server() {
+    let server = Server::start("");
+    let ldif = format!(
+        "{BASE}dn: uid=mallory,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\n\
+         uid: mallory\nuserPassword: mallory-pw\n"
+    );
+    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(&ldif));
+    assert_eq!(rc, 0, "{out}");
+    let me = "uid=mallory,dc=example,dc=com";
+    let as_mallory = ["-D", me, "-w", "mallory-pw"];
+    for (value, names) in [
+        (ARGON2_4TB, "password_max_memory_kib"),
+        (
+            "{ARGON2}$argon2id$v=19$m=64,t=100000,p=1$c29tZXNhbHQ$aGFzaGhhc2hoYXNoaGFzaA",
+            "password_max_iterations",
+        ),
+        ("{PBKDF2-SHA256}2000000000$c2FsdA$aGFzaA", "rounds"),
+        ("{CRYPT}$6$rounds=999999999$salt$hash", "rounds"),
+        ("{CRYPT}$2b$31$abcdefghijklmnopqrstuu", "cost 31"),
+        ("{CRYPT}$7$C6..../....SodiumChloride$x", "no method"),
+        ("{NOSUCHSCHEME}abc", "unknown password scheme"),
+    ] {
+        let change =
+            format!("dn: {me}\nchangetype: modify\nreplace: userPassword\nuserPassword: {value}\n");
+        let (rc, out) = tool(&server, "ldapmodify", &as_mallory, &[], Some(&change));
+        assert_eq!(
+            rc, 19,
+            "{value} must be refused (constraintViolation): {out}"
+        );
+        assert!(
+            out.contains(names),
+            "{value}: the message should name {names:?}: {out}"
+        );
+        // An add of an entry carrying it is refused alike.
+        let add = format!(
+            "dn: uid=m2,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\n\
+             uid: m2\nuserPassword: {value}\n"
+        );
+        let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(&add));
+        assert_eq!(rc, 19, "{value} in an add: {out}");
+    }
+    // The password still works: nothing was written.
+    let (rc, out) = whoami(&server, me, "mallory-pw");
+    assert_eq!(rc, 0, "{out}");
+    answers_promptly(&server, Duration::from_secs(2));
+}
+
+#[test]
+fn a_stored_hash_over_the_bounds_is_never_computed_at_bind() {
+    // Imported data (or data written before the bounds were lowered)
+    // holds the 4 TB hash and one bounded by a tighter config.
+    let data = temp_dir("overbound");
+    let ldif = data.join("in.ldif");
+    let cheap = meridian_directory::password::hash(
+        b"cheap-pw",
+        meridian_directory::password::HashCost {
+            memory_kib: 4096,
+            iterations: 1,
+        },
+    )
+    .unwrap();
+    std::fs::write(
+        &ldif,
+        format!(
+            "{BASE}dn: uid=huge,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\n\
+             uid: huge\nuserPassword: {ARGON2_4TB}\n\n\
+             dn: uid=cheap,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\n\
+             uid: cheap\nuserPassword: {}\n",
+            String::from_utf8(cheap).unwrap()
+        ),
+    )
+    .unwrap();
+    import(&ldif, &data);
+    std::fs::remove_file(&ldif).unwrap();
+    let server = Server::start_with(
+        "[directory]\npassword_hash_memory_kib = 1024\npassword_hash_iterations = 1\n\
+         [security]\npassword_max_memory_kib = 2048\n",
+        Some(ADMIN_PASSWORD),
+        Some(data),
+    );
+    let rss_before = server.rss_kib();
+    let started = Instant::now();
+    for _ in 0..4 {
+        let (rc, out) = whoami(&server, "uid=huge,dc=example,dc=com", "anything");
+        assert_eq!(rc, 49, "{out}");
+    }
+    // 4 MiB of Argon2 is over this server's 2 MiB bound: refused too,
+    // even with the right password.
+    let (rc, out) = whoami(&server, "uid=cheap,dc=example,dc=com", "cheap-pw");
+    assert_eq!(rc, 49, "{out}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let grew = server.rss_kib().saturating_sub(rss_before);
+    assert!(grew < 64 * 1024, "RSS grew by {grew} KiB");
+    answers_promptly(&server, Duration::from_secs(2));
+}
