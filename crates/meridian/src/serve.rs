@@ -47,6 +47,8 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let schema = &setup.schema;
     init_logging(&config.log.level)?;
 
+    // Before anything is written to the data directory: one writer.
+    let _data_dir_lock = setup.lock_data_dir()?;
     let admin_dn = setup.admin_dn()?;
     let access = if config.access.is_empty() {
         None

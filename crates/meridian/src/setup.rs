@@ -10,7 +10,7 @@ use meridian_config::Config;
 use meridian_directory::password::{CryptMethods, HashBounds};
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
-use meridian_store::{Store, StoreOptions};
+use meridian_store::{Store, StoreOptions, WriterLock};
 
 /// Flags shared by every subcommand that opens the directory. Each overrides the
 /// config key it names, so a throwaway setup needs no file at all.
@@ -254,9 +254,34 @@ impl Setup {
         Ok(())
     }
 
+    /// Takes the data directory's writer lock (creating the directory),
+    /// which every subcommand that writes holds until it exits: `serve`,
+    /// `import` (offline), `reindex`, `repair`. Each store takes its own
+    /// lock too when opened for writing; this one also covers what lives
+    /// beside the stores (`admin.secret`, naming contexts not yet made).
+    pub(crate) fn lock_data_dir(&self) -> anyhow::Result<WriterLock> {
+        let dir = &self.config.directory.data_dir;
+        create_private_dir(dir)?;
+        Ok(WriterLock::acquire(dir, "the data directory")?)
+    }
+
     /// Opens the store.
     pub(crate) fn open_store(&self) -> anyhow::Result<Store> {
         Store::open(self.store_options(), Arc::clone(&self.schema))
             .with_context(|| format!("opening the store in {}", self.store_path().display()))
     }
+}
+
+/// Creates `dir` (and its parents) if missing; a directory created here
+/// is 0700, since it will hold entries and password hashes.
+pub(crate) fn create_private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))
 }

@@ -31,7 +31,8 @@ pub(crate) struct RepairArgs {
 /// or if the database holds an incomplete load.
 pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
     let setup = args.common.load(|_| {})?;
-    let store = setup.open_store()?;
+    // Read-only: runs beside a server, and takes no writer lock.
+    let store = setup.open_store_read_only()?;
     let snapshot = store.snapshot()?;
     let entries = snapshot.len()?;
     let mut problems = snapshot.check()?;
@@ -57,6 +58,7 @@ pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
 /// Rebuilds every index from the entries and the configured indexes.
 pub(crate) fn reindex(args: ReindexArgs) -> anyhow::Result<()> {
     let setup = args.common.load(|_| {})?;
+    let _lock = setup.lock_data_dir()?;
     let store = setup.open_store()?;
     match store.execute_blocking(Command::RebuildIndexes)? {
         Outcome::Reindexed(n) => println!("indexes rebuilt over {n} entries"),
@@ -72,6 +74,7 @@ pub(crate) fn reindex(args: ReindexArgs) -> anyhow::Result<()> {
 /// entries with their parents; the rebuild is belt and braces.)
 pub(crate) fn repair(args: RepairArgs) -> anyhow::Result<()> {
     let setup = args.common.load(|_| {})?;
+    let _lock = setup.lock_data_dir()?;
     let store = setup.open_store()?;
     let Some(what) = store.snapshot()?.incomplete_load()? else {
         println!("nothing to repair: the database holds no incomplete load");

@@ -136,3 +136,74 @@ fn a_stored_hash_over_the_bounds_is_never_computed_at_bind() {
     assert!(grew < 64 * 1024, "RSS grew by {grew} KiB");
     answers_promptly(&server, Duration::from_secs(2));
 }
+
+/// Runs `meridian ARGS --data-dir DIR` to its end: (success, stderr).
+fn meridian_at(data: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(data)
+        .env("MERIDIAN_ADMIN_PASSWORD", ADMIN_PASSWORD)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!("{}{}", text(&out.stdout), text(&out.stderr)),
+    )
+}
+
+#[test]
+fn one_writer_per_data_directory_in_every_durability() {
+    for durability in ["durable", "journal", "relaxed"] {
+        let data = temp_dir("twowriters");
+        let config = format!("[storage]\ndurability = \"{durability}\"\n");
+        let server = Server::start_with(&config, Some(ADMIN_PASSWORD), Some(data.clone()));
+        let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(BASE));
+        assert_eq!(rc, 0, "{out}");
+        let pid = server.pid().to_string();
+        let ldif = data.join("more.ldif");
+        std::fs::write(
+            &ldif,
+            "dn: ou=late,dc=example,dc=com\nobjectClass: organizationalUnit\nou: late\n",
+        )
+        .unwrap();
+        let ldif = ldif.to_str().unwrap();
+        for args in [
+            &["serve", "--listen", "127.0.0.1:0"][..],
+            &["import", "--append", "-i", ldif],
+            &["import", "--replace", "-i", ldif],
+            &["reindex"],
+            &["repair"],
+        ] {
+            let (ok, out) = meridian_at(&data, args);
+            assert!(!ok, "{durability}: {args:?} ran beside the server: {out}");
+            assert!(
+                out.contains("open for writing by process") && out.contains(&pid),
+                "{durability}: {args:?} should name the holder {pid}: {out}"
+            );
+        }
+        // Read-only tools work beside it.
+        let (ok, out) = meridian_at(&data, &["export"]);
+        assert!(ok, "{durability}: export: {out}");
+        assert!(out.contains("dn: dc=example,dc=com"), "{out}");
+        let (ok, out) = meridian_at(&data, &["check"]);
+        assert!(ok, "{durability}: check: {out}");
+        // The server is untouched and still writes.
+        let (rc, out) = admin_tool(
+            &server,
+            "ldapadd",
+            &[],
+            Some("dn: ou=after,dc=example,dc=com\nobjectClass: organizationalUnit\nou: after\n"),
+        );
+        assert_eq!(rc, 0, "{durability}: {out}");
+        // Once it is gone, the lock is free (also after SIGKILL).
+        let mut server = server;
+        server.child.kill().unwrap();
+        server.child.wait().unwrap();
+        let (ok, out) = meridian_at(&data, &["import", "--append", "-i", ldif]);
+        assert!(ok, "{durability}: after the server died: {out}");
+        let (ok, out) = meridian_at(&data, &["check"]);
+        assert!(ok, "{durability}: {out}");
+    }
+}

@@ -38,6 +38,33 @@ pub enum StoreError {
     /// A failure of the storage engine itself.
     #[error("storage engine: {0}")]
     Engine(String),
+    /// A file operation failed; `errno` is the OS error number when
+    /// there is one, so callers tell a full disk (ENOSPC) from a failing
+    /// one (EIO) by number, never by the text.
+    #[error("cannot {op} {path}: {message}")]
+    Io {
+        /// What was being done (`open`, `write`, `sync`).
+        op: &'static str,
+        /// The file.
+        path: String,
+        /// The OS error number.
+        errno: Option<i32>,
+        /// The OS's words.
+        message: String,
+    },
+    /// Another process holds the writer lock (`lock.rs`).
+    #[error(
+        "{what} {path} is open for writing by {}; stop it first (read-only tools such as `meridian export` and `meridian check` may run beside it)",
+        holder.map_or_else(|| "another process".to_owned(), |pid| format!("process {pid}"))
+    )]
+    Locked {
+        /// The directory whose lock is held.
+        path: String,
+        /// What it is ("the data directory", "the database").
+        what: String,
+        /// The holder's PID, as it wrote it in the lock file.
+        holder: Option<u32>,
+    },
 }
 
 impl StoreError {
@@ -61,7 +88,9 @@ impl StoreError {
             StoreError::WritesRefused(_) | StoreError::Closed | StoreError::MapFull => {
                 ResultCode::UNWILLING_TO_PERFORM
             }
-            StoreError::Engine(_) => ResultCode::OTHER,
+            StoreError::Engine(_) | StoreError::Io { .. } | StoreError::Locked { .. } => {
+                ResultCode::OTHER
+            }
         }
     }
 
@@ -71,7 +100,10 @@ impl StoreError {
     pub(crate) fn is_engine_failure(&self) -> bool {
         matches!(
             self,
-            StoreError::MapFull | StoreError::Engine(_) | StoreError::WritesRefused(_)
+            StoreError::MapFull
+                | StoreError::Engine(_)
+                | StoreError::Io { .. }
+                | StoreError::WritesRefused(_)
         )
     }
 }

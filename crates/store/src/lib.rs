@@ -18,6 +18,7 @@ mod error;
 pub mod index;
 mod journal;
 pub mod keys;
+mod lock;
 mod map_file;
 mod names;
 mod online_build;
@@ -41,6 +42,7 @@ use tokio::sync::{mpsc, oneshot};
 pub use command::{Command, Operational, OperationalAttribute, Outcome};
 pub use error::StoreError;
 pub use keys::EntryId;
+pub use lock::WriterLock;
 pub use read::{RawItem, SearchReport, Snapshot};
 
 /// The databases of one environment.
@@ -99,9 +101,8 @@ pub(crate) struct Inner {
     /// With a writable map: the data file, allocated before the map may
     /// grow into it.
     pub(crate) map_file: Option<map_file::MapFile>,
-    /// Held while a store with a journal is open for writing
-    /// (`journal::lock`).
-    _journal_lock: Option<std::fs::File>,
+    /// Held while the store is open for writing (`lock.rs`).
+    _writer_lock: Option<lock::WriterLock>,
 }
 
 /// Options of [`Store::open`].
@@ -260,14 +261,14 @@ impl Store {
             .map_err(|e| StoreError::Engine(format!("cannot create {}: {e}", path.display())))?;
         let writes_files = !read_only && st.backend == Backend::Mdb;
         let journaling = writes_files && st.durability == Durability::Journal;
-        // A reader beside a running server must not touch its journal;
-        // a writer must be the only one that does.
-        let journal_lock = if writes_files && (journaling || journal::dir_of(&path).is_dir()) {
-            Some(journal::lock(&path)?)
+        // One writer per database, in every durability (`lock.rs`); a
+        // reader beside a running server must not touch its journal.
+        let writer_lock = if writes_files {
+            Some(lock::WriterLock::acquire(&path, "the database")?)
         } else {
             None
         };
-        let previous = if journal_lock.is_some() {
+        let previous = if writes_files {
             journal::prepare(&path)?
         } else {
             journal::Previous::NoJournal
@@ -346,7 +347,7 @@ impl Store {
             names: RwLock::new(Arc::new(name_table)),
             memory_dir: memory,
             map_file,
-            _journal_lock: journal_lock,
+            _writer_lock: writer_lock,
         });
         let journal = if read_only {
             settle_index_record(&inner, false)?;

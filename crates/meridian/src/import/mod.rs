@@ -119,6 +119,7 @@ pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
         // The load is synced once at the end (see the module doc).
         config.storage.durability = Durability::Relaxed;
     })?;
+    let _data_dir_lock = setup.lock_data_dir()?;
     let store = prepare_database(&setup, args.append, args.replace)?;
     let names: Vec<String> = args
         .inputs

@@ -140,35 +140,6 @@ fn log_name(seq: u64) -> String {
     format!("{LOG_PREFIX}{seq:020}")
 }
 
-/// Takes the journal's writer lock (`flock`, exclusive, not waiting):
-/// one process at a time may open a journaled database for writing.
-/// LMDB lets several processes write one environment, but the journal
-/// has one appender: a second would truncate the first one's segment.
-/// Held as long as the returned file is open; the kernel drops it when
-/// the process dies.
-pub(crate) fn lock(env_path: &Path) -> Result<File, StoreError> {
-    use std::os::fd::AsRawFd;
-    let path = env_path.join("journal.lock");
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| io_error("open", &path, &e))?;
-    // SAFETY: flock on a descriptor we own and keep open; no memory is
-    // passed.
-    #[allow(unsafe_code)]
-    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-    if !locked {
-        return Err(StoreError::Engine(format!(
-            "{} is open for writing in journal mode by another process (a running server?): \
-             stop it first, or read with `meridian export`",
-            env_path.display()
-        )));
-    }
-    Ok(file)
-}
-
 /// Before LMDB opens `env_path`: tells how the last run ended and, after
 /// a machine crash, puts the newest base in place of `data.mdb`.
 pub(crate) fn prepare(env_path: &Path) -> Result<Previous, StoreError> {
