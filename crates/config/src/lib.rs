@@ -234,6 +234,10 @@ pub struct DirectoryConfig {
     pub size_limit: usize,
     /// Longest a search by anyone but the administrator runs, in seconds.
     pub time_limit_secs: u64,
+    /// Most entries one search by anyone but the administrator examines,
+    /// matching or not (then adminLimitExceeded), as 389 DS's
+    /// `nsslapd-lookthroughlimit`; 0: no limit.
+    pub lookthrough_limit: u64,
     /// Most changes one modify request may make (then
     /// adminLimitExceeded). Applying a modify looks each change's
     /// attribute up among the entry's, so a request of a hundred thousand
@@ -352,6 +356,9 @@ impl Default for DirectoryConfig {
             // slapd's defaults.
             size_limit: 500,
             time_limit_secs: 3600,
+            // Twice the entries of the largest seed data set: an unindexed
+            // search of a million entries is allowed, a runaway is not.
+            lookthrough_limit: 2_000_000,
             max_modify_changes: 1000,
             proxy_authorizers: Vec::new(),
             // OpenLDAP's dds defaults: a day by default, a year at most.

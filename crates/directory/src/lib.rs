@@ -231,6 +231,13 @@ pub struct Limits {
     pub size_limit: usize,
     /// Longest a search runs.
     pub time_limit: Duration,
+    /// Most entries one search examines, matching or not
+    /// (`directory.lookthrough_limit`; `u64::MAX`: no limit).
+    pub lookthrough_limit: u64,
+    /// The longest one search step examines entries before it hands back
+    /// so the server can serve others (10 ms by default; not a
+    /// config key: tests set zero to cut a search into many steps).
+    pub search_step_time: Duration,
     /// Most changes one modify makes (`directory.max_modify_changes`).
     pub max_modify_changes: usize,
     /// Dynamic entries' TTL bounds.
@@ -247,6 +254,8 @@ impl Default for Limits {
         Limits {
             size_limit: 500,
             time_limit: Duration::from_secs(3600),
+            lookthrough_limit: 2_000_000,
+            search_step_time: search::STEP_TIME,
             max_modify_changes: 1000,
             dynamic: dynamic::DynamicTtl::default(),
             password_hash: password::HashCost::default(),

@@ -24,6 +24,8 @@ pub struct SearchCursor {
     context: Option<usize>,
     after: Option<meridian_store::EntryId>,
     sent: usize,
+    /// Entries examined by earlier steps, matching or not.
+    examined: u64,
     started: Instant,
 }
 
@@ -34,6 +36,7 @@ impl SearchCursor {
             context: None,
             after: None,
             sent: 0,
+            examined: 0,
             started: Instant::now(),
         }
     }
@@ -145,6 +148,16 @@ pub struct SearchControls<'a> {
 /// Entries read per scope and round when a search that follows aliases
 /// merges several scopes in entry-ID order.
 const MERGE_CHUNK: usize = 1024;
+
+/// The longest one step examines entries before it hands back
+/// ([`Step::More`]) so its caller can yield: a search that matches
+/// nothing, or whose filter is costly, runs as a series of short steps
+/// (each with its own snapshot) instead of holding a worker thread, a
+/// read transaction and the map's resize lock for its whole length.
+pub(crate) const STEP_TIME: Duration = Duration::from_millis(10);
+
+/// How many entries are examined between looks at the clock.
+const CLOCK_EVERY: u64 = 64;
 
 impl Directory {
     /// Search below the root DSE, one step at a time: entries are
@@ -293,6 +306,20 @@ impl Directory {
         };
         let mut sent = cursor.sent;
         let mut stopped: Option<Outcome> = None;
+        // The work of the search, matching or not: entries examined
+        // against `directory.lookthrough_limit`, the time limit, and this
+        // step's share of time ([`STEP_TIME`]).
+        let lookthrough = if admin {
+            u64::MAX
+        } else {
+            self.limits.lookthrough_limit
+        };
+        let step_started = Instant::now();
+        let mut examined = cursor.examined;
+        let mut examined_here = 0u64;
+        let mut work_stop: Option<Outcome> = None;
+        let mut step_over = false;
+        let mut last_examined: Option<EntryId> = None;
         while let Some(store) = contexts.get(position) {
             let snapshot = store.snapshot().map_err(Outcome::from)?;
             let roots = match req.deref {
@@ -383,11 +410,62 @@ impl Directory {
                 last_sent = Some(id);
                 true
             };
+            let mut examine = |id: EntryId| -> bool {
+                if examined >= lookthrough {
+                    work_stop = Some(Outcome::new(
+                        ResultCode::ADMIN_LIMIT_EXCEEDED,
+                        format!(
+                            "the search examined {examined} entries, the most one may \
+                             (directory.lookthrough_limit); narrow it or index what it filters on"
+                        ),
+                    ));
+                    return false;
+                }
+                examined_here += 1;
+                if examined_here % CLOCK_EVERY == 0 {
+                    if started.elapsed() > time_limit {
+                        work_stop = Some(Outcome::new(
+                            ResultCode::TIME_LIMIT_EXCEEDED,
+                            "time limit reached",
+                        ));
+                        return false;
+                    }
+                    if step_started.elapsed() >= self.limits.search_step_time {
+                        step_over = true;
+                        return false;
+                    }
+                }
+                examined += 1;
+                last_examined = Some(id);
+                true
+            };
             match &roots {
                 None => {
-                    snapshot.search_after(&base, req.scope, &filter, Some(after), &mut emit)?;
+                    snapshot.search_examining(
+                        &base,
+                        req.scope,
+                        &filter,
+                        Some(after),
+                        &mut examine,
+                        &mut emit,
+                    )?;
                 }
+                // Merging scopes reads ahead of what it emits, so it
+                // cannot stop between two candidates and resume there:
+                // it runs as one step, bounded by the limits on matches.
                 Some(roots) => self.search_merged(&snapshot, roots, &filter, after, &mut emit)?,
+            }
+            if let Some(outcome) = work_stop.take() {
+                stopped.get_or_insert(outcome);
+            }
+            if step_over && !out_of_budget && !more && stopped.is_none() {
+                // Every candidate up to the last one examined was sent or
+                // passed over: the next step resumes after it.
+                cursor.context = Some(position);
+                cursor.after = last_examined.or(Some(after));
+                cursor.sent = sent;
+                cursor.examined = examined;
+                return Ok(Step::More);
             }
             if out_of_budget || more || stopped.is_some() {
                 break;
@@ -396,10 +474,12 @@ impl Directory {
             position += 1;
             after = 0;
             last_sent = None;
+            last_examined = None;
         }
         // The last entry sent in the current context (by this call or
         // an earlier step), 0 if none yet.
         let last = last_sent.unwrap_or(after);
+        cursor.examined = examined;
         if out_of_budget {
             cursor.context = Some(position);
             cursor.after = Some(last);

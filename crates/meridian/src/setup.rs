@@ -168,6 +168,11 @@ impl Setup {
         meridian_directory::Limits {
             size_limit: d.size_limit,
             time_limit: std::time::Duration::from_secs(d.time_limit_secs),
+            lookthrough_limit: match d.lookthrough_limit {
+                0 => u64::MAX,
+                n => n,
+            },
+            search_step_time: meridian_directory::Limits::default().search_step_time,
             max_modify_changes: d.max_modify_changes,
             dynamic: meridian_directory::dynamic::DynamicTtl {
                 default_secs: d.dynamic_default_ttl_secs,

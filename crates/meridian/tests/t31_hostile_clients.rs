@@ -207,3 +207,108 @@ fn one_writer_per_data_directory_in_every_durability() {
         assert!(ok, "{durability}: {out}");
     }
 }
+
+/// A server holding `n` seed 002 posixAccounts (unindexed `gecos`), and
+/// one user who may bind (`uid=reader`, password `reader-pw`).
+fn server_with_accounts(n: u64, config: &str) -> Server {
+    let data = temp_dir("accounts");
+    let file = data.join("seed.ldif");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["gen", "--model", "seed002", "-n", &n.to_string(), "-o"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    import(&file, &data);
+    std::fs::remove_file(&file).unwrap();
+    let server = Server::start_with(config, Some(ADMIN_PASSWORD), Some(data));
+    let reader = "dn: uid=reader,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\n\
+                  uid: reader\nuserPassword: reader-pw\n";
+    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(reader));
+    assert_eq!(rc, 0, "{out}");
+    server
+}
+
+/// An OR of `items` substring assertions on gecos that match nothing.
+fn costly_filter(items: usize) -> String {
+    let mut filter = String::from("(|");
+    for i in 0..items {
+        filter.push_str(&format!("(gecos=*zq{i}x*)"));
+    }
+    filter.push(')');
+    filter
+}
+
+#[test]
+fn heavy_searches_neither_freeze_other_clients_nor_outlive_their_time_limit() {
+    let server = server_with_accounts(20_000, "");
+    let filter = costly_filter(2_000);
+    // Two costly searches that match nothing, each with a 4 s time limit.
+    let heavy: Vec<_> = (0..2)
+        .map(|_| {
+            let (url, filter) = (server.url(), filter.clone());
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let (rc, out) = tool_at(
+                    &url,
+                    "ldapsearch",
+                    &["-D", ADMIN_DN, "-w", ADMIN_PASSWORD],
+                    &["-l", "4", "-b", "dc=example,dc=com", &filter, "dn"],
+                    None,
+                );
+                (rc, out, started.elapsed())
+            })
+        })
+        .collect();
+    // Meanwhile every read on another connection is answered promptly.
+    std::thread::sleep(Duration::from_millis(300));
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut reads = 0;
+    while Instant::now() < until {
+        answers_promptly(&server, Duration::from_secs(1));
+        reads += 1;
+    }
+    assert!(reads >= 3, "{reads} reads in 3 s");
+    for search in heavy {
+        let (rc, out, took) = search.join().unwrap();
+        // timeLimitExceeded, though no entry ever matched: the limit
+        // covers the scan, not only the entries sent.
+        assert_eq!(rc, 3, "{out}");
+        assert!(took < Duration::from_secs(10), "stopped after {took:?}");
+    }
+    answers_promptly(&server, Duration::from_secs(1));
+}
+
+#[test]
+fn the_entries_a_search_examines_count_against_its_limits() {
+    let server = server_with_accounts(3_000, "[directory]\nlookthrough_limit = 1000\n");
+    let as_reader = ["-D", "uid=reader,dc=example,dc=com", "-w", "reader-pw"];
+    // Unindexed and matching nothing: examined, never returned.
+    let (rc, out) = tool(
+        &server,
+        "ldapsearch",
+        &as_reader,
+        &["-b", "dc=example,dc=com", "(gecos=nobody)", "dn"],
+        None,
+    );
+    assert_eq!(rc, 11, "adminLimitExceeded: {out}");
+    assert!(out.contains("the search examined 1000 entries"), "{out}");
+    // An indexed search examines only its candidates.
+    let (rc, out) = tool(
+        &server,
+        "ldapsearch",
+        &as_reader,
+        &["-b", "dc=example,dc=com", "(uid=user7)", "dn"],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("dn: uid=user7,"), "{out}");
+    // The administrator is not bound by it.
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &["-b", "dc=example,dc=com", "(gecos=nobody)", "dn"],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+}

@@ -991,7 +991,12 @@ impl StreamedSearch {
                 )
             });
             match step {
-                Some(Step::More) => self.outbound.push(&mut batch),
+                Some(Step::More) => {
+                    self.outbound.push(&mut batch);
+                    // A step ends after at most a few milliseconds of work;
+                    // let the worker serve other connections before the next.
+                    tokio::task::yield_now().await;
+                }
                 Some(Step::Done(outcome, cookie)) => {
                     encode_search_done(&mut batch.bytes, self.id, &outcome, cookie.as_deref());
                     batch.completed = 1;

@@ -329,6 +329,24 @@ impl<'s> Snapshot<'s> {
         scope: Scope,
         filter: &Filter<'_>,
         after: Option<EntryId>,
+        each: impl FnMut(EntryId, &Entry) -> bool,
+    ) -> Result<SearchReport, StoreError> {
+        self.search_examining(base, scope, filter, after, &mut |_| true, each)
+    }
+
+    /// [`Snapshot::search_after`] that asks `examine` before it looks at
+    /// each candidate, matching or not: false stops the search there,
+    /// that candidate unexamined. This is how a caller bounds the work of
+    /// a search that matches nothing (a time limit, a cap on entries
+    /// examined, a step that yields to other requests), which `each`
+    /// alone cannot, since it only hears of matches.
+    pub fn search_examining(
+        &self,
+        base: &Dn,
+        scope: Scope,
+        filter: &Filter<'_>,
+        after: Option<EntryId>,
+        examine: &mut dyn FnMut(EntryId) -> bool,
         mut each: impl FnMut(EntryId, &Entry) -> bool,
     ) -> Result<SearchReport, StoreError> {
         let schema = &self.inner.schema;
@@ -392,6 +410,9 @@ impl<'s> Snapshot<'s> {
         let names = self.resolver();
         let relevance = codec::Relevance::new(compiled.wanted_slots(), names.known().len());
         let mut visit = |id: EntryId, bytes: &[u8]| -> Result<bool, StoreError> {
+            if !examine(id) {
+                return Ok(false);
+            }
             report.candidates += 1;
             codec::prefetch(bytes);
             codec::prefetch_following(bytes);
