@@ -199,6 +199,16 @@ pub struct ServerConfig {
     pub idle_timeout_secs: u64,
     /// Largest accepted LDAPMessage in bytes.
     pub max_pdu_bytes: usize,
+    /// Largest accepted LDAPMessage before a successful bind (the bind
+    /// request itself included), as slapd's `sockbuf_max_incoming`.
+    pub max_pdu_bytes_anonymous: usize,
+    /// Connections served at once from one client IP address; 0: no
+    /// limit but `max_connections`.
+    pub max_connections_per_ip: usize,
+    /// Seconds a new connection has to send its first request; 0 never.
+    pub first_request_timeout_secs: u64,
+    /// Seconds a PDU may take from its first byte to its last; 0 never.
+    pub pdu_timeout_secs: u64,
     /// Deepest accepted nesting of BER values in a message (filters).
     pub max_ber_depth: usize,
     /// Milliseconds the server holds a Queue Length bundle's responses
@@ -334,6 +344,13 @@ impl Default for ServerConfig {
             // As 389 Directory Server's default idle time-out.
             idle_timeout_secs: 3600,
             max_pdu_bytes: meridian_proto::DecodeLimits::DEFAULT_MAX_PDU_BYTES,
+            // slapd's sockbuf_max_incoming: 256 KiB before a bind.
+            max_pdu_bytes_anonymous: 256 * 1024,
+            // A tenth of all connections: one host cannot take them all,
+            // and a load generator's hundreds of sessions still fit.
+            max_connections_per_ip: 1_000,
+            first_request_timeout_secs: 30,
+            pdu_timeout_secs: 30,
             max_ber_depth: meridian_proto::DecodeLimits::DEFAULT_MAX_DEPTH,
             // Short next to a network round trip, long next to the time a
             // bundle's responses take to become ready.
@@ -413,7 +430,7 @@ impl Config {
                 format!("{:?} is not an IP:PORT address ({e})", s.listen),
             );
         }
-        let ranges: [(&'static str, usize, usize, usize); 7] = [
+        let ranges: [(&'static str, usize, usize, usize); 8] = [
             ("server.max_connections", s.max_connections, 1, 1_000_000),
             (
                 "server.max_outstanding_per_connection",
@@ -424,6 +441,12 @@ impl Config {
             // A PDU must at least hold a tiny message; above 2 GiB the
             // BER length field itself is out of reach of common clients.
             ("server.max_pdu_bytes", s.max_pdu_bytes, 64, 1 << 31),
+            (
+                "server.max_pdu_bytes_anonymous",
+                s.max_pdu_bytes_anonymous,
+                64,
+                1 << 31,
+            ),
             ("server.max_ber_depth", s.max_ber_depth, 4, 1024),
             ("server.worker_threads", s.worker_threads, 0, 1024),
             (

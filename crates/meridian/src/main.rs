@@ -49,6 +49,23 @@ pub(crate) fn keep_freed_memory() {
     }
 }
 
+/// Turns transparent huge pages off for this process (the server's).
+/// mimalloc asks for them (`madvise` mode), and then the memory of many
+/// small per-connection allocations is counted, and kept, in 2 MiB
+/// pieces: 600 idle connections grew the resident set by 44 KiB each,
+/// against 4 KiB each without (measured, release build). The server's
+/// heap is small and its data lives in LMDB's file mapping, which never
+/// used huge pages.
+pub(crate) fn no_huge_pages() {
+    // SAFETY: prctl with PR_SET_THP_DISABLE takes plain integers and
+    // changes only this process's memory policy.
+    #[allow(unsafe_code)]
+    let refused = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) } != 0;
+    if refused {
+        tracing::debug!("PR_SET_THP_DISABLE refused; huge pages stay as the system sets them");
+    }
+}
+
 use clap::{Parser, Subcommand};
 
 /// Meridian: a high-throughput LDAPv3 directory server.

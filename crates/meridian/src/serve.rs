@@ -46,6 +46,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = &setup.config;
     let schema = &setup.schema;
     init_logging(&config.log.level)?;
+    crate::no_huge_pages();
 
     // Before anything is written to the data directory: one writer.
     let _data_dir_lock = setup.lock_data_dir()?;

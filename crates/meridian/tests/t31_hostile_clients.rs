@@ -312,3 +312,174 @@ fn the_entries_a_search_examines_count_against_its_limits() {
     );
     assert_eq!(rc, 0, "{out}");
 }
+
+/// Reads until the server closes; the result code of a Notice of
+/// Disconnection if one came, and how long it took.
+fn until_closed(client: &mut Client) -> (Option<meridian_proto::ResultCode>, Duration, String) {
+    let started = Instant::now();
+    let mut notice = None;
+    let mut message = String::new();
+    while let Some(pdu) = client.read_pdu() {
+        let msg =
+            meridian_proto::LdapMessage::decode(&pdu, &meridian_proto::DecodeLimits::default())
+                .unwrap();
+        if let meridian_proto::ProtocolOp::ExtendedResponse(r) = msg.op {
+            if msg.message_id == 0 {
+                notice = Some(r.result.code);
+                message = String::from_utf8_lossy(r.result.message).into_owned();
+            }
+        }
+    }
+    (notice, started.elapsed(), message)
+}
+
+/// A connection to `to` from the loopback address `from`.
+fn connect_from(from: &str, to: std::net::SocketAddr) -> std::net::TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let local: std::net::SocketAddr = format!("{from}:0").parse().unwrap();
+    socket.bind(&local.into()).unwrap();
+    socket.connect(&to.into()).unwrap();
+    socket.into()
+}
+
+/// The header of an LDAPMessage announcing `len` bytes of content.
+fn pdu_header(len: usize) -> Vec<u8> {
+    let mut header = vec![0x30, 0x84];
+    header.extend_from_slice(&u32::try_from(len).unwrap().to_be_bytes());
+    header
+}
+
+#[test]
+fn big_pdus_before_a_bind_are_refused_at_once_and_cost_no_memory() {
+    let server = Server::start("");
+    let rss_before = server.rss_kib();
+    // 300 connections each announcing a 4 MB request (the post-bind
+    // maximum) and sending the first 64 KiB of it.
+    let mut clients: Vec<Client> = (0..300)
+        .map(|_| {
+            let mut client = Client::connect(server.addr);
+            client.send(&pdu_header(4 << 20));
+            let _ = std::io::Write::write_all(&mut client.stream, &vec![0x04; 64 * 1024]);
+            client
+        })
+        .collect();
+    for client in &mut clients {
+        let (notice, _, message) = until_closed(client);
+        assert_eq!(
+            notice,
+            Some(meridian_proto::ResultCode::PROTOCOL_ERROR),
+            "{message}"
+        );
+        assert!(message.contains("max_pdu_bytes_anonymous"), "{message}");
+    }
+    let grew = server.rss_kib().saturating_sub(rss_before);
+    assert!(grew < 64 * 1024, "RSS grew by {grew} KiB");
+    answers_promptly(&server, Duration::from_secs(1));
+    // After a bind the configured maximum applies: a 300 KB add is fine.
+    let mut admin = Client::admin(server.addr);
+    let big = "x".repeat(300 * 1024);
+    let ldif: [(&[u8], [&[u8]; 1]); 3] = [
+        (b"objectClass", [b"organization"]),
+        (b"o", [b"example"]),
+        (b"description", [big.as_bytes()]),
+    ];
+    let mut bytes = Vec::new();
+    meridian_proto::message::encode_add(
+        &mut bytes,
+        2,
+        b"o=example,dc=example,dc=com",
+        ldif.iter().map(|(t, v)| (*t, v.iter().copied())),
+    );
+    admin.send(&bytes);
+    admin.read_until(|m| matches!(m.op, meridian_proto::ProtocolOp::AddResponse(_)));
+}
+
+#[test]
+fn idle_connections_cost_little_and_one_address_cannot_take_them_all() {
+    let server = Server::start("[server]\nmax_connections_per_ip = 600\n");
+    let rss_before = server.rss_kib();
+    // From 127.0.0.2: the per-address limit leaves 127.0.0.1 free for
+    // the well-formed reads below.
+    let idle: Vec<std::net::TcpStream> = (0..600)
+        .map(|_| connect_from("127.0.0.2", server.addr))
+        .collect();
+    // Let the server accept them all and park their readers.
+    std::thread::sleep(Duration::from_millis(500));
+    answers_promptly(&server, Duration::from_secs(2));
+    let grew = server.rss_kib().saturating_sub(rss_before);
+    // Each used to hold a 64 KiB input buffer: 38 MB for 600.
+    assert!(grew < 12 * 1024, "600 idle connections took {grew} KiB");
+    // The 601st from this address is told why and closed.
+    let mut extra = Client::from_stream(connect_from("127.0.0.2", server.addr));
+    let (notice, _, message) = until_closed(&mut extra);
+    assert_eq!(notice, Some(meridian_proto::ResultCode::BUSY), "{message}");
+    assert!(message.contains("max_connections_per_ip"), "{message}");
+    drop(idle);
+    std::thread::sleep(Duration::from_millis(300));
+    answers_promptly(&server, Duration::from_secs(2));
+}
+
+#[test]
+fn silent_and_trickling_clients_are_closed_by_their_time_outs() {
+    let server = Server::start(
+        "[server]\nidle_timeout_secs = 60\nfirst_request_timeout_secs = 1\npdu_timeout_secs = 2\n",
+    );
+    // Connects and says nothing.
+    let mut silent = Client::connect(server.addr);
+    let (notice, took, _) = until_closed(&mut silent);
+    assert_eq!(notice, None);
+    assert!(took < Duration::from_secs(5), "closed after {took:?}");
+    // Sends a bind one byte every 200 ms: each byte resets no clock.
+    let mut bind = Vec::new();
+    meridian_proto::message::encode_simple_bind(&mut bind, 1, ADMIN_DN.as_bytes(), b"x");
+    let mut slow = Client::connect(server.addr);
+    let started = Instant::now();
+    let mut sent = 0;
+    for byte in &bind[..bind.len() - 1] {
+        if std::io::Write::write_all(&mut slow.stream, &[*byte]).is_err() {
+            break;
+        }
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(200));
+        if started.elapsed() > Duration::from_secs(8) {
+            break;
+        }
+    }
+    let (_, _, _) = until_closed(&mut slow);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(6),
+        "a trickled PDU kept the connection {took:?}"
+    );
+    assert!(sent < bind.len() - 1, "the server read the whole trickle");
+    // A client that sends its requests in time is not affected.
+    answers_promptly(&server, Duration::from_secs(1));
+}
+
+#[test]
+fn malformed_pdus_are_answered_and_closed_at_once() {
+    let server = Server::start("");
+    for bytes in [
+        &[0x30, 0x03, 0x02, 0x01, 0x01][..],         // no protocolOp
+        &[0x30, 0x05, 0x02, 0x01, 0x00, 0x42, 0x00], // messageID 0
+        &[0x30, 0x05, 0x02, 0x01, 0x02, 0x61, 0x00], // a response from a client
+        &[0x31, 0x00],                               // not a SEQUENCE
+    ] {
+        let mut client = Client::connect(server.addr);
+        let started = Instant::now();
+        client.send(bytes);
+        let (notice, _, message) = until_closed(&mut client);
+        let took = started.elapsed();
+        assert_eq!(
+            notice,
+            Some(meridian_proto::ResultCode::PROTOCOL_ERROR),
+            "{bytes:02x?}: {message}"
+        );
+        // RFC 4511 4.1.1: at once, not after the shutdown grace (10 s).
+        assert!(
+            took < Duration::from_secs(2),
+            "{bytes:02x?}: closed after {took:?}"
+        );
+    }
+    answers_promptly(&server, Duration::from_secs(1));
+}

@@ -7,9 +7,17 @@
 //! ([`Outbound::write_loop`]) owns the write half.
 //!
 //! Memory per connection is bounded: the input buffer never holds more than
-//! one incomplete PDU (at most `max_pdu_bytes`) plus one read, and the
+//! one incomplete PDU (at most `max_pdu_bytes`, and
+//! `max_pdu_bytes_anonymous` before a bind) plus one read, and the
 //! outbound side holds the responses of at most
-//! `max_outstanding_per_connection` requests.
+//! `max_outstanding_per_connection` requests. An idle connection holds no
+//! input buffer at all: it is released whenever the reader waits with
+//! nothing buffered, and taken again when the socket is readable.
+//!
+//! Time is bounded too: a connection that sends no first request within
+//! `first_request_timeout_secs`, none for `idle_timeout_secs`, or takes
+//! longer than `pdu_timeout_secs` to send one PDU (a client trickling a
+//! byte at a time) is closed.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,6 +40,10 @@ use crate::session::{Action, Session};
 /// pipelined requests per syscall.
 const READ_CHUNK: usize = 64 * 1024;
 
+/// A response buffer larger than this is released while the connection
+/// waits for input (a large result must not stay allocated when idle).
+const IDLE_BATCH_BYTES: usize = 16 * 1024;
+
 /// Why the session ended.
 #[derive(Debug)]
 enum End {
@@ -41,6 +53,8 @@ enum End {
     Unbind,
     /// No request within the idle time-out.
     Idle,
+    /// A request too slow to arrive (which time-out, for the log).
+    Slow(&'static str),
     /// The server is shutting down.
     Shutdown,
     /// Undecodable or forbidden input.
@@ -66,13 +80,17 @@ pub(crate) async fn serve_connection(
         tokio::spawn(async move { out.write_loop(write_half).await })
     };
     tracing::debug!(conn = conn_id, %peer, "connection opened");
+    let opened = Instant::now();
     let mut reader = Reader {
         socket: read_half,
-        buf: BytesMut::with_capacity(READ_CHUNK),
+        buf: BytesMut::new(),
         batch: Batch::default(),
         session: Session::new(conn_id),
         ctx: &ctx,
         out: &out,
+        last_request: opened,
+        requests: 0,
+        partial_since: None,
     };
     let end = reader.run(&mut shutdown).await;
     let notice = match &end {
@@ -99,6 +117,7 @@ pub(crate) async fn serve_connection(
             tracing::info!(conn = conn_id, %peer, reason = %reason, "closing: protocol error");
         }
         End::Io(e) => tracing::debug!(conn = conn_id, %peer, error = %e, "closing: read failed"),
+        End::Slow(why) => tracing::info!(conn = conn_id, %peer, reason = why, "closing: too slow"),
         other => tracing::debug!(conn = conn_id, %peer, reason = ?other, "connection closed"),
     }
     // Responses already produced are flushed before the socket closes.
@@ -112,6 +131,12 @@ struct Reader<'c> {
     session: Session,
     ctx: &'c ServerContext,
     out: &'c Arc<Outbound>,
+    /// When the last complete request was read (at first: the connect).
+    last_request: Instant,
+    /// Complete requests read so far.
+    requests: u64,
+    /// When the first bytes of the PDU now partly buffered came.
+    partial_since: Option<Instant>,
 }
 
 impl Reader<'_> {
@@ -133,16 +158,39 @@ impl Reader<'_> {
     /// Decodes and dispatches every complete PDU in the buffer.
     async fn process_buffered(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<End> {
         loop {
-            let len = match frame::pdu_length(&self.buf, self.ctx.limits.max_pdu_bytes) {
+            // Before a bind, a much smaller PDU: an anonymous client
+            // must not make the server buffer megabytes per connection.
+            let (max_pdu, which) = if self.session.is_bound() {
+                (self.ctx.limits.max_pdu_bytes, "server.max_pdu_bytes")
+            } else {
+                (self.ctx.max_pdu_anonymous, "server.max_pdu_bytes_anonymous")
+            };
+            let len = match frame::pdu_length(&self.buf, max_pdu) {
                 Ok(len) => len,
                 Err(BerError::Incomplete { needed }) => {
+                    if !self.buf.is_empty() {
+                        self.partial_since.get_or_insert_with(Instant::now);
+                    }
                     // Reserve for the rest of this PDU (bounded by the size
                     // limit checked above) or one more read.
                     self.buf.reserve(needed.max(READ_CHUNK));
                     return None;
                 }
+                Err(BerError::TooLarge { length, max }) => {
+                    return Some(End::Protocol(format!(
+                        "a PDU of {length} bytes is over the {max} allowed ({which}{})",
+                        if self.session.is_bound() {
+                            ""
+                        } else {
+                            "; bind first"
+                        }
+                    )));
+                }
                 Err(e) => return Some(End::Protocol(e.to_string())),
             };
+            self.partial_since = None;
+            self.last_request = Instant::now();
+            self.requests += 1;
             if !self.out.try_reserve() {
                 // At the outstanding limit: let the writer drain, and read
                 // nothing more until it has.
@@ -158,7 +206,13 @@ impl Reader<'_> {
                 Ok(msg) => self
                     .session
                     .handle(self.ctx, self.out, &msg, &mut self.batch, started),
-                Err(e) => return Some(End::Protocol(e.to_string())),
+                Err(e) => {
+                    // No response will return this request's permit: give
+                    // it back, or the close would wait for it (RFC 4511
+                    // 4.1.1: terminate at once).
+                    self.out.release(1);
+                    return Some(End::Protocol(e.to_string()));
+                }
             };
             self.buf.advance(len);
             match action {
@@ -168,7 +222,12 @@ impl Reader<'_> {
                     self.out.release(1);
                     return Some(End::Unbind);
                 }
-                Action::Disconnect(reason) => return Some(End::Protocol(reason.to_owned())),
+                Action::Disconnect(reason) => {
+                    // As for an undecodable PDU: no response returns the
+                    // permit, and the close must not wait for it.
+                    self.out.release(1);
+                    return Some(End::Protocol(reason.to_owned()));
+                }
                 Action::VerifyUser {
                     message_id,
                     dn,
@@ -212,23 +271,76 @@ impl Reader<'_> {
         }
     }
 
-    /// Reads more input, honouring the idle time-out and shutdown.
+    /// Reads more input, honouring the time-outs and shutdown. With
+    /// nothing buffered, the input buffer is released while waiting (an
+    /// idle connection costs no buffer) and taken again once the socket
+    /// is readable.
     async fn fill(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<End> {
-        let read = self.socket.read_buf(&mut self.buf);
+        let (deadline, expired) = self.deadline();
+        let read = async {
+            if self.buf.is_empty() {
+                if self.buf.capacity() > 0 {
+                    self.buf = BytesMut::new();
+                }
+                if self.batch.bytes.capacity() > IDLE_BATCH_BYTES {
+                    self.batch.bytes = Vec::new();
+                }
+                loop {
+                    self.socket.readable().await?;
+                    self.buf.reserve(READ_CHUNK);
+                    match self.socket.try_read_buf(&mut self.buf) {
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        other => return other,
+                    }
+                }
+            }
+            self.socket.read_buf(&mut self.buf).await
+        };
         let result = tokio::select! {
             r = async {
-                match self.ctx.idle_timeout {
-                    Some(idle) => tokio::time::timeout(idle, read).await.ok(),
+                match deadline {
+                    Some(at) => tokio::time::timeout_at(at.into(), read).await.ok(),
                     None => Some(read.await),
                 }
             } => r,
             _ = shutdown.changed() => return Some(End::Shutdown),
         };
         match result {
-            None => Some(End::Idle),
+            None => Some(expired),
             Some(Ok(0)) => Some(End::Eof),
             Some(Ok(_)) => None,
             Some(Err(e)) => Some(End::Io(e)),
+        }
+    }
+
+    /// The earliest time-out that applies now, and what ends the
+    /// connection when it passes.
+    fn deadline(&self) -> (Option<Instant>, End) {
+        let ctx = self.ctx;
+        let mut earliest: Option<(Instant, End)> = None;
+        let mut consider = |at: Option<Instant>, end: End| {
+            if let Some(at) = at {
+                if earliest.as_ref().is_none_or(|(e, _)| at < *e) {
+                    earliest = Some((at, end));
+                }
+            }
+        };
+        consider(ctx.idle_timeout.map(|t| self.last_request + t), End::Idle);
+        if self.requests == 0 {
+            consider(
+                ctx.first_request_timeout.map(|t| self.last_request + t),
+                End::Slow("no first request within server.first_request_timeout_secs"),
+            );
+        }
+        consider(
+            self.partial_since
+                .zip(ctx.pdu_timeout)
+                .map(|(since, t)| since + t),
+            End::Slow("a PDU took longer than server.pdu_timeout_secs to arrive"),
+        );
+        match earliest {
+            Some((at, end)) => (Some(at), end),
+            None => (None, End::Idle),
         }
     }
 }

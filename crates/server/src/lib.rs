@@ -6,6 +6,7 @@
 //! dispatched by [`session`]. See `ARCHITECTURE.md` for the whole path.
 
 mod admin;
+mod admission;
 mod bind_cache;
 mod connection;
 mod inflight;
@@ -22,11 +23,9 @@ use std::time::Duration;
 use meridian_config::Config;
 use meridian_directory::{Directory, password};
 use meridian_model::Schema;
-use meridian_proto::message::encode_notice_of_disconnection;
-use meridian_proto::{DecodeLimits, ResultCode};
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use meridian_proto::DecodeLimits;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 pub use admin::{AdminCredentials, AdminError, PASSWORD_ENV, PasswordSource, SECRET_FILE};
@@ -41,6 +40,13 @@ pub(crate) struct ServerContext {
     pub(crate) admin: AdminCredentials,
     pub(crate) access_log: bool,
     pub(crate) idle_timeout: Option<Duration>,
+    /// `server.first_request_timeout_secs` (None: never).
+    pub(crate) first_request_timeout: Option<Duration>,
+    /// `server.pdu_timeout_secs` (None: never).
+    pub(crate) pdu_timeout: Option<Duration>,
+    /// Largest PDU before a bind (`server.max_pdu_bytes_anonymous`, at
+    /// most `server.max_pdu_bytes`).
+    pub(crate) max_pdu_anonymous: usize,
     pub(crate) max_outstanding: usize,
     /// Where every password check and hash runs (one job per CPU).
     pub(crate) password_pool: password_pool::PasswordPool,
@@ -146,6 +152,7 @@ pub struct Server {
     listener: TcpListener,
     ctx: Arc<ServerContext>,
     max_connections: usize,
+    max_connections_per_ip: usize,
     shutdown_grace: Duration,
 }
 
@@ -174,8 +181,10 @@ impl Server {
             directory,
             admin,
             access_log: config.log.access,
-            idle_timeout: (s.idle_timeout_secs > 0)
-                .then(|| Duration::from_secs(s.idle_timeout_secs)),
+            idle_timeout: seconds(s.idle_timeout_secs),
+            first_request_timeout: seconds(s.first_request_timeout_secs),
+            pdu_timeout: seconds(s.pdu_timeout_secs),
+            max_pdu_anonymous: s.max_pdu_bytes_anonymous.min(s.max_pdu_bytes),
             max_outstanding: s.max_outstanding_per_connection,
             shutdown_grace: Duration::from_secs(s.shutdown_grace_secs),
             password_pool: password_pool::PasswordPool::per_cpu(),
@@ -187,6 +196,7 @@ impl Server {
             listener,
             ctx: Arc::new(ctx),
             max_connections: s.max_connections,
+            max_connections_per_ip: s.max_connections_per_ip,
             shutdown_grace: Duration::from_secs(s.shutdown_grace_secs),
         })
     }
@@ -201,7 +211,10 @@ impl Server {
     /// responses (up to `server.shutdown_grace_secs`), and returns.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         let (stop_tx, stop_rx) = watch::channel(false);
-        let slots = Arc::new(Semaphore::new(self.max_connections));
+        let admission = Arc::new(admission::Admission::new(
+            self.max_connections,
+            self.max_connections_per_ip,
+        ));
         let next_id = AtomicU64::new(1);
         let mut connections = JoinSet::new();
         tokio::pin!(shutdown);
@@ -218,9 +231,15 @@ impl Server {
                             continue;
                         }
                     };
-                    let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-                        connections.spawn(refuse_busy(stream, self.max_connections));
-                        continue;
+                    let slot = match admission.admit(peer) {
+                        Ok(slot) => slot,
+                        Err(why) => {
+                            let admission = Arc::clone(&admission);
+                            connections.spawn(async move {
+                                admission.refuse(stream, peer, why).await;
+                            });
+                            continue;
+                        }
                     };
                     let conn_id = next_id.fetch_add(1, Ordering::Relaxed);
                     let ctx = Arc::clone(&self.ctx);
@@ -254,6 +273,11 @@ impl Server {
     }
 }
 
+/// A time-out in seconds from the config, where 0 means never.
+fn seconds(secs: u64) -> Option<Duration> {
+    (secs > 0).then(|| Duration::from_secs(secs))
+}
+
 fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
@@ -271,18 +295,6 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// Over the connection limit: tell the client why, then close.
-async fn refuse_busy(mut stream: TcpStream, limit: usize) {
-    let mut buf = Vec::new();
-    let message = format!("too many connections: the limit is {limit} (server.max_connections)");
-    encode_notice_of_disconnection(&mut buf, ResultCode::BUSY, message.as_bytes());
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        let _ = stream.write_all(&buf).await;
-        let _ = stream.shutdown().await;
-    })
-    .await;
-    tracing::warn!(limit, "connection refused: too many connections");
-}
-
 /// Every naming context the config serves, the first first.
 fn naming_contexts(config: &Config) -> Vec<String> {
     std::iter::once(&config.directory.suffix)

@@ -53,6 +53,10 @@ struct Hold {
     deadline: Instant,
 }
 
+/// The writer keeps a buffer this large between writes, and lets a larger
+/// one go (a streamed search's steps fill up to about 1 MiB).
+const KEEP_CHUNK_BYTES: usize = 256 * 1024;
+
 /// A batch of responses produced by the reader for one pass over its input.
 #[derive(Debug, Default)]
 pub(crate) struct Batch {
@@ -207,7 +211,12 @@ impl Outbound {
                 self.room.notify_waiters();
                 return;
             }
-            chunk.clear();
+            if chunk.capacity() > KEEP_CHUNK_BYTES {
+                // A large result passed through: do not keep its buffer.
+                chunk = Vec::new();
+            } else {
+                chunk.clear();
+            }
             self.permits.add_permits(completed);
             self.room.notify_waiters();
             if closing {

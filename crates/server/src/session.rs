@@ -88,6 +88,11 @@ impl Session {
         }
     }
 
+    /// True once a bind has proved an identity (larger PDUs are allowed).
+    pub(crate) fn is_bound(&self) -> bool {
+        !matches!(self.identity, Identity::Anonymous)
+    }
+
     /// Dispatches one decoded request; under the proxied authorization
     /// control (RFC 4370) it runs as the identity the control names.
     pub(crate) fn handle(

@@ -261,7 +261,11 @@ pub struct Client {
 
 impl Client {
     pub fn connect(addr: SocketAddr) -> Client {
-        let stream = TcpStream::connect(addr).unwrap();
+        Client::from_stream(TcpStream::connect(addr).unwrap())
+    }
+
+    /// A client on a stream connected elsewhere.
+    pub fn from_stream(stream: TcpStream) -> Client {
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
