@@ -4,7 +4,6 @@
 //! bytes whatever order it was loaded in. It opens the database
 //! read-only, so it can run beside a server using it.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
@@ -49,7 +48,11 @@ pub(crate) fn run(args: ExportArgs) -> anyhow::Result<()> {
     }
     let mut out: Box<dyn Write> = match &args.output {
         Some(path) => {
-            Box::new(File::create(path).with_context(|| format!("creating {}", path.display()))?)
+            // Entries and password hashes: 0600, whatever the umask.
+            Box::new(
+                meridian_store::private::create_file(path)
+                    .with_context(|| format!("creating {}", path.display()))?,
+            )
         }
         None => Box::new(std::io::stdout().lock()),
     };

@@ -266,7 +266,8 @@ impl Setup {
     /// beside the stores (`admin.secret`, naming contexts not yet made).
     pub(crate) fn lock_data_dir(&self) -> anyhow::Result<WriterLock> {
         let dir = &self.config.directory.data_dir;
-        create_private_dir(dir)?;
+        meridian_store::private::create_dir(dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
         Ok(WriterLock::acquire(dir, "the data directory")?)
     }
 
@@ -275,18 +276,4 @@ impl Setup {
         Store::open(self.store_options(), Arc::clone(&self.schema))
             .with_context(|| format!("opening the store in {}", self.store_path().display()))
     }
-}
-
-/// Creates `dir` (and its parents) if missing; a directory created here
-/// is 0700, since it will hold entries and password hashes.
-pub(crate) fn create_private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder
-        .create(dir)
-        .with_context(|| format!("creating {}", dir.display()))
 }

@@ -483,3 +483,69 @@ fn malformed_pdus_are_answered_and_closed_at_once() {
     }
     answers_promptly(&server, Duration::from_secs(1));
 }
+
+/// Every file below `dir` that is not 0600, and every folder not 0700.
+fn too_open(dir: &std::path::Path, found: &mut Vec<String>) {
+    use std::os::unix::fs::PermissionsExt as _;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let meta = entry.metadata().unwrap();
+        let mode = meta.permissions().mode() & 0o777;
+        let path = entry.path();
+        if meta.is_dir() {
+            if mode != 0o700 {
+                found.push(format!("{} {mode:o}", path.display()));
+            }
+            too_open(&path, found);
+        } else if mode != 0o600 {
+            found.push(format!("{} {mode:o}", path.display()));
+        }
+    }
+}
+
+#[test]
+fn files_holding_entries_are_readable_by_the_server_alone() {
+    use std::os::unix::fs::PermissionsExt as _;
+    // Journal mode with tiny checkpoints: segments and base copies.
+    let data = temp_dir("private").join("data");
+    std::fs::create_dir(&data).unwrap();
+    let server = Server::start_with(
+        "[storage]\ndurability = \"journal\"\njournal_checkpoint_bytes = 4096\n",
+        Some(ADMIN_PASSWORD),
+        Some(data.clone()),
+    );
+    let mut ldif = String::from(BASE);
+    // Each checkpoint copies and syncs the database: a few suffice.
+    for i in 0..25 {
+        ldif.push_str(&format!(
+            "dn: uid=u{i},dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\n\
+             uid: u{i}\nuserPassword: secret-{i}\n\n"
+        ));
+    }
+    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(&ldif));
+    assert_eq!(rc, 0, "{out}");
+    let export = data.parent().unwrap().join("export.ldif");
+    let (ok, out) = meridian_at(&data, &["export", "-o", export.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    assert_eq!(
+        std::fs::metadata(&export).unwrap().permissions().mode() & 0o777,
+        0o600,
+        "the export holds password hashes"
+    );
+    let bases = std::fs::read_dir(data.join("db/journal"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("base-")
+        })
+        .count();
+    assert!(bases > 0, "no checkpoint was made");
+    let mut found = Vec::new();
+    too_open(&data, &mut found);
+    // The test's own config file is written by the test, not the server.
+    found.retain(|f| !f.contains("test-config.toml"));
+    assert!(found.is_empty(), "readable by others: {found:?}");
+}

@@ -23,6 +23,7 @@ mod map_file;
 mod names;
 mod online_build;
 mod plan;
+pub mod private;
 mod read;
 mod sorted_puts;
 mod splice;
@@ -257,7 +258,7 @@ impl Store {
                 path.display()
             )));
         }
-        std::fs::create_dir_all(&path)
+        private::create_dir(&path)
             .map_err(|e| StoreError::Engine(format!("cannot create {}: {e}", path.display())))?;
         let writes_files = !read_only && st.backend == Backend::Mdb;
         let journaling = writes_files && st.durability == Durability::Journal;

@@ -164,7 +164,9 @@ pub(crate) fn prepare(env_path: &Path) -> Result<Previous, StoreError> {
         };
         let data = env_path.join("data.mdb");
         let staged = env_path.join("data.mdb.recovering");
-        fs::copy(&base, &staged).map_err(|e| io_error("copy", &base, &e))?;
+        fs::copy(&base, &staged)
+            .and_then(|_| crate::private::restrict(&staged))
+            .map_err(|e| io_error("copy", &base, &e))?;
         File::open(&staged)
             .and_then(|f| f.sync_all())
             .map_err(|e| io_error("sync", &staged, &e))?;
@@ -305,7 +307,7 @@ fn create_dir(dir: &Path) -> Result<(), StoreError> {
     if dir.is_dir() {
         return Ok(());
     }
-    fs::create_dir_all(dir).map_err(|e| io_error("create", dir, &e))?;
+    crate::private::create_dir(dir).map_err(|e| io_error("create", dir, &e))?;
     match dir.parent() {
         Some(parent) => sync_dir(parent),
         None => Ok(()),
@@ -317,7 +319,7 @@ fn create_dir(dir: &Path) -> Result<(), StoreError> {
 fn write_marker(dir: &Path) -> Result<(), StoreError> {
     create_dir(dir)?;
     let staged = dir.join("running.tmp");
-    File::create(&staged)
+    crate::private::create_file(&staged)
         .and_then(|mut f| {
             f.write_all(boot_id().unwrap_or_default().as_bytes())?;
             f.sync_all()
@@ -339,12 +341,7 @@ fn open_segment(dir: &Path, after: u64) -> Result<(File, PathBuf), StoreError> {
     let path = dir.join(log_name(after));
     // Truncating is safe: a segment with this name holds no record the
     // database lacks (recovery replayed them all), at most a torn tail.
-    let file = OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(&path)
-        .map_err(|e| io_error("create", &path, &e))?;
+    let file = crate::private::create_file(&path).map_err(|e| io_error("create", &path, &e))?;
     sync_dir(dir)?;
     Ok((file, path))
 }
@@ -357,7 +354,14 @@ fn checkpoint(inner: &Inner, dir: &Path, at: u64) -> Result<(), StoreError> {
     {
         // The copy is a read transaction: the map must not move under it.
         let _no_resize = inner.hold_map();
-        let copy = inner.env.copy_to_path(&staged, CompactionOption::Enabled)?;
+        // Created 0600 before LMDB writes entries into it (heed's
+        // `copy_to_path` would leave it to the umask).
+        let mut copy =
+            crate::private::create_file(&staged).map_err(|e| io_error("create", &staged, &e))?;
+        if let Err(e) = inner.env.copy_to_file(&mut copy, CompactionOption::Enabled) {
+            let _ = fs::remove_file(&staged);
+            return Err(e.into());
+        }
         copy.sync_all().map_err(|e| io_error("sync", &staged, &e))?;
     }
     let base = dir.join(base_name(at));
