@@ -68,14 +68,21 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Writes refused for a full disk, logged: not latched, so the next
-    /// batch tries again once space is freed. `cause` says what failed.
+    /// Writes refused for a full disk: not latched, so the next batch
+    /// tries again once space is freed. `cause` says what failed. The
+    /// writer logs the change of state, not each refusal.
     pub(crate) fn disk_full(cause: impl std::fmt::Display) -> StoreError {
-        let e = StoreError::WritesRefused(format!(
+        StoreError::WritesRefused(format!(
             "the disk is full ({cause}); writes are refused until space is freed, reads go on"
-        ));
-        tracing::error!("{e}");
-        e
+        ))
+    }
+
+    /// The OS error number of an I/O failure.
+    pub(crate) fn errno(&self) -> Option<i32> {
+        match self {
+            StoreError::Io { errno, .. } => *errno,
+            _ => None,
+        }
     }
 
     /// The LDAP result code a client gets for this error.
@@ -112,6 +119,14 @@ impl From<heed::Error> for StoreError {
     fn from(e: heed::Error) -> Self {
         match e {
             heed::Error::Mdb(heed::MdbError::MapFull) => StoreError::MapFull,
+            // heed turns LMDB's OS error codes (ENOSPC, EIO from a
+            // commit's write or sync) into `Io`: kept with their number.
+            heed::Error::Io(io) => StoreError::Io {
+                op: "write",
+                path: "the database".into(),
+                errno: io.raw_os_error(),
+                message: io.to_string(),
+            },
             other => StoreError::Engine(other.to_string()),
         }
     }

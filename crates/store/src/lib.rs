@@ -92,6 +92,9 @@ pub(crate) struct Inner {
     /// Set after an I/O failure other than a full disk: writes are refused
     /// from then on, reads go on (as redb does after `PreviousIo`).
     pub(crate) refused: Mutex<Option<String>>,
+    /// Writes are being refused for a full disk (logged when this
+    /// changes, not per refusal).
+    pub(crate) disk_full: std::sync::atomic::AtomicBool,
     /// Commits done, for observability and tests.
     pub(crate) commits: AtomicU64,
     /// Attribute names by number as of the last commit (`names.rs`);
@@ -207,9 +210,9 @@ fn allocate_map(env: &Env<WithoutTls>, data_file: &Path) -> Result<map_file::Map
                 #[allow(unsafe_code)]
                 unsafe { env.resize(usize::try_from(next).unwrap_or(usize::MAX)) }?;
             }
-            // A full disk is logged where it is found
-            // (`StoreError::disk_full`); writes ask again as they need room.
-            Err(StoreError::WritesRefused(_)) => {}
+            // Writes ask again as they need room (and the writer logs a
+            // full disk once).
+            Err(e) if e.errno() == Some(libc::ENOSPC) => {}
             Err(e) => tracing::error!("{e}"),
         }
     }
@@ -344,6 +347,7 @@ impl Store {
             dn_ids: Mutex::new(dn_ids::DnIds::new(st.dn_cache_entries)),
             resize: RwLock::new(()),
             refused: Mutex::new(None),
+            disk_full: std::sync::atomic::AtomicBool::new(false),
             commits: AtomicU64::new(0),
             names: RwLock::new(Arc::new(name_table)),
             memory_dir: memory,

@@ -102,9 +102,12 @@ impl MapFile {
                 Ok(()) => return Ok(next),
                 Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && step > ALIGN => step /= 2,
                 Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
-                    return Err(StoreError::disk_full(format_args!(
-                        "no room to grow the database past {current} bytes: {e}"
-                    )));
+                    return Err(StoreError::Io {
+                        op: "grow",
+                        path: format!("the database past {current} bytes"),
+                        errno: e.raw_os_error(),
+                        message: e.to_string(),
+                    });
                 }
                 Err(e) => {
                     return Err(StoreError::Engine(format!(

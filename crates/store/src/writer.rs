@@ -68,12 +68,43 @@ pub(crate) fn run(
     tracing::debug!("writer thread stopped");
 }
 
-/// Latches the store read-only after an I/O failure.
+/// Latches the store read-only after an I/O failure other than a full
+/// disk (a failing disk: EIO), logged once.
 pub(crate) fn refuse(inner: &Inner, e: &StoreError) -> StoreError {
-    let message = format!("a storage I/O error stopped writes until restart: {e}");
+    let what = if e.errno() == Some(libc::EIO) {
+        "an I/O error (EIO)"
+    } else {
+        "a storage failure"
+    };
+    let message = format!("{what} stopped writes until restart: {e}");
     tracing::error!("{message}");
     *inner.refused.lock().unwrap_or_else(PoisonError::into_inner) = Some(message.clone());
     StoreError::WritesRefused(message)
+}
+
+/// A failed transaction's error for its commands: a full disk refuses
+/// this batch only (the next one tries again; the log says when writes
+/// stop and when they resume), anything else stops writes ([`refuse`]).
+fn settle_failure(inner: &Inner, e: StoreError) -> StoreError {
+    if !is_disk_full(&e, inner) {
+        return match e {
+            // Refusals made already (a map that may not grow further).
+            StoreError::WritesRefused(_) => e,
+            other => refuse(inner, &other),
+        };
+    }
+    let refused = StoreError::disk_full(&e);
+    if !inner.disk_full.swap(true, Ordering::Relaxed) {
+        tracing::error!("disk full: {refused}");
+    }
+    refused
+}
+
+/// After a commit: if writes were refused for a full disk, they resume.
+fn note_commit(inner: &Inner) {
+    if inner.disk_full.swap(false, Ordering::Relaxed) {
+        tracing::warn!("disk space is available again: writes resume");
+    }
 }
 
 /// Replays one journal record at open, before the writer thread starts:
@@ -100,6 +131,10 @@ enum Journaling<'a> {
     Live {
         batch: &'a mut Batch,
         seq: u64,
+        /// Room in the journal, claimed before the commit (`space.rs`).
+        space: &'a journal::Space,
+        /// What is claimed for `batch` so far.
+        claimed: &'a mut u64,
     },
     /// A replayed record: the transaction records `seq` as applied.
     Replay {
@@ -138,6 +173,8 @@ fn commit_batch(
         Journaling::Live {
             batch: &mut journal.batch,
             seq,
+            space: &journal.space,
+            claimed: &mut journal.claimed,
         },
     );
     // Whatever committed is journaled, even if a later part of the
@@ -193,12 +230,9 @@ fn commit_commands(
             }
             Err(Failure::Batch(StoreError::MapFull)) => match grow(inner) {
                 Ok(()) => continue,
-                Err(e) => e,
+                Err(e) => settle_failure(inner, e),
             },
-            Err(Failure::Batch(StoreError::Engine(message))) if is_disk_full(&message, inner) => {
-                StoreError::disk_full(message)
-            }
-            Err(Failure::Batch(e)) => refuse(inner, &e),
+            Err(Failure::Batch(e)) => settle_failure(inner, e),
         };
         results.extend(rest.iter().map(|_| Err(failure.clone())));
         break;
@@ -225,6 +259,7 @@ fn commit_once(
     match (&committed, journaling, mark) {
         (Ok(_), _, _) => {
             inner.commits.fetch_add(1, Ordering::Relaxed);
+            note_commit(inner);
             if let Some(table) = attempt.names.committed(&inner.schema) {
                 inner.publish_names(table);
             }
@@ -243,12 +278,13 @@ const DISK_FULL_BYTES: u64 = 16 << 20;
 
 /// ENOSPC, or an EIO on a file system with (almost) no space left: LMDB
 /// reports a short write as EIO, which is what a full disk produces.
-fn is_disk_full(message: &str, inner: &Inner) -> bool {
-    if message.contains("os error 28") {
-        return true;
+/// Told by the error's number, never its text.
+fn is_disk_full(e: &StoreError, inner: &Inner) -> bool {
+    match e.errno() {
+        Some(libc::ENOSPC) => true,
+        Some(libc::EIO) => free_bytes(inner.env.path()).is_some_and(|free| free < DISK_FULL_BYTES),
+        _ => false,
     }
-    message.contains("os error 5")
-        && free_bytes(inner.env.path()).is_some_and(|free| free < DISK_FULL_BYTES)
 }
 
 /// Bytes available to unprivileged users on the file system of `path`.
@@ -321,9 +357,26 @@ fn try_commit(
         }
     }
     ctx.write_pending_index(&mut wtxn)?;
+    if let Journaling::Live {
+        batch,
+        space,
+        claimed,
+        ..
+    } = journaling
+    {
+        // The journal's room for these records, before LMDB has them:
+        // if the disk has none, nothing is committed (`space.rs`).
+        let bound = batch.framed_bound();
+        if bound > **claimed {
+            space.claim(bound - **claimed)?;
+            **claimed = bound;
+        }
+    }
     let applied = match journaling {
         Journaling::Off => None,
-        Journaling::Live { batch, seq } => (!batch.is_empty()).then(|| *seq + batch.records() - 1),
+        Journaling::Live { batch, seq, .. } => {
+            (!batch.is_empty()).then(|| *seq + batch.records() - 1)
+        }
         Journaling::Replay { seq } => Some(*seq),
     };
     if let Some(seq) = applied {

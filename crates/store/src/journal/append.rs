@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 
 use tokio::sync::oneshot;
 
+use super::space::Space;
 use super::{checkpoint, io_error, log_bytes, open_segment, record, remove_marker, write_marker};
 use crate::{Answer, Inner, StoreError};
 
@@ -31,6 +32,8 @@ struct Committed {
     /// of the writer's time under a stream of modifies at the server,
     /// and the writer is the thread every write waits for.
     records: Option<(record::Batch, u64)>,
+    /// The journal bytes the writer claimed for them (`space.rs`).
+    claimed: u64,
     replies: Vec<Reply>,
 }
 
@@ -45,9 +48,13 @@ pub(crate) struct Journal {
     next_seq: u64,
     /// The commands of the batch being committed.
     pub(crate) batch: record::Batch,
-    /// The batch committed last and its first sequence number, until
-    /// it is handed over.
-    sealed: Option<(record::Batch, u64)>,
+    /// Journal bytes claimed for `batch` before its commits.
+    pub(crate) claimed: u64,
+    /// The room in the journal, claimed before each commit.
+    pub(crate) space: Arc<Space>,
+    /// The batch committed last, its first sequence number and the bytes
+    /// claimed for it, until it is handed over.
+    sealed: Option<(record::Batch, u64, u64)>,
     sender: Option<SyncSender<Committed>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -80,9 +87,11 @@ impl Journal {
         // restarted more often than every `checkpoint_bytes` of writes
         // keep every segment, and replay them all after a crash.
         let (segment, segment_path) = open_segment(&dir, last_seq)?;
+        let space = Arc::new(Space::new(&segment, segment_path.clone())?);
         let since_base = log_bytes(&dir)?;
         let appender = Appender {
             inner: Arc::clone(inner),
+            space: Arc::clone(&space),
             dir,
             segment,
             segment_path,
@@ -100,6 +109,8 @@ impl Journal {
         Ok(Journal {
             next_seq: last_seq + 1,
             batch: record::Batch::new(),
+            claimed: 0,
+            space,
             sealed: None,
             sender: Some(sender),
             thread: Some(thread),
@@ -114,19 +125,28 @@ impl Journal {
     /// After the batch's LMDB commit: numbers its records (if it has
     /// commands) from the next sequence number.
     pub(crate) fn seal(&mut self) {
-        if !self.batch.is_empty() {
+        let claimed = std::mem::take(&mut self.claimed);
+        if self.batch.is_empty() {
+            // Claimed for commands whose transaction then failed.
+            self.space.unclaim(claimed);
+        } else {
             let records = self.batch.records();
             let empty = self.batch.emptied();
             let batch = std::mem::replace(&mut self.batch, empty);
-            self.sealed = Some((batch, self.next_seq));
+            self.sealed = Some((batch, self.next_seq, claimed));
             self.next_seq += records;
         }
     }
 
     /// Hands the sealed batch and its answers to the journal thread.
     pub(crate) fn hand_over(&mut self, inner: &Inner, replies: Vec<Reply>) {
+        let (records, claimed) = match self.sealed.take() {
+            Some((batch, seq, claimed)) => (Some((batch, seq)), claimed),
+            None => (None, 0),
+        };
         let committed = Committed {
-            records: self.sealed.take(),
+            records,
+            claimed,
             replies,
         };
         let Some(sender) = &self.sender else { return };
@@ -156,6 +176,7 @@ impl Journal {
 /// The journal thread's state.
 struct Appender {
     inner: Arc<Inner>,
+    space: Arc<Space>,
     dir: PathBuf,
     segment: File,
     segment_path: PathBuf,
@@ -191,8 +212,12 @@ impl Appender {
                 }
             }
             if self.failed.is_none() {
+                // A checkpoint that cannot start (no room for a new
+                // segment) loses nothing: the journal stays on its
+                // segment, whose room covers every claim, and the next
+                // group tries again.
                 if let Err(e) = self.maybe_checkpoint() {
-                    self.failed = Some(crate::writer::refuse(&self.inner, &e));
+                    tracing::debug!("journal checkpoint postponed: {e}");
                 }
             }
         }
@@ -205,6 +230,7 @@ impl Appender {
     fn append(&mut self, group: &[Committed]) -> Result<(), StoreError> {
         let mut records = 0;
         let mut written = Ok(0);
+        let claimed: u64 = group.iter().map(|c| c.claimed).sum();
         for (batch, first_seq) in group.iter().filter_map(|c| c.records.as_ref()) {
             records += batch.records();
             written = written.and_then(|bytes| {
@@ -227,6 +253,7 @@ impl Appender {
             Ok(bytes) => {
                 self.since_base += bytes as u64;
                 self.last_seq += records;
+                self.space.appended(bytes as u64, claimed);
                 Ok(())
             }
             Err(e) => {
@@ -254,6 +281,12 @@ impl Appender {
         }
         self.finish_checkpoint();
         let (segment, path) = open_segment(&self.dir, self.last_seq)?;
+        if let Err(e) = self.space.move_to(&segment, path.clone()) {
+            // An empty segment named after the last record would sort
+            // before the records still to come in the old one.
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
         self.segment = segment;
         self.segment_path = path;
         self.since_base = 0;

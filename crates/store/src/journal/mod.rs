@@ -46,8 +46,10 @@
 mod append;
 pub(crate) mod frame;
 pub(crate) mod record;
+mod space;
 
 pub(crate) use append::Journal;
+pub(crate) use space::Space;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -84,8 +86,13 @@ pub(crate) fn dir_of(env_path: &Path) -> PathBuf {
     env_path.join(DIR)
 }
 
-fn io_error(what: &str, path: &Path, e: &std::io::Error) -> StoreError {
-    StoreError::Engine(format!("journal: cannot {what} {}: {e}", path.display()))
+fn io_error(what: &'static str, path: &Path, e: &std::io::Error) -> StoreError {
+    StoreError::Io {
+        op: what,
+        path: format!("journal file {}", path.display()),
+        errno: e.raw_os_error(),
+        message: e.to_string(),
+    }
 }
 
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {

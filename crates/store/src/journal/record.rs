@@ -130,6 +130,16 @@ impl Batch {
         }
     }
 
+    /// The most bytes [`Batch::seal`] can make of the batch as it is
+    /// (a count's varint is taken at its widest): what the writer claims
+    /// in the journal before it commits (`space.rs`).
+    pub(crate) fn framed_bound(&self) -> u64 {
+        self.records
+            .iter()
+            .map(|(bytes, _)| (FRAME_HEADER + PAYLOAD_HEAD + bytes.len()) as u64)
+            .sum()
+    }
+
     /// The framed records, numbered from `first_seq`, one after another.
     /// Fails only for a single command too large for a frame (4 GiB).
     pub(crate) fn seal(&self, first_seq: u64) -> Result<Vec<u8>, StoreError> {
