@@ -362,14 +362,16 @@ fn bad_records_stop_the_load_or_are_skipped_and_the_database_says_so() {
     let (ok, _, err) = import(&data, &[&file], &["--continue-on-error"]);
     assert!(!ok && err.contains("--replace"), "{err}");
 
-    // --replace starts over; --continue-on-error loads every good record
-    // and lists the others.
+    // --replace starts over; --continue-on-error loads every good record,
+    // lists the others, and fails (a script must not take it for a
+    // clean load) while the database it leaves is served.
     let (ok, out, err) = import(&data, &[&file], &["--replace", "--continue-on-error"]);
-    assert!(ok, "{out}{err}");
+    assert!(!ok, "{out}{err}");
     assert!(
         out.contains("imported 5 entries") && out.contains("4 refused"),
         "{out}"
     );
+    assert!(err.contains("4 record(s) refused"), "{err}");
     for expected in [
         format!("{name}:17: uid=nosn"),
         format!(
@@ -384,8 +386,28 @@ fn bad_records_stop_the_load_or_are_skipped_and_the_database_says_so() {
     let (ok, _, err) = import(&data, &[&file], &[]);
     assert!(!ok && err.contains("already holds 5 entries"), "{err}");
 
+    // --append of a file holding a DN that exists: refused, named, the
+    // load fails, and the database that was whole stays served.
+    let more = write(
+        &work,
+        "more.ldif",
+        &format!("{}{}", person("good"), person("new")),
+    );
+    let (ok, out, err) = import(&data, &[&more], &["--append"]);
+    assert!(!ok, "{out}{err}");
+    assert!(
+        err.contains("uid=good,ou=People,dc=example,dc=com"),
+        "{err}"
+    );
+    assert!(err.contains("1 record(s) refused"), "{err}");
+    let (ok, out, _) = meridian(&["check"], &data);
+    assert!(ok, "{out}");
+
+    // (Dropping the server removes its data directory.)
     let server = serve(&data);
-    assert_eq!(count(&server, "(objectClass=inetOrgPerson)"), 3);
+    // uid=new was in the refused record's batch (one transaction).
+    assert_eq!(count(&server, "(objectClass=inetOrgPerson)"), 4);
+    assert_eq!(count(&server, "(uid=good)"), 1);
     drop(server);
     std::fs::remove_dir_all(work).unwrap();
 }

@@ -47,7 +47,8 @@ pub(crate) struct ImportArgs {
     #[arg(short = 'i', long = "input", required = true, value_name = "PATH")]
     inputs: Vec<PathBuf>,
     /// Skip records that cannot be loaded and list them at the end
-    /// (default: stop at the first).
+    /// (default: stop at the first). The exit status is still non-zero
+    /// when any was refused.
     #[arg(long)]
     continue_on_error: bool,
     /// Add to the entries already in the database (default: it must be
@@ -120,7 +121,7 @@ pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
         config.storage.durability = Durability::Relaxed;
     })?;
     let _data_dir_lock = setup.lock_data_dir()?;
-    let store = prepare_database(&setup, args.append, args.replace)?;
+    let (store, held_before) = prepare_database(&setup, args.append, args.replace)?;
     let names: Vec<String> = args
         .inputs
         .iter()
@@ -156,22 +157,43 @@ pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
         )
     })?;
     report.print();
-    if !report.refused.is_empty() && !args.continue_on_error {
+    let refused = report.refused.len();
+    // An append to entries that were there before keeps them served.
+    let appended = args.append && held_before > 0;
+    if refused > 0 && !args.continue_on_error && !appended {
         anyhow::bail!(
             "the load stopped; the database in {} is marked incomplete and will not be served: \
              fix the input and import again with --replace, or run `meridian repair` to keep what was loaded",
             setup.store_path().display()
         );
     }
+    // Every batch is one transaction, so what was written is whole
+    // entries with their parents: a load that ran to its end with
+    // refusals, or an append stopped by a refused record (the database
+    // was whole before it, and is whole now), leaves a database that may
+    // be served. Only a load that did not end (killed, crashed) stays
+    // marked incomplete.
     store.execute_blocking(Command::SetLoadState(None))?;
     store.sync()?;
     store.close();
+    if refused > 0 {
+        let stopped = if args.continue_on_error {
+            "every other record was loaded".to_owned()
+        } else {
+            format!(
+                "the append stopped at the first; the {} entries written by then stay, and the database is served as it is",
+                report.added
+            )
+        };
+        anyhow::bail!("{refused} record(s) refused (listed above); {stopped}");
+    }
     Ok(())
 }
 
 /// Opens the store, emptied first with `replace`; refuses a database
-/// that holds entries unless told what to do with them.
-fn prepare_database(setup: &Setup, append: bool, replace: bool) -> anyhow::Result<Store> {
+/// that holds entries unless told what to do with them. Also returns how
+/// many entries it holds (0 after `replace`).
+fn prepare_database(setup: &Setup, append: bool, replace: bool) -> anyhow::Result<(Store, u64)> {
     let store = setup.open_store()?;
     let (entries, incomplete) = {
         let snapshot = store.snapshot()?;
@@ -188,7 +210,7 @@ fn prepare_database(setup: &Setup, append: bool, replace: bool) -> anyhow::Resul
             }
         }
         eprintln!("discarded the {entries} entries in {}", path.display());
-        return setup.open_store();
+        return Ok((setup.open_store()?, 0));
     }
     if let Some(what) = incomplete {
         anyhow::bail!(
@@ -203,7 +225,7 @@ fn prepare_database(setup: &Setup, append: bool, replace: bool) -> anyhow::Resul
             path.display()
         );
     }
-    Ok(store)
+    Ok((store, entries))
 }
 
 /// What the load did.

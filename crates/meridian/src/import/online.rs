@@ -246,12 +246,17 @@ pub(crate) fn run(
             let _ = copier.join();
         }
         result?;
-        if !refused.is_empty() && !continue_on_error {
-            anyhow::bail!(
+        match (refused.len(), continue_on_error) {
+            (0, _) => Ok(()),
+            (_, false) => anyhow::bail!(
                 "the load stopped at the first refused entry; {added} entries were added"
-            );
+            ),
+            // Skipped and listed, and still a failure: a script must not
+            // take it for a clean load.
+            (n, true) => anyhow::bail!(
+                "{n} record(s) refused (listed above); every other record was added ({added})"
+            ),
         }
-        Ok(())
     })
 }
 
