@@ -128,8 +128,13 @@ impl Setup {
     }
 
     /// Where the files of the naming context `suffix` live: `db` for the
-    /// first, `contexts/<suffix>` for the others (the normalised DN, with
-    /// anything but letters, digits and `=,.-` as `_`).
+    /// first, `contexts/<name>` for the others, where the name is the
+    /// normalised DN with every byte but `a-z`, `0-9` and `=,.-` written
+    /// as `_` and two hex digits: one name per DN, so `o=Müller` and
+    /// `o=Möller` (or two DNs differing in case where case matters) never
+    /// share a database. A database made before, under the older name
+    /// (each such character a bare `_`, upper case folded), is used where
+    /// it exists and no other context claims that name.
     fn store_path_of(&self, suffix: &Dn) -> PathBuf {
         let data = &self.config.directory.data_dir;
         if self
@@ -139,18 +144,20 @@ impl Setup {
         {
             return data.join("db");
         }
-        let name: String = suffix
-            .normalized()
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "=,.-".contains(c) {
-                    c.to_ascii_lowercase()
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        data.join("contexts").join(name)
+        let contexts = data.join("contexts");
+        let path = contexts.join(context_dir_name(suffix));
+        let legacy = contexts.join(legacy_context_dir_name(suffix));
+        let legacy_shared = self
+            .suffixes
+            .iter()
+            .skip(1)
+            .filter(|other| legacy_context_dir_name(other) == legacy_context_dir_name(suffix))
+            .count()
+            > 1;
+        if !path.exists() && legacy.exists() && !legacy_shared {
+            return legacy;
+        }
+        path
     }
 
     /// The administrator's DN (`directory.admin_dn`), checked against
@@ -275,5 +282,65 @@ impl Setup {
     pub(crate) fn open_store(&self) -> anyhow::Result<Store> {
         Store::open(self.store_options(), Arc::clone(&self.schema))
             .with_context(|| format!("opening the store in {}", self.store_path().display()))
+    }
+}
+
+/// The folder of an additional naming context: its normalised DN, each
+/// byte outside `a-z 0-9 = , . -` as `_` and two hex digits (injective).
+fn context_dir_name(suffix: &Dn) -> String {
+    use std::fmt::Write as _;
+    let mut name = String::new();
+    for b in suffix.normalized().bytes() {
+        if b.is_ascii_lowercase() || b.is_ascii_digit() || b"=,.-".contains(&b) {
+            name.push(char::from(b));
+        } else {
+            let _ = write!(name, "_{b:02x}");
+        }
+    }
+    name
+}
+
+/// The name earlier versions gave that folder (not one per DN).
+fn legacy_context_dir_name(suffix: &Dn) -> String {
+    suffix
+        .normalized()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "=,.-".contains(c) {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_folders_are_one_per_dn() {
+        let schema = Schema::builtin().unwrap();
+        let dn = |t: &str| Dn::parse(t.as_bytes(), &schema).unwrap();
+        let names: Vec<String> = [
+            "o=Müller",
+            "o=Möller",
+            "o=M_ller",
+            "o=other",
+            "dc=corp,dc=net",
+        ]
+        .iter()
+        .map(|t| context_dir_name(&dn(t)))
+        .collect();
+        let unique: std::collections::BTreeSet<&String> = names.iter().collect();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+        // Plain names keep the spelling earlier versions gave them.
+        assert_eq!(context_dir_name(&dn("o=other")), "o=other");
+        assert_eq!(context_dir_name(&dn("dc=corp,dc=net")), "dc=corp,dc=net");
+        assert_eq!(
+            legacy_context_dir_name(&dn("o=Müller")),
+            legacy_context_dir_name(&dn("o=Möller"))
+        );
     }
 }

@@ -203,3 +203,35 @@ fn nested_naming_contexts_are_refused() {
     let message = text(&out.stderr);
     assert!(message.contains("may not nest"), "{message}");
 }
+
+/// Contexts whose DNs differ only in characters a folder name cannot
+/// hold as they are each get their own database (they shared one).
+#[test]
+fn contexts_that_differ_in_non_ascii_letters_do_not_share_a_database() {
+    let server = Server::start("[directory]\nadditional_suffixes = [\"o=Müller\", \"o=Möller\"]\n");
+    let ldif = "dn: o=Müller\nobjectClass: organization\no: Müller\n\n\
+                dn: o=Möller\nobjectClass: organization\no: Möller\n\n\
+                dn: cn=only-mueller,o=Müller\nobjectClass: device\ncn: only-mueller\n";
+    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(ldif));
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &["-LLL", "-b", "o=Möller", "(cn=*)", "cn"],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(!out.contains("only-mueller"), "{out}");
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &["-LLL", "-b", "o=Müller", "(cn=*)", "cn"],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("cn: only-mueller"), "{out}");
+    let folders = std::fs::read_dir(server.data_dir.join("contexts"))
+        .unwrap()
+        .count();
+    assert_eq!(folders, 2);
+}
