@@ -457,6 +457,24 @@ mod tests {
     }
 
     #[test]
+    fn values_that_are_not_utf8_keep_their_bytes_in_the_key() {
+        // userPassword matches with octetStringMatch: its key is the
+        // bytes as they are. Two values differing only in bytes that are
+        // not UTF-8 were both written U+FFFD, so two DNs shared one key.
+        let schema = Schema::builtin().unwrap();
+        let parse = |t: &[u8]| Dn::parse(t, &schema).unwrap();
+        let a = parse(b"userPassword=#0402ff41,dc=example,dc=com");
+        let b = parse(b"userPassword=#0402fe41,dc=example,dc=com");
+        assert!(
+            !a.same_entry(&b),
+            "{} vs {}",
+            a.normalized(),
+            b.normalized()
+        );
+        assert_eq!(a.normalized(), "userpassword=\\ffA,dc=example,dc=com");
+    }
+
+    #[test]
     fn a_child_parsed_with_its_parents_parse_equals_a_whole_parse() {
         let schema = Schema::builtin().unwrap();
         let cases = [

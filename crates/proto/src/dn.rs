@@ -290,25 +290,38 @@ fn write_hex(out: &mut String, bytes: &[u8]) {
     }
 }
 
-/// Escapes a value as RFC 4514 section 2.4 requires.
+/// Escapes a value as RFC 4514 section 2.4 requires. Bytes that are not
+/// UTF-8 are written as `\XX` hex pairs (section 2.4 allows any byte so
+/// escaped), never replaced: two values that differ only in such bytes
+/// must never be written alike (this is how DNs are normalised into
+/// keys).
 pub fn write_text_value(out: &mut impl fmt::Write, value: &[u8]) -> fmt::Result {
-    let text = String::from_utf8_lossy(value);
     // Most values need no escape at all: written in one piece.
     let plain = |b: u8| !matches!(b, b'"' | b'+' | b',' | b';' | b'<' | b'>' | b'\\' | 0);
-    if text.bytes().all(plain) && !text.starts_with(['#', ' ']) && !text.ends_with(' ') {
-        return out.write_str(&text);
+    if let Ok(text) = std::str::from_utf8(value) {
+        if text.bytes().all(plain) && !text.starts_with(['#', ' ']) && !text.ends_with(' ') {
+            return out.write_str(text);
+        }
     }
-    let last = text.chars().count().saturating_sub(1);
-    for (i, ch) in text.chars().enumerate() {
-        match ch {
-            '"' | '+' | ',' | ';' | '<' | '>' | '\\' => {
-                out.write_char('\\')?;
-                out.write_char(ch)?;
+    let last = value.len().saturating_sub(1);
+    let mut at = 0;
+    for chunk in value.utf8_chunks() {
+        for ch in chunk.valid().chars() {
+            match ch {
+                '"' | '+' | ',' | ';' | '<' | '>' | '\\' => {
+                    out.write_char('\\')?;
+                    out.write_char(ch)?;
+                }
+                '#' if at == 0 => out.write_str("\\#")?,
+                ' ' if at == 0 || at == last => out.write_str("\\ ")?,
+                '\0' => out.write_str("\\00")?,
+                _ => out.write_char(ch)?,
             }
-            '#' if i == 0 => out.write_str("\\#")?,
-            ' ' if i == 0 || i == last => out.write_str("\\ ")?,
-            '\0' => out.write_str("\\00")?,
-            _ => out.write_char(ch)?,
+            at += ch.len_utf8();
+        }
+        for b in chunk.invalid() {
+            write!(out, "\\{b:02x}")?;
+            at += 1;
         }
     }
     Ok(())
@@ -343,6 +356,21 @@ impl fmt::Display for Dn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_written_as_hex_pairs() {
+        let write = |v: &[u8]| {
+            let mut out = String::new();
+            write_text_value(&mut out, v).unwrap();
+            out
+        };
+        assert_eq!(write(b"a\xffb"), "a\\ffb");
+        assert_ne!(write(b"a\xff"), write(b"a\xfe"));
+        // Escapes around them still apply by byte position.
+        assert_eq!(write(b" \xff "), "\\ \\ff\\ ");
+        assert_eq!(write(b"#\xc3"), "\\#\\c3");
+        assert_eq!(write("Müller".as_bytes()), "Müller");
+    }
 
     fn text(s: &str) -> DnValue {
         DnValue::Text(s.as_bytes().to_vec())
