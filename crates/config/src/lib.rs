@@ -209,6 +209,9 @@ pub struct ServerConfig {
     pub first_request_timeout_secs: u64,
     /// Seconds a PDU may take from its first byte to its last; 0 never.
     pub pdu_timeout_secs: u64,
+    /// Bytes of responses one connection may have waiting for its client
+    /// to read them; past it the server reads no more of its requests.
+    pub max_buffered_bytes: usize,
     /// Deepest accepted nesting of BER values in a message (filters).
     pub max_ber_depth: usize,
     /// Milliseconds the server holds a Queue Length bundle's responses
@@ -351,6 +354,9 @@ impl Default for ServerConfig {
             max_connections_per_ip: 1_000,
             first_request_timeout_secs: 30,
             pdu_timeout_secs: 30,
+            // Eight streamed-search steps' worth; a bundle of a thousand
+            // pipelined answers is a small part of it.
+            max_buffered_bytes: 8 << 20,
             max_ber_depth: meridian_proto::DecodeLimits::DEFAULT_MAX_DEPTH,
             // Short next to a network round trip, long next to the time a
             // bundle's responses take to become ready.
@@ -430,7 +436,7 @@ impl Config {
                 format!("{:?} is not an IP:PORT address ({e})", s.listen),
             );
         }
-        let ranges: [(&'static str, usize, usize, usize); 8] = [
+        let ranges: [(&'static str, usize, usize, usize); 9] = [
             ("server.max_connections", s.max_connections, 1, 1_000_000),
             (
                 "server.max_outstanding_per_connection",
@@ -446,6 +452,12 @@ impl Config {
                 s.max_pdu_bytes_anonymous,
                 64,
                 1 << 31,
+            ),
+            (
+                "server.max_buffered_bytes",
+                s.max_buffered_bytes,
+                64 << 10,
+                1 << 34,
             ),
             ("server.max_ber_depth", s.max_ber_depth, 4, 1024),
             ("server.worker_threads", s.worker_threads, 0, 1024),

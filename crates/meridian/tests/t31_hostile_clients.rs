@@ -549,3 +549,53 @@ fn files_holding_entries_are_readable_by_the_server_alone() {
     found.retain(|f| !f.contains("test-config.toml"));
     assert!(found.is_empty(), "readable by others: {found:?}");
 }
+
+#[test]
+fn a_client_that_never_reads_cannot_make_the_server_buffer_its_answers() {
+    let server = Server::start("");
+    // 2,000 pipelined reads of cn=Subschema (the server's own entry,
+    // answered at once: about 100 KB each) from a client that reads
+    // none of the answers.
+    let rss_before = server.rss_kib();
+    let mut greedy = Client::connect(server.addr);
+    greedy.stream.set_nonblocking(true).unwrap();
+    let filter = meridian_proto::filter_str::parse("(objectClass=*)", 8).unwrap();
+    let all: [&[u8]; 2] = [b"*", b"+"];
+    let mut requests = Vec::new();
+    for id in 1..2001 {
+        let search = meridian_proto::LdapMessage {
+            message_id: id,
+            op: meridian_proto::ProtocolOp::SearchRequest(meridian_proto::SearchRequest {
+                base: b"cn=Subschema",
+                scope: meridian_proto::Scope::Base,
+                deref: meridian_proto::DerefAliases::Never,
+                size_limit: 0,
+                time_limit: 0,
+                types_only: false,
+                filter: meridian_proto::Filter::from_ber(&filter, meridian_proto::Depth::new(8))
+                    .unwrap(),
+                attributes: meridian_proto::Seq::from_items(&all),
+            }),
+            controls: meridian_proto::Seq::from_items(&[]),
+        };
+        search.encode(&mut requests);
+    }
+    // Send what the server takes; it stops reading once its buffer is full.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut sent = 0;
+    while sent < requests.len() && Instant::now() < deadline {
+        match std::io::Write::write(&mut greedy.stream, &requests[sent..]) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let grew = server.rss_kib().saturating_sub(rss_before);
+    // server.max_buffered_bytes is 8 MiB: the answers in our buffers
+    // stay within a few times that (with no limit: 280 MB).
+    assert!(grew < 48 * 1024, "RSS grew by {grew} KiB");
+    answers_promptly(&server, Duration::from_secs(1));
+}

@@ -149,9 +149,40 @@ impl Reader<'_> {
                 return end;
             }
             self.out.push(&mut self.batch);
+            if let Some(end) = self.wait_for_client_to_read(shutdown).await {
+                return end;
+            }
             if let Some(end) = self.fill(shutdown).await {
                 return end;
             }
+        }
+    }
+
+    /// While more than `server.max_buffered_bytes` of responses wait for
+    /// a client that does not read them, reads nothing more from it: its
+    /// requests stay in the kernel's buffers, not in ours. A client that
+    /// reads nothing for `idle_timeout_secs` is closed.
+    async fn wait_for_client_to_read(
+        &mut self,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Option<End> {
+        let limit = self.ctx.max_buffered;
+        let room = self.out.wait_room(limit);
+        let waited = tokio::select! {
+            waited = async {
+                match self.ctx.idle_timeout {
+                    Some(idle) => tokio::time::timeout(idle, room).await.ok(),
+                    None => Some(room.await),
+                }
+            } => waited,
+            _ = shutdown.changed() => return Some(End::Shutdown),
+        };
+        match waited {
+            Some(true) => None,
+            Some(false) => Some(End::WriterGone),
+            None => Some(End::Slow(
+                "the client read none of its responses for server.idle_timeout_secs",
+            )),
         }
     }
 
@@ -215,6 +246,15 @@ impl Reader<'_> {
                 }
             };
             self.buf.advance(len);
+            // A pass over many small requests with large answers (say a
+            // thousand searches of big entries) must not build them all up
+            // before the client has read any.
+            if self.batch.bytes.len() >= self.ctx.max_buffered / 2 {
+                self.out.push(&mut self.batch);
+                if let Some(end) = self.wait_for_client_to_read(shutdown).await {
+                    return Some(end);
+                }
+            }
             match action {
                 Action::Responded | Action::Spawned => {}
                 Action::NoResponse => self.out.release(1),

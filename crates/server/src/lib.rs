@@ -47,6 +47,10 @@ pub(crate) struct ServerContext {
     /// Largest PDU before a bind (`server.max_pdu_bytes_anonymous`, at
     /// most `server.max_pdu_bytes`).
     pub(crate) max_pdu_anonymous: usize,
+    /// Bytes of responses a connection may have waiting for its client
+    /// before the server stops reading its requests
+    /// (`server.max_buffered_bytes`).
+    pub(crate) max_buffered: usize,
     pub(crate) max_outstanding: usize,
     /// Where every password check and hash runs (one job per CPU).
     pub(crate) password_pool: password_pool::PasswordPool,
@@ -185,6 +189,7 @@ impl Server {
             first_request_timeout: seconds(s.first_request_timeout_secs),
             pdu_timeout: seconds(s.pdu_timeout_secs),
             max_pdu_anonymous: s.max_pdu_bytes_anonymous.min(s.max_pdu_bytes),
+            max_buffered: s.max_buffered_bytes,
             max_outstanding: s.max_outstanding_per_connection,
             shutdown_grace: Duration::from_secs(s.shutdown_grace_secs),
             password_pool: password_pool::PasswordPool::per_cpu(),
