@@ -251,6 +251,9 @@ pub struct DirectoryConfig {
     /// matching or not (then adminLimitExceeded), as 389 DS's
     /// `nsslapd-lookthroughlimit`; 0: no limit.
     pub lookthrough_limit: u64,
+    /// Most filters a search filter by anyone but the administrator may
+    /// be made of (`(&(a=1)(b=2))` is three); more is adminLimitExceeded.
+    pub max_filter_items: usize,
     /// Most changes one modify request may make (then
     /// adminLimitExceeded). Applying a modify looks each change's
     /// attribute up among the entry's, so a request of a hundred thousand
@@ -382,6 +385,7 @@ impl Default for DirectoryConfig {
             // Twice the entries of the largest seed data set: an unindexed
             // search of a million entries is allowed, a runaway is not.
             lookthrough_limit: 2_000_000,
+            max_filter_items: 4096,
             max_modify_changes: 1000,
             proxy_authorizers: Vec::new(),
             // OpenLDAP's dds defaults: a day by default, a year at most.
@@ -436,7 +440,7 @@ impl Config {
                 format!("{:?} is not an IP:PORT address ({e})", s.listen),
             );
         }
-        let ranges: [(&'static str, usize, usize, usize); 9] = [
+        let ranges: [(&'static str, usize, usize, usize); 10] = [
             ("server.max_connections", s.max_connections, 1, 1_000_000),
             (
                 "server.max_outstanding_per_connection",
@@ -466,6 +470,12 @@ impl Config {
                 self.directory.size_limit,
                 1,
                 usize::MAX,
+            ),
+            (
+                "directory.max_filter_items",
+                self.directory.max_filter_items,
+                1,
+                1_000_000,
             ),
             (
                 "directory.max_modify_changes",

@@ -234,6 +234,9 @@ pub struct Limits {
     /// Most entries one search examines, matching or not
     /// (`directory.lookthrough_limit`; `u64::MAX`: no limit).
     pub lookthrough_limit: u64,
+    /// Most filters one search filter is made of
+    /// (`directory.max_filter_items`).
+    pub max_filter_items: usize,
     /// The longest one search step examines entries before it hands back
     /// so the server can serve others (10 ms by default; not a
     /// config key: tests set zero to cut a search into many steps).
@@ -255,6 +258,7 @@ impl Default for Limits {
             size_limit: 500,
             time_limit: Duration::from_secs(3600),
             lookthrough_limit: 2_000_000,
+            max_filter_items: 4096,
             search_step_time: search::STEP_TIME,
             max_modify_changes: 1000,
             dynamic: dynamic::DynamicTtl::default(),

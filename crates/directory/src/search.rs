@@ -195,6 +195,20 @@ impl Directory {
         byte_budget: usize,
     ) -> Result<Step, Outcome> {
         let page = controls.page;
+        let admin = matches!(who, Identity::Admin(_));
+        if !admin {
+            let items = req.filter.items();
+            let most = self.limits.max_filter_items;
+            if items > most {
+                return Err(Outcome::new(
+                    ResultCode::ADMIN_LIMIT_EXCEEDED,
+                    format!(
+                        "the filter is made of {items} filters, more than the {most} allowed \
+                         (directory.max_filter_items)"
+                    ),
+                ));
+            }
+        }
         let mut base = self.dn(req.base)?;
         if matches!(req.deref, DerefAliases::FindingBase | DerefAliases::Always)
             && self.presence.may_hold(Special::Alias)
@@ -215,7 +229,6 @@ impl Directory {
         } else {
             vec![self.store_for(&base)]
         };
-        let admin = matches!(who, Identity::Admin(_));
         let groups = &Memberships::default();
         if !admin && !base.is_root() {
             // As in slapd, the base itself needs search access.

@@ -179,6 +179,7 @@ impl Setup {
                 0 => u64::MAX,
                 n => n,
             },
+            max_filter_items: d.max_filter_items,
             search_step_time: meridian_directory::Limits::default().search_step_time,
             max_modify_changes: d.max_modify_changes,
             dynamic: meridian_directory::dynamic::DynamicTtl {

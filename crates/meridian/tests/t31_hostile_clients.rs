@@ -281,7 +281,10 @@ fn heavy_searches_neither_freeze_other_clients_nor_outlive_their_time_limit() {
 
 #[test]
 fn the_entries_a_search_examines_count_against_its_limits() {
-    let server = server_with_accounts(3_000, "[directory]\nlookthrough_limit = 1000\n");
+    let server = server_with_accounts(
+        3_000,
+        "[directory]\nlookthrough_limit = 1000\nmax_filter_items = 100\n",
+    );
     let as_reader = ["-D", "uid=reader,dc=example,dc=com", "-w", "reader-pw"];
     // Unindexed and matching nothing: examined, never returned.
     let (rc, out) = tool(
@@ -311,6 +314,31 @@ fn the_entries_a_search_examines_count_against_its_limits() {
         None,
     );
     assert_eq!(rc, 0, "{out}");
+    // A filter of 101 filters (an OR of 100) is over max_filter_items.
+    let (rc, out) = tool(
+        &server,
+        "ldapsearch",
+        &as_reader,
+        &["-b", "dc=example,dc=com", &costly_filter(100), "dn"],
+        None,
+    );
+    assert_eq!(rc, 11, "adminLimitExceeded: {out}");
+    assert!(out.contains("made of 101 filters"), "{out}");
+    // Within it (and indexed, so within the lookthrough limit too).
+    let mut indexed = String::from("(|");
+    for i in 0..99 {
+        indexed.push_str(&format!("(uid=user{i})"));
+    }
+    indexed.push(')');
+    let (rc, out) = tool(
+        &server,
+        "ldapsearch",
+        &as_reader,
+        &["-b", "dc=example,dc=com", &indexed, "dn"],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(out.matches("dn: uid=user").count(), 99, "{out}");
 }
 
 /// Reads until the server closes; the result code of a Notice of

@@ -113,6 +113,18 @@ impl<'a> Filter<'a> {
     pub fn to_ber(&self, buf: &mut Vec<u8>) {
         self.encode(&mut Writer::new(buf));
     }
+
+    /// How many filters this one is made of, itself included (`(&(a=1)(b=2))`
+    /// is three): the measure of `directory.max_filter_items`. The
+    /// recursion is bounded by the depth checked at decoding.
+    pub fn items(&self) -> usize {
+        match self {
+            Filter::And(children) | Filter::Or(children) | Filter::Not(children) => {
+                1 + children.iter().map(|c| c.items()).sum::<usize>()
+            }
+            _ => 1,
+        }
+    }
 }
 
 impl<'a> Element<'a> for Filter<'a> {
