@@ -309,6 +309,23 @@ pub struct SecurityConfig {
     /// (`$y$`, `$6$`, `$5$`, `$2b$`, `$2a$`, `$2y$`, `$1$`; `des` for
     /// traditional DES).
     pub password_crypt_methods: Vec<String>,
+    /// Failed binds (per DN or per client address, within
+    /// `bind_failure_window_secs`) after which each further failure is
+    /// answered late; 0: never.
+    pub bind_delay_after_failures: u32,
+    /// The longest such delay, in milliseconds (it doubles from 100).
+    pub bind_max_delay_ms: u64,
+    /// Failed binds to one DN that lock it for `bind_lockout_secs`
+    /// (binds to it then fail unchecked); 0: never. Not the
+    /// administrator's DN.
+    pub bind_lockout_failures: u32,
+    /// Failed binds from one client address that lock the address; 0:
+    /// never.
+    pub bind_lockout_failures_per_ip: u32,
+    /// Seconds over which failures are counted.
+    pub bind_failure_window_secs: u64,
+    /// Seconds a lockout lasts.
+    pub bind_lockout_secs: u64,
 }
 
 impl Default for SecurityConfig {
@@ -323,6 +340,12 @@ impl Default for SecurityConfig {
             password_crypt_methods: ["$y$", "$6$", "$5$", "$2b$", "$2a$", "$2y$", "$1$", "des"]
                 .map(str::to_owned)
                 .to_vec(),
+            bind_delay_after_failures: 3,
+            bind_max_delay_ms: 2_000,
+            bind_lockout_failures: 10,
+            bind_lockout_failures_per_ip: 100,
+            bind_failure_window_secs: 300,
+            bind_lockout_secs: 300,
         }
     }
 }

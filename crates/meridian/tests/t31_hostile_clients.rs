@@ -627,3 +627,58 @@ fn a_client_that_never_reads_cannot_make_the_server_buffer_its_answers() {
     assert!(grew < 48 * 1024, "RSS grew by {grew} KiB");
     answers_promptly(&server, Duration::from_secs(1));
 }
+
+#[test]
+fn password_guessing_is_slowed_then_locked_out() {
+    let server = Server::start(
+        "[security]\nbind_delay_after_failures = 1\nbind_max_delay_ms = 300\n\
+         bind_lockout_failures = 3\nbind_lockout_failures_per_ip = 8\nbind_lockout_secs = 2\n",
+    );
+    let mut ldif = String::from(BASE);
+    for user in ["victim", "other"] {
+        ldif.push_str(&format!(
+            "dn: uid={user},dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\n\
+             uid: {user}\nuserPassword: {user}-pw\n\n"
+        ));
+    }
+    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(&ldif));
+    assert_eq!(rc, 0, "{out}");
+    let victim = "uid=victim,dc=example,dc=com";
+    // Wrong twice: the second answer comes late.
+    assert_eq!(whoami(&server, victim, "guess-1").0, 49);
+    let started = Instant::now();
+    assert_eq!(whoami(&server, victim, "guess-2").0, 49);
+    assert!(started.elapsed() >= Duration::from_millis(90), "not slowed");
+    // The third locks the DN: even the right password fails now.
+    assert_eq!(whoami(&server, victim, "guess-3").0, 49);
+    assert_eq!(whoami(&server, victim, "victim-pw").0, 49);
+    // Others are not affected.
+    assert_eq!(
+        whoami(&server, "uid=other,dc=example,dc=com", "other-pw").0,
+        0
+    );
+    // The lockout ends.
+    std::thread::sleep(Duration::from_millis(2_200));
+    assert_eq!(whoami(&server, victim, "victim-pw").0, 0);
+    // One address guessing across DNs (unknown ones too) is locked out,
+    // for every DN; the administrator's DN is never locked by itself.
+    for i in 0..8 {
+        assert_eq!(
+            whoami(&server, &format!("uid=nobody{i},dc=example,dc=com"), "x").0,
+            49
+        );
+    }
+    assert_eq!(
+        whoami(&server, "uid=other,dc=example,dc=com", "other-pw").0,
+        49
+    );
+    std::thread::sleep(Duration::from_millis(2_200));
+    assert_eq!(
+        whoami(&server, "uid=other,dc=example,dc=com", "other-pw").0,
+        0
+    );
+    for _ in 0..4 {
+        assert_eq!(whoami(&server, ADMIN_DN, "wrong").0, 49);
+    }
+    assert_eq!(whoami(&server, ADMIN_DN, ADMIN_PASSWORD).0, 0);
+}

@@ -128,6 +128,11 @@ impl AdminCredentials {
         &self.hash
     }
 
+    /// The DN normalised (what [`AdminCredentials::is_admin_dn`] compares).
+    pub(crate) fn dn_key(&self) -> &str {
+        &self.dn_key
+    }
+
     /// The DN as configured.
     pub fn dn(&self) -> &str {
         &self.dn

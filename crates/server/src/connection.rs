@@ -32,9 +32,9 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::watch;
 
-use crate::ServerContext;
 use crate::outbound::{Batch, Outbound};
 use crate::session::{Action, Session};
+use crate::{ServerContext, bind_guard};
 
 /// Bytes asked of the kernel per read: big enough for hundreds of small
 /// pipelined requests per syscall.
@@ -91,6 +91,7 @@ pub(crate) async fn serve_connection(
         last_request: opened,
         requests: 0,
         partial_since: None,
+        peer,
     };
     let end = reader.run(&mut shutdown).await;
     let notice = match &end {
@@ -137,6 +138,8 @@ struct Reader<'c> {
     requests: u64,
     /// When the first bytes of the PDU now partly buffered came.
     partial_since: Option<Instant>,
+    /// The client's address.
+    peer: SocketAddr,
 }
 
 impl Reader<'_> {
@@ -156,6 +159,47 @@ impl Reader<'_> {
                 return end;
             }
         }
+    }
+
+    /// Runs a bind's password `check` under bind protection
+    /// (`bind_guard.rs`): refused unchecked while the DN or the address is
+    /// locked out; a failure is logged with the client's address (never
+    /// the password), counted, and answered late once there were several.
+    async fn guarded_bind(
+        &self,
+        dn_key: &str,
+        dn_shown: &str,
+        check: impl std::future::Future<Output = bool>,
+    ) -> bool {
+        let (conn, peer, guard) = (self.session.conn_id, self.peer, &self.ctx.bind_guard);
+        if let Some(locked) = guard.locked(dn_key, peer.ip()) {
+            tracing::debug!(target: "meridian::auth", conn, %peer, dn = dn_shown, ?locked, "bind refused unchecked: locked out");
+            return false;
+        }
+        if check.await {
+            guard.succeeded(dn_key);
+            return true;
+        }
+        let (delay, locked) = guard.failed(dn_key, peer.ip());
+        tracing::warn!(target: "meridian::auth", conn, %peer, dn = dn_shown, "bind failed: invalid credentials");
+        match locked {
+            Some(bind_guard::Locked::Dn) => tracing::warn!(
+                target: "meridian::auth",
+                %peer,
+                dn = dn_shown,
+                "binds to this DN are refused for security.bind_lockout_secs (security.bind_lockout_failures reached)"
+            ),
+            Some(bind_guard::Locked::Address) => tracing::warn!(
+                target: "meridian::auth",
+                %peer,
+                "binds from this address are refused for security.bind_lockout_secs (security.bind_lockout_failures_per_ip reached)"
+            ),
+            None => {}
+        }
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        false
     }
 
     /// While more than `server.max_buffered_bytes` of responses wait for
@@ -276,9 +320,9 @@ impl Reader<'_> {
                     started,
                 } => {
                     self.out.push(&mut self.batch);
+                    let check = self.ctx.verify_password(dn.original(), stored, password);
                     let verified = self
-                        .ctx
-                        .verify_password(dn.original(), stored, password)
+                        .guarded_bind(dn.normalized(), dn.original(), check)
                         .await;
                     self.session.finish_user_bind(
                         self.ctx,
@@ -298,7 +342,9 @@ impl Reader<'_> {
                     // while a bind is in progress. Flush what is ready
                     // first so earlier answers are not held up.
                     self.out.push(&mut self.batch);
-                    let verified = self.ctx.verify_admin(password).await;
+                    let check = self.ctx.verify_admin(password);
+                    let (key, shown) = (self.ctx.admin.dn_key(), self.ctx.admin.dn());
+                    let verified = self.guarded_bind(key, shown, check).await;
                     self.session.finish_admin_bind(
                         self.ctx,
                         message_id,

@@ -8,6 +8,7 @@
 mod admin;
 mod admission;
 mod bind_cache;
+mod bind_guard;
 mod connection;
 mod inflight;
 mod outbound;
@@ -29,6 +30,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 pub use admin::{AdminCredentials, AdminError, PASSWORD_ENV, PasswordSource, SECRET_FILE};
+pub use bind_guard::BindGuardSettings;
 
 /// Everything a connection needs to know about the server, shared by all.
 #[derive(Debug)]
@@ -58,6 +60,8 @@ pub(crate) struct ServerContext {
     pub(crate) allow_cleartext: bool,
     /// Binds verified recently (`directory.bind_cache_entries`).
     pub(crate) bind_cache: bind_cache::BindCache,
+    /// Failed binds counted per DN and address (`security.bind_*`).
+    pub(crate) bind_guard: bind_guard::BindGuard,
     /// How long a closing connection waits for its in-flight operations.
     pub(crate) shutdown_grace: Duration,
     pub(crate) queue_flush: Duration,
@@ -76,6 +80,9 @@ impl ServerContext {
     ) -> bool {
         if stored.iter().any(|v| self.bind_cache.holds(v, &password)) {
             return true;
+        }
+        if stored.is_empty() {
+            return false;
         }
         let cleartext = self.allow_cleartext;
         let bounds = self.directory.password_bounds();
@@ -174,6 +181,7 @@ impl Server {
             .parse()
             .map_err(|e| StartError::Address(format!("{:?}: {e}", s.listen)))?;
         let listener = listen(addr).map_err(|source| StartError::Bind { addr, source })?;
+        let admin_key = admin.dn_key().to_owned();
         let ctx = ServerContext {
             limits: DecodeLimits {
                 max_pdu_bytes: s.max_pdu_bytes,
@@ -195,6 +203,10 @@ impl Server {
             password_pool: password_pool::PasswordPool::per_cpu(),
             allow_cleartext: config.directory.allow_cleartext_passwords,
             bind_cache: bind_cache::BindCache::new(config.directory.bind_cache_entries),
+            bind_guard: bind_guard::BindGuard::new(
+                bind_guard_settings(&config.security),
+                &admin_key,
+            ),
             queue_flush: Duration::from_millis(s.queue_length_flush_ms),
         };
         Ok(Server {
@@ -275,6 +287,18 @@ impl Server {
             connections.abort_all();
         }
         tracing::info!("server stopped");
+    }
+}
+
+/// The bind protection thresholds of `[security]`.
+fn bind_guard_settings(s: &meridian_config::SecurityConfig) -> BindGuardSettings {
+    BindGuardSettings {
+        delay_after: s.bind_delay_after_failures,
+        max_delay: Duration::from_millis(s.bind_max_delay_ms),
+        lockout_after: s.bind_lockout_failures,
+        lockout_per_ip_after: s.bind_lockout_failures_per_ip,
+        window: Duration::from_secs(s.bind_failure_window_secs),
+        lockout: Duration::from_secs(s.bind_lockout_secs),
     }
 }
 

@@ -424,8 +424,15 @@ impl Session {
                     started: reply.started,
                 },
                 // Unknown DN or no password: the same answer as a wrong
-                // password, so binds cannot enumerate entries.
-                Ok(_) => reply.result(bind.name, ResultCode::INVALID_CREDENTIALS, b""),
+                // password, so binds cannot enumerate entries; counted by
+                // the bind protection like one (nothing matches nothing).
+                Ok(_) => Action::VerifyUser {
+                    message_id: reply.id,
+                    dn,
+                    stored: Vec::new(),
+                    password: password.to_vec(),
+                    started: reply.started,
+                },
                 Err(outcome) => reply.outcome(bind.name, &outcome),
             };
         }
