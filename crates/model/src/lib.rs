@@ -12,6 +12,7 @@ pub mod dn;
 pub mod entry;
 mod error;
 pub mod filter;
+pub mod fuzzing;
 pub mod fxhash;
 pub mod modify;
 pub mod prep;

@@ -86,3 +86,49 @@ pub fn check_decode_round_trip(data: &[u8]) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// The RFC 4515 filter parser on arbitrary text: it never panics; what it
+/// accepts is valid BER within the depth it was given; and printing that
+/// filter and parsing the print gives the same filter.
+pub fn check_filter_string(data: &[u8]) -> Result<(), String> {
+    const DEPTH: usize = 32;
+    let Ok(text) = std::str::from_utf8(data) else {
+        return Ok(());
+    };
+    let Ok(ber) = crate::filter_str::parse(text, DEPTH) else {
+        return Ok(());
+    };
+    let filter = Filter::from_ber(&ber, Depth::new(DEPTH))
+        .map_err(|e| format!("{text:?} parsed to BER that does not decode: {e}"))?;
+    let printed = filter.to_string();
+    let again = crate::filter_str::parse(&printed, DEPTH)
+        .map_err(|e| format!("{text:?} printed as {printed:?}, which does not parse: {e}"))?;
+    if again != ber {
+        return Err(format!(
+            "{text:?} printed as {printed:?}, which parses differently"
+        ));
+    }
+    Ok(())
+}
+
+/// The RFC 4514 DN parser on arbitrary bytes: it never panics, and what
+/// it accepts prints in a form that parses back to the same print.
+pub fn check_dn_string(data: &[u8]) -> Result<(), String> {
+    let Ok(dn) = crate::dn::Dn::parse_bytes(data) else {
+        return Ok(());
+    };
+    let printed = dn.to_string();
+    let again = crate::dn::Dn::parse(&printed).map_err(|e| {
+        format!(
+            "{:?} printed as {printed:?}, which does not parse: {e}",
+            String::from_utf8_lossy(data)
+        )
+    })?;
+    if again.to_string() != printed {
+        return Err(format!(
+            "{:?} printed as {printed:?}, which prints as {again}",
+            String::from_utf8_lossy(data)
+        ));
+    }
+    Ok(())
+}

@@ -110,3 +110,20 @@ fn the_corpus_itself_passes() {
         check_decode_round_trip(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }
+
+#[path = "../../../testing/fuzz_loop.rs"]
+mod fuzz_loop;
+
+#[test]
+fn filter_strings_parse_print_and_parse_again() {
+    fuzz_loop::run(
+        "filter_str",
+        40_000,
+        meridian_proto::fuzzing::check_filter_string,
+    );
+}
+
+#[test]
+fn dn_strings_parse_print_and_parse_again() {
+    fuzz_loop::run("dn", 40_000, meridian_proto::fuzzing::check_dn_string);
+}
