@@ -191,35 +191,33 @@ fn argon2_within(value: &[u8], bounds: &HashBounds) -> Result<(), String> {
     let hash = PasswordHash::new(text).map_err(|_| malformed())?;
     argon2::Algorithm::try_from(hash.algorithm).map_err(|_| malformed())?;
     let params = argon2::Params::try_from(&hash).map_err(|_| malformed())?;
-    let over = |what: &str, value: u32, most: u32, key: &str| {
-        Err(format!(
-            "the {{ARGON2}} hash asks for {what} {value}, more than the {most} \
-             allowed (security.{key})"
-        ))
-    };
-    if params.m_cost() > bounds.max_memory_kib {
-        return over(
+    let limits = [
+        (
             "memory (KiB)",
             params.m_cost(),
             bounds.max_memory_kib,
             "password_max_memory_kib",
-        );
-    }
-    if params.t_cost() > bounds.max_iterations {
-        return over(
+        ),
+        (
             "passes",
             params.t_cost(),
             bounds.max_iterations,
             "password_max_iterations",
-        );
-    }
-    if params.p_cost() > bounds.max_lanes {
-        return over(
+        ),
+        (
             "lanes",
             params.p_cost(),
             bounds.max_lanes,
             "password_max_lanes",
-        );
+        ),
+    ];
+    for (what, value, most, key) in limits {
+        if value > most {
+            return Err(format!(
+                "the {{ARGON2}} hash asks for {what} {value}, more than the {most} \
+                 allowed (security.{key})"
+            ));
+        }
     }
     Ok(())
 }

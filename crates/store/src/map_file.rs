@@ -121,6 +121,13 @@ impl MapFile {
 
 /// Allocates bytes `from..to` of `file` on disk (extending it if needed).
 fn allocate(file: &File, from: u64, to: u64) -> std::io::Result<()> {
+    fallocate(file, 0, from, to)
+}
+
+/// `fallocate(2)` of bytes `from..to` with `mode` (0, or
+/// `FALLOC_FL_KEEP_SIZE` to leave the file's length as it is), retried
+/// when a signal interrupts it.
+pub(crate) fn fallocate(file: &File, mode: libc::c_int, from: u64, to: u64) -> std::io::Result<()> {
     if to <= from {
         return Ok(());
     }
@@ -134,7 +141,7 @@ fn allocate(file: &File, from: u64, to: u64) -> std::io::Result<()> {
         // SAFETY: fallocate reads no memory of ours; the descriptor is
         // open for writing for as long as `file` lives.
         #[allow(unsafe_code)]
-        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) };
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), mode, offset, len) };
         if rc == 0 {
             return Ok(());
         }

@@ -16,7 +16,6 @@
 //! per batch.
 
 use std::fs::File;
-use std::os::fd::AsRawFd as _;
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
@@ -151,27 +150,5 @@ fn clone(file: &File, path: &std::path::Path) -> Result<File, StoreError> {
 /// Allocates bytes `from..to` of `file` on disk without changing its
 /// length (`FALLOC_FL_KEEP_SIZE`).
 fn allocate(file: &File, from: u64, to: u64) -> std::io::Result<()> {
-    if to <= from {
-        return Ok(());
-    }
-    let (Ok(offset), Ok(len)) = (
-        libc::off_t::try_from(from),
-        libc::off_t::try_from(to - from),
-    ) else {
-        return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
-    };
-    loop {
-        // SAFETY: fallocate reads no memory of ours; the descriptor is
-        // open for writing for as long as `file` lives.
-        #[allow(unsafe_code)]
-        let rc =
-            unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, len) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
+    crate::map_file::fallocate(file, libc::FALLOC_FL_KEEP_SIZE, from, to)
 }
