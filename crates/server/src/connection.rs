@@ -151,8 +151,8 @@ impl Reader<'_> {
             if let Some(end) = self.process_buffered(shutdown).await {
                 return end;
             }
-            self.out.push(&mut self.batch);
-            if let Some(end) = self.wait_for_client_to_read(shutdown).await {
+            let waiting = self.out.push(&mut self.batch);
+            if let Some(end) = self.wait_for_client_to_read(waiting, shutdown).await {
                 return end;
             }
             if let Some(end) = self.fill(shutdown).await {
@@ -203,14 +203,20 @@ impl Reader<'_> {
     }
 
     /// While more than `server.max_buffered_bytes` of responses wait for
-    /// a client that does not read them, reads nothing more from it: its
+    /// a client that does not read them (`waiting`: as `Outbound::push`
+    /// last counted them), reads nothing more from it: its
     /// requests stay in the kernel's buffers, not in ours. A client that
     /// reads nothing for `idle_timeout_secs` is closed.
     async fn wait_for_client_to_read(
         &mut self,
+        waiting: usize,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Option<End> {
         let limit = self.ctx.max_buffered;
+        // The usual case, without a timer or a wake-up registered.
+        if waiting < limit {
+            return None;
+        }
         let room = self.out.wait_room(limit);
         let waited = tokio::select! {
             waited = async {
@@ -264,7 +270,6 @@ impl Reader<'_> {
                 Err(e) => return Some(End::Protocol(e.to_string())),
             };
             self.partial_since = None;
-            self.last_request = Instant::now();
             self.requests += 1;
             if !self.out.try_reserve() {
                 // At the outstanding limit: let the writer drain, and read
@@ -276,6 +281,7 @@ impl Reader<'_> {
                 }
             }
             let started = Instant::now();
+            self.last_request = started;
             let pdu = self.buf.get(..len).unwrap_or_default();
             let action = match LdapMessage::decode(pdu, &self.ctx.limits) {
                 Ok(msg) => self
@@ -294,8 +300,8 @@ impl Reader<'_> {
             // thousand searches of big entries) must not build them all up
             // before the client has read any.
             if self.batch.bytes.len() >= self.ctx.max_buffered / 2 {
-                self.out.push(&mut self.batch);
-                if let Some(end) = self.wait_for_client_to_read(shutdown).await {
+                let waiting = self.out.push(&mut self.batch);
+                if let Some(end) = self.wait_for_client_to_read(waiting, shutdown).await {
                     return Some(end);
                 }
             }

@@ -147,11 +147,13 @@ impl Outbound {
     }
 
     /// Hands a batch to the writer. The batch is left empty for reuse.
-    pub(crate) fn push(&self, batch: &mut Batch) {
+    /// Returns the bytes now waiting to be written (0 if the batch was
+    /// empty: then nothing was looked at).
+    pub(crate) fn push(&self, batch: &mut Batch) -> usize {
         if batch.is_empty() {
-            return;
+            return 0;
         }
-        {
+        let waiting = {
             let mut st = self.lock();
             if batch.bundle > 0 {
                 let deadline = Instant::now() + self.hold_for;
@@ -174,11 +176,13 @@ impl Outbound {
                 st.buf.extend_from_slice(&batch.bytes);
             }
             st.completed += batch.completed;
-        }
+            st.buf.len()
+        };
         batch.bytes.clear();
         batch.completed = 0;
         batch.bundle = 0;
         self.wake.notify_one();
+        waiting
     }
 
     /// No more responses: the writer flushes what is left and shuts the
