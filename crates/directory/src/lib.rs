@@ -138,14 +138,9 @@ impl PasswordChange {
 
 /// 20 characters from a 64-symbol alphabet (120 bits).
 fn generate_password() -> Result<Vec<u8>, Outcome> {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut random = [0u8; 20];
-    getrandom::fill(&mut random)
-        .map_err(|e| Outcome::new(ResultCode::OTHER, format!("no randomness: {e}")))?;
-    Ok(random
-        .iter()
-        .filter_map(|b| ALPHABET.get(usize::from(b & 63)).copied())
-        .collect())
+    password::generate()
+        .map(String::into_bytes)
+        .map_err(|e| Outcome::new(ResultCode::OTHER, e))
 }
 
 /// Who is asking. The DN is shared: every write a connection sends

@@ -66,6 +66,28 @@ pub fn argon2_phc(password: &[u8], cost: HashCost) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Whether `password` matches an Argon2 PHC string (`$argon2id$v=19$…`),
+/// computed at the string's own algorithm, version and cost: the one
+/// Argon2 check of the workspace (users' `{ARGON2}` values and the
+/// administrator's hash). Slow by design; callers bound the cost first
+/// where the hash is not their own ([`check_stored`]).
+pub fn argon2_matches(phc: &str, password: &[u8]) -> bool {
+    PasswordHash::new(phc).is_ok_and(|h| Argon2::default().verify_password(password, &h).is_ok())
+}
+
+/// A new random password: 20 characters from a 64-symbol alphabet (120
+/// bits), without modulo bias. For the administrator's first start and
+/// Password Modify without a new password (genPasswd).
+pub fn generate() -> Result<String, String> {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut random = [0u8; 20];
+    getrandom::fill(&mut random).map_err(|e| format!("no randomness: {e}"))?;
+    Ok(random
+        .iter()
+        .filter_map(|b| ALPHABET.get(usize::from(b & 63)).copied().map(char::from))
+        .collect())
+}
+
 /// Hashes a clear-text password as `{ARGON2}` at `cost`.
 pub fn hash(password: &[u8], cost: HashCost) -> Result<Vec<u8>, String> {
     Ok(format!("{{ARGON2}}{}", argon2_phc(password, cost)?).into_bytes())
@@ -244,10 +266,7 @@ pub fn verify(
     }
     let matched = match scheme.as_slice() {
         // The algorithm, version and cost are the hash's own, checked above.
-        b"ARGON2" => std::str::from_utf8(value)
-            .ok()
-            .and_then(|v| PasswordHash::new(v).ok())
-            .is_some_and(|h| Argon2::default().verify_password(password, &h).is_ok()),
+        b"ARGON2" => std::str::from_utf8(value).is_ok_and(|phc| argon2_matches(phc, password)),
         b"SSHA" => salted::<Sha1>(value, password, 20),
         b"SSHA256" => salted::<Sha256>(value, password, 32),
         b"SSHA512" => salted::<Sha512>(value, password, 64),

@@ -9,8 +9,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use argon2::Argon2;
-use argon2::password_hash::{PasswordHash, PasswordVerifier};
+use argon2::password_hash::PasswordHash;
 use meridian_directory::password::{HashCost, argon2_phc};
 use meridian_model::dn::Dn;
 
@@ -146,9 +145,7 @@ impl AdminCredentials {
     /// Verifies `password`; false on any failure. Slow by design (Argon2):
     /// the server runs it in its password pool.
     pub fn verify(&self, password: &[u8]) -> bool {
-        PasswordHash::new(&self.hash)
-            .map(|parsed| Argon2::default().verify_password(password, &parsed).is_ok())
-            .unwrap_or(false)
+        meridian_directory::password::argon2_matches(&self.hash, password)
     }
 }
 
@@ -156,15 +153,8 @@ fn hash_password(password: &[u8], cost: HashCost) -> Result<String, AdminError> 
     argon2_phc(password, cost).map_err(AdminError::Hash)
 }
 
-/// 20 characters from a 64-symbol alphabet: 120 bits, without modulo bias.
 fn generate_password() -> Result<String, AdminError> {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut random = [0u8; 20];
-    getrandom::fill(&mut random).map_err(|e| AdminError::Hash(e.to_string()))?;
-    Ok(random
-        .iter()
-        .filter_map(|b| ALPHABET.get(usize::from(b & 63)).copied().map(char::from))
-        .collect())
+    meridian_directory::password::generate().map_err(AdminError::Hash)
 }
 
 fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
