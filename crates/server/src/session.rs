@@ -1,15 +1,24 @@
 //! One LDAP session's state and the dispatch of its requests.
 //!
-//! Every operation served so far completes synchronously, so `handle`
-//! writes the response straight into the connection's batch; the one
-//! exception, a simple bind that needs a password hash checked, is handed
-//! back to the connection as [`Action::VerifyAdmin`] so the check runs off
-//! the async workers. Later operations that wait on the store follow the
-//! same pattern.
+//! `handle` answers what it can at once straight into the connection's
+//! batch: reads (compare, the first step of a search, the root DSE and
+//! cn=Subschema), refusals, and the extended operations that need no
+//! store. The rest leaves the reader as an [`Action`]:
+//! - a simple bind hands its password check back to the connection
+//!   ([`Action::VerifyUser`], [`Action::VerifyAdmin`]), which runs it in
+//!   the password pool under bind protection, processing nothing else
+//!   meanwhile (RFC 4511 4.2.1);
+//! - a write is prepared here and queued with the connection's write
+//!   sequencer (`sequence_writes`), which hashes passwords in the pool and
+//!   submits to the store in the order the writes were read; each answer
+//!   is pushed when its batch is durable ([`Action::Spawned`]);
+//! - a search larger than one step continues as a `StreamedSearch` on its
+//!   own task, in steps that wait for the client to read and yield to
+//!   other work ([`Action::Spawned`]).
 
 use std::time::Instant;
 
-use meridian_ber::{Tag, Writer};
+use meridian_ber::Tag;
 use std::sync::Arc;
 
 use meridian_directory::{
@@ -807,7 +816,7 @@ struct Reply<'a> {
 impl Reply<'_> {
     fn outcome(self, dn: &[u8], outcome: &Outcome) -> Action {
         if self.tag == tags::EXTENDED_RESPONSE {
-            return self.extended(outcome.code, outcome.message.as_bytes(), None);
+            return self.extended_outcome(outcome, None);
         }
         let urls = referral_urls(outcome);
         let result = ldap_result(outcome, &urls);
@@ -835,19 +844,15 @@ impl Reply<'_> {
     }
 
     fn extended(self, code: ResultCode, message: &[u8], value: Option<&[u8]>) -> Action {
-        let mut w = Writer::new(&mut self.batch.bytes);
-        let msg = w.start(Tag::SEQUENCE);
-        w.integer(Tag::INTEGER, i64::from(self.id));
-        let op = w.start(tags::EXTENDED_RESPONSE);
-        w.integer(Tag::ENUMERATED, i64::from(code.0));
-        w.octets(Tag::OCTET_STRING, b"");
-        w.octets(Tag::OCTET_STRING, message);
-        if let Some(value) = value {
-            w.octets(Tag::context(11, false), value);
-        }
-        w.end(op);
-        w.end(msg);
-        self.done(b"", code)
+        let outcome = Outcome::new(code, String::from_utf8_lossy(message));
+        self.extended_outcome(&outcome, value)
+    }
+
+    /// An ExtendedResponse with the whole of `outcome` (matched DN and
+    /// referrals too), through the one encoder of extended responses.
+    fn extended_outcome(self, outcome: &Outcome, value: Option<&[u8]>) -> Action {
+        encode_extended(&mut self.batch.bytes, self.id, outcome, value);
+        self.done(b"", outcome.code)
     }
 
     fn done(self, dn: &[u8], code: ResultCode) -> Action {
