@@ -1316,12 +1316,12 @@ fn modify_through_cursor(
         Err(refusal) => return Applied::Refused(refusal),
     };
     let written = match planned.known_record(ctx) {
-        // SAFETY: nothing read through the cursor is borrowed any more
-        // (the old record was decoded into an owned entry, or spliced
-        // into an owned record), so the overwrite invalidates no
-        // reference.
         #[allow(unsafe_code)]
         Some(record) => {
+            // SAFETY: nothing read through the cursor is borrowed any more
+            // (the old record was decoded into an owned entry, or spliced
+            // into an owned record), so the overwrite invalidates no
+            // reference.
             let put = unsafe { cursor.put_current(&key, &record) };
             drop(cursor);
             put.map(|_| ()).map_err(StoreError::from)

@@ -196,8 +196,8 @@ fn allocate_map(env: &Env<WithoutTls>, data_file: &Path) -> Result<map_file::Map
     let file = map_file::MapFile::open(data_file)?;
     let size = env.info().map_size as u64;
     if let Err(e) = file.allocate_to(size) {
-        // SAFETY (both resizes): no transaction of this environment is
-        // open yet: it was opened just now, and is not yet shared.
+        // SAFETY: no transaction of this environment is open yet: it was
+        // opened just now, and is not yet shared.
         #[allow(unsafe_code)]
         unsafe { env.resize(page_size()) }?;
         let data = env.info().map_size as u64;
@@ -207,6 +207,7 @@ fn allocate_map(env: &Env<WithoutTls>, data_file: &Path) -> Result<map_file::Map
         );
         match file.grow_from(data) {
             Ok(next) => {
+                // SAFETY: as above, no transaction is open yet.
                 #[allow(unsafe_code)]
                 unsafe { env.resize(usize::try_from(next).unwrap_or(usize::MAX)) }?;
             }
