@@ -423,6 +423,10 @@ impl Directory {
                 last_sent = Some(id);
                 true
             };
+            // Merging scopes reads ahead of what it emits, so it cannot
+            // stop between two candidates and resume there: it runs as
+            // one step, bounded by the time and lookthrough limits.
+            let steps = roots.is_none();
             let mut examine = |id: EntryId| -> bool {
                 if examined >= lookthrough {
                     work_stop = Some(Outcome::new(
@@ -443,7 +447,7 @@ impl Directory {
                         ));
                         return false;
                     }
-                    if step_started.elapsed() >= self.limits.search_step_time {
+                    if steps && step_started.elapsed() >= self.limits.search_step_time {
                         step_over = true;
                         return false;
                     }
@@ -463,10 +467,9 @@ impl Directory {
                         &mut emit,
                     )?;
                 }
-                // Merging scopes reads ahead of what it emits, so it
-                // cannot stop between two candidates and resume there:
-                // it runs as one step, bounded by the limits on matches.
-                Some(roots) => self.search_merged(&snapshot, roots, &filter, after, &mut emit)?,
+                Some(roots) => {
+                    self.search_merged(&snapshot, roots, &filter, after, &mut examine, &mut emit)?;
+                }
             }
             if let Some(outcome) = work_stop.take() {
                 stopped.get_or_insert(outcome);
@@ -523,12 +526,17 @@ impl Directory {
     /// resume the same way. Each round reads at most [`MERGE_CHUNK`]
     /// matches per scope and hands on those up to the lowest ID where a
     /// scope stopped early.
+    ///
+    /// `examine` is asked before each candidate, as in a plain search; when
+    /// it says stop (a limit), the matches found so far are emitted and
+    /// the merge ends.
     fn search_merged(
         &self,
         snapshot: &meridian_store::Snapshot<'_>,
         roots: &crate::alias::Roots,
         filter: &Filter<'_>,
         after: EntryId,
+        examine: &mut dyn FnMut(EntryId) -> bool,
         emit: &mut dyn FnMut(EntryId, &Entry) -> bool,
     ) -> Result<(), Outcome> {
         let mut after = after;
@@ -539,12 +547,29 @@ impl Directory {
             for (root, scope) in &roots.roots {
                 let mut taken = 0;
                 let mut last = after;
-                snapshot.search_after(root, *scope, filter, Some(after), |id, _| {
-                    round.insert(id);
-                    taken += 1;
-                    last = id;
-                    taken < MERGE_CHUNK
-                })?;
+                let mut stopped = false;
+                let mut examine_or_stop = |id: EntryId| {
+                    stopped = !examine(id);
+                    !stopped
+                };
+                snapshot.search_examining(
+                    root,
+                    *scope,
+                    filter,
+                    Some(after),
+                    &mut examine_or_stop,
+                    |id, _| {
+                        round.insert(id);
+                        taken += 1;
+                        last = id;
+                        taken < MERGE_CHUNK
+                    },
+                )?;
+                if stopped {
+                    // A limit: what was found so far is the whole round.
+                    complete = EntryId::MAX;
+                    break;
+                }
                 if taken >= MERGE_CHUNK {
                     complete = complete.min(last);
                 }

@@ -144,3 +144,75 @@ async fn a_search_cut_into_steps_returns_what_one_step_returns() {
         assert_eq!(all_whole, expected, "{filter}");
     }
 }
+
+/// A search that follows aliases merges several scopes and cannot be cut
+/// into steps; the lookthrough limit still stops it.
+#[tokio::test]
+async fn a_search_through_aliases_is_bound_by_the_lookthrough_limit() {
+    let limits = Limits {
+        lookthrough_limit: 100,
+        ..Limits::default()
+    };
+    let (d, schema) = support::directory(Arc::new(SystemClock), limits);
+    let admin = d.identity_for(Dn::parse(ADMIN_DN.as_bytes(), &schema).unwrap());
+    let entries: &[(&str, &[(&str, &[&str])])] = &[
+        (
+            "dc=example,dc=com",
+            &[("objectClass", &["domain"]), ("dc", &["example"])],
+        ),
+        (
+            "ou=a,dc=example,dc=com",
+            &[("objectClass", &["organizationalUnit"]), ("ou", &["a"])],
+        ),
+        (
+            "ou=b,dc=example,dc=com",
+            &[("objectClass", &["organizationalUnit"]), ("ou", &["b"])],
+        ),
+        (
+            "ou=to-b,ou=a,dc=example,dc=com",
+            &[
+                ("objectClass", &["alias", "extensibleObject"]),
+                ("ou", &["to-b"]),
+                ("aliasedObjectName", &["ou=b,dc=example,dc=com"]),
+            ],
+        ),
+    ];
+    for (dn, attrs) in entries {
+        assert_eq!(
+            add(&d, &admin, dn, attrs).await,
+            ResultCode::SUCCESS,
+            "{dn}"
+        );
+    }
+    for i in 0..300 {
+        let (dn, cn) = (format!("cn=e{i},ou=b,dc=example,dc=com"), format!("e{i}"));
+        let attrs: &[(&str, &[&str])] = &[("objectClass", &["device"]), ("cn", &[&cn])];
+        assert_eq!(add(&d, &admin, &dn, attrs).await, ResultCode::SUCCESS);
+    }
+    let user = d.identity_for(Dn::parse(b"cn=e1,ou=b,dc=example,dc=com", &schema).unwrap());
+    let filter_ber = meridian_proto::filter_str::parse("(description=none)", 32).unwrap();
+    let no_attributes: [&[u8]; 1] = [b"1.1"];
+    let req = SearchRequest {
+        base: b"ou=a,dc=example,dc=com",
+        scope: Scope::Subtree,
+        deref: DerefAliases::Always,
+        size_limit: 0,
+        time_limit: 0,
+        types_only: false,
+        filter: Filter::from_ber(&filter_ber, Depth::new(32)).unwrap(),
+        attributes: Seq::from_items(&no_attributes),
+    };
+    let mut cursor = SearchCursor::new();
+    let mut buf = Vec::new();
+    let controls = SearchControls::default();
+    match d.search_step(&user, &req, 2, &mut buf, controls, &mut cursor, 1 << 20) {
+        Step::Done(outcome, _) => {
+            assert_eq!(
+                outcome.code,
+                ResultCode::ADMIN_LIMIT_EXCEEDED,
+                "{outcome:?}"
+            );
+        }
+        Step::More => panic!("a merged search does not step"),
+    }
+}
