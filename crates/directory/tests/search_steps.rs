@@ -145,6 +145,9 @@ async fn a_search_cut_into_steps_returns_what_one_step_returns() {
     }
 }
 
+/// An entry's attributes, as `support::add` takes them.
+type Attrs<'a> = &'a [(&'a str, &'a [&'a str])];
+
 /// A search that follows aliases merges several scopes and cannot be cut
 /// into steps; the lookthrough limit still stops it.
 #[tokio::test]
@@ -155,7 +158,7 @@ async fn a_search_through_aliases_is_bound_by_the_lookthrough_limit() {
     };
     let (d, schema) = support::directory(Arc::new(SystemClock), limits);
     let admin = d.identity_for(Dn::parse(ADMIN_DN.as_bytes(), &schema).unwrap());
-    let entries: &[(&str, &[(&str, &[&str])])] = &[
+    let entries: &[(&str, Attrs<'_>)] = &[
         (
             "dc=example,dc=com",
             &[("objectClass", &["domain"]), ("dc", &["example"])],
