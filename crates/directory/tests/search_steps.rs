@@ -26,6 +26,27 @@ use meridian_proto::{
 };
 use support::{ADMIN_DN, add};
 
+/// No attributes (`1.1`): the tests look at DNs only.
+static NO_ATTRIBUTES: [&[u8]; 1] = [b"1.1"];
+
+/// A subtree search of `base` for the filter encoded in `filter_ber`.
+fn subtree_search<'a>(
+    base: &'a [u8],
+    deref: DerefAliases,
+    filter_ber: &'a [u8],
+) -> SearchRequest<'a> {
+    SearchRequest {
+        base,
+        scope: Scope::Subtree,
+        deref,
+        size_limit: 0,
+        time_limit: 0,
+        types_only: false,
+        filter: Filter::from_ber(filter_ber, Depth::new(32)).unwrap(),
+        attributes: Seq::from_items(&NO_ATTRIBUTES),
+    }
+}
+
 /// Runs a search to its end in steps; the DNs returned, the result code,
 /// how many steps it took and the paging cookie.
 fn run(
@@ -35,17 +56,7 @@ fn run(
     page: Option<(i32, Vec<u8>)>,
 ) -> (Vec<String>, ResultCode, usize, Option<Vec<u8>>) {
     let filter_ber = meridian_proto::filter_str::parse(filter, 32).unwrap();
-    let no_attributes: [&[u8]; 1] = [b"1.1"];
-    let req = SearchRequest {
-        base: b"dc=example,dc=com",
-        scope: Scope::Subtree,
-        deref: DerefAliases::Never,
-        size_limit: 0,
-        time_limit: 0,
-        types_only: false,
-        filter: Filter::from_ber(&filter_ber, Depth::new(32)).unwrap(),
-        attributes: Seq::from_items(&no_attributes),
-    };
+    let req = subtree_search(b"dc=example,dc=com", DerefAliases::Never, &filter_ber);
     let mut cursor = SearchCursor::new();
     let mut dns = Vec::new();
     let mut steps = 0;
@@ -194,17 +205,7 @@ async fn a_search_through_aliases_is_bound_by_the_lookthrough_limit() {
     }
     let user = d.identity_for(Dn::parse(b"cn=e1,ou=b,dc=example,dc=com", &schema).unwrap());
     let filter_ber = meridian_proto::filter_str::parse("(description=none)", 32).unwrap();
-    let no_attributes: [&[u8]; 1] = [b"1.1"];
-    let req = SearchRequest {
-        base: b"ou=a,dc=example,dc=com",
-        scope: Scope::Subtree,
-        deref: DerefAliases::Always,
-        size_limit: 0,
-        time_limit: 0,
-        types_only: false,
-        filter: Filter::from_ber(&filter_ber, Depth::new(32)).unwrap(),
-        attributes: Seq::from_items(&no_attributes),
-    };
+    let req = subtree_search(b"ou=a,dc=example,dc=com", DerefAliases::Always, &filter_ber);
     let mut cursor = SearchCursor::new();
     let mut buf = Vec::new();
     let controls = SearchControls::default();
