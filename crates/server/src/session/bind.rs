@@ -1,0 +1,164 @@
+//! Simple binds: checked here up to the password, which the connection
+//! verifies in the password pool under bind protection, then finished.
+
+use super::*;
+
+impl Session {
+    pub(super) fn bind(&mut self, bind: &BindRequest<'_>, reply: Reply<'_>) -> Action {
+        // RFC 4513 section 5: a bind, whatever its outcome, first drops the
+        // current authorization.
+        self.identity = Identity::Anonymous;
+        if bind.version != 3 {
+            return reply.result(
+                bind.name,
+                ResultCode::PROTOCOL_ERROR,
+                b"only LDAP version 3 is supported",
+            );
+        }
+        let password = match bind.auth {
+            Authentication::Simple(password) => password,
+            Authentication::Sasl { mechanism, .. } => {
+                let message = format!(
+                    "SASL mechanism {:?} is not supported (no SASL mechanisms are offered yet)",
+                    String::from_utf8_lossy(mechanism)
+                );
+                return reply.result(
+                    bind.name,
+                    ResultCode::AUTH_METHOD_NOT_SUPPORTED,
+                    message.as_bytes(),
+                );
+            }
+        };
+        match (bind.name.is_empty(), password.is_empty()) {
+            (true, true) => return reply.result(b"", ResultCode::SUCCESS, b""),
+            (true, false) => {
+                return reply.result(
+                    b"",
+                    ResultCode::INVALID_CREDENTIALS,
+                    b"a password was given without a DN",
+                );
+            }
+            (false, true) => {
+                // RFC 4513 section 5.1.2: unauthenticated binds are refused
+                // by default, since they look like success to careless apps.
+                return reply.result(
+                    bind.name,
+                    ResultCode::UNWILLING_TO_PERFORM,
+                    b"unauthenticated bind (DN with an empty password) is not allowed",
+                );
+            }
+            (false, false) => {}
+        }
+        let dn = match Dn::parse(bind.name, &reply.ctx.schema) {
+            Ok(dn) => dn,
+            Err(e) => {
+                return reply.result(
+                    bind.name,
+                    ResultCode::INVALID_DN_SYNTAX,
+                    e.message.as_bytes(),
+                );
+            }
+        };
+        if !reply.ctx.admin.is_admin_dn(&dn) {
+            return match reply.ctx.directory.bind_passwords(&dn) {
+                Ok(Some(stored)) if !stored.is_empty() => Action::VerifyUser {
+                    message_id: reply.id,
+                    dn,
+                    stored,
+                    password: password.to_vec(),
+                    started: reply.started,
+                },
+                // Unknown DN or no password: the same answer as a wrong
+                // password, so binds cannot enumerate entries; counted by
+                // the bind protection like one (nothing matches nothing).
+                Ok(_) => Action::VerifyUser {
+                    message_id: reply.id,
+                    dn,
+                    stored: Vec::new(),
+                    password: password.to_vec(),
+                    started: reply.started,
+                },
+                Err(outcome) => reply.outcome(bind.name, &outcome),
+            };
+        }
+        Action::VerifyAdmin {
+            message_id: reply.id,
+            password: password.to_vec(),
+            started: reply.started,
+        }
+    }
+
+    /// The reply to a bind whose password check ran elsewhere.
+    pub(super) fn bind_reply<'a>(
+        &self,
+        ctx: &'a ServerContext,
+        message_id: i32,
+        batch: &'a mut Batch,
+        started: Instant,
+    ) -> Reply<'a> {
+        Reply {
+            ctx,
+            session_conn: self.conn_id,
+            batch,
+            id: message_id,
+            tag: tags::BIND_RESPONSE,
+            op_name: "BIND",
+            started,
+        }
+    }
+
+    /// Completes a bind handed out as [`Action::VerifyAdmin`].
+    pub(crate) fn finish_admin_bind(
+        &mut self,
+        ctx: &ServerContext,
+        message_id: i32,
+        verified: bool,
+        batch: &mut Batch,
+        started: Instant,
+    ) {
+        let reply = self.bind_reply(ctx, message_id, batch, started);
+        let dn = ctx.admin.dn().as_bytes();
+        // A bind answers success only with the identity it proved: if the
+        // configured DN cannot be parsed (a schema file changed under
+        // it), the session would stay anonymous while the client believes
+        // it is the administrator.
+        let proved = verified
+            .then(|| Dn::parse(ctx.admin.dn().as_bytes(), &ctx.schema).ok())
+            .flatten();
+        let _ = match proved {
+            Some(admin) => {
+                self.identity = ctx.directory.identity_for(admin);
+                reply.result(dn, ResultCode::SUCCESS, b"")
+            }
+            None if verified => {
+                tracing::error!(dn = ctx.admin.dn(), "the administrator DN no longer parses");
+                reply.result(
+                    dn,
+                    ResultCode::OTHER,
+                    b"the configured administrator DN does not parse with the current schema",
+                )
+            }
+            None => reply.result(dn, ResultCode::INVALID_CREDENTIALS, b""),
+        };
+    }
+
+    /// Completes a bind handed out as [`Action::VerifyUser`].
+    pub(crate) fn finish_user_bind(
+        &mut self,
+        ctx: &ServerContext,
+        message_id: i32,
+        dn: Dn,
+        verified: bool,
+        batch: &mut Batch,
+        started: Instant,
+    ) {
+        let reply = self.bind_reply(ctx, message_id, batch, started);
+        let name = dn.original().as_bytes().to_vec();
+        if verified {
+            self.identity = ctx.directory.identity_for(dn);
+            reply.result(&name, ResultCode::SUCCESS, b"");
+        } else {
+            reply.result(&name, ResultCode::INVALID_CREDENTIALS, b"");
+        }
+    }
+}

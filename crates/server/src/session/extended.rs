@@ -1,0 +1,175 @@
+//! Extended operations: WhoAmI (RFC 4532), Password Modify (RFC 3062),
+//! Cancel (RFC 3909), Refresh (RFC 2589), and the refusal of others.
+
+use super::*;
+
+impl Session {
+    /// Password Modify (RFC 3062): checked here, then a write like any
+    /// other, in order with the connection's others; the old-password
+    /// check and the hashing (slow by design) run on the blocking pool
+    /// when its turn comes.
+    pub(super) fn password_modify(
+        &mut self,
+        ext: &ExtendedRequest<'_>,
+        reply: Reply<'_>,
+        out: &Arc<Outbound>,
+    ) -> Action {
+        let request = match PasswordModifyRequest::decode(ext.value) {
+            Ok(r) => r,
+            Err(e) => {
+                let message = format!("malformed Password Modify request: {e}");
+                return reply.extended(ResultCode::PROTOCOL_ERROR, message.as_bytes(), None);
+            }
+        };
+        let ctx = reply.ctx;
+        let change = match ctx.directory.prepare_password_modify(
+            &self.identity,
+            request.user,
+            request.old_password,
+            request.new_password,
+        ) {
+            Ok(change) => change,
+            Err(outcome) => return reply.extended(outcome.code, outcome.message.as_bytes(), None),
+        };
+        let success_value = change.generated.then(|| {
+            let mut value = Vec::new();
+            encode_password_modify_response(&mut value, change.new_password());
+            value
+        });
+        let mut spawned = self.spawned_write(&reply, out, change.target().original().as_bytes());
+        spawned.success_value = success_value;
+        spawned.guard_failure = Some(Outcome::new(
+            ResultCode::INVALID_CREDENTIALS,
+            meridian_directory::PasswordChange::CHANGED_MEANWHILE,
+        ));
+        let allow_cleartext = ctx.allow_cleartext;
+        let directory = Arc::clone(&ctx.directory);
+        self.queue_pending(
+            ctx,
+            spawned,
+            Pending::AfterEarlier(Box::new(move || {
+                change.into_command(&directory, allow_cleartext)
+            })),
+        )
+    }
+
+    /// Refresh (RFC 2589): a dynamic entry's new TTL, clamped to the
+    /// configured bounds; the response says what was granted.
+    pub(super) fn refresh(
+        &mut self,
+        ext: &ExtendedRequest<'_>,
+        reply: Reply<'_>,
+        out: &Arc<Outbound>,
+    ) -> Action {
+        let request = match RefreshRequest::decode(ext.value) {
+            Ok(request) => request,
+            Err(e) => {
+                let message = format!(
+                    "Refresh: {e}; the value is SEQUENCE {{ entryName [0] LDAPDN, requestTtl [1] INTEGER }}"
+                );
+                return reply.extended(ResultCode::PROTOCOL_ERROR, message.as_bytes(), None);
+            }
+        };
+        let prepared =
+            reply
+                .ctx
+                .directory
+                .prepare_refresh(&self.identity, request.dn, request.ttl_secs);
+        let (command, granted) = match prepared {
+            Ok(prepared) => prepared,
+            Err(outcome) => return reply.extended(outcome.code, outcome.message.as_bytes(), None),
+        };
+        // A write like any other: in order with the connection's others.
+        let mut value = Vec::new();
+        encode_refresh_response(&mut value, granted);
+        let mut spawned = self.spawned_write(&reply, out, request.dn);
+        spawned.success_value = Some(value);
+        self.queue_pending(reply.ctx, spawned, Pending::Ready(command))
+    }
+
+    /// Cancel (RFC 3909): stops a streamed search, which answers
+    /// `canceled`; the Cancel's own response follows it. A write already
+    /// submitted is too late to stop; anything else is not running.
+    pub(super) fn cancel(
+        &mut self,
+        ext: &ExtendedRequest<'_>,
+        reply: Reply<'_>,
+        out: &Arc<Outbound>,
+    ) -> Action {
+        let target = match decode_cancel(ext.value) {
+            Ok(target) => target,
+            Err(e) => {
+                let message =
+                    format!("Cancel: {e}; the value is SEQUENCE {{ cancelID MessageID }}");
+                return reply.extended(ResultCode::PROTOCOL_ERROR, message.as_bytes(), None);
+            }
+        };
+        let Some(op) = self.running.get(target).cloned() else {
+            let message = format!("no operation {target} is in progress on this connection");
+            return reply.extended(ResultCode::NO_SUCH_OPERATION, message.as_bytes(), None);
+        };
+        if op.kind() == Kind::Write {
+            return reply.extended(
+                ResultCode::TOO_LATE,
+                b"the write was already handed to the store",
+                None,
+            );
+        }
+        if !op.request_stop(Stop::Cancel) {
+            return reply.extended(
+                ResultCode::TOO_LATE,
+                b"the operation is already stopping or done",
+                None,
+            );
+        }
+        let (id, outbound) = (reply.id, Arc::clone(out));
+        tokio::spawn(async move {
+            op.finished().await;
+            push_extended(&outbound, id, &Outcome::success(), &[]);
+        });
+        Action::Spawned
+    }
+
+    pub(super) fn extended(
+        &mut self,
+        ext: &ExtendedRequest<'_>,
+        reply: Reply<'_>,
+        out: &Arc<Outbound>,
+    ) -> Action {
+        let name = ext.name;
+        if name == extended_oid::WHO_AM_I {
+            if ext.value.is_some() {
+                return reply.extended(
+                    ResultCode::PROTOCOL_ERROR,
+                    b"WhoAmI takes no request value",
+                    None,
+                );
+            }
+            // RFC 4532: "dn:" and the DN, or empty for anonymous.
+            let authz = match &self.identity {
+                Identity::Anonymous => String::new(),
+                Identity::Admin(dn) | Identity::User(dn) => format!("dn:{}", dn.original()),
+            };
+            return reply.extended(ResultCode::SUCCESS, b"", Some(authz.as_bytes()));
+        }
+        if name == extended_oid::PASSWORD_MODIFY {
+            return self.password_modify(ext, reply, out);
+        }
+        if name == extended_oid::CANCEL {
+            return self.cancel(ext, reply, out);
+        }
+        if name == extended_oid::REFRESH {
+            return self.refresh(ext, reply, out);
+        }
+        let pending = [(extended_oid::START_TLS, "StartTLS")];
+        if let Some((_, what)) = pending.iter().find(|(oid, _)| *oid == name) {
+            let message = format!("the {what} extended operation is not implemented yet");
+            return reply.extended(ResultCode::UNWILLING_TO_PERFORM, message.as_bytes(), None);
+        }
+        let message = format!(
+            "unsupported extended operation {:?}; supportedExtension in the root DSE lists those served",
+            String::from_utf8_lossy(name)
+        );
+        reply.extended(ResultCode::PROTOCOL_ERROR, message.as_bytes(), None)
+    }
+}

@@ -1,0 +1,350 @@
+//! One LDAP session's state and the dispatch of its requests (here); the
+//! operations live beside it: `bind`, `search`, `writes`, `extended`,
+//! `controls`, and `reply` for the final responses.
+//!
+//! `handle` answers what it can at once straight into the connection's
+//! batch: reads (compare, the first step of a search, the root DSE and
+//! cn=Subschema), refusals, and the extended operations that need no
+//! store. The rest leaves the reader as an [`Action`]:
+//! - a simple bind hands its password check back to the connection
+//!   ([`Action::VerifyUser`], [`Action::VerifyAdmin`]), which runs it in
+//!   the password pool under bind protection, processing nothing else
+//!   meanwhile (RFC 4511 4.2.1);
+//! - a write is prepared here and queued with the connection's write
+//!   sequencer (`sequence_writes`), which hashes passwords in the pool and
+//!   submits to the store in the order the writes were read; each answer
+//!   is pushed when its batch is durable ([`Action::Spawned`]);
+//! - a search larger than one step continues as a `StreamedSearch` on its
+//!   own task, in steps that wait for the client to read and yield to
+//!   other work ([`Action::Spawned`]).
+
+mod bind;
+mod controls;
+mod extended;
+mod reply;
+mod search;
+mod writes;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use meridian_ber::Tag;
+use meridian_directory::{
+    Directory, Identity, Outcome, PageRequest, SearchControls, SearchCursor, Step,
+};
+use meridian_model::dn::Dn;
+use meridian_proto::controls::{
+    PagedResults, QueueLength, decode_assertion, decode_proxied_authz, decode_read_entry_request,
+    oid as control_oid,
+};
+use meridian_proto::extended::{
+    PasswordModifyRequest, RefreshRequest, decode_cancel, encode_password_modify_response,
+    encode_refresh_response, oid as extended_oid,
+};
+use meridian_proto::message::{encode_result, tags};
+use meridian_proto::{
+    Authentication, BindRequest, Control, ExtendedRequest, LdapMessage, LdapResult, ProtocolOp,
+    ResultCode, Scope, SearchRequest,
+};
+
+use self::controls::*;
+use self::reply::*;
+use self::search::*;
+use self::writes::*;
+use crate::ServerContext;
+use crate::inflight::{InFlight, Kind, Running, Stop};
+use crate::outbound::{Batch, Outbound};
+
+/// What the connection must do after [`Session::handle`].
+#[derive(Debug)]
+pub(crate) enum Action {
+    /// The operation's final response is in the batch.
+    Responded,
+    /// The request needs no response (abandon).
+    NoResponse,
+    /// Verify `password` for the administrator, then call
+    /// [`Session::finish_admin_bind`].
+    VerifyAdmin {
+        message_id: i32,
+        password: Vec<u8>,
+        started: Instant,
+    },
+    /// Verify `password` against a user's stored values, then call
+    /// [`Session::finish_user_bind`].
+    VerifyUser {
+        message_id: i32,
+        dn: Dn,
+        stored: Vec<Vec<u8>>,
+        password: Vec<u8>,
+        started: Instant,
+    },
+    /// A write was handed to a task; it answers through the outbound
+    /// buffer itself and returns its permit then.
+    Spawned,
+    /// The client ended the session.
+    Unbind,
+    /// The client broke the protocol: Notice of Disconnection and close.
+    Disconnect(&'static str),
+}
+
+/// Per-connection LDAP state.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub(crate) conn_id: u64,
+    /// Who the client is (RFC 4513 authorization identity).
+    identity: Identity,
+    /// The connection's write sequencer, started at its first write.
+    writes: Option<tokio::sync::mpsc::UnboundedSender<(SpawnedWrite, Pending)>>,
+    /// Streamed searches and writes still running, for Abandon and Cancel.
+    running: Running,
+}
+
+impl Session {
+    pub(crate) fn new(conn_id: u64) -> Self {
+        Session {
+            conn_id,
+            identity: Identity::Anonymous,
+            writes: None,
+            running: Running::default(),
+        }
+    }
+
+    /// True once a bind has proved an identity (larger PDUs are allowed).
+    pub(crate) fn is_bound(&self) -> bool {
+        !matches!(self.identity, Identity::Anonymous)
+    }
+
+    /// Dispatches one decoded request; under the proxied authorization
+    /// control (RFC 4370) it runs as the identity the control names.
+    pub(crate) fn handle(
+        &mut self,
+        ctx: &ServerContext,
+        out: &Arc<Outbound>,
+        msg: &LdapMessage<'_>,
+        batch: &mut Batch,
+        started: Instant,
+    ) -> Action {
+        let proxy = msg
+            .controls
+            .iter()
+            .find(|c| c.oid == control_oid::PROXIED_AUTHZ_V2);
+        let (Some(control), Some(tag)) = (proxy, response_tag(&msg.op)) else {
+            return self.handle_op(ctx, out, msg, batch, started);
+        };
+        let refuse = |batch: &mut Batch, code: ResultCode, message: String| {
+            let reply = Reply {
+                ctx,
+                session_conn: self.conn_id,
+                batch,
+                id: msg.message_id,
+                tag,
+                op_name: msg.op.name(),
+                started,
+            };
+            reply.result(op_dn(&msg.op), code, message.as_bytes())
+        };
+        if !control.critical {
+            return refuse(
+                batch,
+                ResultCode::PROTOCOL_ERROR,
+                "the proxied authorization control must be critical (RFC 4370)".into(),
+            );
+        }
+        if matches!(msg.op, ProtocolOp::BindRequest(_)) {
+            return refuse(
+                batch,
+                ResultCode::UNAVAILABLE_CRITICAL_EXTENSION,
+                "the proxied authorization control does not apply to bind".into(),
+            );
+        }
+        let authz_id = match decode_proxied_authz(control.value) {
+            Ok(id) => id,
+            Err(e) => {
+                return refuse(
+                    batch,
+                    ResultCode::PROTOCOL_ERROR,
+                    format!("proxied authorization control: {e}"),
+                );
+            }
+        };
+        let proxied = match ctx.directory.proxied_identity(&self.identity, authz_id) {
+            Ok(identity) => identity,
+            Err(outcome) => return refuse(batch, outcome.code, outcome.message),
+        };
+        // For this operation only: writes and streamed searches take their
+        // own copy of the identity before `handle_op` returns.
+        let own = std::mem::replace(&mut self.identity, proxied);
+        let action = self.handle_op(ctx, out, msg, batch, started);
+        self.identity = own;
+        action
+    }
+
+    fn handle_op(
+        &mut self,
+        ctx: &ServerContext,
+        out: &Arc<Outbound>,
+        msg: &LdapMessage<'_>,
+        batch: &mut Batch,
+        started: Instant,
+    ) -> Action {
+        if msg.message_id == 0 {
+            return Action::Disconnect("messageID 0 is reserved for unsolicited notifications");
+        }
+        let id = msg.message_id;
+        let op = &msg.op;
+        let Some(response_tag) = response_tag(op) else {
+            return match op {
+                ProtocolOp::UnbindRequest => {
+                    self.log(ctx, id, "UNBIND", b"", None, started);
+                    Action::Unbind
+                }
+                ProtocolOp::AbandonRequest(target) => {
+                    // Only a streamed search can still be stopped (other
+                    // reads complete before the next request is read; a
+                    // submitted write runs to its end). RFC 4511 section
+                    // 4.11: no response either way.
+                    let stopped = self.running.get(*target).is_some_and(|op| {
+                        op.kind() == Kind::Search && op.request_stop(Stop::Abandon)
+                    });
+                    tracing::debug!(conn = self.conn_id, msgid = id, target, stopped, "abandon");
+                    Action::NoResponse
+                }
+                _ => Action::Disconnect("clients must not send response PDUs"),
+            };
+        };
+        let reply = Reply {
+            ctx,
+            session_conn: self.conn_id,
+            batch,
+            id,
+            tag: response_tag,
+            op_name: op.name(),
+            started,
+        };
+        match check_controls(msg) {
+            Ok(bundle) => reply.batch.bundle += bundle,
+            Err((code, message)) => return reply.result(op_dn(op), code, message.as_bytes()),
+        }
+        let permissive = msg
+            .controls
+            .iter()
+            .any(|c| c.oid == control_oid::PERMISSIVE_MODIFY);
+        // The assertion control: decoded here, checked against the target
+        // (inside the write's transaction for updates).
+        let assertion_control = msg
+            .controls
+            .iter()
+            .find(|c| c.oid == control_oid::ASSERTION);
+        let assertion = match assertion_control
+            .map(|c| decode_assertion(c.value, meridian_proto::Depth::new(ctx.limits.max_depth)))
+        {
+            None => None,
+            Some(Ok(filter)) => Some(filter),
+            Some(Err(e)) => {
+                let message = format!("assertion control: {e}");
+                return reply.result(op_dn(op), ResultCode::PROTOCOL_ERROR, message.as_bytes());
+            }
+        };
+        let manage_dsa_it = msg
+            .controls
+            .iter()
+            .any(|c| c.oid == control_oid::MANAGE_DSA_IT);
+        if let Some(action) = referral_answer(op, manage_dsa_it, &ctx.directory) {
+            return match action {
+                Ok(outcome) | Err(outcome) => reply.outcome(op_dn(op), &outcome),
+            };
+        }
+        let prepared = match op {
+            ProtocolOp::BindRequest(bind) => return self.bind(bind, reply),
+            ProtocolOp::SearchRequest(search) => {
+                if let Some(filter) = &assertion {
+                    if let Err(outcome) =
+                        ctx.directory
+                            .check_assertion(&self.identity, search.base, filter)
+                    {
+                        return reply.outcome(search.base, &outcome);
+                    }
+                }
+                return self.search_request(search, &msg.controls, manage_dsa_it, reply, out);
+            }
+            ProtocolOp::ExtendedRequest(ext) => return self.extended(ext, reply, out),
+            ProtocolOp::CompareRequest(cmp) => {
+                if let Some(filter) = &assertion {
+                    if let Err(outcome) =
+                        ctx.directory
+                            .check_assertion(&self.identity, cmp.dn, filter)
+                    {
+                        return reply.outcome(cmp.dn, &outcome);
+                    }
+                }
+                let outcome = ctx.directory.compare(&self.identity, cmp);
+                return reply.outcome(cmp.dn, &outcome);
+            }
+            ProtocolOp::AddRequest(add) => ctx.directory.prepare_add(&self.identity, add),
+            ProtocolOp::DelRequest(dn) => {
+                let subtree = msg
+                    .controls
+                    .iter()
+                    .any(|c| c.oid == control_oid::SUBTREE_DELETE);
+                ctx.directory.prepare_delete(&self.identity, dn, subtree)
+            }
+            ProtocolOp::ModifyRequest(m) => {
+                ctx.directory.prepare_modify(&self.identity, m, permissive)
+            }
+            ProtocolOp::ModifyDnRequest(m) => ctx.directory.prepare_modify_dn(&self.identity, m),
+            _ => {
+                let message = format!("{} is not supported", op_description(op));
+                return reply.result(
+                    op_dn(op),
+                    ResultCode::UNWILLING_TO_PERFORM,
+                    message.as_bytes(),
+                );
+            }
+        };
+        let prepared = match (prepared, assertion_control, &assertion) {
+            (Ok(command), Some(control), Some(filter)) => ctx
+                .directory
+                .check_assertion_access(&self.identity, op_dn(op), filter)
+                .map(|()| meridian_store::Command::Guarded {
+                    assertion: control.value.unwrap_or_default().to_vec(),
+                    command: Box::new(command),
+                }),
+            (other, _, _) => other,
+        };
+        let read_back = match read_back_request(msg, op, &self.identity, &ctx.directory) {
+            Ok(read_back) => read_back,
+            Err((code, message)) => return reply.result(op_dn(op), code, message.as_bytes()),
+        };
+        let prepared = prepared.map(|command| match &read_back {
+            Some(r) => meridian_store::Command::ReadBack {
+                pre: r.pre.is_some(),
+                post: r.post.is_some(),
+                command: Box::new(command),
+            },
+            None => command,
+        });
+        match prepared {
+            Err(outcome) => reply.outcome(op_dn(op), &outcome),
+            Ok(command) => {
+                // The write runs on its own task so the connection keeps
+                // reading (pipelining); its answer goes straight to the
+                // outbound buffer, possibly out of order.
+                let mut spawned = self.spawned_write(&reply, out, op_dn(op));
+                spawned.read_back = read_back;
+                self.queue_pending(reply.ctx, spawned, Pending::Ready(command))
+            }
+        }
+    }
+
+    fn log(
+        &self,
+        ctx: &ServerContext,
+        id: i32,
+        op: &str,
+        dn: &[u8],
+        code: Option<ResultCode>,
+        started: Instant,
+    ) {
+        log_access(ctx.access_log, self.conn_id, id, op, dn, code, started);
+    }
+}

@@ -1,0 +1,191 @@
+//! Final responses: encoding, the access log line, and the mapping of
+//! requests to their response tags.
+
+use super::*;
+
+/// The access log line of one operation (`log.access`); `code` is `None`
+/// for operations without a response (unbind, abandon, an abandoned
+/// search).
+pub(super) fn log_access(
+    enabled: bool,
+    conn: u64,
+    id: i32,
+    op: &str,
+    dn: &[u8],
+    code: Option<ResultCode>,
+    started: Instant,
+) {
+    if enabled {
+        tracing::info!(
+            target: "meridian::access",
+            conn,
+            msgid = id,
+            op,
+            dn = %String::from_utf8_lossy(dn),
+            result = code.map_or(-1, |c| i64::from(c.0)),
+            etime_us = started.elapsed().as_micros() as u64,
+        );
+    }
+}
+
+/// Encodes the final response of one operation and logs it.
+pub(super) struct Reply<'a> {
+    pub(super) ctx: &'a ServerContext,
+    pub(super) session_conn: u64,
+    pub(super) batch: &'a mut Batch,
+    pub(super) id: i32,
+    pub(super) tag: Tag,
+    pub(super) op_name: &'static str,
+    pub(super) started: Instant,
+}
+
+impl Reply<'_> {
+    pub(super) fn outcome(self, dn: &[u8], outcome: &Outcome) -> Action {
+        if self.tag == tags::EXTENDED_RESPONSE {
+            return self.extended_outcome(outcome, None);
+        }
+        let urls = referral_urls(outcome);
+        let result = ldap_result(outcome, &urls);
+        encode_result(&mut self.batch.bytes, self.id, self.tag, &result);
+        self.done(dn, outcome.code)
+    }
+
+    /// A SearchResultDone carrying the paged results response control.
+    pub(super) fn outcome_with_page(self, dn: &[u8], outcome: &Outcome, cookie: &[u8]) -> Action {
+        encode_search_done(&mut self.batch.bytes, self.id, outcome, Some(cookie));
+        self.done(dn, outcome.code)
+    }
+
+    pub(super) fn result(self, dn: &[u8], code: ResultCode, message: &[u8]) -> Action {
+        if self.tag == tags::EXTENDED_RESPONSE {
+            return self.extended(code, message, None);
+        }
+        encode_result(
+            &mut self.batch.bytes,
+            self.id,
+            self.tag,
+            &LdapResult::new(code, message),
+        );
+        self.done(dn, code)
+    }
+
+    pub(super) fn extended(self, code: ResultCode, message: &[u8], value: Option<&[u8]>) -> Action {
+        let outcome = Outcome::new(code, String::from_utf8_lossy(message));
+        self.extended_outcome(&outcome, value)
+    }
+
+    /// An ExtendedResponse with the whole of `outcome` (matched DN and
+    /// referrals too), through the one encoder of extended responses.
+    pub(super) fn extended_outcome(self, outcome: &Outcome, value: Option<&[u8]>) -> Action {
+        encode_extended(&mut self.batch.bytes, self.id, outcome, value);
+        self.done(b"", outcome.code)
+    }
+
+    pub(super) fn done(self, dn: &[u8], code: ResultCode) -> Action {
+        self.batch.completed += 1;
+        log_access(
+            self.ctx.access_log,
+            self.session_conn,
+            self.id,
+            self.op_name,
+            dn,
+            Some(code),
+            self.started,
+        );
+        Action::Responded
+    }
+}
+
+/// The referral URLs of `outcome`, borrowed for [`ldap_result`].
+pub(super) fn referral_urls(outcome: &Outcome) -> Vec<&[u8]> {
+    outcome.referrals.iter().map(String::as_bytes).collect()
+}
+
+/// The LDAPResult of `outcome`; `urls` are its [`referral_urls`].
+pub(super) fn ldap_result<'a>(outcome: &'a Outcome, urls: &'a [&'a [u8]]) -> LdapResult<'a> {
+    LdapResult {
+        code: outcome.code,
+        matched_dn: outcome.matched.as_bytes(),
+        message: outcome.message.as_bytes(),
+        referral: (!urls.is_empty()).then(|| meridian_proto::Seq::from_items(urls)),
+    }
+}
+
+/// Sends the ExtendedResponse of an operation that finished on its own
+/// task (`value` empty: no responseValue), returning its permit.
+pub(super) fn push_extended(outbound: &Outbound, id: i32, outcome: &Outcome, value: &[u8]) {
+    let mut batch = Batch::default();
+    encode_extended(
+        &mut batch.bytes,
+        id,
+        outcome,
+        (!value.is_empty()).then_some(value),
+    );
+    batch.completed = 1;
+    outbound.push(&mut batch);
+}
+
+/// Appends an ExtendedResponse with an optional responseValue.
+pub(super) fn encode_extended(buf: &mut Vec<u8>, id: i32, outcome: &Outcome, value: Option<&[u8]>) {
+    let urls = referral_urls(outcome);
+    LdapMessage {
+        message_id: id,
+        op: ProtocolOp::ExtendedResponse(meridian_proto::ExtendedResponse {
+            result: ldap_result(outcome, &urls),
+            name: None,
+            value,
+        }),
+        controls: meridian_proto::Seq::empty(),
+    }
+    .encode(buf);
+}
+
+/// The response protocolOp of an update with `tag`, holding `result`.
+pub(super) fn result_op(tag: Tag, result: LdapResult<'_>) -> Option<ProtocolOp<'_>> {
+    Some(match tag {
+        t if t == tags::ADD_RESPONSE => ProtocolOp::AddResponse(result),
+        t if t == tags::DEL_RESPONSE => ProtocolOp::DelResponse(result),
+        t if t == tags::MODIFY_RESPONSE => ProtocolOp::ModifyResponse(result),
+        t if t == tags::MODIFY_DN_RESPONSE => ProtocolOp::ModifyDnResponse(result),
+        _ => return None,
+    })
+}
+
+/// The response tag for a request, `None` for requests without one.
+pub(super) fn response_tag(op: &ProtocolOp<'_>) -> Option<Tag> {
+    Some(match op {
+        ProtocolOp::BindRequest(_) => tags::BIND_RESPONSE,
+        ProtocolOp::SearchRequest(_) => tags::SEARCH_RESULT_DONE,
+        ProtocolOp::ModifyRequest(_) => tags::MODIFY_RESPONSE,
+        ProtocolOp::AddRequest(_) => tags::ADD_RESPONSE,
+        ProtocolOp::DelRequest(_) => tags::DEL_RESPONSE,
+        ProtocolOp::ModifyDnRequest(_) => tags::MODIFY_DN_RESPONSE,
+        ProtocolOp::CompareRequest(_) => tags::COMPARE_RESPONSE,
+        ProtocolOp::ExtendedRequest(_) => tags::EXTENDED_RESPONSE,
+        _ => return None,
+    })
+}
+
+pub(super) fn op_description(op: &ProtocolOp<'_>) -> &'static str {
+    match op {
+        ProtocolOp::ModifyRequest(_) => "modify",
+        ProtocolOp::AddRequest(_) => "add",
+        ProtocolOp::DelRequest(_) => "delete",
+        ProtocolOp::ModifyDnRequest(_) => "modify DN",
+        ProtocolOp::CompareRequest(_) => "compare",
+        _ => "this operation",
+    }
+}
+
+pub(super) fn op_dn<'a>(op: &ProtocolOp<'a>) -> &'a [u8] {
+    match op {
+        ProtocolOp::BindRequest(b) => b.name,
+        ProtocolOp::SearchRequest(s) => s.base,
+        ProtocolOp::ModifyRequest(m) => m.dn,
+        ProtocolOp::AddRequest(a) => a.dn,
+        ProtocolOp::DelRequest(dn) => dn,
+        ProtocolOp::ModifyDnRequest(m) => m.dn,
+        ProtocolOp::CompareRequest(c) => c.dn,
+        _ => b"",
+    }
+}

@@ -1,0 +1,289 @@
+//! Searches: the first step on the reader, the rest as a streamed
+//! search on its own task that waits for the client and yields between
+//! steps; the paged results control.
+
+use super::*;
+
+impl Session {
+    pub(super) fn search_request(
+        &mut self,
+        search: &SearchRequest<'_>,
+        controls: &meridian_proto::Seq<'_, Control<'_>>,
+        manage_dsa_it: bool,
+        reply: Reply<'_>,
+        out: &Arc<Outbound>,
+    ) -> Action {
+        let ctx = reply.ctx;
+        let base = if search.base.is_empty() {
+            Ok(Dn::root())
+        } else {
+            Dn::parse(search.base, &ctx.schema)
+        };
+        let base = match base {
+            Ok(dn) => dn,
+            Err(e) => return reply.result(search.base, e.code, e.message.as_bytes()),
+        };
+        if let (Scope::Base, Some(entry)) = (search.scope, ctx.published.lookup(&base)) {
+            ctx.published
+                .search(entry, search, &ctx.schema, reply.id, &mut reply.batch.bytes);
+            return reply.result(b"", ResultCode::SUCCESS, b"");
+        }
+        let page = match paged_request(controls) {
+            Ok(page) => page,
+            Err(message) => {
+                return reply.result(search.base, ResultCode::PROTOCOL_ERROR, message.as_bytes());
+            }
+        };
+        let controls = SearchControls {
+            page,
+            manage_dsa_it,
+        };
+        // The first step runs here; a result larger than one step's budget
+        // continues on a task that waits for the client to read.
+        let mut cursor = SearchCursor::new();
+        let step = ctx.directory.search_step(
+            &self.identity,
+            search,
+            reply.id,
+            &mut reply.batch.bytes,
+            controls,
+            &mut cursor,
+            SEARCH_STEP_BYTES,
+        );
+        match step {
+            Step::Done(outcome, Some(cookie)) => {
+                reply.outcome_with_page(search.base, &outcome, &cookie)
+            }
+            Step::Done(outcome, None) => reply.outcome(search.base, &outcome),
+            Step::More => {
+                let stream = StreamedSearch {
+                    request: OwnedSearch::new(search, controls),
+                    identity: self.identity.clone(),
+                    directory: Arc::clone(&ctx.directory),
+                    outbound: Arc::clone(out),
+                    cursor,
+                    id: reply.id,
+                    in_flight: self.running.start(reply.id, Kind::Search),
+                    access_log: ctx.access_log,
+                    conn: self.conn_id,
+                    started: reply.started,
+                };
+                tokio::spawn(stream.run());
+                Action::Spawned
+            }
+        }
+    }
+}
+
+/// Bytes of entries one search step produces before yielding; and the
+/// most bytes a streaming search lets wait in the outbound buffer.
+pub(super) const SEARCH_STEP_BYTES: usize = 256 * 1024;
+pub(super) const SEARCH_ROOM_BYTES: usize = 1024 * 1024;
+
+/// A search request copied out of the read buffer, for a search that
+/// outlives one pass of the connection's reader.
+pub(super) struct OwnedSearch {
+    pub(super) base: Vec<u8>,
+    pub(super) scope: Scope,
+    pub(super) deref: meridian_proto::DerefAliases,
+    pub(super) size_limit: i32,
+    pub(super) time_limit: i32,
+    pub(super) types_only: bool,
+    pub(super) filter: Vec<u8>,
+    pub(super) attributes: Vec<Vec<u8>>,
+    pub(super) page: Option<(i32, Vec<u8>)>,
+    pub(super) manage_dsa_it: bool,
+}
+
+impl OwnedSearch {
+    pub(super) fn new(req: &SearchRequest<'_>, controls: SearchControls<'_>) -> Self {
+        let mut filter = Vec::new();
+        req.filter.to_ber(&mut filter);
+        OwnedSearch {
+            base: req.base.to_vec(),
+            scope: req.scope,
+            deref: req.deref,
+            size_limit: req.size_limit,
+            time_limit: req.time_limit,
+            types_only: req.types_only,
+            filter,
+            attributes: req.attributes.iter().map(<[u8]>::to_vec).collect(),
+            page: controls.page.map(|p| (p.size, p.cookie.to_vec())),
+            manage_dsa_it: controls.manage_dsa_it,
+        }
+    }
+
+    /// Calls `f` with borrowed views of the request.
+    pub(super) fn with<R>(
+        &self,
+        f: impl FnOnce(&SearchRequest<'_>, SearchControls<'_>) -> R,
+    ) -> Option<R> {
+        // Validated when the request was decoded; the depth bound only
+        // guards against a bug here.
+        let filter =
+            meridian_proto::Filter::from_ber(&self.filter, meridian_proto::Depth::new(1024))
+                .ok()?;
+        let attributes: Vec<&[u8]> = self.attributes.iter().map(Vec::as_slice).collect();
+        let req = SearchRequest {
+            base: &self.base,
+            scope: self.scope,
+            deref: self.deref,
+            size_limit: self.size_limit,
+            time_limit: self.time_limit,
+            types_only: self.types_only,
+            filter,
+            attributes: meridian_proto::Seq::from_items(&attributes),
+        };
+        let page = self.page.as_ref().map(|(size, cookie)| PageRequest {
+            size: *size,
+            cookie,
+        });
+        Some(f(
+            &req,
+            SearchControls {
+                page,
+                manage_dsa_it: self.manage_dsa_it,
+            },
+        ))
+    }
+}
+
+/// The rest of a large search, on its own task.
+pub(super) struct StreamedSearch {
+    pub(super) request: OwnedSearch,
+    pub(super) identity: Identity,
+    pub(super) directory: Arc<Directory>,
+    pub(super) outbound: Arc<Outbound>,
+    pub(super) cursor: SearchCursor,
+    pub(super) id: i32,
+    /// Marked finished when the search ends; Abandon and Cancel stop it.
+    pub(super) in_flight: Arc<InFlight>,
+    pub(super) access_log: bool,
+    pub(super) conn: u64,
+    pub(super) started: Instant,
+}
+
+impl StreamedSearch {
+    pub(super) async fn run(self) {
+        let in_flight = Arc::clone(&self.in_flight);
+        let (access_log, conn, id, started) = (self.access_log, self.conn, self.id, self.started);
+        let base = self.request.base.clone();
+        let code = self.steps().await;
+        in_flight.finish();
+        log_access(access_log, conn, id, "SRCH", &base, code, started);
+    }
+
+    /// Runs the search to its end: its result code, `None` if it sent no
+    /// final response (abandoned, or the connection closed).
+    pub(super) async fn steps(mut self) -> Option<ResultCode> {
+        loop {
+            if !self.outbound.wait_room(SEARCH_ROOM_BYTES).await {
+                return None;
+            }
+            match self.in_flight.stop_requested() {
+                None => {}
+                Some(Stop::Abandon) => {
+                    // No response; the operation's permit comes back.
+                    let mut batch = Batch {
+                        completed: 1,
+                        ..Batch::default()
+                    };
+                    self.outbound.push(&mut batch);
+                    return None;
+                }
+                Some(Stop::Cancel) => {
+                    let outcome = Outcome::new(
+                        ResultCode::CANCELED,
+                        "canceled by the client's Cancel request (RFC 3909)",
+                    );
+                    let mut batch = Batch::default();
+                    encode_search_done(&mut batch.bytes, self.id, &outcome, None);
+                    batch.completed = 1;
+                    self.outbound.push(&mut batch);
+                    return Some(outcome.code);
+                }
+            }
+            let mut batch = Batch::default();
+            let step = self.request.with(|req, controls| {
+                self.directory.search_step(
+                    &self.identity,
+                    req,
+                    self.id,
+                    &mut batch.bytes,
+                    controls,
+                    &mut self.cursor,
+                    SEARCH_STEP_BYTES,
+                )
+            });
+            match step {
+                Some(Step::More) => {
+                    self.outbound.push(&mut batch);
+                    // A step ends after at most a few milliseconds of work;
+                    // let the worker serve other connections before the next.
+                    tokio::task::yield_now().await;
+                }
+                Some(Step::Done(outcome, cookie)) => {
+                    encode_search_done(&mut batch.bytes, self.id, &outcome, cookie.as_deref());
+                    batch.completed = 1;
+                    self.outbound.push(&mut batch);
+                    return Some(outcome.code);
+                }
+                None => {
+                    let outcome = Outcome::new(ResultCode::OTHER, "search state lost");
+                    encode_search_done(&mut batch.bytes, self.id, &outcome, None);
+                    batch.completed = 1;
+                    self.outbound.push(&mut batch);
+                    return Some(outcome.code);
+                }
+            }
+        }
+    }
+}
+
+/// Appends a SearchResultDone, with the paged results response control
+/// when `cookie` is given.
+pub(super) fn encode_search_done(
+    buf: &mut Vec<u8>,
+    id: i32,
+    outcome: &Outcome,
+    cookie: Option<&[u8]>,
+) {
+    let mut value = Vec::new();
+    if let Some(cookie) = cookie {
+        PagedResults { size: 0, cookie }.encode(&mut value);
+    }
+    let control = [Control {
+        oid: control_oid::PAGED_RESULTS,
+        critical: false,
+        value: Some(&value),
+    }];
+    let urls = referral_urls(outcome);
+    LdapMessage {
+        message_id: id,
+        op: ProtocolOp::SearchResultDone(ldap_result(outcome, &urls)),
+        controls: meridian_proto::Seq::from_items(if cookie.is_some() {
+            &control[..]
+        } else {
+            &[]
+        }),
+    }
+    .encode(buf);
+}
+
+/// The paged results control of a request, if any.
+pub(super) fn paged_request<'a>(
+    controls: &meridian_proto::Seq<'a, Control<'a>>,
+) -> Result<Option<PageRequest<'a>>, String> {
+    let Some(control) = controls
+        .iter()
+        .find(|c| c.oid == control_oid::PAGED_RESULTS)
+    else {
+        return Ok(None);
+    };
+    let value =
+        PagedResults::decode(control.value).map_err(|e| format!("paged results control: {e}"))?;
+    Ok(Some(PageRequest {
+        size: value.size,
+        cookie: value.cookie,
+    }))
+}

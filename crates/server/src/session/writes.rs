@@ -1,0 +1,326 @@
+//! Writes: each one prepared by the session runs on its own task; the
+//! connection's write sequencer hashes passwords in the password pool and
+//! submits commands in the order they were read; pre-read and post-read
+//! controls (RFC 4527) are answered from the write's own transaction.
+
+use super::*;
+
+impl Session {
+    /// The write answering `reply`'s request on the entry `dn`, tracked
+    /// for Abandon and Cancel from now on.
+    pub(super) fn spawned_write(
+        &mut self,
+        reply: &Reply<'_>,
+        out: &Arc<Outbound>,
+        dn: &[u8],
+    ) -> SpawnedWrite {
+        SpawnedWrite {
+            directory: Arc::clone(&reply.ctx.directory),
+            outbound: Arc::clone(out),
+            access_log: reply.ctx.access_log,
+            conn: self.conn_id,
+            id: reply.id,
+            tag: reply.tag,
+            op_name: reply.op_name,
+            dn: dn.to_vec(),
+            identity: self.identity.clone(),
+            read_back: None,
+            success_value: None,
+            guard_failure: None,
+            in_flight: self.running.start(reply.id, Kind::Write),
+            started: reply.started,
+        }
+    }
+
+    /// Hands a write to the connection's write sequencer, which applies a
+    /// connection's writes in the order they were read.
+    pub(super) fn queue_pending(
+        &mut self,
+        ctx: &ServerContext,
+        spawned: SpawnedWrite,
+        pending: Pending,
+    ) -> Action {
+        let queue = self.writes.get_or_insert_with(|| {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            tokio::spawn(sequence_writes(rx, ctx.password_pool.clone()));
+            tx
+        });
+        if let Err(failed) = queue.send((spawned, pending)) {
+            let (spawned, _) = failed.0;
+            spawned.respond(Outcome::new(
+                ResultCode::UNAVAILABLE,
+                "the connection is closing",
+            ));
+        }
+        Action::Spawned
+    }
+}
+
+/// A write running on its own task.
+pub(super) struct SpawnedWrite {
+    pub(super) directory: Arc<Directory>,
+    pub(super) outbound: Arc<Outbound>,
+    pub(super) access_log: bool,
+    pub(super) conn: u64,
+    pub(super) id: i32,
+    pub(super) tag: Tag,
+    pub(super) op_name: &'static str,
+    pub(super) dn: Vec<u8>,
+    /// Who asked: a noSuchObject's matchedDN is cut to what they may see.
+    pub(super) identity: Identity,
+    /// The pre-read and post-read controls asked for, if any.
+    pub(super) read_back: Option<ReadBackRequest>,
+    /// For an extended operation: the responseValue sent on success.
+    pub(super) success_value: Option<Vec<u8>>,
+    /// The answer instead of assertionFailed when the write's own guard
+    /// fails (Password Modify's, not a client's assertion control).
+    pub(super) guard_failure: Option<Outcome>,
+    /// Marked finished once the response is queued.
+    pub(super) in_flight: Arc<InFlight>,
+    pub(super) started: Instant,
+}
+
+impl SpawnedWrite {
+    /// Sends the write's response and logs it.
+    pub(super) fn respond(self, outcome: Outcome) {
+        self.respond_with(outcome, &[]);
+    }
+
+    /// The pre-read and post-read response controls: `(OID, value)`.
+    pub(super) fn read_back_controls(
+        &self,
+        pre: Option<Box<meridian_model::entry::Entry>>,
+        post: Option<Box<meridian_model::entry::Entry>>,
+    ) -> Vec<(&'static [u8], Vec<u8>)> {
+        let Some(request) = &self.read_back else {
+            return Vec::new();
+        };
+        let mut controls = Vec::new();
+        for (oid, wanted, entry) in [
+            (control_oid::PRE_READ, &request.pre, pre),
+            (control_oid::POST_READ, &request.post, post),
+        ] {
+            if let (Some(attributes), Some(entry)) = (wanted, entry) {
+                let value = self.directory.read_entry_value(
+                    &self.identity,
+                    &entry,
+                    attributes.iter().map(Vec::as_slice),
+                );
+                controls.push((oid, value));
+            }
+        }
+        controls
+    }
+
+    /// Sends the write's response, with `controls` (`(OID, value)`), and
+    /// logs it.
+    pub(super) fn respond_with(self, outcome: Outcome, controls: &[(&'static [u8], Vec<u8>)]) {
+        let outcome = self.directory.disclose(&self.identity, outcome);
+        let mut batch = Batch::default();
+        let urls = referral_urls(&outcome);
+        let result = ldap_result(&outcome, &urls);
+        let controls: Vec<Control<'_>> = controls
+            .iter()
+            .map(|(oid, value)| Control {
+                oid,
+                critical: false,
+                value: Some(value),
+            })
+            .collect();
+        match result_op(self.tag, result) {
+            _ if self.tag == tags::EXTENDED_RESPONSE => {
+                let value = self
+                    .success_value
+                    .as_deref()
+                    .filter(|_| outcome.code == ResultCode::SUCCESS);
+                encode_extended(&mut batch.bytes, self.id, &outcome, value);
+            }
+            Some(op) if !controls.is_empty() => LdapMessage {
+                message_id: self.id,
+                op,
+                controls: meridian_proto::Seq::from_items(&controls),
+            }
+            .encode(&mut batch.bytes),
+            _ => encode_result(&mut batch.bytes, self.id, self.tag, &result),
+        }
+        batch.completed = 1;
+        self.outbound.push(&mut batch);
+        self.in_flight.finish();
+        log_access(
+            self.access_log,
+            self.conn,
+            self.id,
+            self.op_name,
+            &self.dn,
+            Some(outcome.code),
+            self.started,
+        );
+    }
+}
+
+/// The attribute selections of the pre-read and post-read controls
+/// (RFC 4527) of one update; `None` for a control not asked for (or not
+/// critical and not applicable).
+#[derive(Debug, Default)]
+pub(super) struct ReadBackRequest {
+    pub(super) pre: Option<Vec<Vec<u8>>>,
+    pub(super) post: Option<Vec<Vec<u8>>>,
+}
+
+/// Decodes the pre-read and post-read controls of `msg`. A control that
+/// does not apply to the operation (pre-read on an add, post-read on a
+/// delete) or asks for an entry the caller may not read is ignored when
+/// not critical (RFC 4511 section 4.1.11), and refuses the operation when
+/// critical: unavailableCriticalExtension, or insufficientAccessRights.
+pub(super) fn read_back_request(
+    msg: &LdapMessage<'_>,
+    op: &ProtocolOp<'_>,
+    who: &Identity,
+    directory: &Directory,
+) -> Result<Option<ReadBackRequest>, (ResultCode, String)> {
+    let mut request = ReadBackRequest::default();
+    for control in msg.controls.iter() {
+        let (slot, name, applies) = if control.oid == control_oid::PRE_READ {
+            let applies = matches!(
+                op,
+                ProtocolOp::DelRequest(_)
+                    | ProtocolOp::ModifyRequest(_)
+                    | ProtocolOp::ModifyDnRequest(_)
+            );
+            (&mut request.pre, "pre-read", applies)
+        } else if control.oid == control_oid::POST_READ {
+            let applies = matches!(
+                op,
+                ProtocolOp::AddRequest(_)
+                    | ProtocolOp::ModifyRequest(_)
+                    | ProtocolOp::ModifyDnRequest(_)
+            );
+            (&mut request.post, "post-read", applies)
+        } else {
+            continue;
+        };
+        let attributes = decode_read_entry_request(control.value, meridian_proto::Depth::new(4))
+            .map_err(|e| {
+                (
+                    ResultCode::PROTOCOL_ERROR,
+                    format!("{name} control: {e}; the value is a SEQUENCE OF attribute names"),
+                )
+            })?;
+        if !applies {
+            if control.critical {
+                return Err((
+                    ResultCode::UNAVAILABLE_CRITICAL_EXTENSION,
+                    format!(
+                        "the {name} control does not apply to {} (pre-read: delete, modify, modify DN; post-read: add, modify, modify DN)",
+                        op_description(op)
+                    ),
+                ));
+            }
+            continue;
+        }
+        if !directory.may_read(who, op_dn(op)) {
+            if control.critical {
+                return Err((
+                    ResultCode::INSUFFICIENT_ACCESS_RIGHTS,
+                    format!("the {name} control needs read access to the entry"),
+                ));
+            }
+            continue;
+        }
+        *slot = Some(attributes.iter().map(<[u8]>::to_vec).collect());
+    }
+    Ok((request.pre.is_some() || request.post.is_some()).then_some(request))
+}
+
+/// A connection's writes, taken in the order they were read: password
+/// hashing (blocking pool) and submission to the store happen one write
+/// at a time, so the store applies them in that order (a pipelined parent
+/// is added before its children); waiting for each commit happens on its
+/// own task, so answers still leave as soon as their batch commits.
+/// A write's command, or the slow work that makes it (run in the write's
+/// turn on the blocking pool).
+pub(super) enum Pending {
+    Ready(meridian_store::Command),
+    Blocking(MakeCommand),
+    /// Like `Blocking`, but it reads what the connection's earlier
+    /// writes wrote: it runs once they have committed.
+    AfterEarlier(MakeCommand),
+}
+
+pub(super) type MakeCommand = Box<dyn FnOnce() -> Result<meridian_store::Command, Outcome> + Send>;
+
+pub(super) async fn sequence_writes(
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<(SpawnedWrite, Pending)>,
+    password_pool: crate::password_pool::PasswordPool,
+) {
+    // The tasks waiting for submitted writes to commit. Finished ones
+    // are dropped whenever the list has doubled since the last sweep: a
+    // sweep per write made each write pay for every other in flight.
+    let mut committing: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+    let mut sweep_at = 64;
+    while let Some((write, pending)) = queue.recv().await {
+        if committing.len() >= sweep_at {
+            committing.retain(|task| !task.is_finished());
+            sweep_at = (2 * committing.len()).max(64);
+        }
+        let pending = match pending {
+            // Password hashing is deliberately slow: keep it off the workers.
+            Pending::Ready(command) if write.directory.needs_hashing(&command) => {
+                let directory = Arc::clone(&write.directory);
+                Pending::Blocking(Box::new(move || directory.hash_passwords(command)))
+            }
+            other => other,
+        };
+        let make = match pending {
+            Pending::Ready(command) => Ok(command),
+            Pending::Blocking(make) => Err(make),
+            Pending::AfterEarlier(make) => {
+                for task in committing.drain(..) {
+                    let _ = task.await;
+                }
+                Err(make)
+            }
+        };
+        let command = match make {
+            Ok(command) => command,
+            Err(make) => match password_pool.run(make).await {
+                Some(Ok(command)) => command,
+                Some(Err(outcome)) => {
+                    write.respond(outcome);
+                    continue;
+                }
+                None => {
+                    write.respond(Outcome::new(
+                        ResultCode::OTHER,
+                        "the write's password hashing failed",
+                    ));
+                    continue;
+                }
+            },
+        };
+        match write.directory.submit(command).await {
+            Ok(submitted) => {
+                committing.push(tokio::spawn(async move {
+                    match submitted.wait().await {
+                        Ok(meridian_store::Outcome::ReadBack { pre, post, .. }) => {
+                            let controls = write.read_back_controls(pre, post);
+                            write.respond_with(Outcome::success(), &controls);
+                        }
+                        Ok(_) => write.respond(Outcome::success()),
+                        Err(e) => {
+                            let outcome: Outcome = e.into();
+                            let outcome = match &write.guard_failure {
+                                Some(instead) if outcome.code == ResultCode::ASSERTION_FAILED => {
+                                    instead.clone()
+                                }
+                                _ => outcome,
+                            };
+                            write.respond(outcome);
+                        }
+                    }
+                }));
+            }
+            Err(outcome) => write.respond(outcome),
+        }
+    }
+}
