@@ -1,0 +1,319 @@
+//! userPassword in the directory: the values a bind checks, the hashing
+//! of written passwords (and the refusal of pre-hashed ones over the
+//! bounds), and Password Modify (RFC 3062).
+
+use super::*;
+
+/// A password change checked by [`Directory::prepare_password_modify`];
+/// [`PasswordChange::into_command`] finishes it on the blocking pool.
+#[derive(Debug)]
+pub struct PasswordChange {
+    target: Dn,
+    old: Option<Vec<u8>>,
+    new: Vec<u8>,
+    /// True when the server chose the new password (returned to the client).
+    pub generated: bool,
+    operational: Operational,
+    cost: password::HashCost,
+    bounds: password::HashBounds,
+}
+
+impl PasswordChange {
+    /// The new password in clear text (for genPasswd).
+    pub fn new_password(&self) -> &[u8] {
+        &self.new
+    }
+
+    /// Whose password changes.
+    pub fn target(&self) -> &Dn {
+        &self.target
+    }
+
+    /// Checks the old password if required and hashes the new one. Slow
+    /// by design: run it on the blocking pool, once the connection's
+    /// earlier writes have committed (it reads what they wrote).
+    ///
+    /// The old password is checked against the values stored now, and
+    /// the change is guarded by the value it matched (the write applies
+    /// only if that value is still there): a change of the password by
+    /// another connection in between makes the write fail with
+    /// assertionFailed instead of replacing a password the client never
+    /// proved it knew. [`PasswordChange::CHANGED_MEANWHILE`] is the
+    /// answer to give then.
+    pub fn into_command(
+        self,
+        directory: &Directory,
+        allow_cleartext: bool,
+    ) -> Result<Command, Outcome> {
+        let mut proven = None;
+        if let Some(old) = &self.old {
+            let stored = directory.user_passwords(&self.target)?.ok_or_else(|| {
+                Outcome::from(StoreError::NoSuchObject {
+                    dn: self.target.original().to_owned(),
+                    matched: String::new(),
+                })
+            })?;
+            let matched = stored
+                .into_iter()
+                .find(|v| password::verify(v, old, allow_cleartext, &self.bounds).matched())
+                .ok_or_else(|| {
+                    Outcome::new(ResultCode::INVALID_CREDENTIALS, "the old password is wrong")
+                })?;
+            proven = Some(matched);
+        }
+        let hashed = password::hash(&self.new, self.cost)
+            .map_err(|e| Outcome::new(ResultCode::OTHER, format!("hashing: {e}")))?;
+        let modify = Command::Modify {
+            dn: self.target,
+            changes: vec![Modification {
+                op: ModOp::Replace,
+                attr: USER_PASSWORD.into(),
+                values: vec![hashed],
+            }],
+            operational: self.operational,
+            permissive: false,
+        };
+        Ok(match proven {
+            None => modify,
+            Some(value) => {
+                let mut assertion = Vec::new();
+                meridian_proto::Filter::Equality(meridian_proto::Ava {
+                    attr: USER_PASSWORD.as_bytes(),
+                    value: &value,
+                })
+                .to_ber(&mut assertion);
+                Command::Guarded {
+                    assertion,
+                    command: Box::new(modify),
+                }
+            }
+        })
+    }
+
+    /// The answer when the guard of [`PasswordChange::into_command`]
+    /// fails.
+    pub const CHANGED_MEANWHILE: &str = "the password was changed by another operation while the old one was being checked; try again";
+}
+
+/// 20 characters from a 64-symbol alphabet (120 bits).
+pub(crate) fn generate_password() -> Result<Vec<u8>, Outcome> {
+    password::generate()
+        .map(String::into_bytes)
+        .map_err(|e| Outcome::new(ResultCode::OTHER, e))
+}
+
+pub(crate) const USER_PASSWORD: &str = "userPassword";
+
+impl Directory {
+    /// The userPassword values a bind as `dn` is checked against, or
+    /// `None` if there is no such entry or the rules do not give
+    /// anonymous `auth` access to its userPassword (a bind runs as
+    /// anonymous, as in slapd); both answer invalidCredentials, so
+    /// neither reveals anything.
+    pub fn bind_passwords(&self, dn: &Dn) -> Result<Option<Vec<Vec<u8>>>, Outcome> {
+        let groups = Memberships::default();
+        if self.access_level(&Identity::Anonymous, dn, self.user_password, &groups) < Level::Auth {
+            return Ok(None);
+        }
+        self.user_passwords(dn)
+    }
+
+    /// The userPassword values of the entry at `dn`, or `None` if there
+    /// is no such entry.
+    pub fn user_passwords(&self, dn: &Dn) -> Result<Option<Vec<Vec<u8>>>, Outcome> {
+        let snapshot = self.store_for(dn).snapshot().map_err(Outcome::from)?;
+        let Some((_, entry)) = snapshot.get(dn).map_err(Outcome::from)? else {
+            return Ok(None);
+        };
+        let attr = self
+            .user_password
+            .ok_or_else(|| Outcome::new(ResultCode::OTHER, "schema has no userPassword"))?;
+        Ok(Some(
+            entry
+                .get(attr)
+                .map(|a| a.values.to_vec())
+                .unwrap_or_default(),
+        ))
+    }
+
+    /// Replaces clear-text userPassword values in a command by their
+    /// `{ARGON2}` hash. CPU-heavy by design: call it off the async
+    /// workers (the server uses the blocking pool).
+    pub fn hash_passwords(&self, command: Command) -> Result<Command, Outcome> {
+        let is_password = |name: &str| self.names_user_password(name);
+        let hash_all = |values: &mut [Vec<u8>]| -> Result<(), Outcome> {
+            for v in values.iter_mut() {
+                if !password::is_hashed(v) {
+                    *v = password::hash(v, self.limits.password_hash).map_err(|e| {
+                        Outcome::new(ResultCode::OTHER, format!("hashing a password: {e}"))
+                    })?;
+                }
+            }
+            Ok(())
+        };
+        match command {
+            Command::Add {
+                mut entry,
+                prechecked,
+            } => {
+                for attr in entry
+                    .attributes
+                    .iter_mut()
+                    .filter(|a| self.is_user_password(a))
+                {
+                    hash_all(&mut attr.values)?;
+                }
+                Ok(Command::Add { entry, prechecked })
+            }
+            Command::Modify {
+                dn,
+                mut changes,
+                operational,
+                permissive,
+            } => {
+                for change in changes
+                    .iter_mut()
+                    .filter(|c| matches!(c.op, ModOp::Add | ModOp::Replace) && is_password(&c.attr))
+                {
+                    hash_all(&mut change.values)?;
+                }
+                Ok(Command::Modify {
+                    dn,
+                    changes,
+                    operational,
+                    permissive,
+                })
+            }
+            Command::Guarded { assertion, command } => Ok(Command::Guarded {
+                assertion,
+                command: Box::new(self.hash_passwords(*command)?),
+            }),
+            Command::ReadBack { pre, post, command } => Ok(Command::ReadBack {
+                pre,
+                post,
+                command: Box::new(self.hash_passwords(*command)?),
+            }),
+            other => Ok(other),
+        }
+    }
+
+    /// Checks a Password Modify request (RFC 3062) up to what needs the
+    /// blocking pool (old password check, hashing): the administrator may
+    /// change anyone's password, a user only its own and only with its
+    /// old password.
+    pub fn prepare_password_modify(
+        &self,
+        who: &Identity,
+        user: Option<&[u8]>,
+        old: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<PasswordChange, Outcome> {
+        let target = match user {
+            Some(id) => {
+                // An authzId "dn:..." or a plain DN.
+                let text = id.strip_prefix(b"dn:").unwrap_or(id);
+                self.dn(text)?
+            }
+            None => match who {
+                Identity::Admin(dn) | Identity::User(dn) => Dn::clone(dn),
+                Identity::Anonymous => {
+                    return Err(Outcome::new(
+                        ResultCode::UNWILLING_TO_PERFORM,
+                        "bind first, or name the user whose password to change",
+                    ));
+                }
+            },
+        };
+        // Changing a password is a write to userPassword: the rules
+        // decide (by default only the user and the administrator). Users
+        // changing their own must prove they know the old one.
+        let groups = &Memberships::default();
+        self.require_visible(who, &target, self.user_password, Level::Write, groups)?;
+        let check_old = matches!(who, Identity::User(dn) if dn.same_entry(&target));
+        if check_old && old.is_none() {
+            return Err(Outcome::new(
+                ResultCode::UNWILLING_TO_PERFORM,
+                "changing your own password needs the old one (oldPasswd)",
+            ));
+        }
+        // The entry must exist; its passwords are read when the old one
+        // is checked (`into_command`).
+        self.user_passwords(&target)?.ok_or_else(|| {
+            Outcome::from(StoreError::NoSuchObject {
+                dn: target.original().to_owned(),
+                matched: String::new(),
+            })
+        })?;
+        let (new, generated) = match new {
+            Some(n) if !n.is_empty() => (n.to_vec(), false),
+            _ => (generate_password()?, true),
+        };
+        Ok(PasswordChange {
+            target,
+            old: if check_old {
+                old.map(<[u8]>::to_vec)
+            } else {
+                None
+            },
+            new,
+            generated,
+            operational: self.operational_changes(who),
+            cost: self.limits.password_hash,
+            bounds: self.limits.password_bounds,
+        })
+    }
+
+    /// True if the command holds a clear-text userPassword to hash.
+    pub fn needs_hashing(&self, command: &Command) -> bool {
+        let is_password = |name: &str| self.names_user_password(name);
+        match command {
+            Command::Add { entry, .. } => entry.attributes.iter().any(|a| {
+                self.is_user_password(a) && a.values.iter().any(|v| !password::is_hashed(v))
+            }),
+            Command::Modify { changes, .. } => changes.iter().any(|c| {
+                matches!(c.op, ModOp::Add | ModOp::Replace)
+                    && is_password(&c.attr)
+                    && c.values.iter().any(|v| !password::is_hashed(v))
+            }),
+            Command::Guarded { command, .. } | Command::ReadBack { command, .. } => {
+                self.needs_hashing(command)
+            }
+            _ => false,
+        }
+    }
+
+    /// Refuses userPassword values given already hashed whose scheme is
+    /// unknown or whose cost is over `security.password_max_*`: whoever
+    /// writes a hash chooses what every bind to it costs the server.
+    pub(crate) fn check_password_values<V: AsRef<[u8]>>(
+        &self,
+        values: impl IntoIterator<Item = V>,
+    ) -> Result<(), Outcome> {
+        for value in values {
+            let value = value.as_ref();
+            if password::is_hashed(value) {
+                password::check_stored(value, &self.limits.password_bounds)
+                    .map_err(|why| Outcome::new(ResultCode::CONSTRAINT_VIOLATION, why))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The most work a stored password hash may ask (`security.password_max_*`).
+    pub fn password_bounds(&self) -> password::HashBounds {
+        self.limits.password_bounds
+    }
+
+    /// Whether an attribute description as a client wrote it
+    /// (`userPassword`, `USERPASSWORD;x-opt`) is userPassword.
+    pub(crate) fn names_user_password(&self, name: &str) -> bool {
+        Description::parse(name.as_bytes(), &self.schema)
+            .is_ok_and(|d| Some(d.attr) == self.user_password)
+    }
+
+    /// Whether an entry's attribute is userPassword (its description is
+    /// already parsed: no name lookup, which every imported entry would pay).
+    pub(crate) fn is_user_password(&self, attribute: &meridian_model::entry::Attribute) -> bool {
+        Some(attribute.desc.attr) == self.user_password
+    }
+}

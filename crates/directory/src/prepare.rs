@@ -1,0 +1,325 @@
+//! The write path up to a store command: each `prepare_*` checks a
+//! request against the schema and the caller's rights and chooses the
+//! timestamps, entryUUID and entryCSN (deterministic writes: applying the
+//! command reads no clock).
+
+use super::*;
+
+/// The operational attributes an add sets, in the order they are stored.
+pub(crate) const NEW_ENTRY_ATTRIBUTES: [&str; 7] = [
+    "structuralObjectClass",
+    "entryUUID",
+    "creatorsName",
+    "createTimestamp",
+    "entryCSN",
+    "modifiersName",
+    "modifyTimestamp",
+];
+
+impl Directory {
+    /// Timestamps, CSN and names for a write by `who`.
+    pub(crate) fn stamp(&self, who: &Identity) -> (String, String, String) {
+        let (seconds, csn) = self.time_and_csn();
+        (seconds, csn, who.dn_text().to_owned())
+    }
+
+    /// Now as a timestamp, and a new CSN for it.
+    pub(crate) fn time_and_csn(&self) -> (String, String) {
+        let (seconds, micros) = generalized_time(self.clock.now());
+        let csn = self.csn.next(&seconds, micros);
+        (seconds, csn)
+    }
+
+    /// Checks an add and builds its command (operational attributes set).
+    pub fn prepare_add(&self, who: &Identity, req: &AddRequest<'_>) -> Result<Command, Outcome> {
+        let dn = self.dn(req.dn)?;
+        let groups = &Memberships::default();
+        self.require(who, &dn, None, Level::Write, groups)?;
+        for attr in req.attributes.iter() {
+            if let Ok(desc) = Description::parse(attr.ty, &self.schema) {
+                self.require(who, &dn, Some(desc.attr), Level::Write, groups)?;
+            }
+        }
+        let entry = Entry::new(
+            dn,
+            req.attributes.iter().map(|a| (a.ty, a.values.iter())),
+            &self.schema,
+        )?
+        .with_rdn_values(&self.schema);
+        let checked = entry.check(&self.schema, Writer::Client)?;
+        for attr in entry.attributes.iter().filter(|a| self.is_user_password(a)) {
+            self.check_password_values(&attr.values)?;
+        }
+        let mut entry = self.stamp_new_entry(entry, checked.structural, who.dn_text(), false)?;
+        self.prepare_dynamic_add(&mut entry)?;
+        self.note_special(&entry);
+        // Checked above, before the stamps; what they add is ours and
+        // valid, so the writer need not check it all again.
+        Ok(Command::Add {
+            entry,
+            prechecked: true,
+        })
+    }
+
+    /// Records that `entry`, about to be added, is a referral object or
+    /// an alias.
+    pub(crate) fn note_special(&self, entry: &Entry) {
+        for kind in presence::Special::ALL {
+            if referral::has_class(entry, &self.schema, kind.class()) {
+                self.presence.note(kind);
+            }
+        }
+    }
+
+    /// Checks an entry of a bulk load (`meridian import`) as the server
+    /// checks its own writes (operational attributes may be given) and
+    /// gives it the operational attributes an add would, keeping those
+    /// it has: an export of this or another server carries its own
+    /// entryUUID, timestamps and creator, as `slapadd` keeps them.
+    pub fn prepare_import(&self, entry: Entry) -> Result<Entry, Outcome> {
+        let entry = entry.with_rdn_values(&self.schema);
+        let checked = entry.check(&self.schema, Writer::Server)?;
+        // Loaded as the administrator (its name, not a copy of its DN
+        // per entry).
+        let loader = self.admin.original();
+        let mut entry = self.stamp_new_entry(entry, checked.structural, loader, true)?;
+        self.stamp_ttl(&mut entry)?;
+        Ok(entry)
+    }
+
+    /// Adds structuralObjectClass, entryUUID, creatorsName,
+    /// createTimestamp, entryCSN, modifiersName and modifyTimestamp (all
+    /// of them, or with `keep_given` only those the entry lacks).
+    pub(crate) fn stamp_new_entry(
+        &self,
+        mut entry: Entry,
+        structural: meridian_model::schema::ClassId,
+        creator: &str,
+        keep_given: bool,
+    ) -> Result<Entry, Outcome> {
+        let structural = self
+            .schema
+            .class_by_id(structural)
+            .map(|c| c.name().to_owned())
+            .unwrap_or_default();
+        let (now, csn) = self.time_and_csn();
+        let creator = creator.to_owned();
+        let uuid = uuid_v4().map_err(|e| {
+            Outcome::new(
+                ResultCode::OTHER,
+                format!("no randomness for entryUUID: {e}"),
+            )
+        })?;
+        // In NEW_ENTRY_ATTRIBUTES order.
+        let values = [
+            structural,
+            uuid,
+            creator.clone(),
+            now.clone(),
+            csn,
+            creator,
+            now,
+        ];
+        if self.new_entry_attributes.len() != values.len() {
+            return Err(Outcome::new(
+                ResultCode::OTHER,
+                "the schema lacks an operational attribute every entry needs",
+            ));
+        }
+        // One reallocation, not one per doubling on the way.
+        entry.attributes.reserve(values.len());
+        for ((name, desc), value) in self.new_entry_attributes.iter().zip(values) {
+            if keep_given && entry.get(desc.attr).is_some() {
+                continue;
+            }
+            entry.attributes.push(meridian_model::entry::Attribute {
+                desc: desc.clone(),
+                name: name.clone(),
+                values: meridian_model::entry::Values::from_buf([value.into_bytes()]),
+            });
+        }
+        Ok(entry)
+    }
+
+    /// Checks a delete and builds its command; `subtree` (the subtree
+    /// delete control) removes the entry and everything below it.
+    pub fn prepare_delete(
+        &self,
+        who: &Identity,
+        dn: &[u8],
+        subtree: bool,
+    ) -> Result<Command, Outcome> {
+        let dn = self.dn(dn)?;
+        if subtree && !matches!(who, Identity::Admin(_)) {
+            // The rules are checked per entry, and a subtree's entries are
+            // only known inside the write: the control is the
+            // administrator's.
+            return Err(insufficient(
+                "the subtree delete control is for the administrator only",
+            ));
+        }
+        let groups = &Memberships::default();
+        self.require_visible(who, &dn, None, Level::Write, groups)?;
+        Ok(if subtree {
+            Command::DeleteSubtree { dn }
+        } else {
+            Command::Delete { dn }
+        })
+    }
+
+    /// The assertion control (RFC 4528) for reads: TRUE for the entry at
+    /// `dn`, or assertionFailed. (Writes carry the assertion into their
+    /// command, so it is checked atomically when they apply.)
+    pub fn check_assertion(
+        &self,
+        who: &Identity,
+        dn: &[u8],
+        filter: &meridian_proto::Filter<'_>,
+    ) -> Result<(), Outcome> {
+        self.check_assertion_inner(who, dn, filter)
+            .map_err(|e| self.disclose(who, e))
+    }
+
+    pub(crate) fn check_assertion_inner(
+        &self,
+        who: &Identity,
+        dn: &[u8],
+        filter: &meridian_proto::Filter<'_>,
+    ) -> Result<(), Outcome> {
+        let dn = self.dn(dn)?;
+        let groups = &Memberships::default();
+        self.require_filter_access(who, &dn, filter, groups)?;
+        let snapshot = self.store_for(&dn).snapshot().map_err(Outcome::from)?;
+        let Some((_, entry)) = snapshot.get(&dn).map_err(Outcome::from)? else {
+            return Err(StoreError::NoSuchObject {
+                dn: dn.original().to_owned(),
+                matched: snapshot.matched(&dn).unwrap_or_default(),
+            }
+            .into());
+        };
+        let compiled = meridian_model::filter::CompiledFilter::compile(filter, &self.schema);
+        if compiled.matches(&entry, &self.schema) {
+            Ok(())
+        } else {
+            Err(Outcome::new(
+                ResultCode::ASSERTION_FAILED,
+                "the assertion control's filter is not TRUE for the entry",
+            ))
+        }
+    }
+
+    pub(crate) fn operational_changes(&self, who: &Identity) -> Operational {
+        let (now, csn, modifier) = self.stamp(who);
+        vec![
+            ("modifiersName".into(), vec![modifier.into_bytes()]),
+            ("modifyTimestamp".into(), vec![now.into_bytes()]),
+            ("entryCSN".into(), vec![csn.into_bytes()]),
+        ]
+    }
+
+    /// Checks a modify and builds its command.
+    pub fn prepare_modify(
+        &self,
+        who: &Identity,
+        req: &ModifyRequest<'_>,
+        permissive: bool,
+    ) -> Result<Command, Outcome> {
+        let dn = self.dn(req.dn)?;
+        let groups = &Memberships::default();
+        let mut changes = Vec::new();
+        let mut touches_object_class = false;
+        let most = self.limits.max_modify_changes;
+        for (i, change) in req.changes.iter().enumerate() {
+            if i == most {
+                return Err(Outcome::new(
+                    ResultCode::ADMIN_LIMIT_EXCEEDED,
+                    format!(
+                        "a modify may make at most {most} changes \
+                         (directory.max_modify_changes); split this one"
+                    ),
+                ));
+            }
+            let m = change.modification;
+            let desc = Description::parse(m.ty, &self.schema)?;
+            touches_object_class |= Some(desc.attr) == self.schema.object_class_attr();
+            self.require_visible(who, &dn, Some(desc.attr), Level::Write, groups)?;
+            if let Some(at) = self.schema.attr(desc.attr) {
+                if at.no_user_modification {
+                    return Err(Outcome::new(
+                        ResultCode::CONSTRAINT_VIOLATION,
+                        format!("attribute {:?} is not user-modifiable", at.name()),
+                    ));
+                }
+            }
+            let adds_values = matches!(
+                change.operation,
+                ModifyOperation::Add | ModifyOperation::Replace
+            );
+            if adds_values && Some(desc.attr) == self.user_password {
+                self.check_password_values(m.values.iter())?;
+            }
+            changes.push(Modification {
+                op: match change.operation {
+                    ModifyOperation::Add => ModOp::Add,
+                    ModifyOperation::Delete => ModOp::Delete,
+                    ModifyOperation::Replace => ModOp::Replace,
+                    ModifyOperation::Increment => ModOp::Increment,
+                },
+                attr: String::from_utf8_lossy(m.ty).into_owned(),
+                values: m.values.iter().map(<[u8]>::to_vec).collect(),
+            });
+        }
+        if touches_object_class {
+            self.check_dynamic_modify(&dn, &changes)?;
+            // It may become a referral object or an alias.
+            for kind in presence::Special::ALL {
+                self.presence.note(kind);
+            }
+        }
+        Ok(Command::Modify {
+            dn,
+            changes,
+            operational: self.operational_changes(who),
+            permissive,
+        })
+    }
+
+    /// Checks a modifyDN and builds its command.
+    pub fn prepare_modify_dn(
+        &self,
+        who: &Identity,
+        req: &ModifyDnRequest<'_>,
+    ) -> Result<Command, Outcome> {
+        let dn = self.dn(req.dn)?;
+        let groups = &Memberships::default();
+        self.require_visible(who, &dn, None, Level::Write, groups)?;
+        let new_rdn = std::str::from_utf8(req.new_rdn)
+            .map_err(|_| Outcome::new(ResultCode::INVALID_DN_SYNTAX, "newrdn is not UTF-8"))?
+            .to_owned();
+        let new_superior = match req.new_superior {
+            Some(s) => Some(Box::new(self.dn(s)?)),
+            None => None,
+        };
+        if let Some(superior) = &new_superior {
+            // Moving an entry writes below its new parent.
+            self.require(who, superior, None, Level::Write, groups)?;
+            if self.context_of(superior) != self.context_of(&dn) {
+                return Err(Outcome::new(
+                    ResultCode::AFFECTS_MULTIPLE_DSAS,
+                    format!(
+                        "{} and {} are in different naming contexts, each its own database: move the entry by adding it there and deleting it here",
+                        dn.original(),
+                        superior.original()
+                    ),
+                ));
+            }
+        }
+        Ok(Command::ModifyDn {
+            dn,
+            new_rdn,
+            delete_old_rdn: req.delete_old_rdn,
+            new_superior,
+            operational: self.operational_changes(who),
+        })
+    }
+}

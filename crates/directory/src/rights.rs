@@ -1,0 +1,254 @@
+//! Rights: group memberships, the access level the rules give, and the
+//! checks that refuse (`require`) or hide (`disclose`, `may_see`).
+
+use super::*;
+
+/// Group memberships of one caller, looked up once per request: the
+/// group's normalised DN and whether the caller is in it.
+#[derive(Debug, Default)]
+pub(crate) struct Memberships(pub(crate) std::cell::RefCell<Vec<(String, bool)>>);
+
+pub(crate) fn insufficient(message: &str) -> Outcome {
+    Outcome::new(ResultCode::INSUFFICIENT_ACCESS_RIGHTS, message)
+}
+
+impl Directory {
+    /// Whether `who` is in the group entry at `group` (its member or
+    /// uniqueMember values name `who`).
+    pub(crate) fn is_member(&self, group: &Dn, who: &Dn) -> bool {
+        let Ok(snapshot) = self.store_for(group).snapshot() else {
+            return false;
+        };
+        let Ok(Some((_, entry))) = snapshot.get(group) else {
+            return false;
+        };
+        entry.attributes.iter().any(|a| {
+            self.schema.attr(a.desc.attr).is_some_and(|t| {
+                t.name().eq_ignore_ascii_case("member")
+                    || t.name().eq_ignore_ascii_case("uniqueMember")
+            }) && a
+                .values
+                .iter()
+                .any(|v| Dn::parse(v, &self.schema).is_ok_and(|m| m.same_entry(who)))
+        })
+    }
+
+    /// The access `who` has to `attr` (`None`: the entry itself) of the
+    /// entry at `dn`; group memberships are looked up once per `groups`.
+    pub(crate) fn access_level(
+        &self,
+        who: &Identity,
+        dn: &Dn,
+        attr: Option<AttrId>,
+        groups: &Memberships,
+    ) -> Level {
+        self.access
+            .level(who, dn, attr, &self.schema, &|group, member| {
+                let mut known = groups.0.borrow_mut();
+                if let Some((_, is)) = known.iter().find(|(g, _)| g == group.normalized()) {
+                    return *is;
+                }
+                let is = self.is_member(group, member);
+                known.push((group.normalized().to_owned(), is));
+                is
+            })
+    }
+
+    /// Refuses with insufficientAccessRights, saying what was missing,
+    /// unless `who` has `need` on `attr` of `dn`.
+    pub(crate) fn require(
+        &self,
+        who: &Identity,
+        dn: &Dn,
+        attr: Option<AttrId>,
+        need: Level,
+        groups: &Memberships,
+    ) -> Result<(), Outcome> {
+        if self.access_level(who, dn, attr, groups) >= need {
+            return Ok(());
+        }
+        let whom = match who {
+            Identity::Anonymous => "anonymous clients".to_owned(),
+            Identity::Admin(d) | Identity::User(d) => d.original().to_owned(),
+        };
+        let what = match attr.and_then(|a| self.schema.attr(a)) {
+            Some(at) => format!("attribute {} of ", at.name()),
+            None => String::new(),
+        };
+        Err(insufficient(&format!(
+            "the access rules do not give {whom} {} access to {what}\"{}\"",
+            need.name(),
+            dn.original()
+        )))
+    }
+
+    /// Like [`Self::require`] for an operation on an existing entry, but
+    /// where `who` may not even search the entry, the answer is
+    /// noSuchObject, as if it were not there: a refusal would reveal
+    /// that it exists (slapd's "disclose" rule).
+    pub(crate) fn require_visible(
+        &self,
+        who: &Identity,
+        dn: &Dn,
+        attr: Option<AttrId>,
+        need: Level,
+        groups: &Memberships,
+    ) -> Result<(), Outcome> {
+        let refused = match self.require(who, dn, attr, need, groups) {
+            Ok(()) => return Ok(()),
+            Err(refused) => refused,
+        };
+        if self.access_level(who, dn, None, groups) >= Level::Search {
+            return Err(refused);
+        }
+        // The same matchedDN a missing entry would get: its nearest
+        // existing ancestor (that the caller may see).
+        let matched = match self.store_for(dn).snapshot() {
+            Ok(snapshot) => snapshot.matched(dn).unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        let missing = StoreError::NoSuchObject {
+            dn: dn.original().to_owned(),
+            matched,
+        };
+        Err(self.disclose(who, missing.into()))
+    }
+
+    /// A noSuchObject's matchedDN names the nearest existing ancestor;
+    /// for anyone but the administrator it is moved up to the nearest
+    /// one the caller may search, so it never gives away an entry the
+    /// rules hide. Every other outcome is returned as it is.
+    pub fn disclose(&self, who: &Identity, mut outcome: Outcome) -> Outcome {
+        if matches!(who, Identity::Admin(_))
+            || outcome.code != ResultCode::NO_SUCH_OBJECT
+            || outcome.matched.is_empty()
+        {
+            return outcome;
+        }
+        let groups = Memberships::default();
+        let mut candidate = Dn::parse(outcome.matched.as_bytes(), &self.schema).ok();
+        while let Some(dn) = candidate {
+            if dn.is_root() {
+                break;
+            }
+            if self.access_level(who, &dn, None, &groups) >= Level::Search {
+                outcome.matched = dn.original().to_owned();
+                return outcome;
+            }
+            candidate = dn.parent();
+        }
+        outcome.matched = String::new();
+        outcome
+    }
+
+    /// Whether `who` (not the administrator) may read `attr` of the entry
+    /// at `dn`: never userPassword, otherwise as the rules say.
+    pub(crate) fn may_read_attribute(
+        &self,
+        who: &Identity,
+        dn: &Dn,
+        attr: AttrId,
+        groups: &Memberships,
+    ) -> bool {
+        Some(attr) != self.user_password
+            && self.access_level(who, dn, Some(attr), groups) >= Level::Read
+    }
+
+    /// Whether `who` may read the entry at `dn` at all: what the
+    /// pre-read and post-read controls (RFC 4527) ask before the update.
+    pub fn may_read(&self, who: &Identity, dn: &[u8]) -> bool {
+        if matches!(who, Identity::Admin(_)) {
+            return true;
+        }
+        match self.dn(dn) {
+            Ok(dn) => self.access_level(who, &dn, None, &Memberships::default()) >= Level::Read,
+            Err(_) => false,
+        }
+    }
+
+    /// The value of a pre-read or post-read response control (RFC 4527):
+    /// `entry` as a SearchResultEntry with the attributes `attributes`
+    /// selects (as a search's attribute list would) that `who` may read.
+    pub fn read_entry_value<'a>(
+        &self,
+        who: &Identity,
+        entry: &Entry,
+        attributes: impl Iterator<Item = &'a [u8]>,
+    ) -> Vec<u8> {
+        let selection = Selection::parse(attributes, &self.schema);
+        let projection = Projection {
+            selection: &selection,
+            types_only: false,
+            schema: &self.schema,
+        };
+        let admin = matches!(who, Identity::Admin(_));
+        let groups = Memberships::default();
+        let visible = |a: &meridian_model::entry::Attribute| {
+            admin || self.may_read_attribute(who, &entry.dn, a.desc.attr, &groups)
+        };
+        let mut value = Vec::new();
+        encode_entry_op(
+            &mut meridian_ber::Writer::new(&mut value),
+            entry,
+            projection,
+            visible,
+            &[],
+        );
+        value
+    }
+
+    /// Whether a search by `who` may return `entry`: read access to the
+    /// entry and search access to every attribute the filter tests.
+    pub(crate) fn may_see(
+        &self,
+        who: &Identity,
+        entry: &Entry,
+        filter: &FilterAttrs,
+        groups: &Memberships,
+    ) -> bool {
+        let dn = &entry.dn;
+        if self.access_level(who, dn, None, groups) < Level::Read {
+            return false;
+        }
+        let searchable =
+            |attr: AttrId| self.access_level(who, dn, Some(attr), groups) >= Level::Search;
+        filter.attrs.iter().all(|a| searchable(*a))
+            && (!filter.every || entry.attributes.iter().all(|a| searchable(a.desc.attr)))
+    }
+
+    /// Whether `who` may attach an assertion control with `filter` to a
+    /// write on `dn` (the filter is evaluated inside the write).
+    pub fn check_assertion_access(
+        &self,
+        who: &Identity,
+        dn: &[u8],
+        filter: &meridian_proto::Filter<'_>,
+    ) -> Result<(), Outcome> {
+        let dn = self.dn(dn)?;
+        let groups = &Memberships::default();
+        self.require_filter_access(who, &dn, filter, groups)
+            .map_err(|e| self.disclose(who, e))
+    }
+
+    /// The assertion control's filter, like a search's, needs read
+    /// access to the entry and search access to the attributes it tests.
+    pub(crate) fn require_filter_access(
+        &self,
+        who: &Identity,
+        dn: &Dn,
+        filter: &meridian_proto::Filter<'_>,
+        groups: &Memberships,
+    ) -> Result<(), Outcome> {
+        self.require_visible(who, dn, None, Level::Read, groups)?;
+        let attrs = FilterAttrs::of(filter, &self.schema);
+        if attrs.every && !matches!(who, Identity::Admin(_)) {
+            return Err(insufficient(
+                "an extensible match over every attribute needs the administrator",
+            ));
+        }
+        for attr in attrs.attrs {
+            self.require(who, dn, Some(attr), Level::Search, groups)?;
+        }
+        Ok(())
+    }
+}
