@@ -1,0 +1,130 @@
+//! Attribute descriptions (RFC 4512 2.5: a type and its options) and the
+//! caches that parse a run of them once.
+
+use super::*;
+
+/// An attribute description: a type and its options (RFC 4512 2.5).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Description {
+    /// The attribute type.
+    pub attr: AttrId,
+    /// Options, lower-cased and sorted (`binary`, `lang-de`).
+    pub options: Vec<String>,
+}
+
+impl Description {
+    /// Parses `type;option;...`. Unknown types are undefinedAttributeType;
+    /// options other than `binary` and language tags are refused the same
+    /// way, as slapd does without extra configuration.
+    pub fn parse(text: &[u8], schema: &Schema) -> Result<Description, ModelError> {
+        let text = std::str::from_utf8(text).map_err(|_| {
+            ModelError::new(
+                ResultCode::UNDEFINED_ATTRIBUTE_TYPE,
+                "attribute description is not UTF-8",
+            )
+        })?;
+        let mut parts = text.split(';');
+        let ty = parts.next().unwrap_or_default();
+        let attr = schema.attribute_id(ty).ok_or_else(|| {
+            ModelError::new(
+                ResultCode::UNDEFINED_ATTRIBUTE_TYPE,
+                format!("attribute type {ty:?} is not defined in the schema"),
+            )
+        })?;
+        let mut options = Vec::new();
+        for option in parts {
+            let lower = option.to_ascii_lowercase();
+            let valid_chars = !lower.is_empty()
+                && lower
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'-');
+            if !valid_chars || !(lower == "binary" || lower.starts_with("lang-")) {
+                return Err(ModelError::new(
+                    ResultCode::UNDEFINED_ATTRIBUTE_TYPE,
+                    format!(
+                        "attribute option {option:?} of {text:?} is not supported (only binary and lang-*)"
+                    ),
+                ));
+            }
+            options.push(lower);
+        }
+        options.sort();
+        options.dedup();
+        Ok(Description { attr, options })
+    }
+
+    /// True if an attribute with this description is matched by a filter
+    /// or selection naming `wanted` (same type or a subtype, and every
+    /// option of `wanted` present here).
+    pub fn is_matched_by(&self, wanted: &Description, schema: &Schema) -> bool {
+        schema.is_subtype(self.attr, wanted.attr)
+            && wanted.options.iter().all(|o| self.options.contains(o))
+    }
+}
+
+/// What was derived from the attribute name last seen at each position
+/// of a record. The records of a bulk load list the same names in the
+/// same order, so comparing one name with the last one there is cheaper
+/// than parsing or hashing it again.
+#[derive(Debug)]
+pub struct ByPosition<T> {
+    slots: Vec<Option<(String, T)>>,
+}
+
+impl<T> Default for ByPosition<T> {
+    fn default() -> Self {
+        ByPosition { slots: Vec::new() }
+    }
+}
+
+impl<T: Clone> ByPosition<T> {
+    /// Positions past this are never remembered (a few dozen attributes
+    /// cover real entries; this bounds the memory).
+    pub(crate) const POSITIONS: usize = 64;
+
+    /// What was remembered for `name` at `position`, if `name` is the
+    /// name last seen there.
+    pub fn get(&self, position: usize, name: &str) -> Option<&T> {
+        match self.slots.get(position) {
+            Some(Some((seen, value))) if seen == name => Some(value),
+            _ => None,
+        }
+    }
+
+    /// Remembers `value` for `name` at `position`.
+    pub fn remember(&mut self, position: usize, name: &str, value: T) {
+        if position >= Self::POSITIONS {
+            return;
+        }
+        if self.slots.len() <= position {
+            self.slots.resize(position + 1, None);
+        }
+        if let Some(slot) = self.slots.get_mut(position) {
+            *slot = Some((name.to_owned(), value));
+        }
+    }
+}
+
+/// The descriptions of the previous entries' attributes, by position,
+/// and whether each name was its type's primary name. For one schema.
+#[derive(Debug, Default)]
+pub struct RecentDescriptions(ByPosition<(Description, bool)>);
+
+impl RecentDescriptions {
+    /// [`Description::parse`] of `name`, found at `position` of a record,
+    /// and `name` as an attribute's [`AttrName`].
+    pub fn parse(
+        &mut self,
+        position: usize,
+        name: &str,
+        schema: &Schema,
+    ) -> Result<(Description, AttrName), ModelError> {
+        if let Some((desc, primary)) = self.0.get(position, name) {
+            return Ok((desc.clone(), AttrName::spelled(name, *primary)));
+        }
+        let desc = Description::parse(name.as_bytes(), schema)?;
+        let primary = AttrName::is_primary(name, &desc, schema);
+        self.0.remember(position, name, (desc.clone(), primary));
+        Ok((desc, AttrName::spelled(name, primary)))
+    }
+}
