@@ -5,8 +5,7 @@
 
 use meridian_ldif::fuzzing::check_reader;
 
-#[path = "../../../testing/rng.rs"]
-mod rng;
+use meridian_testing::rng;
 use rng::Rng;
 
 const INTERESTING: &[u8] = b"\n\r :<#-=;.\0\xff\xc3";

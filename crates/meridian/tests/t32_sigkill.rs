@@ -14,8 +14,7 @@
 
 mod support;
 
-#[path = "../../../testing/slapd.rs"]
-mod slapd;
+use meridian_testing::slapd;
 
 use std::collections::BTreeSet;
 use std::io::Write;

@@ -13,8 +13,7 @@
 
 mod support;
 
-#[path = "../../../testing/slapd.rs"]
-mod slapd;
+use meridian_testing::slapd;
 
 use slapd::encode_add;
 

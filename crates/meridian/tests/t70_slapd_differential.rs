@@ -11,8 +11,7 @@
 
 mod support;
 
-#[path = "../../../testing/slapd.rs"]
-mod slapd;
+use meridian_testing::slapd;
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};

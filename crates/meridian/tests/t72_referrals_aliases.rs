@@ -12,8 +12,7 @@
 
 mod support;
 
-#[path = "../../../testing/slapd.rs"]
-mod slapd;
+use meridian_testing::slapd;
 
 use slapd::{Extra, Slapd};
 use support::*;

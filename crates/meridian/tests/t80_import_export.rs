@@ -13,8 +13,7 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../testing/slapd.rs"]
-mod slapd;
+use meridian_testing::slapd;
 mod support;
 
 use std::path::{Path, PathBuf};

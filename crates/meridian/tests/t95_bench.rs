@@ -12,8 +12,7 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../testing/slapd.rs"]
-mod slapd;
+use meridian_testing::slapd;
 mod support;
 
 use std::collections::HashMap;

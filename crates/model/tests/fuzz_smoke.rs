@@ -10,11 +10,7 @@
     clippy::indexing_slicing
 )]
 
-#[path = "../../../testing/rng.rs"]
-mod rng;
-
-#[path = "../../../testing/fuzz_loop.rs"]
-mod fuzz_loop;
+use meridian_testing::fuzz_loop;
 
 use meridian_model::Schema;
 use meridian_model::fuzzing::{check_dn_normalisation, check_schema_text};

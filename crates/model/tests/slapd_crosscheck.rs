@@ -22,8 +22,7 @@ use meridian_model::entry::Entry;
 use meridian_model::filter::CompiledFilter;
 use meridian_proto::*;
 
-#[path = "../../../testing/slapd.rs"]
-mod slapd;
+use meridian_testing::slapd;
 
 use slapd::{SUFFIX, Slapd, encode_add, people as entries, to_ldif};
 

@@ -15,8 +15,7 @@ mod support;
 use meridian_proto::fuzzing::check_decode_round_trip;
 use meridian_proto::{DecodeLimits, LdapMessage};
 
-#[path = "../../../testing/rng.rs"]
-mod rng;
+use meridian_testing::rng;
 use rng::Rng;
 
 fn mutate(rng: &mut Rng, input: &mut Vec<u8>, corpus: &[Vec<u8>]) {
@@ -111,8 +110,7 @@ fn the_corpus_itself_passes() {
     }
 }
 
-#[path = "../../../testing/fuzz_loop.rs"]
-mod fuzz_loop;
+use meridian_testing::fuzz_loop;
 
 #[test]
 fn filter_strings_parse_print_and_parse_again() {

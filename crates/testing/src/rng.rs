@@ -1,11 +1,13 @@
-//! A deterministic random source for tests (included with `#[path]`), so
-//! a failing seeded input reproduces from its seed.
-#![allow(dead_code, unreachable_pub, missing_docs)]
+//! A deterministic random source for tests, so a failing seeded input
+//! reproduces from its seed.
 
 /// xorshift64*.
 pub struct Rng(pub u64);
 
 impl Rng {
+    /// The next 64 random bits. (Not `Iterator::next`: it never ends, and
+    /// its callers read it as a source, not a sequence.)
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;

@@ -1,7 +1,5 @@
-//! Test support shared by several crates' tests (included with
-//! `#[path]`): start Debian's slapd on a private 127.0.0.1 port with an
+//! Start Debian's slapd on a private 127.0.0.1 port with an
 //! LDIF loaded by slapadd, as the reference server.
-#![allow(dead_code, unreachable_pub, missing_docs)]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -40,6 +38,7 @@ pub struct Extra<'a> {
 /// A running slapd, killed (and its files removed) when dropped.
 pub struct Slapd {
     child: Child,
+    /// The 127.0.0.1 port it listens on.
     pub port: u16,
     dir: PathBuf,
 }

@@ -1,12 +1,10 @@
-//! A seeded fuzz loop for tests (included with `#[path]`, beside
-//! `rng.rs`): inputs from a corpus folder, mutated with the edits that
+//! A seeded fuzz loop for tests: inputs from a corpus folder, mutated with the edits that
 //! break text parsers (special characters, escapes, truncations, splices,
 //! bytes that are not UTF-8), checked by a property. Deterministic: a
 //! failure names its iteration, and reproduces from it.
-#![allow(dead_code, unreachable_pub, missing_docs)]
 #![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
-use super::rng::Rng;
+use crate::rng::Rng;
 
 /// Every file of `fuzz/corpus/<name>`, in name order.
 pub fn corpus(name: &str) -> Vec<Vec<u8>> {
