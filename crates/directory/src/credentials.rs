@@ -95,13 +95,6 @@ impl PasswordChange {
     pub const CHANGED_MEANWHILE: &str = "the password was changed by another operation while the old one was being checked; try again";
 }
 
-/// 20 characters from a 64-symbol alphabet (120 bits).
-pub(crate) fn generate_password() -> Result<Vec<u8>, Outcome> {
-    password::generate()
-        .map(String::into_bytes)
-        .map_err(|e| Outcome::new(ResultCode::OTHER, e))
-}
-
 pub(crate) const USER_PASSWORD: &str = "userPassword";
 
 impl Directory {
@@ -246,7 +239,11 @@ impl Directory {
         })?;
         let (new, generated) = match new {
             Some(n) if !n.is_empty() => (n.to_vec(), false),
-            _ => (generate_password()?, true),
+            _ => {
+                let generated =
+                    password::generate().map_err(|e| Outcome::new(ResultCode::OTHER, e))?;
+                (generated.into_bytes(), true)
+            }
         };
         Ok(PasswordChange {
             target,

@@ -100,7 +100,7 @@ impl AdminCredentials {
                 .to_owned();
             (hash, PasswordSource::Stored(secret))
         } else {
-            let password = generate_password()?;
+            let password = meridian_directory::password::generate().map_err(AdminError::Hash)?;
             let hash = hash_password(password.as_bytes(), cost)?;
             std::fs::create_dir_all(data_dir).map_err(io(data_dir))?;
             write_private(&secret, &format!("{SCHEME}{hash}\n")).map_err(io(&secret))?;
@@ -151,10 +151,6 @@ impl AdminCredentials {
 
 fn hash_password(password: &[u8], cost: HashCost) -> Result<String, AdminError> {
     argon2_phc(password, cost).map_err(AdminError::Hash)
-}
-
-fn generate_password() -> Result<String, AdminError> {
-    meridian_directory::password::generate().map_err(AdminError::Hash)
 }
 
 fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
