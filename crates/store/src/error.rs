@@ -77,6 +77,16 @@ impl StoreError {
         ))
     }
 
+    /// A failed file operation, keeping the OS error number.
+    pub(crate) fn io(op: &'static str, path: impl std::fmt::Display, e: &std::io::Error) -> Self {
+        StoreError::Io {
+            op,
+            path: path.to_string(),
+            errno: e.raw_os_error(),
+            message: e.to_string(),
+        }
+    }
+
     /// The OS error number of an I/O failure.
     pub(crate) fn errno(&self) -> Option<i32> {
         match self {
@@ -121,12 +131,7 @@ impl From<heed::Error> for StoreError {
             heed::Error::Mdb(heed::MdbError::MapFull) => StoreError::MapFull,
             // heed turns LMDB's OS error codes (ENOSPC, EIO from a
             // commit's write or sync) into `Io`: kept with their number.
-            heed::Error::Io(io) => StoreError::Io {
-                op: "write",
-                path: "the database".into(),
-                errno: io.raw_os_error(),
-                message: io.to_string(),
-            },
+            heed::Error::Io(io) => StoreError::io("write", "the database", &io),
             other => StoreError::Engine(other.to_string()),
         }
     }

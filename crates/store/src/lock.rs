@@ -38,13 +38,10 @@ impl WriterLock {
         let path = dir.join(LOCK_FILE);
         let mut options = OpenOptions::new();
         options.create(true).truncate(false).read(true).write(true);
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut file = options.open(&path).map_err(|e| StoreError::Io {
-            op: "open",
-            path: path.display().to_string(),
-            errno: e.raw_os_error(),
-            message: e.to_string(),
-        })?;
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, crate::private::FILE_MODE);
+        let mut file = options
+            .open(&path)
+            .map_err(|e| StoreError::io("open", path.display(), &e))?;
         // SAFETY: flock on a descriptor we own and keep open; no memory
         // is passed.
         #[allow(unsafe_code)]

@@ -101,18 +101,14 @@ impl MapFile {
             match allocate(&self.file, current, next) {
                 Ok(()) => return Ok(next),
                 Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && step > ALIGN => step /= 2,
-                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
-                    return Err(StoreError::Io {
-                        op: "grow",
-                        path: format!("the database past {current} bytes"),
-                        errno: e.raw_os_error(),
-                        message: e.to_string(),
-                    });
-                }
+                // Typed whatever the error: the writer tells a full disk
+                // (ENOSPC) from a failing one (EIO) by its number.
                 Err(e) => {
-                    return Err(StoreError::Engine(format!(
-                        "cannot allocate room for the database to grow past {current} bytes: {e}"
-                    )));
+                    return Err(StoreError::io(
+                        "allocate room for",
+                        format_args!("the database to grow past {current} bytes"),
+                        &e,
+                    ));
                 }
             }
         }

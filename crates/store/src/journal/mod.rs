@@ -87,12 +87,7 @@ pub(crate) fn dir_of(env_path: &Path) -> PathBuf {
 }
 
 fn io_error(what: &'static str, path: &Path, e: &std::io::Error) -> StoreError {
-    StoreError::Io {
-        op: what,
-        path: format!("journal file {}", path.display()),
-        errno: e.raw_os_error(),
-        message: e.to_string(),
-    }
+    StoreError::io(what, format_args!("journal file {}", path.display()), e)
 }
 
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {

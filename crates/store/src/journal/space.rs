@@ -70,15 +70,8 @@ impl Space {
     /// enough). `Err` when the disk cannot give them: a full disk, or the
     /// error the file system gave.
     pub(crate) fn claim(&self, bytes: u64) -> Result<(), StoreError> {
-        self.claim_io(bytes).map_err(|e| {
-            let path = self.lock().path.clone();
-            StoreError::Io {
-                op: "allocate room in",
-                path: path.display().to_string(),
-                errno: e.raw_os_error(),
-                message: e.to_string(),
-            }
-        })
+        self.claim_io(bytes)
+            .map_err(|e| super::io_error("allocate room in", &self.lock().path, &e))
     }
 
     fn claim_io(&self, bytes: u64) -> Result<(), std::io::Error> {
