@@ -10,9 +10,10 @@
 //! one incomplete PDU (at most `max_pdu_bytes`, and
 //! `max_pdu_bytes_anonymous` before a bind) plus one read, and the
 //! outbound side holds the responses of at most
-//! `max_outstanding_per_connection` requests. An idle connection holds no
-//! input buffer at all: it is released whenever the reader waits with
-//! nothing buffered, and taken again when the socket is readable.
+//! `max_outstanding_per_connection` requests. A connection takes an input
+//! buffer (64 KiB) when its first bytes come, keeps it while it is that
+//! size, and lets go of one grown for a large PDU once it is empty; a
+//! connection that never sends holds none.
 //!
 //! Time is bounded too: a connection that sends no first request within
 //! `first_request_timeout_secs`, none for `idle_timeout_secs`, or takes
@@ -32,17 +33,13 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::watch;
 
-use crate::outbound::{Batch, Outbound};
+use crate::outbound::{Batch, KEEP_BUFFER_BYTES, Outbound};
 use crate::session::{Action, Session};
 use crate::{ServerContext, bind_guard};
 
 /// Bytes asked of the kernel per read: big enough for hundreds of small
 /// pipelined requests per syscall.
 const READ_CHUNK: usize = 64 * 1024;
-
-/// A response buffer larger than this is released while the connection
-/// waits for input (a large result must not stay allocated when idle).
-const IDLE_BATCH_BYTES: usize = 16 * 1024;
 
 /// Why the session ended.
 #[derive(Debug)]
@@ -363,20 +360,28 @@ impl Reader<'_> {
         }
     }
 
-    /// Reads more input, honouring the time-outs and shutdown. With
-    /// nothing buffered, the input buffer is released while waiting (an
-    /// idle connection costs no buffer) and taken again once the socket
-    /// is readable.
+    /// Reads more input, honouring the time-outs and shutdown. A connection
+    /// holds no input buffer until its first bytes come, and lets go of one
+    /// grown past the usual size once it is empty again.
     async fn fill(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<End> {
         let (deadline, expired) = self.deadline();
         let read = async {
             if self.buf.is_empty() {
-                if self.buf.capacity() > 0 {
+                // A buffer grown for a large PDU (or a large answer) is
+                // let go; one of the usual size is kept, so a connection
+                // that sends one small request after another allocates
+                // nothing per request.
+                if self.buf.capacity() > READ_CHUNK {
                     self.buf = BytesMut::new();
                 }
-                if self.batch.bytes.capacity() > IDLE_BATCH_BYTES {
+                if self.batch.bytes.capacity() > KEEP_BUFFER_BYTES {
                     self.batch.bytes = Vec::new();
                 }
+            }
+            if self.buf.capacity() == 0 {
+                // Nothing held (a new connection, or one that let its
+                // buffer go): wait for data before taking a buffer, so an
+                // idle connection costs none.
                 loop {
                     self.socket.readable().await?;
                     self.buf.reserve(READ_CHUNK);

@@ -53,9 +53,11 @@ struct Hold {
     deadline: Instant,
 }
 
-/// The writer keeps a buffer this large between writes, and lets a larger
-/// one go (a streamed search's steps fill up to about 1 MiB).
-const KEEP_CHUNK_BYTES: usize = 256 * 1024;
+/// An answer buffer this large is kept for reuse (by the writer between
+/// writes, by the reader while it waits); a larger one is let go, so a
+/// large result does not stay allocated (a streamed search's steps fill
+/// up to about 1 MiB).
+pub(crate) const KEEP_BUFFER_BYTES: usize = 256 * 1024;
 
 /// A batch of responses produced by the reader for one pass over its input.
 #[derive(Debug, Default)]
@@ -215,7 +217,7 @@ impl Outbound {
                 self.room.notify_waiters();
                 return;
             }
-            if chunk.capacity() > KEEP_CHUNK_BYTES {
+            if chunk.capacity() > KEEP_BUFFER_BYTES {
                 // A large result passed through: do not keep its buffer.
                 chunk = Vec::new();
             } else {
