@@ -70,8 +70,14 @@ impl Reply<'_> {
     }
 
     pub(super) fn extended(self, code: ResultCode, message: &[u8], value: Option<&[u8]>) -> Action {
-        let outcome = Outcome::new(code, String::from_utf8_lossy(message));
-        self.extended_outcome(&outcome, value)
+        let result = LdapResult {
+            code,
+            matched_dn: b"",
+            message,
+            referral: None,
+        };
+        encode_extended_result(&mut self.batch.bytes, self.id, result, value);
+        self.done(b"", code)
     }
 
     /// An ExtendedResponse with the whole of `outcome` (matched DN and
@@ -125,13 +131,25 @@ pub(super) fn push_extended(outbound: &Outbound, id: i32, outcome: &Outcome, val
     outbound.push(&mut batch);
 }
 
-/// Appends an ExtendedResponse with an optional responseValue.
+/// Appends an ExtendedResponse answering with `outcome` (its matched DN
+/// and referrals too).
 pub(super) fn encode_extended(buf: &mut Vec<u8>, id: i32, outcome: &Outcome, value: Option<&[u8]>) {
     let urls = referral_urls(outcome);
+    encode_extended_result(buf, id, ldap_result(outcome, &urls), value);
+}
+
+/// Appends an ExtendedResponse with an optional responseValue: the one
+/// encoder of extended responses.
+pub(super) fn encode_extended_result(
+    buf: &mut Vec<u8>,
+    id: i32,
+    result: LdapResult<'_>,
+    value: Option<&[u8]>,
+) {
     LdapMessage {
         message_id: id,
         op: ProtocolOp::ExtendedResponse(meridian_proto::ExtendedResponse {
-            result: ldap_result(outcome, &urls),
+            result,
             name: None,
             value,
         }),
