@@ -107,20 +107,27 @@ pub(crate) struct BindGuard {
 
 /// Finds or makes the tally of `key`, keeping the table within
 /// [`MAX_TRACKED`]: stale tallies go first; a key that still finds no
-/// room is not tracked (`None`).
-fn tally_of<'t, K: std::hash::Hash + Eq + Clone>(
+/// room is not tracked (`None`). The key is copied only when it is new.
+fn tally_of<'t, K, Q>(
     table: &'t mut HashMap<K, Tally>,
-    key: &K,
+    key: &Q,
     now: Instant,
     window: Duration,
-) -> Option<&'t mut Tally> {
-    if !table.contains_key(key) && table.len() >= MAX_TRACKED {
-        table.retain(|_, t| !t.stale(now, window));
+) -> Option<&'t mut Tally>
+where
+    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
+    Q: ToOwned<Owned = K> + std::hash::Hash + Eq + ?Sized,
+{
+    if !table.contains_key(key) {
         if table.len() >= MAX_TRACKED {
-            return None;
+            table.retain(|_, t| !t.stale(now, window));
+            if table.len() >= MAX_TRACKED {
+                return None;
+            }
         }
+        table.insert(key.to_owned(), Tally::new(now));
     }
-    Some(table.entry(key.clone()).or_insert_with(|| Tally::new(now)))
+    table.get_mut(key)
 }
 
 impl BindGuard {
@@ -162,7 +169,7 @@ impl BindGuard {
         } else {
             s.lockout_after
         };
-        if let Some(tally) = tally_of(&mut t.by_dn, &dn.to_owned(), now, s.window) {
+        if let Some(tally) = tally_of(&mut t.by_dn, dn, now, s.window) {
             if tally.fail(now, s, dn_lock) {
                 started = Some(Locked::Dn);
             }
