@@ -71,17 +71,46 @@ fn platform_crypt(_password: &[u8], _setting: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The crypt(3) methods, by the prefix of their settings.
-const METHODS: [(&str, &str); 8] = [
-    ("$y$", "yescrypt"),
-    ("$6$", "SHA-512-crypt"),
-    ("$5$", "SHA-256-crypt"),
-    ("$2b$", "bcrypt"),
-    ("$2a$", "bcrypt"),
-    ("$2y$", "bcrypt"),
-    ("$1$", "MD5-crypt"),
+const METHODS: [Method; 8] = [
+    Method::new("$y$", "yescrypt", Cost::Yescrypt),
+    Method::new("$6$", "SHA-512-crypt", Cost::ShaRounds),
+    Method::new("$5$", "SHA-256-crypt", Cost::ShaRounds),
+    Method::new("$2b$", "bcrypt", Cost::Bcrypt),
+    Method::new("$2a$", "bcrypt", Cost::Bcrypt),
+    Method::new("$2y$", "bcrypt", Cost::Bcrypt),
+    // 1,000 rounds, always.
+    Method::new("$1$", "MD5-crypt", Cost::Fixed),
     // Traditional DES has no prefix: two salt characters, then the hash.
-    ("des", "DES"),
+    Method::new("des", "DES", Cost::Fixed),
 ];
+
+/// One crypt(3) method: how its settings start, its name in messages,
+/// and where its cost is written.
+#[derive(Debug, Clone, Copy)]
+struct Method {
+    prefix: &'static str,
+    name: &'static str,
+    cost: Cost,
+}
+
+impl Method {
+    const fn new(prefix: &'static str, name: &'static str, cost: Cost) -> Method {
+        Method { prefix, name, cost }
+    }
+}
+
+/// Where a method's cost is written, and so how it is bounded.
+#[derive(Debug, Clone, Copy)]
+enum Cost {
+    /// `rounds=N$`, optional (SHA-crypt).
+    ShaRounds,
+    /// Two digits, the log2 of the rounds (bcrypt).
+    Bcrypt,
+    /// N and r in the parameter field (yescrypt).
+    Yescrypt,
+    /// Not in the setting: the method's own.
+    Fixed,
+}
 
 /// A set of crypt(3) methods (`security.password_crypt_methods`): which
 /// `{CRYPT}` values may reach the platform's crypt. An allow-list, so a
@@ -100,7 +129,7 @@ impl Default for Methods {
 impl Methods {
     /// The prefixes the config may name (`des` for traditional DES).
     pub fn known() -> impl Iterator<Item = &'static str> {
-        METHODS.iter().map(|(prefix, _)| *prefix)
+        METHODS.iter().map(|m| m.prefix)
     }
 
     /// The set of the named prefixes; `Err` names one that is unknown.
@@ -109,7 +138,7 @@ impl Methods {
         for name in names {
             let index = METHODS
                 .iter()
-                .position(|(prefix, _)| *prefix == name)
+                .position(|m| m.prefix == name)
                 .ok_or_else(|| format!("unknown crypt method {name:?}"))?;
             bits |= 1 << index;
         }
@@ -125,7 +154,7 @@ impl Methods {
 fn method_of(setting: &str) -> Option<usize> {
     if let Some(index) = METHODS
         .iter()
-        .position(|(prefix, _)| prefix.starts_with('$') && setting.starts_with(prefix))
+        .position(|m| m.prefix.starts_with('$') && setting.starts_with(m.prefix))
     {
         return Some(index);
     }
@@ -147,7 +176,9 @@ pub(crate) fn within_bounds(setting: &[u8], bounds: &HashBounds) -> Result<(), S
             Methods::known().collect::<Vec<_>>().join(" ")
         )
     })?;
-    let (prefix, name) = METHODS.get(index).copied().unwrap_or(("?", "?"));
+    let Some(&Method { prefix, name, cost }) = METHODS.get(index) else {
+        return Err("the {CRYPT} method was lost".into());
+    };
     if !bounds.crypt_methods.allows(index) {
         return Err(format!(
             "{{CRYPT}} {name} ({prefix}) is not among security.password_crypt_methods"
@@ -155,8 +186,8 @@ pub(crate) fn within_bounds(setting: &[u8], bounds: &HashBounds) -> Result<(), S
     }
     let rest = text.get(prefix.len()..).unwrap_or_default();
     let over = |what: String| Err(format!("the {{CRYPT}} {name} hash asks for {what}"));
-    match name {
-        "SHA-512-crypt" | "SHA-256-crypt" => match rest.strip_prefix("rounds=") {
+    match cost {
+        Cost::ShaRounds => match rest.strip_prefix("rounds=") {
             Some(r) => match r.split('$').next().and_then(|n| n.parse::<u64>().ok()) {
                 Some(n) if n <= u64::from(bounds.max_crypt_sha_rounds) => Ok(()),
                 Some(n) => over(format!(
@@ -167,7 +198,7 @@ pub(crate) fn within_bounds(setting: &[u8], bounds: &HashBounds) -> Result<(), S
             },
             None => Ok(()),
         },
-        "bcrypt" => match rest.get(..2).and_then(|c| c.parse::<u32>().ok()) {
+        Cost::Bcrypt => match rest.get(..2).and_then(|c| c.parse::<u32>().ok()) {
             Some(c) if c <= bounds.max_bcrypt_cost => Ok(()),
             Some(c) => over(format!(
                 "cost {c}, more than the {} allowed (security.password_max_bcrypt_cost)",
@@ -175,7 +206,7 @@ pub(crate) fn within_bounds(setting: &[u8], bounds: &HashBounds) -> Result<(), S
             )),
             None => Err("the {CRYPT} bcrypt cost is malformed".into()),
         },
-        "yescrypt" => {
+        Cost::Yescrypt => {
             let kib = yescrypt_memory_kib(rest).ok_or_else(|| {
                 "the {CRYPT} yescrypt parameters are malformed or unsupported".to_owned()
             })?;
@@ -188,8 +219,7 @@ pub(crate) fn within_bounds(setting: &[u8], bounds: &HashBounds) -> Result<(), S
                 ))
             }
         }
-        // MD5-crypt (1,000 fixed rounds) and DES cost a fixed, small amount.
-        _ => Ok(()),
+        Cost::Fixed => Ok(()),
     }
 }
 
