@@ -168,46 +168,129 @@ fn split_scheme(stored: &[u8]) -> Option<(Vec<u8>, &[u8])> {
 /// formed, and its cost is within `bounds`. `Err` says why not, in words
 /// for the client (a write) or the log (a bind).
 pub fn check_stored(stored: &[u8], bounds: &HashBounds) -> Result<(), String> {
-    let Some((scheme, value)) = split_scheme(stored) else {
-        return if stored.first() == Some(&b'{') {
+    match split_scheme(stored) {
+        Some((scheme, value)) => Stored::parse(&scheme, value, bounds).map(|_| ()),
+        None if stored.first() == Some(&b'{') => {
             Err("a userPassword value starting with '{' must be {SCHEME}hash".into())
-        } else {
-            Ok(())
-        };
-    };
-    let well_formed = |ok: bool| {
-        if ok {
-            Ok(())
-        } else {
-            Err(format!(
-                "the {{{}}} value is malformed",
-                String::from_utf8_lossy(&scheme)
-            ))
         }
-    };
-    match scheme.as_slice() {
-        b"ARGON2" => argon2_within(value, bounds),
-        b"SSHA" => well_formed(digest_len(value).is_some_and(|n| n >= 20)),
-        b"SSHA256" => well_formed(digest_len(value).is_some_and(|n| n >= 32)),
-        b"SSHA512" => well_formed(digest_len(value).is_some_and(|n| n >= 64)),
-        b"SHA" => well_formed(digest_len(value) == Some(20)),
-        b"SHA256" => well_formed(digest_len(value) == Some(32)),
-        b"SHA512" => well_formed(digest_len(value) == Some(64)),
-        b"PBKDF2-SHA256" => Pbkdf2::parse(value)
-            .ok_or_else(|| "the {PBKDF2-SHA256} value is malformed: rounds$salt$hash".to_owned())?
-            .within(bounds),
-        b"CRYPT" => crate::crypt::within_bounds(value, bounds),
-        b"CLEARTEXT" => Ok(()),
-        _ => Err(format!(
-            "unknown password scheme {{{}}}; known: ARGON2, SSHA, SSHA256, SSHA512, SHA, \
-             SHA256, SHA512, PBKDF2-SHA256, CRYPT",
-            String::from_utf8_lossy(&scheme)
-        )),
+        None => Ok(()),
+    }
+}
+
+/// A stored `{SCHEME}value`, parsed once and held to the bounds: what a
+/// write checks and a bind then computes, without parsing it again.
+enum Stored<'a> {
+    Argon2(PasswordHash<'a>),
+    /// `{SSHA*}` and `{SHA*}`: the decoded digest (and salt).
+    Salted {
+        digest: Sha,
+        decoded: Vec<u8>,
+    },
+    Pbkdf2(Pbkdf2),
+    Crypt(&'a [u8]),
+    Cleartext(&'a [u8]),
+}
+
+/// The digests of the salted (and unsalted) SHA schemes.
+#[derive(Clone, Copy)]
+enum Sha {
+    Sha1,
+    Sha256,
+    Sha512,
+}
+
+impl Sha {
+    fn len(self) -> usize {
+        match self {
+            Sha::Sha1 => 20,
+            Sha::Sha256 => 32,
+            Sha::Sha512 => 64,
+        }
+    }
+
+    /// `digest(password ‖ salt)` equals `expected`, in constant time.
+    fn matches(self, password: &[u8], salt: &[u8], expected: &[u8]) -> bool {
+        fn of<D: Digest>(password: &[u8], salt: &[u8], expected: &[u8]) -> bool {
+            let mut h = D::new();
+            h.update(password);
+            h.update(salt);
+            bool::from(h.finalize().as_slice().ct_eq(expected))
+        }
+        match self {
+            Sha::Sha1 => of::<Sha1>(password, salt, expected),
+            Sha::Sha256 => of::<Sha256>(password, salt, expected),
+            Sha::Sha512 => of::<Sha512>(password, salt, expected),
+        }
+    }
+}
+
+impl<'a> Stored<'a> {
+    fn parse(scheme: &[u8], value: &'a [u8], bounds: &HashBounds) -> Result<Stored<'a>, String> {
+        let malformed = || {
+            format!(
+                "the {{{}}} value is malformed",
+                String::from_utf8_lossy(scheme)
+            )
+        };
+        // (digest, whether a salt may follow it)
+        let sha = |digest: Sha, salted: bool| {
+            let decoded = base64::decode(value, base64::STANDARD).ok_or_else(malformed)?;
+            let fits = if salted {
+                decoded.len() >= digest.len()
+            } else {
+                decoded.len() == digest.len()
+            };
+            if fits {
+                Ok(Stored::Salted { digest, decoded })
+            } else {
+                Err(malformed())
+            }
+        };
+        match scheme {
+            b"ARGON2" => argon2_within(value, bounds).map(Stored::Argon2),
+            b"SSHA" => sha(Sha::Sha1, true),
+            b"SSHA256" => sha(Sha::Sha256, true),
+            b"SSHA512" => sha(Sha::Sha512, true),
+            b"SHA" => sha(Sha::Sha1, false),
+            b"SHA256" => sha(Sha::Sha256, false),
+            b"SHA512" => sha(Sha::Sha512, false),
+            b"PBKDF2-SHA256" => {
+                let parsed = Pbkdf2::parse(value).ok_or_else(|| {
+                    "the {PBKDF2-SHA256} value is malformed: rounds$salt$hash".to_owned()
+                })?;
+                parsed.within(bounds)?;
+                Ok(Stored::Pbkdf2(parsed))
+            }
+            b"CRYPT" => crate::crypt::within_bounds(value, bounds).map(|()| Stored::Crypt(value)),
+            b"CLEARTEXT" => Ok(Stored::Cleartext(value)),
+            _ => Err(format!(
+                "unknown password scheme {{{}}}; known: ARGON2, SSHA, SSHA256, SSHA512, SHA, \
+                 SHA256, SHA512, PBKDF2-SHA256, CRYPT",
+                String::from_utf8_lossy(scheme)
+            )),
+        }
+    }
+
+    /// Whether `password` is the one stored. Slow by design for Argon2,
+    /// PBKDF2 and crypt.
+    fn matches(&self, password: &[u8], allow_cleartext: bool) -> bool {
+        match self {
+            // The algorithm, version and cost are the hash's own, bounded.
+            Stored::Argon2(hash) => Argon2::default().verify_password(password, hash).is_ok(),
+            Stored::Salted { digest, decoded } => {
+                let (expected, salt) = decoded.split_at(digest.len().min(decoded.len()));
+                digest.matches(password, salt, expected)
+            }
+            Stored::Pbkdf2(parsed) => parsed.verify(password),
+            Stored::Crypt(setting) => crate::crypt::crypt(password, setting)
+                .is_some_and(|h| bool::from(h.ct_eq(*setting))),
+            Stored::Cleartext(value) => allow_cleartext && bool::from(value.ct_eq(password)),
+        }
     }
 }
 
 /// The parameters of an `{ARGON2}` PHC string, held to `bounds`.
-fn argon2_within(value: &[u8], bounds: &HashBounds) -> Result<(), String> {
+fn argon2_within<'a>(value: &'a [u8], bounds: &HashBounds) -> Result<PasswordHash<'a>, String> {
     let malformed = || "the {ARGON2} value is not an Argon2 PHC string".to_owned();
     let text = std::str::from_utf8(value).map_err(|_| malformed())?;
     let hash = PasswordHash::new(text).map_err(|_| malformed())?;
@@ -241,7 +324,7 @@ fn argon2_within(value: &[u8], bounds: &HashBounds) -> Result<(), String> {
             ));
         }
     }
-    Ok(())
+    Ok(hash)
 }
 
 /// Checks `password` against one stored value, never computing a hash
@@ -261,50 +344,11 @@ pub fn verify(
             Verdict::Mismatched
         };
     };
-    if let Err(why) = check_stored(stored, bounds) {
-        return Verdict::OverBounds(why);
+    match Stored::parse(&scheme, value, bounds) {
+        Err(why) => Verdict::OverBounds(why),
+        Ok(parsed) if parsed.matches(password, allow_cleartext) => Verdict::Matched,
+        Ok(_) => Verdict::Mismatched,
     }
-    let matched = match scheme.as_slice() {
-        // The algorithm, version and cost are the hash's own, checked above.
-        b"ARGON2" => std::str::from_utf8(value).is_ok_and(|phc| argon2_matches(phc, password)),
-        b"SSHA" => salted::<Sha1>(value, password, 20),
-        b"SSHA256" => salted::<Sha256>(value, password, 32),
-        b"SSHA512" => salted::<Sha512>(value, password, 64),
-        b"SHA" => salted::<Sha1>(value, password, 20),
-        b"SHA256" => salted::<Sha256>(value, password, 32),
-        b"SHA512" => salted::<Sha512>(value, password, 64),
-        b"PBKDF2-SHA256" => Pbkdf2::parse(value).is_some_and(|p| p.verify(password)),
-        b"CRYPT" => {
-            crate::crypt::crypt(password, value).is_some_and(|h| bool::from(h.ct_eq(value)))
-        }
-        b"CLEARTEXT" => allow_cleartext && bool::from(value.ct_eq(password)),
-        _ => false,
-    };
-    if matched {
-        Verdict::Matched
-    } else {
-        Verdict::Mismatched
-    }
-}
-
-fn digest_len(value: &[u8]) -> Option<usize> {
-    base64::decode(value, base64::STANDARD).map(|d| d.len())
-}
-
-/// `base64(digest(password ‖ salt) ‖ salt)`; an empty salt is the
-/// unsalted form.
-fn salted<D: Digest>(value: &[u8], password: &[u8], digest_len: usize) -> bool {
-    let Some(decoded) = base64::decode(value, base64::STANDARD) else {
-        return false;
-    };
-    if decoded.len() < digest_len {
-        return false;
-    }
-    let (expected, salt) = decoded.split_at(digest_len);
-    let mut h = D::new();
-    h.update(password);
-    h.update(salt);
-    bool::from(h.finalize().as_slice().ct_eq(expected))
 }
 
 /// OpenLDAP pw-pbkdf2: `{PBKDF2-SHA256}<rounds>$<ab64 salt>$<ab64 hash>`.
