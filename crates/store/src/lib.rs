@@ -13,7 +13,6 @@ mod apply;
 mod check;
 pub mod codec;
 mod command;
-mod dn_ids;
 mod error;
 pub mod index;
 mod journal;
@@ -26,7 +25,6 @@ mod plan;
 pub mod private;
 mod read;
 mod sorted_puts;
-mod splice;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -82,9 +80,9 @@ pub(crate) struct Inner {
     pub(crate) indexes: index::Indexes,
     pub(crate) suffixes: Vec<Dn>,
     pub(crate) max_batch: usize,
-    /// Entry IDs of DNs modified before (`dn_ids.rs`): the writer's
+    /// Entry IDs of DNs modified before (`apply/modify/dn_ids.rs`): the writer's
     /// alone, taken for each transaction it tries.
-    pub(crate) dn_ids: Mutex<dn_ids::DnIds>,
+    pub(crate) dn_ids: Mutex<apply::DnIds>,
     /// Readers hold it shared while their transaction lives; the writer
     /// takes it exclusively to grow the map (LMDB allows a resize only
     /// when this process has no transaction open).
@@ -345,7 +343,7 @@ impl Store {
             indexes,
             suffixes: options.suffixes,
             max_batch: st.max_batch,
-            dn_ids: Mutex::new(dn_ids::DnIds::new(st.dn_cache_entries)),
+            dn_ids: Mutex::new(apply::DnIds::new(st.dn_cache_entries)),
             resize: RwLock::new(()),
             refused: Mutex::new(None),
             disk_full: std::sync::atomic::AtomicBool::new(false),
@@ -446,7 +444,7 @@ impl Store {
         let mut txn = self.inner.env.write_txn()?;
         let mut record = Vec::new();
         for dn in dns {
-            let Some(id) = apply::lookup(&txn, dbs, dn)? else {
+            let Some(id) = apply::tree::lookup(&txn, dbs, dn)? else {
                 continue;
             };
             let key = keys::id_key(id);

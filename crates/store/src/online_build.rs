@@ -48,7 +48,7 @@ impl Store {
             .join(", ");
         // Entries from this ID on are added after the open, with every
         // configured key.
-        let end = match apply::next_entry_id(&self.inner) {
+        let end = match apply::add::next_entry_id(&self.inner) {
             Ok(end) => end,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot start the online index build");

@@ -130,25 +130,28 @@ impl<'s> Snapshot<'s> {
 
     /// The ID of `dn`.
     pub fn id(&self, dn: &Dn) -> Result<Option<EntryId>, StoreError> {
-        apply::lookup(&self.txn, &self.inner.dbs, dn)
+        apply::tree::lookup(&self.txn, &self.inner.dbs, dn)
     }
 
     /// The entry at `dn`.
     pub fn get(&self, dn: &Dn) -> Result<Option<(EntryId, Entry)>, StoreError> {
         match self.id(dn)? {
-            Some(id) => Ok(Some((id, apply::load(&self.resolver(), id, Some(dn))?))),
+            Some(id) => Ok(Some((
+                id,
+                apply::tree::load(&self.resolver(), id, Some(dn))?,
+            ))),
             None => Ok(None),
         }
     }
 
     /// The entry with ID `id` (which must exist).
     pub fn entry(&self, id: EntryId) -> Result<Entry, StoreError> {
-        apply::load(&self.resolver(), id, None)
+        apply::tree::load(&self.resolver(), id, None)
     }
 
     /// The deepest existing ancestor of a missing `dn` (matchedDN).
     pub fn matched(&self, dn: &Dn) -> Result<String, StoreError> {
-        apply::matched(&self.txn, &self.inner.dbs, dn)
+        apply::tree::matched(&self.txn, &self.inner.dbs, dn)
     }
 
     /// Children of an entry (`None` for the root: the suffix entries).
@@ -556,6 +559,6 @@ mod tests {
             dbs: &snapshot.inner.dbs,
             schema: &schema,
         };
-        assert_eq!(apply::load(&names, id, None).unwrap(), entry);
+        assert_eq!(apply::tree::load(&names, id, None).unwrap(), entry);
     }
 }

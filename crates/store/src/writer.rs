@@ -343,7 +343,7 @@ fn try_commit(
         if !command.is_add() {
             ctx.write_pending_index(&mut wtxn)?;
         }
-        match apply::apply_in_batch(&mut wtxn, ctx, command) {
+        match apply::apply(&mut wtxn, ctx, command) {
             Applied::Done(outcome) => {
                 if let Journaling::Live { batch, .. } = journaling {
                     batch.push(command, ctx.schema);

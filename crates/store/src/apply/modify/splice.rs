@@ -12,7 +12,7 @@
 //! stored, and the replaced ones are written from the command.
 //!
 //! This must answer exactly what the entry path
-//! (`apply::plan_changes`) answers: the same record, byte for byte, the
+//! (`modify::plan_changes`) answers: the same record, byte for byte, the
 //! same index keys, and success exactly when that path succeeds. So it
 //! takes only the modifies it can decide in the same way, and leaves
 //! every other one to the entry path: any change other than a replace,
@@ -30,7 +30,8 @@ use meridian_model::entry::{
 use meridian_model::modify::{Change, ModOp};
 use meridian_model::schema::AttrSet;
 
-use crate::apply::{Context, IndexChange};
+use super::IndexChange;
+use crate::apply::Context;
 use crate::codec::{self, RawAttribute};
 
 /// The most changes (the server's operational ones included) a spliced
@@ -216,5 +217,183 @@ fn index_change(
 fn keep(set: &mut BTreeSet<Vec<u8>>, key: &[u8]) {
     if !set.contains(key) {
         set.insert(key.to_vec());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use meridian_config::StorageConfig;
+    use meridian_model::Schema;
+    use meridian_model::entry::Entry;
+    use meridian_model::modify::{ModOp, Modification};
+
+    use crate::apply::modify::{IndexChange, all_changes, known_record, plan_changes};
+    use crate::apply::test_support::*;
+    use crate::{Command, Store};
+
+    /// The person `uid=s1` the splice tests modify, with `more`.
+    fn person(schema: &Schema, more: &[(&str, &str)]) -> Entry {
+        let mut attrs = vec![
+            ("objectClass", "inetOrgPerson"),
+            ("uid", "s1"),
+            ("cn", "S"),
+            ("sn", "One"),
+            ("description", "old"),
+        ];
+        attrs.extend_from_slice(more);
+        entry(schema, &format!("uid=s1,{SUFFIX}"), &attrs)
+    }
+
+    /// A store holding `person` with every name the splice tests use,
+    /// so that each has its number (the splice takes no name numbered in
+    /// its own batch).
+    fn open_for_splices(tag: &str) -> (Arc<Schema>, PathBuf, Store) {
+        let (schema, dir, store) = open_with_suffix(tag, StorageConfig::default());
+        let every_name = [
+            ("description;lang-de", "Eins"),
+            ("cn;lang-de", "Es"),
+            ("mail", "s@example.com"),
+            ("telephoneNumber", "+1 555 0100"),
+            ("modifyTimestamp", "20261125000000Z"),
+            ("modifiersName", "cn=admin"),
+        ];
+        store
+            .execute_blocking(Command::Add {
+                entry: person(&schema, &every_name),
+                prechecked: false,
+            })
+            .unwrap();
+        (schema, dir, store)
+    }
+
+    fn replace(attr: &str, values: &[&str]) -> Modification {
+        Modification {
+            op: ModOp::Replace,
+            attr: attr.into(),
+            values: values.iter().map(|v| v.as_bytes().to_vec()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_splice_writes_the_record_and_index_keys_the_entry_path_would() {
+        let (schema, dir, store) = open_for_splices("splice-same");
+        let record = person(
+            &schema,
+            &[
+                ("mail", "s@example.com"),
+                ("mail", "one@example.com"),
+                ("telephoneNumber", "+1 555 0100"),
+            ],
+        );
+        let server: Vec<crate::command::OperationalAttribute> = vec![
+            ("modifyTimestamp".into(), vec![b"20261125120000Z".to_vec()]),
+            (
+                "modifiersName".into(),
+                vec![b"cn=admin,dc=example,dc=com".to_vec()],
+            ),
+        ];
+        // Of an indexed type the entry keeps another description of:
+        // only the server's changes are spliced so (the client's values
+        // of such a type would be checked again by the entry path).
+        let german: Vec<crate::command::OperationalAttribute> =
+            vec![("cn;lang-de".into(), vec![b"Es".to_vec()])];
+        // (the client's changes, the server's, whether index keys change)
+        let cases = [
+            (vec![replace("description", &["new"])], &[][..], false),
+            (vec![replace("description", &["new"])], &server[..], false),
+            (vec![replace("cn", &["S", "Ess"])], &[], true),
+            (vec![replace("mail", &[])], &server, true),
+            (
+                vec![
+                    replace("telephoneNumber", &[]),
+                    replace("description", &["a", "b"]),
+                ],
+                &[],
+                false,
+            ),
+            (
+                vec![
+                    replace("mail", &["new@example.com"]),
+                    replace("description", &[]),
+                ],
+                &server,
+                true,
+            ),
+            (vec![replace("cn", &["S"])], &[], false),
+            (vec![], &german, true),
+        ];
+        in_writer_transaction(&store, |txn, ctx| {
+            let bytes = ctx.encode(txn, &record).unwrap();
+            for (changes, operational, keys_change) in &cases {
+                let described = ctx.describe(all_changes(changes, operational)).unwrap();
+                let n = changes.len();
+                let spliced = super::splice(ctx, &bytes, &record.dn, &described, n)
+                    .unwrap_or_else(|| panic!("{changes:?}: not spliced"));
+                let plan = plan_changes(ctx, record.clone(), &described, n, false).unwrap();
+                let entry_path = known_record(ctx, &plan.new).unwrap();
+                assert_eq!(spliced.record, entry_path, "{changes:?}: record");
+                let differences = |index: Option<IndexChange>| {
+                    index.map_or((vec![], vec![]), |i| {
+                        let gone: Vec<_> = i.old.difference(&i.new).cloned().collect();
+                        let come: Vec<_> = i.new.difference(&i.old).cloned().collect();
+                        (gone, come)
+                    })
+                };
+                let spliced_keys = differences(spliced.index);
+                assert_eq!(spliced_keys, differences(plan.index), "{changes:?}: keys");
+                let changed = !spliced_keys.0.is_empty() || !spliced_keys.1.is_empty();
+                assert_eq!(changed, *keys_change, "{changes:?}: keys changed");
+            }
+        });
+        drop(store);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_splice_leaves_records_against_the_rules_to_the_entry_path() {
+        // Records no writer stores (each store checks an entry's RDN and
+        // values when it writes them), which a schema changed since
+        // could make: the entry path refuses a modify of them, so the
+        // splice must leave it to that path, not succeed.
+        let (schema, dir, store) = open_for_splices("splice-rules");
+        let changes = vec![replace("description", &["new"])];
+        let set = |mut e: Entry, name: &str, value: &str| {
+            for attr in e.attributes.iter_mut().filter(|a| a.name(&schema) == name) {
+                attr.values = [value.as_bytes().to_vec()].into_iter().collect();
+            }
+            e
+        };
+        let cases = [
+            ("valid", person(&schema, &[]), true),
+            (
+                "without its RDN's value",
+                set(person(&schema, &[]), "uid", "other"),
+                false,
+            ),
+            (
+                "with an invalid value of the changed type",
+                set(
+                    person(&schema, &[("description;lang-de", "Eins")]),
+                    "description;lang-de",
+                    "",
+                ),
+                false,
+            ),
+        ];
+        in_writer_transaction(&store, |txn, ctx| {
+            let described = ctx.describe(all_changes(&changes, &[])).unwrap();
+            for (what, record, valid) in cases {
+                let bytes = ctx.encode(txn, &record).unwrap();
+                let spliced = super::splice(ctx, &bytes, &record.dn, &described, 1);
+                let planned = plan_changes(ctx, record, &described, 1, false);
+                assert_eq!(spliced.is_some(), valid, "{what}: splice");
+                assert_eq!(planned.is_ok(), valid, "{what}: entry path");
+            }
+        });
+        drop(store);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -1,0 +1,151 @@
+//! What applying a command needs besides the transaction: the databases,
+//! the schema and indexes, and what one attempt at a batch remembers.
+
+use std::cell::RefCell;
+
+use heed::RwTxn;
+use meridian_model::Schema;
+use meridian_model::dn::Dn;
+use meridian_model::entry::{ByPosition, Description, Entry, KnownClasses};
+use meridian_model::modify::Change;
+
+use super::modify::dn_ids::DnIds;
+use super::tree;
+use crate::keys::EntryId;
+use crate::names::{Assigner, Resolver};
+use crate::sorted_puts::SortedPuts;
+use crate::{Dbs, StoreError, codec, index::Indexes};
+
+/// Everything apply needs besides the transaction.
+pub(crate) struct Context<'a> {
+    pub(crate) dbs: &'a Dbs,
+    pub(crate) schema: &'a Schema,
+    pub(crate) indexes: &'a Indexes,
+    pub(crate) suffixes: &'a [Dn],
+    /// Attribute name numbers for the records this batch writes.
+    pub(crate) names: &'a Assigner,
+    /// The index keys of adds, not yet written: they go in key order
+    /// ([`SortedPuts`]) once the run of adds they belong to ends. The
+    /// writer writes them ([`Context::write_pending_index`]) before any
+    /// other command, which might delete or read index keys, and before
+    /// the commit. No add reads the index.
+    pub(crate) pending_index: &'a RefCell<SortedPuts>,
+    /// The descriptions of the last modify's changes, by position: the
+    /// modifies of a batch mostly change the same types in the same
+    /// order (the server's operational replacements always do), and
+    /// comparing a name with the last one there is cheaper than parsing
+    /// it (the parses were a twelfth of the writer's instructions under
+    /// a stream of modifies, callgrind).
+    pub(crate) descriptions: &'a RefCell<ByPosition<Description>>,
+    /// The rules of the object class lists the batch's modifies checked.
+    pub(crate) classes: &'a RefCell<KnownClasses>,
+    /// Entry IDs of DNs modified before, guesses to check
+    /// ([`DnIds`]).
+    pub(crate) dn_ids: &'a RefCell<DnIds>,
+}
+
+/// What one attempt at a batch's transaction keeps, for its [`Context`]
+/// to borrow: fresh per attempt, since names numbered and index keys
+/// left waiting by a failed attempt are gone with its transaction. The
+/// remembered entry IDs are the writer's, lent to the attempt.
+pub(crate) struct Attempt {
+    pub(crate) names: Assigner,
+    pending_index: RefCell<SortedPuts>,
+    descriptions: RefCell<ByPosition<Description>>,
+    classes: RefCell<KnownClasses>,
+    pub(crate) dn_ids: RefCell<DnIds>,
+}
+
+impl Attempt {
+    pub(crate) fn new(inner: &crate::Inner, dn_ids: DnIds) -> Attempt {
+        Attempt {
+            names: Assigner::new(inner.name_table()),
+            pending_index: RefCell::new(SortedPuts::default()),
+            descriptions: RefCell::new(ByPosition::default()),
+            classes: RefCell::new(KnownClasses::default()),
+            dn_ids: RefCell::new(dn_ids),
+        }
+    }
+
+    pub(crate) fn context<'a>(&'a self, inner: &'a crate::Inner) -> Context<'a> {
+        Context {
+            dbs: &inner.dbs,
+            schema: &inner.schema,
+            indexes: &inner.indexes,
+            suffixes: &inner.suffixes,
+            names: &self.names,
+            pending_index: &self.pending_index,
+            descriptions: &self.descriptions,
+            classes: &self.classes,
+            dn_ids: &self.dn_ids,
+        }
+    }
+}
+
+impl Context<'_> {
+    /// Writes the adds' index keys waiting in [`Context::pending_index`].
+    pub(crate) fn write_pending_index(&self, txn: &mut RwTxn<'_>) -> Result<(), StoreError> {
+        let keys = std::mem::take(&mut *self.pending_index.borrow_mut());
+        keys.write(txn, self.dbs.index)
+    }
+
+    /// Each change with its parsed description. Parsing depends on the
+    /// schema alone, so a remembered description is the one a parse
+    /// would give.
+    pub(super) fn describe<'c>(
+        &self,
+        changes: impl Iterator<Item = Change<'c>>,
+    ) -> Result<Vec<(Description, Change<'c>)>, StoreError> {
+        let mut recent = self.descriptions.borrow_mut();
+        changes
+            .enumerate()
+            .map(|(position, change)| {
+                if let Some(desc) = recent.get(position, change.attr) {
+                    return Ok((desc.clone(), change));
+                }
+                let desc = Description::parse(change.attr.as_bytes(), self.schema)?;
+                recent.remember(position, change.attr, desc.clone());
+                Ok((desc, change))
+            })
+            .collect()
+    }
+
+    /// The stored form of `entry`, numbering new attribute names.
+    pub(super) fn encode(&self, txn: &mut RwTxn<'_>, entry: &Entry) -> Result<Vec<u8>, StoreError> {
+        codec::encode(entry, |position, attr| {
+            self.names
+                .number_of(txn, self.dbs, position, attr, self.schema)
+        })
+    }
+
+    /// A record read in this transaction, decoded.
+    pub(super) fn decode(&self, txn: &heed::RoTxn<'_>, bytes: &[u8]) -> Result<Entry, StoreError> {
+        let names = Resolver {
+            table: self.names.table(),
+            txn,
+            dbs: self.dbs,
+            schema: self.schema,
+        };
+        codec::decode(bytes, &names)
+    }
+
+    /// The entry with ID `id` (which must exist), found by `found_by` if
+    /// given ([`codec::decode_as`]).
+    pub(super) fn load(
+        &self,
+        txn: &heed::RoTxn<'_>,
+        id: EntryId,
+        found_by: Option<&Dn>,
+    ) -> Result<Entry, StoreError> {
+        tree::load(
+            &Resolver {
+                table: self.names.table(),
+                txn,
+                dbs: self.dbs,
+                schema: self.schema,
+            },
+            id,
+            found_by,
+        )
+    }
+}
