@@ -1,6 +1,7 @@
 //! Compare (RFC 4511 4.10).
 
 use super::*;
+use meridian_model::ModelError;
 
 impl Directory {
     /// Compare (RFC 4511 section 4.10).
@@ -18,10 +19,9 @@ impl Directory {
         let desc = Description::parse(req.ava.attr, &self.schema)?;
         let groups = &Memberships::default();
         self.require_visible(who, &dn, Some(desc.attr), Level::Compare, groups)?;
-        let at = self
-            .schema
-            .attr(desc.attr)
-            .ok_or_else(|| Outcome::new(ResultCode::OTHER, "dangling attribute"))?;
+        let at = self.schema.attr(desc.attr).ok_or_else(|| {
+            ModelError::internal(format!("attribute ID {:?} has no type", desc.attr))
+        })?;
         if Some(desc.attr) == self.user_password && !matches!(who, Identity::Admin(_)) {
             return Err(insufficient(
                 "userPassword can only be compared by the administrator",

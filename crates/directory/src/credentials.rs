@@ -3,6 +3,7 @@
 //! bounds), and Password Modify (RFC 3062).
 
 use super::*;
+use meridian_model::ModelError;
 
 /// A password change checked by [`Directory::prepare_password_modify`];
 /// [`PasswordChange::into_command`] finishes it on the blocking pool.
@@ -120,7 +121,7 @@ impl Directory {
         };
         let attr = self
             .user_password
-            .ok_or_else(|| Outcome::new(ResultCode::OTHER, "schema has no userPassword"))?;
+            .ok_or_else(|| ModelError::internal("the schema has no userPassword type"))?;
         Ok(Some(
             entry
                 .get(attr)

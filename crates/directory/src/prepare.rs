@@ -4,6 +4,7 @@
 //! command reads no clock).
 
 use super::*;
+use meridian_model::ModelError;
 
 /// The operational attributes an add sets, in the order they are stored.
 pub(crate) const NEW_ENTRY_ATTRIBUTES: [&str; 7] = [
@@ -121,10 +122,10 @@ impl Directory {
             now,
         ];
         if self.new_entry_attributes.len() != values.len() {
-            return Err(Outcome::new(
-                ResultCode::OTHER,
+            return Err(ModelError::internal(
                 "the schema lacks an operational attribute every entry needs",
-            ));
+            )
+            .into());
         }
         // One reallocation, not one per doubling on the way.
         entry.attributes.reserve(values.len());

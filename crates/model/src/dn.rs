@@ -384,7 +384,7 @@ fn normalize_rdn(
         })?;
         let attr = schema
             .attr(attr_id)
-            .ok_or_else(|| ModelError::new(ResultCode::OTHER, "dangling attribute id"))?;
+            .ok_or_else(|| ModelError::internal(format!("attribute ID {attr_id:?} has no type")))?;
         let raw = match ava.value {
             DnValue::Text(v) => v,
             DnValue::Ber(ber) => ber_string_contents(&ber).unwrap_or(ber),

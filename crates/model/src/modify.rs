@@ -120,7 +120,7 @@ fn apply_change(
 ) -> Result<(), ModelError> {
     let at = schema
         .attr(desc.attr)
-        .ok_or_else(|| error(ResultCode::OTHER, "dangling attribute".into()))?;
+        .ok_or_else(|| ModelError::internal(format!("attribute ID {:?} has no type", desc.attr)))?;
     let name = change.attr;
     let rule = at.equality;
     let key = |v: &[u8]| -> Result<Vec<u8>, ModelError> {
@@ -157,7 +157,7 @@ fn apply_change(
             let attr = out
                 .attributes
                 .get_mut(idx)
-                .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
+                .ok_or_else(|| ModelError::internal("attribute position past the entry's list"))?;
             // The keys present, each worked out once: the values of the
             // attribute, then those this change adds. (Looked for value
             // by value, the keys of every present value were worked out
@@ -196,7 +196,7 @@ fn apply_change(
             let attr = out
                 .attributes
                 .get_mut(idx)
-                .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
+                .ok_or_else(|| ModelError::internal("attribute position past the entry's list"))?;
             // Each value deleted takes the first present value of its
             // key that no earlier one took.
             let mut present = PresentKeys::of(&attr.values, key);
@@ -263,7 +263,7 @@ fn apply_change(
             let attr = out
                 .attributes
                 .get_mut(idx)
-                .ok_or_else(|| error(ResultCode::OTHER, "index".into()))?;
+                .ok_or_else(|| ModelError::internal("attribute position past the entry's list"))?;
             for value in &mut attr.values {
                 let current = parse_integer(value).ok_or_else(|| {
                     error(

@@ -158,7 +158,7 @@ struct Cursor<'a> {
 }
 
 fn corrupt(what: &str) -> StoreError {
-    StoreError::Engine(format!("corrupt entry record: {what}"))
+    StoreError::corrupt(format_args!("entry record: {what}"))
 }
 
 // The scan's readers (`next_*`) answer `Option`: a `Result` carrying a

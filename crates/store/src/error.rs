@@ -35,9 +35,22 @@ pub enum StoreError {
     /// only see this if growing failed.
     #[error("the database map is full")]
     MapFull,
-    /// A failure of the storage engine itself.
+    /// A failure of the storage engine itself (LMDB's own error codes,
+    /// other than the OS errors kept as [`StoreError::Io`]).
     #[error("storage engine: {0}")]
     Engine(String),
+    /// The database or the journal holds what no Meridian store writes:
+    /// the message says what was found, and where.
+    #[error("the database is corrupt: {0}")]
+    Corrupt(String),
+    /// The store cannot be opened as configured: no database where one
+    /// must be, a path that cannot be made, another program's files.
+    #[error("{0}")]
+    Config(String),
+    /// A rule of the store's own code broke: a bug in Meridian, never
+    /// the client's doing ([`StoreError::internal`]).
+    #[error("internal error ({0}): this is a bug in Meridian")]
+    Internal(String),
     /// A file operation failed; `errno` is the OS error number when
     /// there is one, so callers tell a full disk (ENOSPC) from a failing
     /// one (EIO) by number, never by the text.
@@ -87,6 +100,22 @@ impl StoreError {
         }
     }
 
+    /// A record or file that is not what the store writes.
+    pub(crate) fn corrupt(what: impl std::fmt::Display) -> Self {
+        StoreError::Corrupt(what.to_string())
+    }
+
+    /// A path the store cannot take for a rule of its own broken: debug
+    /// builds (the tests, the fuzzers) stop at once; release builds log
+    /// `context` at error level and fail the one command.
+    #[track_caller]
+    pub(crate) fn internal(context: impl std::fmt::Display) -> Self {
+        let at = std::panic::Location::caller();
+        debug_assert!(false, "internal error at {at}: {context}");
+        tracing::error!(%at, "internal error: {context}");
+        StoreError::Internal(context.to_string())
+    }
+
     /// The OS error number of an I/O failure.
     pub(crate) fn errno(&self) -> Option<i32> {
         match self {
@@ -105,9 +134,12 @@ impl StoreError {
             StoreError::WritesRefused(_) | StoreError::Closed | StoreError::MapFull => {
                 ResultCode::UNWILLING_TO_PERFORM
             }
-            StoreError::Engine(_) | StoreError::Io { .. } | StoreError::Locked { .. } => {
-                ResultCode::OTHER
-            }
+            StoreError::Engine(_)
+            | StoreError::Io { .. }
+            | StoreError::Locked { .. }
+            | StoreError::Corrupt(_)
+            | StoreError::Config(_)
+            | StoreError::Internal(_) => ResultCode::OTHER,
         }
     }
 
@@ -121,7 +153,33 @@ impl StoreError {
                 | StoreError::Engine(_)
                 | StoreError::Io { .. }
                 | StoreError::WritesRefused(_)
+                | StoreError::Corrupt(_)
+                | StoreError::Internal(_)
         )
+    }
+
+    /// True when trying again cannot help and the store should stop
+    /// taking writes until someone looks: corruption found, a rule of
+    /// our code broken, a configuration refused, another process's lock,
+    /// an engine or disk failure other than a full disk. A full disk or
+    /// map, a closed store, writes already refused and every refusal of
+    /// a command are not fatal.
+    pub fn is_fatal(&self) -> bool {
+        match self {
+            StoreError::Corrupt(_)
+            | StoreError::Internal(_)
+            | StoreError::Config(_)
+            | StoreError::Locked { .. }
+            | StoreError::Engine(_) => true,
+            StoreError::Io { errno, .. } => !matches!(*errno, Some(libc::ENOSPC | libc::EDQUOT)),
+            StoreError::NoSuchObject { .. }
+            | StoreError::AlreadyExists(_)
+            | StoreError::NotAllowedOnNonLeaf(_)
+            | StoreError::Model(_)
+            | StoreError::WritesRefused(_)
+            | StoreError::Closed
+            | StoreError::MapFull => false,
+        }
     }
 }
 
@@ -132,7 +190,39 @@ impl From<heed::Error> for StoreError {
             // heed turns LMDB's OS error codes (ENOSPC, EIO from a
             // commit's write or sync) into `Io`: kept with their number.
             heed::Error::Io(io) => StoreError::io("write", "the database", &io),
+            heed::Error::Mdb(heed::MdbError::Corrupted | heed::MdbError::PageNotFound) => {
+                StoreError::Corrupt(e.to_string())
+            }
             other => StoreError::Engine(other.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoreError;
+
+    #[test]
+    fn engine_errors_keep_their_kind_and_say_whether_they_are_fatal() {
+        let corrupt = StoreError::from(heed::Error::Mdb(heed::MdbError::Corrupted));
+        assert!(matches!(corrupt, StoreError::Corrupt(_)), "{corrupt:?}");
+        assert!(corrupt.is_fatal() && corrupt.is_engine_failure());
+
+        let full = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        let full = StoreError::from(heed::Error::Io(full));
+        assert_eq!(full.errno(), Some(libc::ENOSPC));
+        assert!(!full.is_fatal(), "a full disk passes once space is freed");
+        assert!(full.is_engine_failure());
+
+        let failing = StoreError::from(heed::Error::Io(std::io::Error::from_raw_os_error(
+            libc::EIO,
+        )));
+        assert!(failing.is_fatal());
+
+        assert!(!StoreError::MapFull.is_fatal());
+        let refusal = StoreError::AlreadyExists("uid=a,dc=example".into());
+        assert!(!refusal.is_fatal() && !refusal.is_engine_failure());
+        let config = StoreError::Config("no database in /nowhere".into());
+        assert!(config.is_fatal() && !config.is_engine_failure());
     }
 }

@@ -246,7 +246,7 @@ impl Store {
         read_only: bool,
     ) -> Result<Store, StoreError> {
         let st = &options.storage;
-        let indexes = index::Indexes::new(&st.indexes, &schema).map_err(StoreError::Engine)?;
+        let indexes = index::Indexes::new(&st.indexes, &schema).map_err(StoreError::Config)?;
         let (path, memory) = match st.backend {
             Backend::Mdb => (options.path.clone(), None),
             Backend::Memory => {
@@ -255,13 +255,12 @@ impl Store {
             }
         };
         if read_only && !path.join("data.mdb").is_file() {
-            return Err(StoreError::Engine(format!(
+            return Err(StoreError::Config(format!(
                 "no database in {}",
                 path.display()
             )));
         }
-        private::create_dir(&path)
-            .map_err(|e| StoreError::Engine(format!("cannot create {}: {e}", path.display())))?;
+        private::create_dir(&path).map_err(|e| StoreError::io("create", path.display(), &e))?;
         let writes_files = !read_only && st.backend == Backend::Mdb;
         let journaling = writes_files && st.durability == Durability::Journal;
         // One writer per database, in every durability (`lock.rs`); a
@@ -369,7 +368,7 @@ impl Store {
             let handle = std::thread::Builder::new()
                 .name("meridian-writer".into())
                 .spawn(move || writer::run(&thread_inner, receiver, journal))
-                .map_err(|e| StoreError::Engine(format!("cannot start the writer thread: {e}")))?;
+                .map_err(|e| StoreError::io("start", "the writer thread", &e))?;
             Some(handle)
         };
         Ok(Store {
@@ -496,8 +495,9 @@ fn recover(
     let applied = {
         let rtxn = inner.env.read_txn()?;
         match inner.dbs.meta.get(&rtxn, journal::APPLIED_SEQ)? {
-            Some(bytes) => keys::id_from(bytes)
-                .ok_or_else(|| StoreError::Engine("corrupt journal_seq".into()))?,
+            Some(bytes) => keys::id_from(bytes).ok_or_else(|| {
+                StoreError::corrupt("the journal sequence number is not a number")
+            })?,
             None => 0,
         }
     };
@@ -577,7 +577,7 @@ fn open_databases(env: &Env<WithoutTls>, path: &Path) -> Result<Dbs, StoreError>
     let rtxn = env.read_txn()?;
     let open = |name: &str| -> Result<Database<Bytes, Bytes>, StoreError> {
         env.open_database(&rtxn, Some(name))?.ok_or_else(|| {
-            StoreError::Engine(format!(
+            StoreError::Config(format!(
                 "{} is not a Meridian database (no `{name}` table)",
                 path.display()
             ))

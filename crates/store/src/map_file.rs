@@ -79,7 +79,7 @@ impl MapFile {
         let file = std::fs::OpenOptions::new()
             .write(true)
             .open(data_file)
-            .map_err(|e| StoreError::Engine(format!("cannot open {}: {e}", data_file.display())))?;
+            .map_err(|e| StoreError::io("open", data_file.display(), &e))?;
         Ok(MapFile { file })
     }
 

@@ -94,7 +94,7 @@ impl NameTable {
                 .and_then(|n| <[u8; 4]>::try_from(n).ok())
                 .map(u32::from_be_bytes);
             if number != Some(table.list.len() as u32) {
-                return Err(StoreError::Engine(format!(
+                return Err(StoreError::Corrupt(format!(
                     "attribute name table: key {k:02x?} out of sequence"
                 )));
             }
@@ -142,7 +142,11 @@ impl NameSource for (NameTable, &Schema) {
             .list
             .get(number as usize)
             .map(std::borrow::Cow::Borrowed)
-            .ok_or_else(|| StoreError::Engine(format!("unknown attribute name {number}")))
+            .ok_or_else(|| {
+                StoreError::corrupt(format_args!(
+                    "entry record: unknown attribute name {number}"
+                ))
+            })
     }
     fn schema(&self) -> &Schema {
         self.1
@@ -191,8 +195,8 @@ impl NameSource for Resolver<'_, '_> {
             return Ok(std::borrow::Cow::Borrowed(name));
         }
         let text = self.dbs.meta.get(self.txn, &key(number))?.ok_or_else(|| {
-            StoreError::Engine(format!(
-                "corrupt entry record: unknown attribute name {number}"
+            StoreError::corrupt(format_args!(
+                "entry record: unknown attribute name {number}"
             ))
         })?;
         Ok(std::borrow::Cow::Owned(Name::new(
@@ -227,8 +231,8 @@ impl NameSource for AssignedNames<'_> {
             .checked_sub(table.list.len())
             .and_then(|p| pending.get(p))
             .ok_or_else(|| {
-                StoreError::Engine(format!(
-                    "corrupt entry record: unknown attribute name {number}"
+                StoreError::corrupt(format_args!(
+                    "entry record: unknown attribute name {number}"
                 ))
             })?;
         Ok(std::borrow::Cow::Owned(Name::new(

@@ -113,7 +113,9 @@ impl Planner<'_> {
         self.indexes
             .get(attr)
             .map(|spec| spec.oid.as_str())
-            .ok_or_else(|| StoreError::Engine(format!("no index spec for type {attr:?}")))
+            .ok_or_else(|| {
+                StoreError::internal(format_args!("no index spec for indexed type {attr:?}"))
+            })
     }
 
     /// The attribute and its subtypes, if every one has an index of

@@ -199,7 +199,7 @@ impl<'s> Snapshot<'s> {
         // is the whole database.
         let mut push = |value: &[u8]| -> Result<(), StoreError> {
             let id = keys::id_from(value)
-                .ok_or_else(|| StoreError::Engine("corrupt dn2id value".into()))?;
+                .ok_or_else(|| StoreError::corrupt("a dn2id value is not an entry ID"))?;
             out.push(id);
             Ok(())
         };
@@ -228,7 +228,7 @@ impl<'s> Snapshot<'s> {
             .dbs
             .id2entry
             .get(&self.txn, &keys::id_key(id))?
-            .ok_or_else(|| StoreError::Engine(format!("no entry {id}")))
+            .ok_or_else(|| StoreError::corrupt(format_args!("no entry {id}")))
     }
 
     /// The entry with ID `id` as stored, part by part, without building a
@@ -454,8 +454,9 @@ impl<'s> Snapshot<'s> {
                 ids.sort_unstable();
                 ids.retain(|id| *id > after);
             }
-            let missing =
-                |id: EntryId| StoreError::Engine(format!("entry {id} is indexed but missing"));
+            let missing = |id: EntryId| {
+                StoreError::corrupt(format_args!("entry {id} is indexed but missing"))
+            };
             // Candidates that are a good share of the store (a subtree
             // scan of the one big container, a broad index list) are read
             // in one pass over id2entry in key order, merged with the

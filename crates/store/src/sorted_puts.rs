@@ -56,7 +56,7 @@ impl SortedPuts {
         for range in &self.keys {
             let key = bytes
                 .get(range.clone())
-                .ok_or_else(|| StoreError::Engine("index key outside its buffer".into()))?;
+                .ok_or_else(|| StoreError::internal("index key outside its buffer"))?;
             // A key queued twice (a gram repeated in a value) is put once.
             if last == Some(key) {
                 continue;

@@ -115,7 +115,7 @@ pub(crate) fn replay(inner: &Inner, seq: u64, commands: &[Command]) -> Result<()
     let results = commit_commands(inner, &commands, Journaling::Replay { seq });
     for result in results {
         if let Err(e) = result {
-            return Err(StoreError::Engine(format!(
+            return Err(StoreError::Corrupt(format!(
                 "journal record {seq} does not replay ({e}): the journal and the database disagree"
             )));
         }

@@ -248,7 +248,7 @@ impl KnownClasses {
         self.seen
             .get(at)
             .map(|(_, rules)| std::borrow::Cow::Borrowed(rules))
-            .ok_or_else(|| violation(ResultCode::OTHER, "class rules lost".into()))
+            .ok_or_else(|| ModelError::internal("the class rules just remembered are not there"))
     }
 }
 
@@ -332,7 +332,7 @@ impl Entry {
     ) -> Result<CheckedEntry, ModelError> {
         let oc_id = schema
             .object_class_attr()
-            .ok_or_else(|| violation(ResultCode::OTHER, "schema has no objectClass".into()))?;
+            .ok_or_else(|| ModelError::internal("the schema has no objectClass type"))?;
         let Some(oc_attr) = self.get(oc_id) else {
             return Err(violation(
                 ResultCode::OBJECT_CLASS_VIOLATION,

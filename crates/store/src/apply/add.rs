@@ -106,9 +106,8 @@ pub(super) struct Adds {
 /// The ID the next added entry gets.
 fn stored_next_id(txn: &heed::RoTxn<'_>, dbs: &Dbs) -> Result<EntryId, StoreError> {
     match dbs.meta.get(txn, NEXT_ID)? {
-        Some(bytes) => {
-            keys::id_from(bytes).ok_or_else(|| StoreError::Engine("corrupt next_id".into()))
-        }
+        Some(bytes) => keys::id_from(bytes)
+            .ok_or_else(|| StoreError::corrupt("the next entry ID is not an ID")),
         None => Ok(1),
     }
 }

@@ -153,7 +153,7 @@ pub(super) fn apply(
         }
         Some(Err(e)) => Some(Err(e.into())),
         None if guess.is_some() => None,
-        None => Some(Err(StoreError::Engine(format!(
+        None => Some(Err(StoreError::corrupt(format_args!(
             "dn2id points at missing entry {id}"
         )))),
     };

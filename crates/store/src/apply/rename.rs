@@ -204,8 +204,9 @@ pub(super) fn write(
             continue;
         }
         let mut entry = ctx.load(txn, child, None)?;
-        let syntactic = meridian_proto::dn::Dn::parse(entry.dn.original())
-            .map_err(|e| StoreError::Engine(format!("stored DN of entry {child}: {e}")))?;
+        let syntactic = meridian_proto::dn::Dn::parse(entry.dn.original()).map_err(|e| {
+            StoreError::corrupt(format_args!("the stored DN of entry {child}: {e}"))
+        })?;
         let relative = meridian_proto::dn::Dn {
             rdns: syntactic
                 .rdns

@@ -101,7 +101,7 @@ pub(crate) fn load(
         .dbs
         .id2entry
         .get(names.txn, &keys::id_key(id))?
-        .ok_or_else(|| StoreError::Engine(format!("dn2id points at missing entry {id}")))?;
+        .ok_or_else(|| StoreError::corrupt(format_args!("dn2id points at missing entry {id}")))?;
     codec::decode_as(bytes, names, found_by)
 }
 
@@ -117,8 +117,9 @@ pub(super) fn parent_id_of(
         return Ok(ROOT_ID);
     }
     match dn.parent() {
-        Some(parent) if !parent.is_root() => lookup(txn, dbs, &parent)?
-            .ok_or_else(|| StoreError::Engine(format!("parent of {} is missing", dn.original()))),
+        Some(parent) if !parent.is_root() => lookup(txn, dbs, &parent)?.ok_or_else(|| {
+            StoreError::corrupt(format_args!("the parent of {} is missing", dn.original()))
+        }),
         _ => Ok(ROOT_ID),
     }
 }

@@ -105,7 +105,7 @@ impl Journal {
         let thread = std::thread::Builder::new()
             .name("meridian-journal".into())
             .spawn(move || appender.run(receiver))
-            .map_err(|e| StoreError::Engine(format!("cannot start the journal thread: {e}")))?;
+            .map_err(|e| StoreError::io("start", "the journal thread", &e))?;
         Ok(Journal {
             next_seq: last_seq + 1,
             batch: record::Batch::new(),
@@ -294,7 +294,7 @@ impl Appender {
         let handle = std::thread::Builder::new()
             .name("meridian-checkpoint".into())
             .spawn(move || checkpoint(&inner, &dir, at))
-            .map_err(|e| StoreError::Engine(format!("cannot start a checkpoint: {e}")))?;
+            .map_err(|e| StoreError::io("start", "a checkpoint thread", &e))?;
         self.checkpoint = Some(handle);
         Ok(())
     }

@@ -28,9 +28,9 @@ pub(crate) fn put_frame(
     let (header, payload) = out
         .get_mut(start..)
         .and_then(|frame| frame.split_first_chunk_mut::<FRAME_HEADER>())
-        .ok_or_else(|| StoreError::Engine("journal frame header missing".into()))?;
+        .ok_or_else(|| StoreError::Corrupt("journal frame header missing".into()))?;
     let len = u32::try_from(payload.len()).map_err(|_| {
-        StoreError::Engine(format!(
+        StoreError::Corrupt(format!(
             "a journal record of {} bytes is too large for a frame",
             payload.len()
         ))

@@ -158,7 +158,7 @@ pub(crate) fn prepare(env_path: &Path) -> Result<Previous, StoreError> {
     };
     if previous == Previous::MachineCrash {
         let Some((seq, base)) = numbered(&dir, BASE_PREFIX, BASE_SUFFIX)?.pop() else {
-            return Err(StoreError::Engine(format!(
+            return Err(StoreError::Corrupt(format!(
                 "journal: the machine stopped while {} was written without fsync, and {} holds no base copy to recover from",
                 env_path.display(),
                 dir.display()
@@ -242,14 +242,14 @@ pub(crate) fn replay_pending(
                 frame::Frame::Whole(payload) => {
                     let (seq, commands) = record::decode_payload(&payload, schema)?;
                     if seq != expected {
-                        return Err(StoreError::Engine(format!(
+                        return Err(StoreError::Corrupt(format!(
                             "journal: {} holds record {seq} where {expected} belongs",
                             path.display()
                         )));
                     }
                     if seq > last {
                         if seq != last + 1 {
-                            return Err(StoreError::Engine(format!(
+                            return Err(StoreError::Corrupt(format!(
                                 "journal: records {}..{seq} are missing (the database holds up to {last})",
                                 last + 1
                             )));
@@ -278,7 +278,7 @@ pub(crate) fn replay_pending(
                     break;
                 }
                 frame::Frame::Torn => {
-                    return Err(StoreError::Engine(format!(
+                    return Err(StoreError::Corrupt(format!(
                         "journal: {} is damaged at byte {}, before later segments",
                         path.display(),
                         frames.offset()

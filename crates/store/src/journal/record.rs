@@ -183,7 +183,7 @@ pub(crate) fn decode_payload(
 }
 
 fn corrupt(what: &str) -> StoreError {
-    StoreError::Engine(format!("corrupt journal record: {what}"))
+    StoreError::corrupt(format_args!("journal record: {what}"))
 }
 
 fn put_values(out: &mut Vec<u8>, values: &[Vec<u8>]) {
