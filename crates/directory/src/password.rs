@@ -23,6 +23,7 @@
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use meridian_ldif::base64::{self, Alphabet};
 use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha512};
 use subtle::ConstantTimeEq;
@@ -234,7 +235,7 @@ impl<'a> Stored<'a> {
         };
         // (digest, whether a salt may follow it)
         let sha = |digest: Sha, salted: bool| {
-            let decoded = base64::decode(value, base64::STANDARD).ok_or_else(malformed)?;
+            let decoded = base64::decode(value).ok_or_else(malformed)?;
             let fits = if salted {
                 decoded.len() >= digest.len()
             } else {
@@ -369,8 +370,8 @@ impl Pbkdf2 {
         };
         let parsed = Pbkdf2 {
             rounds: rounds.parse().ok()?,
-            salt: base64::decode(salt.as_bytes(), base64::ADAPTED)?,
-            derived: base64::decode(dk.as_bytes(), base64::ADAPTED)?,
+            salt: base64::decode_with(salt.as_bytes(), Alphabet::Adapted)?,
+            derived: base64::decode_with(dk.as_bytes(), Alphabet::Adapted)?,
         };
         // One SHA-256 block or two: a longer key multiplies the rounds.
         (parsed.rounds > 0 && !parsed.derived.is_empty() && parsed.derived.len() <= 64)
@@ -392,55 +393,6 @@ impl Pbkdf2 {
         let mut out = vec![0u8; self.derived.len()];
         pbkdf2::pbkdf2_hmac::<Sha256>(password, &self.salt, self.rounds, &mut out);
         bool::from(out.ct_eq(&self.derived))
-    }
-}
-
-/// Base64 (RFC 4648) and the "adapted" alphabet (`.` for `+`) of passlib
-/// and pw-pbkdf2; padding optional when decoding.
-pub mod base64 {
-    /// The standard alphabet.
-    pub const STANDARD: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    /// The adapted alphabet.
-    pub const ADAPTED: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789./";
-
-    /// Decodes; `None` on a character outside the alphabet.
-    pub fn decode(input: &[u8], alphabet: &[u8; 64]) -> Option<Vec<u8>> {
-        let mut out = Vec::with_capacity(input.len() * 3 / 4);
-        let (mut acc, mut bits) = (0u32, 0);
-        for &c in input.iter().take_while(|c| **c != b'=') {
-            let v = alphabet.iter().position(|a| *a == c)? as u32;
-            acc = (acc << 6) | v;
-            bits += 6;
-            if bits >= 8 {
-                bits -= 8;
-                out.push((acc >> bits) as u8);
-            }
-        }
-        Some(out)
-    }
-
-    /// Encodes with padding.
-    pub fn encode(input: &[u8], alphabet: &[u8; 64]) -> String {
-        let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
-        for chunk in input.chunks(3) {
-            let b = [
-                chunk.first().copied().unwrap_or(0),
-                chunk.get(1).copied().unwrap_or(0),
-                chunk.get(2).copied().unwrap_or(0),
-            ];
-            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-            for i in 0..4 {
-                if i <= chunk.len() {
-                    let index = ((n >> (18 - 6 * i)) & 63) as usize;
-                    out.push(char::from(alphabet.get(index).copied().unwrap_or(b'A')));
-                } else {
-                    out.push('=');
-                }
-            }
-        }
-        out
     }
 }
 
@@ -534,7 +486,7 @@ mod tests {
         h.update(salt);
         let mut blob = h.finalize().to_vec();
         blob.extend_from_slice(salt);
-        let stored = format!("{{SSHA256}}{}", base64::encode(&blob, base64::STANDARD));
+        let stored = format!("{{SSHA256}}{}", base64::encode(&blob));
         assert!(verifies(stored.as_bytes(), b"pw", false));
         assert!(!verifies(stored.as_bytes(), b"px", false));
 
@@ -542,8 +494,8 @@ mod tests {
         pbkdf2::pbkdf2_hmac::<Sha256>(b"pw", b"0123456789abcdef", 1000, &mut dk);
         let stored = format!(
             "{{PBKDF2-SHA256}}1000${}${}",
-            base64::encode(b"0123456789abcdef", base64::ADAPTED).trim_end_matches('='),
-            base64::encode(&dk, base64::ADAPTED).trim_end_matches('=')
+            base64::encode_with(b"0123456789abcdef", Alphabet::Adapted).trim_end_matches('='),
+            base64::encode_with(&dk, Alphabet::Adapted).trim_end_matches('=')
         );
         assert!(verifies(stored.as_bytes(), b"pw", false));
         assert!(!verifies(stored.as_bytes(), b"pq", false));

@@ -30,11 +30,7 @@ fn stored_password(server: &Server, dn: &str) -> Vec<u8> {
         .lines()
         .find_map(|l| l.strip_prefix("userPassword:: "))
         .unwrap_or_default();
-    meridian_directory::password::base64::decode(
-        encoded.as_bytes(),
-        meridian_directory::password::base64::STANDARD,
-    )
-    .unwrap()
+    meridian_ldif::base64::decode(encoded.as_bytes()).unwrap()
 }
 
 #[test]
