@@ -13,7 +13,6 @@ pub mod entry;
 mod error;
 pub mod filter;
 pub mod fuzzing;
-pub mod fxhash;
 pub mod modify;
 pub mod prep;
 pub mod rules;

@@ -13,7 +13,7 @@ mod load;
 
 use std::collections::HashMap;
 
-use crate::fxhash::FxBuildHasher;
+use rustc_hash::FxBuildHasher;
 
 pub use attr_set::AttrSet;
 pub use load::SchemaError;

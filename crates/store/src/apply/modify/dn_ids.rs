@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::hash::Hasher;
 
 use meridian_model::dn::Dn;
-use meridian_model::fxhash::{FxBuildHasher, FxHasher};
+use rustc_hash::{FxBuildHasher, FxHasher};
 
 use crate::keys::EntryId;
 
@@ -67,8 +67,8 @@ impl DnIds {
     }
 }
 
-/// The map's key for `dn`: FxHash of its normalised form, whose low
-/// bits (the ones the table's buckets take) mix poorly, finished with
+/// The map's key for `dn`: FxHash of its normalised form (fast, but
+/// not every bit of it depends on every byte), finished with
 /// MurmurHash3's 64-bit mixer.
 fn digest(dn: &Dn) -> u64 {
     let mut hasher = FxHasher::default();
