@@ -356,7 +356,7 @@ mod tests {
         for path in &outputs {
             let text = std::fs::read(path).unwrap();
             for record in
-                meridian_ldif::Reader::new(&text[..], "t", meridian_ldif::Limits::default())
+                meridian_ldif::RecordReader::new(&text[..], "t", meridian_ldif::Limits::default())
             {
                 dns.push(String::from_utf8(record.unwrap().dn).unwrap());
             }

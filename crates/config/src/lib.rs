@@ -536,7 +536,7 @@ impl Config {
         .into_iter()
         .chain(suffixes)
         {
-            match meridian_proto::dn::Dn::parse(dn) {
+            match meridian_proto::dn::SyntacticDn::parse(dn) {
                 Ok(parsed) if parsed.is_root() => {
                     return invalid(key, "must not be the empty DN".into());
                 }
@@ -616,7 +616,7 @@ impl Config {
                 .strip_prefix("dn:")
                 .or_else(|| who.strip_prefix("group:"));
             let valid = dn.is_some_and(|dn| {
-                meridian_proto::dn::Dn::parse(dn).is_ok_and(|parsed| !parsed.is_root())
+                meridian_proto::dn::SyntacticDn::parse(dn).is_ok_and(|parsed| !parsed.is_root())
             });
             if !valid {
                 return Err(ConfigError::Invalid {

@@ -50,7 +50,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use meridian_model::dn::{Dn, RecentParent};
-use meridian_model::entry::{AttrName, Description, Entry, Writer};
+use meridian_model::entry::{AttrName, Description, Entry, WrittenBy};
 use meridian_model::modify::{ModOp, Modification};
 use meridian_model::schema::AttrId;
 use meridian_model::selection::Selection;

@@ -47,7 +47,7 @@ impl Directory {
             &self.schema,
         )?
         .with_rdn_values(&self.schema);
-        let checked = entry.check(&self.schema, Writer::Client)?;
+        let checked = entry.check(&self.schema, WrittenBy::Client)?;
         for attr in entry.attributes.iter().filter(|a| self.is_user_password(a)) {
             self.check_password_values(&attr.values)?;
         }
@@ -79,7 +79,7 @@ impl Directory {
     /// entryUUID, timestamps and creator, as `slapadd` keeps them.
     pub fn prepare_import(&self, entry: Entry) -> Result<Entry, Outcome> {
         let entry = entry.with_rdn_values(&self.schema);
-        let checked = entry.check(&self.schema, Writer::Server)?;
+        let checked = entry.check(&self.schema, WrittenBy::Server)?;
         // Loaded as the administrator (its name, not a copy of its DN
         // per entry).
         let loader = self.admin.original();

@@ -6,7 +6,7 @@
 
 use std::io::Cursor;
 
-use crate::{Limits, Reader, write};
+use crate::{Limits, RecordReader, write};
 
 /// Checks the property on one input; panics (for the fuzzer) on a breach.
 #[allow(clippy::panic)]
@@ -17,7 +17,7 @@ pub fn check_reader(input: &[u8]) {
         allow_file_urls: false,
     };
     let lines = input.iter().filter(|b| **b == b'\n').count() as u64 + 1;
-    for item in Reader::new(Cursor::new(input), "fuzz", limits) {
+    for item in RecordReader::new(Cursor::new(input), "fuzz", limits) {
         let record = match item {
             Ok(record) => record,
             Err(e) => {
@@ -47,7 +47,7 @@ pub fn check_reader(input: &[u8]) {
                 .iter()
                 .map(|a| (a.description.as_str(), a.value.as_slice())),
         );
-        let again: Vec<_> = Reader::new(Cursor::new(&out), "rewritten", limits).collect();
+        let again: Vec<_> = RecordReader::new(Cursor::new(&out), "rewritten", limits).collect();
         match again.as_slice() {
             [Ok(back)] if back.dn == record.dn && back.entry_attributes() == Some(attrs) => {}
             other => panic!(

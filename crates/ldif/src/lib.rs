@@ -4,7 +4,7 @@
 //! [`Splitter`] cuts a byte stream into the raw text of each record (cheap:
 //! it looks only for blank lines), and [`parse_record`] turns one record's
 //! text into a [`Record`] (unfolding, base64, URLs, change records) on
-//! whatever thread holds it. [`Reader`] is the two together for callers
+//! whatever thread holds it. [`RecordReader`] is the two together for callers
 //! that do not need the split. [`write`] produces LDIF that this reader,
 //! OpenLDAP's tools and 389 DS read back unchanged.
 //!
@@ -22,7 +22,7 @@ pub mod write;
 
 pub use error::LdifError;
 pub use parse::{AttrValue, Body, Control, ModOp, ModSpec, Record, parse_record};
-pub use split::{RawRecord, Reader, Splitter};
+pub use split::{RawRecord, RecordReader, Splitter};
 pub use text::DescriptionText;
 
 /// Bounds on what one input may ask of the reader.

@@ -170,20 +170,20 @@ pub(crate) fn strip_prefix_ignore_case<'a>(text: &'a [u8], prefix: &[u8]) -> Opt
 /// [`parse_record`] on the same thread. Records holding only comments
 /// are skipped.
 #[derive(Debug)]
-pub struct Reader<R> {
+pub struct RecordReader<R> {
     splitter: Splitter<R>,
 }
 
-impl<R: BufRead> Reader<R> {
+impl<R: BufRead> RecordReader<R> {
     /// A reader over `input`, which errors call `name`.
-    pub fn new(input: R, name: impl Into<Arc<str>>, limits: Limits) -> Reader<R> {
-        Reader {
+    pub fn new(input: R, name: impl Into<Arc<str>>, limits: Limits) -> RecordReader<R> {
+        RecordReader {
             splitter: Splitter::new(input, name, limits),
         }
     }
 }
 
-impl<R: BufRead> Iterator for Reader<R> {
+impl<R: BufRead> Iterator for RecordReader<R> {
     type Item = Result<Record, LdifError>;
 
     fn next(&mut self) -> Option<Self::Item> {

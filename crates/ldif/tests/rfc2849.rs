@@ -10,10 +10,10 @@
 
 use std::io::Cursor;
 
-use meridian_ldif::{Body, LdifError, Limits, ModOp, Reader, Record};
+use meridian_ldif::{Body, LdifError, Limits, ModOp, Record, RecordReader};
 
 fn read(text: &str) -> Result<Vec<Record>, LdifError> {
-    Reader::new(
+    RecordReader::new(
         Cursor::new(text.as_bytes().to_vec()),
         "test.ldif",
         Limits::default(),
@@ -128,7 +128,7 @@ fn example_5_file_urls() {
         allow_file_urls: false,
         ..Limits::default()
     };
-    let err = Reader::new(Cursor::new(text.clone().into_bytes()), "x", limits)
+    let err = RecordReader::new(Cursor::new(text.clone().into_bytes()), "x", limits)
         .collect::<Result<Vec<_>, _>>()
         .unwrap_err();
     assert!(err.message.contains("not allowed"), "{err}");

@@ -5,7 +5,7 @@
 
 use std::io::Cursor;
 
-use meridian_ldif::{AttrValue, Limits, Reader, write};
+use meridian_ldif::{AttrValue, Limits, RecordReader, write};
 use proptest::prelude::*;
 
 fn description() -> impl Strategy<Value = String> {
@@ -42,7 +42,7 @@ proptest! {
         for line in out.split(|b| *b == b'\n') {
             prop_assert!(line.len() <= 76);
         }
-        let read: Vec<_> = Reader::new(Cursor::new(&out), "out", Limits::default())
+        let read: Vec<_> = RecordReader::new(Cursor::new(&out), "out", Limits::default())
             .collect::<Result<_, _>>()
             .unwrap();
         prop_assert_eq!(read.len(), entries.len());

@@ -59,9 +59,9 @@ impl CommonArgs {
         // `--suffix` naming a configured context selects it; any other
         // replaces the first (as it did before there were several).
         let same = |a: &str, b: &str| {
-            meridian_proto::dn::Dn::parse(a)
+            meridian_proto::dn::SyntacticDn::parse(a)
                 .ok()
-                .zip(meridian_proto::dn::Dn::parse(b).ok())
+                .zip(meridian_proto::dn::SyntacticDn::parse(b).ok())
                 .is_some_and(|(a, b)| a.to_string().eq_ignore_ascii_case(&b.to_string()))
         };
         let mut selected = 0;

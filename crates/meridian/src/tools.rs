@@ -2,7 +2,7 @@
 //! tools over the store.
 
 use clap::Args;
-use meridian_store::{Command, Outcome};
+use meridian_store::{Command, Effect};
 
 use crate::setup::CommonArgs;
 
@@ -61,7 +61,7 @@ pub(crate) fn reindex(args: ReindexArgs) -> anyhow::Result<()> {
     let _lock = setup.lock_data_dir()?;
     let store = setup.open_store()?;
     match store.execute_blocking(Command::RebuildIndexes)? {
-        Outcome::Reindexed(n) => println!("indexes rebuilt over {n} entries"),
+        Effect::Reindexed(n) => println!("indexes rebuilt over {n} entries"),
         other => anyhow::bail!("unexpected outcome {other:?}"),
     }
     store.close();

@@ -7,7 +7,7 @@
 //! valid RFC 4514 string, so it can be stored, indexed and compared.
 
 use meridian_proto::ResultCode;
-use meridian_proto::dn::{Dn as SyntacticDn, DnValue, write_text_value};
+use meridian_proto::dn::{DnValue, SyntacticDn, write_text_value};
 
 use std::sync::Arc;
 

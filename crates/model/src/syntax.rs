@@ -440,14 +440,17 @@ impl Syntax {
             Syntax::Integer => is_integer(v),
             Syntax::Boolean => v == b"TRUE" || v == b"FALSE",
             Syntax::Oid => is_oid(v),
-            Syntax::Dn => utf8 && meridian_proto::dn::Dn::parse_bytes(v).is_ok(),
+            Syntax::Dn => utf8 && meridian_proto::dn::SyntacticDn::parse_bytes(v).is_ok(),
             Syntax::NameAndOptionalUid => {
                 // DN [ "#" BitString ]: the '#' that starts the UID is the last one.
                 match v.iter().rposition(|c| *c == b'#') {
                     Some(at) if v.get(at + 1..).is_some_and(is_bit_string) => {
-                        meridian_proto::dn::Dn::parse_bytes(v.get(..at).unwrap_or_default()).is_ok()
+                        meridian_proto::dn::SyntacticDn::parse_bytes(
+                            v.get(..at).unwrap_or_default(),
+                        )
+                        .is_ok()
                     }
-                    _ => meridian_proto::dn::Dn::parse_bytes(v).is_ok(),
+                    _ => meridian_proto::dn::SyntacticDn::parse_bytes(v).is_ok(),
                 }
             }
             Syntax::GeneralizedTime => parse_generalized_time(v).is_some(),

@@ -178,7 +178,7 @@ fn filters_select_the_same_entries_as_slapd() {
             )
             .unwrap();
             entry
-                .check(&schema, meridian_model::entry::Writer::Client)
+                .check(&schema, meridian_model::entry::WrittenBy::Client)
                 .unwrap();
             entry
         })
@@ -369,7 +369,7 @@ fn schema_violations_get_the_same_result_codes_as_slapd() {
                 )
             })
             .map(|e| e.with_rdn_values(&schema))
-            .and_then(|e| e.check(&schema, meridian_model::entry::Writer::Client));
+            .and_then(|e| e.check(&schema, meridian_model::entry::WrittenBy::Client));
         let ours_code = ours
             .as_ref()
             .err()

@@ -16,9 +16,11 @@ pub struct DnParseError {
     pub reason: &'static str,
 }
 
-/// A parsed DN; `rdns[0]` is the leftmost (most specific) RDN.
+/// A DN as its string spells it, parsed into RDNs but not normalised
+/// (that needs the schema: `meridian_model::dn::Dn`); `rdns[0]` is the
+/// leftmost (most specific) RDN.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Dn {
+pub struct SyntacticDn {
     /// The RDNs, leftmost first.
     pub rdns: Vec<Rdn>,
 }
@@ -52,15 +54,15 @@ pub enum DnValue {
 /// 64 KiB is far beyond any real DN and bounds the work per DN.
 pub const MAX_DN_BYTES: usize = 64 * 1024;
 
-impl Dn {
+impl SyntacticDn {
     /// Parses an RFC 4514 string. Spaces around `,`, `+` and `=` are
     /// tolerated, as OpenLDAP and RFC 2253 parsers do.
-    pub fn parse(s: &str) -> Result<Dn, DnParseError> {
+    pub fn parse(s: &str) -> Result<SyntacticDn, DnParseError> {
         Self::parse_bytes(s.as_bytes())
     }
 
     /// Parses a DN from the bytes of an LDAPDN (which must be UTF-8).
-    pub fn parse_bytes(s: &[u8]) -> Result<Dn, DnParseError> {
+    pub fn parse_bytes(s: &[u8]) -> Result<SyntacticDn, DnParseError> {
         if s.len() > MAX_DN_BYTES {
             return Err(DnParseError {
                 position: MAX_DN_BYTES,
@@ -77,7 +79,7 @@ impl Dn {
         let mut rdns = Vec::new();
         p.skip_spaces();
         if p.pos == s.len() {
-            return Ok(Dn { rdns });
+            return Ok(SyntacticDn { rdns });
         }
         loop {
             rdns.push(p.rdn()?);
@@ -87,7 +89,7 @@ impl Dn {
                 Some(_) => return Err(p.error("expected ',' or '+' after a value")),
             }
         }
-        Ok(Dn { rdns })
+        Ok(SyntacticDn { rdns })
     }
 
     /// The first RDN of `s` and the offset where the rest of the DN
@@ -113,8 +115,8 @@ impl Dn {
     }
 
     /// The parent DN, or `None` for the root.
-    pub fn parent(&self) -> Option<Dn> {
-        self.rdns.split_first().map(|(_, rest)| Dn {
+    pub fn parent(&self) -> Option<SyntacticDn> {
+        self.rdns.split_first().map(|(_, rest)| SyntacticDn {
             rdns: rest.to_vec(),
         })
     }
@@ -327,7 +329,7 @@ pub fn write_text_value(out: &mut impl fmt::Write, value: &[u8]) -> fmt::Result 
     Ok(())
 }
 
-impl fmt::Display for Dn {
+impl fmt::Display for SyntacticDn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, rdn) in self.rdns.iter().enumerate() {
             if i > 0 {
@@ -379,29 +381,29 @@ mod tests {
     /// The examples of RFC 4514 section 4.
     #[test]
     fn rfc4514_section4_examples() {
-        let dn = Dn::parse("UID=jsmith,DC=example,DC=net").unwrap();
+        let dn = SyntacticDn::parse("UID=jsmith,DC=example,DC=net").unwrap();
         assert_eq!(dn.rdns.len(), 3);
         assert_eq!(dn.rdns[0].avas[0].ty, "UID");
         assert_eq!(dn.rdns[0].avas[0].value, text("jsmith"));
 
-        let dn = Dn::parse("OU=Sales+CN=J.  Smith,DC=example,DC=net").unwrap();
+        let dn = SyntacticDn::parse("OU=Sales+CN=J.  Smith,DC=example,DC=net").unwrap();
         assert_eq!(dn.rdns[0].avas.len(), 2);
         assert_eq!(dn.rdns[0].avas[1].value, text("J.  Smith"));
 
-        let dn = Dn::parse(r#"CN=James \"Jim\" Smith\, III,DC=example,DC=net"#).unwrap();
+        let dn = SyntacticDn::parse(r#"CN=James \"Jim\" Smith\, III,DC=example,DC=net"#).unwrap();
         assert_eq!(dn.rdns[0].avas[0].value, text(r#"James "Jim" Smith, III"#));
         assert_eq!(dn.rdns.len(), 3);
 
-        let dn = Dn::parse(r"CN=Before\0dAfter,DC=example,DC=net").unwrap();
+        let dn = SyntacticDn::parse(r"CN=Before\0dAfter,DC=example,DC=net").unwrap();
         assert_eq!(dn.rdns[0].avas[0].value, text("Before\rAfter"));
 
-        let dn = Dn::parse("1.3.6.1.4.1.1466.0=#04024869").unwrap();
+        let dn = SyntacticDn::parse("1.3.6.1.4.1.1466.0=#04024869").unwrap();
         assert_eq!(
             dn.rdns[0].avas[0].value,
             DnValue::Ber(vec![0x04, 0x02, 0x48, 0x69])
         );
 
-        let dn = Dn::parse(r"CN=Lu\C4\8Di\C4\87").unwrap();
+        let dn = SyntacticDn::parse(r"CN=Lu\C4\8Di\C4\87").unwrap();
         assert_eq!(dn.rdns[0].avas[0].value, text("Lučić"));
     }
 
@@ -417,9 +419,13 @@ mod tests {
             "cn=a=b,o=x",
             "",
         ] {
-            let dn = Dn::parse(s).unwrap();
+            let dn = SyntacticDn::parse(s).unwrap();
             let printed = dn.to_string();
-            assert_eq!(Dn::parse(&printed).unwrap(), dn, "{s} -> {printed}");
+            assert_eq!(
+                SyntacticDn::parse(&printed).unwrap(),
+                dn,
+                "{s} -> {printed}"
+            );
         }
     }
 
@@ -428,13 +434,13 @@ mod tests {
         // RFC 4514 section 3: `=` (%x3D) is in LUTF1, SUTF1 and TUTF1,
         // so a value may hold it as it is; `\=` and `\3D` are the same
         // value. slapd accepts all three as one DN.
-        let expected = Dn::parse(r"cn=a\=b=,o=x=y").unwrap();
+        let expected = SyntacticDn::parse(r"cn=a\=b=,o=x=y").unwrap();
         for s in ["cn=a=b=,o=x=y", r"cn=a\3Db\3D,o=x\3dy", "cn = a=b= , o=x=y"] {
-            assert_eq!(Dn::parse(s).unwrap(), expected, "{s}");
+            assert_eq!(SyntacticDn::parse(s).unwrap(), expected, "{s}");
         }
         assert_eq!(expected.rdns[0].avas[0].value, text("a=b="));
         // The first `=` of a pair still ends its type.
-        let first = Dn::parse("cn==a").unwrap();
+        let first = SyntacticDn::parse("cn==a").unwrap();
         assert_eq!(first.rdns[0].avas[0].value, text("=a"));
     }
 
@@ -443,7 +449,7 @@ mod tests {
         for s in [
             "cn", "cn=a,", "=a", "cn=a\\", "cn=a\\zz", "1cn=a", "cn=a\"b", "cn=#zz", "cn=a<b",
         ] {
-            assert!(Dn::parse(s).is_err(), "{s}");
+            assert!(SyntacticDn::parse(s).is_err(), "{s}");
         }
     }
 }

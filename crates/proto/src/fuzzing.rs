@@ -114,11 +114,11 @@ pub fn check_filter_string(data: &[u8]) -> Result<(), String> {
 /// The RFC 4514 DN parser on arbitrary bytes: it never panics, and what
 /// it accepts prints in a form that parses back to the same print.
 pub fn check_dn_string(data: &[u8]) -> Result<(), String> {
-    let Ok(dn) = crate::dn::Dn::parse_bytes(data) else {
+    let Ok(dn) = crate::dn::SyntacticDn::parse_bytes(data) else {
         return Ok(());
     };
     let printed = dn.to_string();
-    let again = crate::dn::Dn::parse(&printed).map_err(|e| {
+    let again = crate::dn::SyntacticDn::parse(&printed).map_err(|e| {
         format!(
             "{:?} printed as {printed:?}, which does not parse: {e}",
             String::from_utf8_lossy(data)

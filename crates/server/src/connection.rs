@@ -2,7 +2,7 @@
 //!
 //! The reader owns the socket's read half and an input buffer. Each pass
 //! decodes every complete PDU in the buffer (borrowing from it; nothing is
-//! copied), dispatches it, and collects the responses in a [`Batch`] that
+//! copied), dispatches it, and collects the responses in a [`ResponseBatch`] that
 //! is handed to the writer once per pass. The writer task
 //! ([`Outbound::write_loop`]) owns the write half.
 //!
@@ -33,7 +33,7 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::watch;
 
-use crate::outbound::{Batch, KEEP_BUFFER_BYTES, Outbound};
+use crate::outbound::{KEEP_BUFFER_BYTES, Outbound, ResponseBatch};
 use crate::session::{Action, Session};
 use crate::{ServerContext, bind_guard};
 
@@ -78,10 +78,10 @@ pub(crate) async fn serve_connection(
     };
     tracing::debug!(conn = conn_id, %peer, "connection opened");
     let opened = Instant::now();
-    let mut reader = Reader {
+    let mut reader = RequestReader {
         socket: read_half,
         buf: BytesMut::new(),
-        batch: Batch::default(),
+        batch: ResponseBatch::default(),
         session: Session::new(conn_id),
         ctx: &ctx,
         out: &out,
@@ -105,7 +105,7 @@ pub(crate) async fn serve_connection(
         let _ = tokio::time::timeout(ctx.shutdown_grace, out.wait_idle(all)).await;
     }
     if let Some((code, message)) = notice {
-        let mut goodbye = Batch::default();
+        let mut goodbye = ResponseBatch::default();
         encode_notice_of_disconnection(&mut goodbye.bytes, code, message.as_bytes());
         out.push(&mut goodbye);
     }
@@ -122,10 +122,10 @@ pub(crate) async fn serve_connection(
     let _ = writer.await;
 }
 
-struct Reader<'c> {
+struct RequestReader<'c> {
     socket: OwnedReadHalf,
     buf: BytesMut,
-    batch: Batch,
+    batch: ResponseBatch,
     session: Session,
     ctx: &'c ServerContext,
     out: &'c Arc<Outbound>,
@@ -139,7 +139,7 @@ struct Reader<'c> {
     peer: SocketAddr,
 }
 
-impl Reader<'_> {
+impl RequestReader<'_> {
     async fn run(&mut self, shutdown: &mut watch::Receiver<bool>) -> End {
         loop {
             if *shutdown.borrow() {

@@ -61,7 +61,7 @@ pub(crate) const KEEP_BUFFER_BYTES: usize = 256 * 1024;
 
 /// A batch of responses produced by the reader for one pass over its input.
 #[derive(Debug, Default)]
-pub(crate) struct Batch {
+pub(crate) struct ResponseBatch {
     pub(crate) bytes: Vec<u8>,
     /// Operations completed by these bytes (each returns one permit).
     pub(crate) completed: usize,
@@ -69,7 +69,7 @@ pub(crate) struct Batch {
     pub(crate) bundle: u64,
 }
 
-impl Batch {
+impl ResponseBatch {
     pub(crate) fn is_empty(&self) -> bool {
         self.bytes.is_empty() && self.completed == 0 && self.bundle == 0
     }
@@ -151,7 +151,7 @@ impl Outbound {
     /// Hands a batch to the writer. The batch is left empty for reuse.
     /// Returns the bytes now waiting to be written (0 if the batch was
     /// empty: then nothing was looked at).
-    pub(crate) fn push(&self, batch: &mut Batch) -> usize {
+    pub(crate) fn push(&self, batch: &mut ResponseBatch) -> usize {
         if batch.is_empty() {
             return 0;
         }
@@ -286,7 +286,7 @@ mod tests {
     async fn a_bundle_is_held_until_complete() {
         let out = Outbound::new(16, Duration::from_secs(60));
         let mut chunk = Vec::new();
-        let mut batch = Batch {
+        let mut batch = ResponseBatch {
             bytes: b"a".to_vec(),
             completed: 1,
             bundle: 3,
@@ -297,7 +297,7 @@ mod tests {
             tokio::time::timeout(Duration::from_millis(20), out.next_chunk(&mut chunk)).await;
         assert!(matches!(taken, Ok(None) | Err(_)));
         assert!(chunk.is_empty());
-        out.push(&mut Batch {
+        out.push(&mut ResponseBatch {
             bytes: b"bc".to_vec(),
             completed: 2,
             bundle: 0,
@@ -309,7 +309,7 @@ mod tests {
     #[tokio::test]
     async fn a_wrong_count_is_released_by_the_timer() {
         let out = Outbound::new(16, Duration::from_millis(10));
-        out.push(&mut Batch {
+        out.push(&mut ResponseBatch {
             bytes: b"x".to_vec(),
             completed: 1,
             bundle: 1000,

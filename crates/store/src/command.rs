@@ -108,7 +108,7 @@ pub enum Command {
     },
     /// Add many entries in one command (bulk import). Each
     /// entry is checked before anything of it is written, so one refused
-    /// entry fails alone ([`Outcome::AddedMany`] lists it) and costs no
+    /// entry fails alone ([`Effect::AddedMany`] lists it) and costs no
     /// rollback; an engine failure fails the whole command.
     AddMany {
         /// Complete entries, in the order to add them (shared: the loader
@@ -166,9 +166,10 @@ impl Command {
     }
 }
 
-/// What a successful command did.
+/// What a successful command did to the store (the directory turns it
+/// into an LDAP result, its `Outcome`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Effect {
     /// Added under this ID.
     Added(EntryId),
     /// Deleted.
@@ -198,11 +199,11 @@ pub enum Outcome {
     },
     /// The load state was set.
     LoadStateSet,
-    /// Of a [`Command::ReadBack`]: the update's outcome and the entry
+    /// Of a [`Command::ReadBack`]: the update's effect and the entry
     /// before and after it, as asked (`None` where there was none).
     ReadBack {
         /// What the update did.
-        outcome: Box<Outcome>,
+        effect: Box<Effect>,
         /// The entry before the update.
         pre: Option<Box<Entry>>,
         /// The entry after the update.

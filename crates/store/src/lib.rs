@@ -38,7 +38,7 @@ use meridian_model::Schema;
 use meridian_model::dn::Dn;
 use tokio::sync::{mpsc, oneshot};
 
-pub use command::{Command, Operational, OperationalAttribute, Outcome};
+pub use command::{Command, Effect, Operational, OperationalAttribute};
 pub use error::StoreError;
 pub use keys::EntryId;
 pub use lock::WriterLock;
@@ -69,7 +69,7 @@ pub(crate) struct Job {
 /// modifies (perf).
 #[derive(Debug)]
 pub(crate) struct Answer {
-    pub(crate) result: Result<Outcome, StoreError>,
+    pub(crate) result: Result<Effect, StoreError>,
     pub(crate) spent: Command,
 }
 
@@ -124,17 +124,17 @@ pub struct Submitted(oneshot::Receiver<Answer>);
 
 impl Submitted {
     /// Waits for the commit.
-    pub async fn wait(self) -> Result<Outcome, StoreError> {
+    pub async fn wait(self) -> Result<Effect, StoreError> {
         Self::result_of(self.0.await)
     }
 
     /// [`Submitted::wait`] for threads outside an async runtime.
-    pub fn wait_blocking(self) -> Result<Outcome, StoreError> {
+    pub fn wait_blocking(self) -> Result<Effect, StoreError> {
         Self::result_of(self.0.blocking_recv())
     }
 
     /// The result; the spent command is freed here, on this thread.
-    fn result_of(answer: Result<Answer, oneshot::error::RecvError>) -> Result<Outcome, StoreError> {
+    fn result_of(answer: Result<Answer, oneshot::error::RecvError>) -> Result<Effect, StoreError> {
         let Answer { result, spent } = answer.map_err(|_| StoreError::Closed)?;
         drop(spent);
         result
@@ -388,7 +388,7 @@ impl Store {
 
     /// Executes a command; resolves once it is committed (durably, unless
     /// relaxed).
-    pub async fn execute(&self, command: Command) -> Result<Outcome, StoreError> {
+    pub async fn execute(&self, command: Command) -> Result<Effect, StoreError> {
         self.submit(command).await?.wait().await
     }
 
@@ -405,7 +405,7 @@ impl Store {
     }
 
     /// [`Store::execute`] for threads outside an async runtime.
-    pub fn execute_blocking(&self, command: Command) -> Result<Outcome, StoreError> {
+    pub fn execute_blocking(&self, command: Command) -> Result<Effect, StoreError> {
         self.submit_blocking(command)?.wait_blocking()
     }
 

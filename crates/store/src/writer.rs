@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use crate::apply::{self, Applied, Attempt, Context};
 use crate::journal::{self, Journal, record::Batch};
-use crate::{Answer, Command, Inner, Job, Outcome, StoreError};
+use crate::{Answer, Command, Effect, Inner, Job, StoreError};
 
 /// Largest map the writer grows to: beyond this a full map is a full disk
 /// in practice, and writes are refused instead.
@@ -150,7 +150,7 @@ fn refused(inner: &Inner) -> Option<String> {
         .clone()
 }
 
-fn all(batch: &[Job], error: &StoreError) -> Vec<Result<Outcome, StoreError>> {
+fn all(batch: &[Job], error: &StoreError) -> Vec<Result<Effect, StoreError>> {
     batch.iter().map(|_| Err(error.clone())).collect()
 }
 
@@ -158,7 +158,7 @@ fn commit_batch(
     inner: &Inner,
     batch: &[Job],
     journal: Option<&mut Journal>,
-) -> Vec<Result<Outcome, StoreError>> {
+) -> Vec<Result<Effect, StoreError>> {
     if let Some(message) = refused(inner) {
         return all(batch, &StoreError::WritesRefused(message));
     }
@@ -196,7 +196,7 @@ fn commit_commands(
     inner: &Inner,
     commands: &[&Command],
     mut journaling: Journaling<'_>,
-) -> Vec<Result<Outcome, StoreError>> {
+) -> Vec<Result<Effect, StoreError>> {
     let mut results = Vec::with_capacity(commands.len());
     let mut rest = commands;
     // A command of `rest` that spoiled a transaction: its position, why.
@@ -245,7 +245,7 @@ fn commit_once(
     inner: &Inner,
     commands: &[&Command],
     journaling: &mut Journaling<'_>,
-) -> Result<Vec<Result<Outcome, StoreError>>, Failure> {
+) -> Result<Vec<Result<Effect, StoreError>>, Failure> {
     let attempt = Attempt::new(
         inner,
         std::mem::take(&mut *inner.dn_ids.lock().unwrap_or_else(PoisonError::into_inner)),
@@ -336,7 +336,7 @@ fn try_commit(
     ctx: &Context<'_>,
     commands: &[&Command],
     journaling: &mut Journaling<'_>,
-) -> Result<Vec<Result<Outcome, StoreError>>, Failure> {
+) -> Result<Vec<Result<Effect, StoreError>>, Failure> {
     let mut wtxn = inner.env.write_txn()?;
     let mut results = Vec::with_capacity(commands.len());
     for (at, &command) in commands.iter().enumerate() {
@@ -385,10 +385,10 @@ fn try_commit(
             .put(&mut wtxn, journal::APPLIED_SEQ, &seq.to_be_bytes())?;
     }
     wtxn.commit()?;
-    let builds = |r: &Result<Outcome, StoreError>| {
+    let builds = |r: &Result<Effect, StoreError>| {
         matches!(
             r,
-            Ok(Outcome::Reindexed(_) | Outcome::IndexesBuilt { complete: true, .. })
+            Ok(Effect::Reindexed(_) | Effect::IndexesBuilt { complete: true, .. })
         )
     };
     if results.iter().any(builds) {

@@ -19,7 +19,7 @@ use meridian_model::entry::Entry;
 use meridian_model::filter::CompiledFilter;
 use meridian_model::modify::{ModOp, Modification};
 use meridian_proto::{Depth, Filter, ResultCode, Scope, filter_str};
-use meridian_store::{Command, Outcome, Store, StoreError, StoreOptions};
+use meridian_store::{Command, Effect, Store, StoreError, StoreOptions};
 
 mod common;
 use common::{SUFFIX, entry};
@@ -112,7 +112,7 @@ fn reopen(f: Fixture, storage: StorageConfig) -> Fixture {
     Fixture::at(dir, schema, storage)
 }
 
-fn add(f: &Fixture, dn: &str, attrs: &[(&str, &[&str])]) -> Result<Outcome, StoreError> {
+fn add(f: &Fixture, dn: &str, attrs: &[(&str, &[&str])]) -> Result<Effect, StoreError> {
     f.store.execute_blocking(Command::Add {
         entry: entry(&f.schema, dn, attrs),
         prechecked: false,
@@ -808,7 +808,7 @@ fn modify_dn(
     new_rdn: &str,
     delete_old: bool,
     superior: Option<&str>,
-) -> Result<Outcome, StoreError> {
+) -> Result<Effect, StoreError> {
     f.store.execute_blocking(Command::ModifyDn {
         dn: dn(f, dn_text),
         new_rdn: new_rdn.into(),
@@ -829,7 +829,7 @@ fn rename_and_move_with_subtrees() {
         // Rename a leaf, dropping the old RDN value.
         assert_eq!(
             modify_dn(&f, &format!("uid=a,{people}"), "uid=b", true, None).unwrap(),
-            Outcome::Renamed(0)
+            Effect::Renamed(0)
         );
         let snap = f.store.snapshot().unwrap();
         assert!(
@@ -863,7 +863,7 @@ fn rename_and_move_with_subtrees() {
         }
         assert_eq!(
             modify_dn(&f, &people, "ou=Staff", true, Some(&groups)).unwrap(),
-            Outcome::Renamed(4)
+            Effect::Renamed(4)
         );
         let staff = format!("ou=Staff,{groups}");
         assert_eq!(
@@ -897,7 +897,7 @@ fn rename_and_move_with_subtrees() {
             f.store.snapshot().unwrap().check()
         );
         // Errors.
-        let code = |r: Result<Outcome, StoreError>| r.unwrap_err().code();
+        let code = |r: Result<Effect, StoreError>| r.unwrap_err().code();
         person_at(&f, &staff, "x");
         assert_eq!(
             code(modify_dn(
@@ -991,7 +991,7 @@ fn indexes_added_later_are_built_by_a_rebuild() {
     person(&f, "r30", "Doe", 3030);
     assert_eq!(
         f.store.execute_blocking(Command::RebuildIndexes).unwrap(),
-        Outcome::Reindexed(34)
+        Effect::Reindexed(34)
     );
     assert!(f.store.snapshot().unwrap().check().unwrap().is_empty());
     let (found, indexed) = search(&f, SUFFIX, Scope::Subtree, "(uid=r7)");
@@ -1163,7 +1163,7 @@ fn bulk_adds_fail_one_by_one_and_export_order_is_parents_first() {
                 prechecked: false,
             })
             .unwrap();
-        let Outcome::AddedMany { added, failed } = outcome else {
+        let Effect::AddedMany { added, failed } = outcome else {
             panic!("{outcome:?}")
         };
         assert_eq!(added, 5, "{backend:?}");
@@ -1263,7 +1263,7 @@ fn a_read_only_store_reads_and_refuses_writes() {
 }
 
 /// Replaces `description` of `text` with `value`.
-fn describe(f: &Fixture, text: &str, value: &str) -> Result<Outcome, StoreError> {
+fn describe(f: &Fixture, text: &str, value: &str) -> Result<Effect, StoreError> {
     f.store.execute_blocking(Command::Modify {
         dn: dn(f, text),
         changes: vec![Modification {
@@ -1439,7 +1439,7 @@ fn a_modify_is_checked_against_the_schema() {
 /// on the whole entry, and its index keys are the entry's.
 mod modify_properties {
     use super::*;
-    use meridian_model::entry::{KnownClasses, Writer};
+    use meridian_model::entry::{KnownClasses, WrittenBy};
     use meridian_model::modify::{self, Change};
     use proptest::prelude::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -1584,7 +1584,7 @@ mod modify_properties {
                     let client: Vec<_> = changes.iter().map(|c| f.schema.attribute_id(c.attr.split(';').next().unwrap()).unwrap()).collect();
                     let expected = modify::apply_changes(model.clone(), all, &f.schema, false).and_then(|new| {
                         // No classes known: every check works its class rules out.
-                        new.check_after_modify(&f.schema, Writer::Server, |attr| client.contains(&attr), &mut KnownClasses::default())?;
+                        new.check_after_modify(&f.schema, WrittenBy::Server, |attr| client.contains(&attr), &mut KnownClasses::default())?;
                         Ok(new)
                     });
                     let got = f.store.execute_blocking(Command::Modify {

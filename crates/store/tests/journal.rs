@@ -484,7 +484,7 @@ fn a_dropped_index_stays_unbuilt_after_a_machine_crash() {
     assert_eq!(find(&store, "early"), (1, false));
     assert_eq!(
         store.execute_blocking(Command::RebuildIndexes).unwrap(),
-        meridian_store::Outcome::Reindexed(3)
+        meridian_store::Effect::Reindexed(3)
     );
     assert_eq!(find(&store, "late"), (1, true));
     assert!(store.snapshot().unwrap().check().unwrap().is_empty());

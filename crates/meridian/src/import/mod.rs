@@ -29,7 +29,7 @@ use meridian_directory::Directory;
 use meridian_directory::clock::SystemClock;
 use meridian_model::entry::Entry;
 use meridian_store::keys::dn_key;
-use meridian_store::{Command, Outcome, Store, StoreError};
+use meridian_store::{Command, Effect, Store, StoreError};
 
 use crate::setup::{CommonArgs, Setup};
 use input::{Chunk, Origin, Refused};
@@ -532,7 +532,7 @@ impl<'a> Loader<'a> {
     /// this batch added join the next batch.
     fn settle(&mut self, done: InFlight) -> anyhow::Result<()> {
         let outcome = done.result.wait_blocking()?;
-        let Outcome::AddedMany { added, failed } = outcome else {
+        let Effect::AddedMany { added, failed } = outcome else {
             anyhow::bail!("the store answered {outcome:?} to a bulk add");
         };
         let entries = &done.entries;

@@ -14,11 +14,11 @@ pub(crate) fn violation(code: ResultCode, message: String) -> ModelError {
 pub fn check_values(
     at: &AttributeType,
     values: &[Vec<u8>],
-    writer: Writer,
+    writer: WrittenBy,
     schema: &Schema,
 ) -> Result<(), ModelError> {
     let name = at.name();
-    if writer == Writer::Client && at.no_user_modification {
+    if writer == WrittenBy::Client && at.no_user_modification {
         return Err(violation(
             ResultCode::CONSTRAINT_VIOLATION,
             format!("attribute {name:?} is not user-modifiable"),
@@ -302,7 +302,7 @@ pub(crate) type ClassList = smallvec::SmallVec<[ClassId; 8]>;
 
 impl Entry {
     /// Checks the entry against the schema.
-    pub fn check(&self, schema: &Schema, writer: Writer) -> Result<CheckedEntry, ModelError> {
+    pub fn check(&self, schema: &Schema, writer: WrittenBy) -> Result<CheckedEntry, ModelError> {
         self.check_values_of(schema, writer, |_| true, None)
     }
 
@@ -316,7 +316,7 @@ impl Entry {
     pub fn check_after_modify(
         &self,
         schema: &Schema,
-        writer: Writer,
+        writer: WrittenBy,
         changed: impl Fn(AttrId) -> bool,
         known: &mut KnownClasses,
     ) -> Result<CheckedEntry, ModelError> {
@@ -326,7 +326,7 @@ impl Entry {
     pub(crate) fn check_values_of(
         &self,
         schema: &Schema,
-        writer: Writer,
+        writer: WrittenBy,
         values_to_check: impl Fn(AttrId) -> bool,
         known: Option<&mut KnownClasses>,
     ) -> Result<CheckedEntry, ModelError> {

@@ -179,7 +179,7 @@ pub struct CheckedEntry {
 /// Who is writing: clients may not set NO-USER-MODIFICATION attributes;
 /// the server itself (operational attributes, imports) may.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Writer {
+pub enum WrittenBy {
     /// An LDAP client.
     Client,
     /// The server or an offline import.
@@ -428,11 +428,11 @@ mod tests {
                     let e = entry(&s, dn, &given);
                     let fresh = e.check_after_modify(
                         &s,
-                        Writer::Server,
+                        WrittenBy::Server,
                         |_| true,
                         &mut KnownClasses::default(),
                     );
-                    let reused = e.check_after_modify(&s, Writer::Server, |_| true, &mut known);
+                    let reused = e.check_after_modify(&s, WrittenBy::Server, |_| true, &mut known);
                     assert_eq!(fresh, reused, "list {i} without {without:?}, round {round}");
                 }
             }
@@ -441,7 +441,7 @@ mod tests {
 
     fn check(attrs: &[(&str, &[&str])]) -> Result<CheckedEntry, ModelError> {
         let s = Schema::builtin().unwrap();
-        entry(&s, "uid=jdoe,ou=People,dc=example,dc=com", attrs).check(&s, Writer::Client)
+        entry(&s, "uid=jdoe,ou=People,dc=example,dc=com", attrs).check(&s, WrittenBy::Client)
     }
 
     const PERSON: &[(&str, &[&str])] = &[
@@ -609,7 +609,7 @@ mod tests {
             (&["a@x"], None),
         ];
         for (texts, named) in cases {
-            let result = check_values(mail, &values(texts), Writer::Client, &s);
+            let result = check_values(mail, &values(texts), WrittenBy::Client, &s);
             match named {
                 None => result.unwrap(),
                 Some(fragment) => {
@@ -625,10 +625,10 @@ mod tests {
             .map(|i| format!("u{i}@x").into_bytes())
             .collect();
         many.push(b"U7@X".to_vec());
-        let err = check_values(mail, &many, Writer::Client, &s).unwrap_err();
+        let err = check_values(mail, &many, WrittenBy::Client, &s).unwrap_err();
         assert!(err.message.contains("value #20000 "), "{}", err.message);
         many.pop();
-        check_values(mail, &many, Writer::Client, &s).unwrap();
+        check_values(mail, &many, WrittenBy::Client, &s).unwrap();
     }
 
     #[test]
@@ -670,7 +670,7 @@ mod tests {
         let e = e.with_rdn_values(&s);
         let uid = s.attribute_id("uid").unwrap();
         assert_eq!(e.get(uid).unwrap().values.len(), 2);
-        e.check(&s, Writer::Client).unwrap();
+        e.check(&s, WrittenBy::Client).unwrap();
         // Present already (in another spelling): nothing added.
         let e = entry(&s, "uid=JDOE,dc=x", PERSON).with_rdn_values(&s);
         assert_eq!(e.get(uid).unwrap().values.len(), 1);

@@ -93,7 +93,7 @@ impl Session {
         &self,
         ctx: &'a ServerContext,
         message_id: i32,
-        batch: &'a mut Batch,
+        batch: &'a mut ResponseBatch,
         started: Instant,
     ) -> Reply<'a> {
         Reply {
@@ -113,7 +113,7 @@ impl Session {
         ctx: &ServerContext,
         message_id: i32,
         verified: bool,
-        batch: &mut Batch,
+        batch: &mut ResponseBatch,
         started: Instant,
     ) {
         let reply = self.bind_reply(ctx, message_id, batch, started);
@@ -149,7 +149,7 @@ impl Session {
         message_id: i32,
         dn: Dn,
         verified: bool,
-        batch: &mut Batch,
+        batch: &mut ResponseBatch,
         started: Instant,
     ) {
         let reply = self.bind_reply(ctx, message_id, batch, started);

@@ -53,7 +53,7 @@ use self::search::*;
 use self::writes::*;
 use crate::ServerContext;
 use crate::inflight::{InFlight, Kind, Running, Stop};
-use crate::outbound::{Batch, Outbound};
+use crate::outbound::{Outbound, ResponseBatch};
 
 /// What the connection must do after [`Session::handle`].
 #[derive(Debug)]
@@ -121,7 +121,7 @@ impl Session {
         ctx: &ServerContext,
         out: &Arc<Outbound>,
         msg: &LdapMessage<'_>,
-        batch: &mut Batch,
+        batch: &mut ResponseBatch,
         started: Instant,
     ) -> Action {
         let proxy = msg
@@ -131,7 +131,7 @@ impl Session {
         let (Some(control), Some(tag)) = (proxy, response_tag(&msg.op)) else {
             return self.handle_op(ctx, out, msg, batch, started);
         };
-        let refuse = |batch: &mut Batch, code: ResultCode, message: String| {
+        let refuse = |batch: &mut ResponseBatch, code: ResultCode, message: String| {
             let reply = Reply {
                 ctx,
                 session_conn: self.conn_id,
@@ -184,7 +184,7 @@ impl Session {
         ctx: &ServerContext,
         out: &Arc<Outbound>,
         msg: &LdapMessage<'_>,
-        batch: &mut Batch,
+        batch: &mut ResponseBatch,
         started: Instant,
     ) -> Action {
         if msg.message_id == 0 {

@@ -32,7 +32,7 @@ pub(super) fn log_access(
 pub(super) struct Reply<'a> {
     pub(super) ctx: &'a ServerContext,
     pub(super) session_conn: u64,
-    pub(super) batch: &'a mut Batch,
+    pub(super) batch: &'a mut ResponseBatch,
     pub(super) id: i32,
     pub(super) tag: Tag,
     pub(super) op_name: &'static str,
@@ -120,7 +120,7 @@ pub(super) fn ldap_result<'a>(outcome: &'a Outcome, urls: &'a [&'a [u8]]) -> Lda
 /// Sends the ExtendedResponse of an operation that finished on its own
 /// task (`value` empty: no responseValue), returning its permit.
 pub(super) fn push_extended(outbound: &Outbound, id: i32, outcome: &Outcome, value: &[u8]) {
-    let mut batch = Batch::default();
+    let mut batch = ResponseBatch::default();
     encode_extended(
         &mut batch.bytes,
         id,

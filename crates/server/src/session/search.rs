@@ -184,9 +184,9 @@ impl StreamedSearch {
                 None => {}
                 Some(Stop::Abandon) => {
                     // No response; the operation's permit comes back.
-                    let mut batch = Batch {
+                    let mut batch = ResponseBatch {
                         completed: 1,
-                        ..Batch::default()
+                        ..ResponseBatch::default()
                     };
                     self.outbound.push(&mut batch);
                     return None;
@@ -196,14 +196,14 @@ impl StreamedSearch {
                         ResultCode::CANCELED,
                         "canceled by the client's Cancel request (RFC 3909)",
                     );
-                    let mut batch = Batch::default();
+                    let mut batch = ResponseBatch::default();
                     encode_search_done(&mut batch.bytes, self.id, &outcome, None);
                     batch.completed = 1;
                     self.outbound.push(&mut batch);
                     return Some(outcome.code);
                 }
             }
-            let mut batch = Batch::default();
+            let mut batch = ResponseBatch::default();
             let step = self.request.with(|req, controls| {
                 self.directory.search_step(
                     &self.identity,

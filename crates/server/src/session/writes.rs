@@ -116,7 +116,7 @@ impl SpawnedWrite {
     /// logs it.
     pub(super) fn respond_with(self, outcome: Outcome, controls: &[(&'static [u8], Vec<u8>)]) {
         let outcome = self.directory.disclose(&self.identity, outcome);
-        let mut batch = Batch::default();
+        let mut batch = ResponseBatch::default();
         let urls = referral_urls(&outcome);
         let result = ldap_result(&outcome, &urls);
         let controls: Vec<Control<'_>> = controls
@@ -302,7 +302,7 @@ pub(super) async fn sequence_writes(
             Ok(submitted) => {
                 committing.push(tokio::spawn(async move {
                     match submitted.wait().await {
-                        Ok(meridian_store::Outcome::ReadBack { pre, post, .. }) => {
+                        Ok(meridian_store::Effect::ReadBack { pre, post, .. }) => {
                             let controls = write.read_back_controls(pre, post);
                             write.respond_with(Outcome::success(), &controls);
                         }

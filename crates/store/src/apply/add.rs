@@ -8,12 +8,12 @@ pub(super) mod bulk;
 use heed::RwTxn;
 use meridian_model::ModelError;
 use meridian_model::dn::Dn;
-use meridian_model::entry::{Entry, Writer};
+use meridian_model::entry::{Entry, WrittenBy};
 use meridian_proto::ResultCode;
 
 use super::Context;
 use super::tree::{self, ROOT_ID};
-use crate::command::Outcome;
+use crate::command::Effect;
 use crate::keys::{self, EntryId};
 use crate::{Dbs, StoreError};
 
@@ -51,7 +51,7 @@ pub(super) fn plan(
     }
     let parent_id = parent_of_new(txn, ctx, entry, &key, adds)?;
     if check {
-        entry.check(ctx.schema, Writer::Server)?;
+        entry.check(ctx.schema, WrittenBy::Server)?;
     }
     let id = adds.next_id;
     if dbs
@@ -73,7 +73,7 @@ pub(super) fn write(
     entry: &Entry,
     claimed: Claimed,
     adds: Adds,
-) -> Result<Outcome, StoreError> {
+) -> Result<Effect, StoreError> {
     let outcome = write_new_entry(txn, ctx, entry, claimed.id, claimed.parent_id)?;
     adds.finish(txn, ctx.dbs)?;
     Ok(outcome)
@@ -86,7 +86,7 @@ fn add(
     entry: &Entry,
     check: bool,
     adds: &mut Adds,
-) -> Result<Outcome, StoreError> {
+) -> Result<Effect, StoreError> {
     let claimed = plan(txn, ctx, entry, check, adds)?;
     write_new_entry(txn, ctx, entry, claimed.id, claimed.parent_id)
 }
@@ -232,7 +232,7 @@ pub(super) fn write_new_entry(
     entry: &Entry,
     id: EntryId,
     parent_id: EntryId,
-) -> Result<Outcome, StoreError> {
+) -> Result<Effect, StoreError> {
     let dbs = ctx.dbs;
     // Encoded only now, since it may number (and store) new attribute
     // names: a refused add must leave nothing behind, not even a name,
@@ -263,7 +263,7 @@ pub(super) fn write_new_entry(
     drop(pending_index);
     #[cfg(test)]
     super::test_support::fail_after_writing(entry.dn.original())?;
-    Ok(Outcome::Added(id))
+    Ok(Effect::Added(id))
 }
 
 #[cfg(test)]
@@ -351,7 +351,7 @@ mod tests {
             })
             .unwrap();
         assert!(
-            matches!(&loaded, crate::Outcome::AddedMany { added: 1, failed }
+            matches!(&loaded, crate::Effect::AddedMany { added: 1, failed }
                 if matches!(failed.as_slice(), [(0, StoreError::AlreadyExists(_))])),
             "{loaded:?}"
         );

@@ -6,7 +6,7 @@ use meridian_model::dn::Dn;
 
 use super::Context;
 use super::tree::{self, lookup, no_such};
-use crate::command::Outcome;
+use crate::command::Effect;
 use crate::keys::{self, EntryId};
 use crate::{Dbs, StoreError};
 
@@ -26,9 +26,9 @@ pub(super) fn write(
     txn: &mut RwTxn<'_>,
     ctx: &Context<'_>,
     id: EntryId,
-) -> Result<Outcome, StoreError> {
+) -> Result<Effect, StoreError> {
     remove_leaf(txn, ctx, id)?;
-    Ok(Outcome::Deleted)
+    Ok(Effect::Deleted)
 }
 
 /// The IDs of the subtree rooted at `dn`, deepest first, so that each
@@ -60,12 +60,12 @@ pub(super) fn write_subtree(
     txn: &mut RwTxn<'_>,
     ctx: &Context<'_>,
     members: Vec<EntryId>,
-) -> Result<Outcome, StoreError> {
+) -> Result<Effect, StoreError> {
     let count = members.len() as u64;
     for id in members {
         remove_leaf(txn, ctx, id)?;
     }
-    Ok(Outcome::DeletedSubtree(count))
+    Ok(Effect::DeletedSubtree(count))
 }
 
 /// Removes the leaf entry `id`: its record, its index keys, its DN key and

@@ -8,7 +8,7 @@ use meridian_model::schema::AttrId;
 
 use super::Context;
 use crate::StoreError;
-use crate::command::Outcome;
+use crate::command::Effect;
 use crate::keys::{self, EntryId};
 use crate::sorted_puts::SortedPuts;
 
@@ -17,11 +17,11 @@ use crate::sorted_puts::SortedPuts;
 const REBUILD_CHUNK: usize = 1024;
 
 /// Every index key of every entry, written again from scratch.
-pub(super) fn rebuild(txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<Outcome, StoreError> {
+pub(super) fn rebuild(txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<Effect, StoreError> {
     ctx.dbs.index.clear(txn)?;
     let count = index_entries(txn, ctx, 0..EntryId::MAX, None)?;
     record_indexes_built(txn, ctx)?;
-    Ok(Outcome::Reindexed(count))
+    Ok(Effect::Reindexed(count))
 }
 
 /// One step of an online build ([`Command::BuildIndexes`](crate::Command::BuildIndexes)).
@@ -31,7 +31,7 @@ pub(super) fn build_step(
     ids: std::ops::Range<EntryId>,
     types: &[String],
     complete: bool,
-) -> Result<Outcome, StoreError> {
+) -> Result<Effect, StoreError> {
     let wanted: Vec<AttrId> = types
         .iter()
         .filter_map(|oid| ctx.schema.attribute_id(oid))
@@ -40,7 +40,7 @@ pub(super) fn build_step(
     if complete {
         record_indexes_built(txn, ctx)?;
     }
-    Ok(Outcome::IndexesBuilt { entries, complete })
+    Ok(Effect::IndexesBuilt { entries, complete })
 }
 
 /// Writes the index keys of the entries with IDs in `ids`, of the types

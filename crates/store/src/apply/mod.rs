@@ -44,7 +44,7 @@ pub(crate) use modify::dn_ids::DnIds;
 pub(crate) use tree::ROOT_ID;
 
 use crate::StoreError;
-use crate::command::{Command, Outcome};
+use crate::command::{Command, Effect};
 
 /// The meta key present while a bulk load is in progress or after one
 /// failed: its value says which load.
@@ -54,7 +54,7 @@ pub(crate) const LOAD_INCOMPLETE: &[u8] = b"load_incomplete";
 #[derive(Debug)]
 pub(crate) enum Applied {
     /// It succeeded: its writes are in the transaction.
-    Done(Outcome),
+    Done(Effect),
     /// It was refused before its first write: the transaction is as it
     /// was, and the batch's other commands commit as if it had never
     /// been applied.
@@ -76,9 +76,9 @@ impl Applied {
     }
 
     /// A command whose plan passed, with what its writes gave.
-    pub(super) fn written(result: Result<Outcome, StoreError>) -> Applied {
+    pub(super) fn written(result: Result<Effect, StoreError>) -> Applied {
         match result {
-            Ok(outcome) => Applied::Done(outcome),
+            Ok(effect) => Applied::Done(effect),
             Err(e) => Applied::Spoiled(e),
         }
     }
@@ -150,8 +150,8 @@ pub(crate) fn apply(txn: &mut RwTxn<'_>, ctx: &Context<'_>, command: &Command) -
             match read_back::before(txn, ctx, *pre, command) {
                 Err(refusal) => Applied::refused(refusal),
                 Ok(before) => match apply(txn, ctx, command) {
-                    Applied::Done(outcome) => {
-                        Applied::written(read_back::after(txn, ctx, before, *post, outcome))
+                    Applied::Done(effect) => {
+                        Applied::written(read_back::after(txn, ctx, before, *post, effect))
                     }
                     not_done => not_done,
                 },
@@ -180,12 +180,12 @@ fn set_load_state(
     txn: &mut RwTxn<'_>,
     ctx: &Context<'_>,
     state: &Option<String>,
-) -> Result<Outcome, StoreError> {
+) -> Result<Effect, StoreError> {
     match state {
         Some(what) => ctx.dbs.meta.put(txn, LOAD_INCOMPLETE, what.as_bytes())?,
         None => {
             ctx.dbs.meta.delete(txn, LOAD_INCOMPLETE)?;
         }
     }
-    Ok(Outcome::LoadStateSet)
+    Ok(Effect::LoadStateSet)
 }

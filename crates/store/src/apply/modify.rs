@@ -18,12 +18,12 @@ use std::ops::Bound;
 
 use heed::RwTxn;
 use meridian_model::dn::Dn;
-use meridian_model::entry::{Description, Entry, Writer};
+use meridian_model::entry::{Description, Entry, WrittenBy};
 use meridian_model::modify::{self, Change, ModOp, Modification};
 
 use super::tree::{self, lookup, no_such};
 use super::{Applied, Context};
-use crate::command::{OperationalAttribute, Outcome};
+use crate::command::{Effect, OperationalAttribute};
 use crate::keys::{self, EntryId};
 use crate::{Dbs, StoreError, codec};
 
@@ -91,7 +91,7 @@ fn plan_changes(
     let client = described.get(..client).unwrap_or(described);
     new.check_after_modify(
         ctx.schema,
-        Writer::Server,
+        WrittenBy::Server,
         |attr| client.iter().any(|(desc, _)| desc.attr == attr),
         &mut ctx.classes.borrow_mut(),
     )?;
@@ -205,7 +205,7 @@ pub(super) fn apply(
         }
         #[cfg(test)]
         super::test_support::fail_after_writing(planned.dn_text(dn))?;
-        Ok(Outcome::Modified)
+        Ok(Effect::Modified)
     }))
 }
 

@@ -9,7 +9,7 @@ use meridian_model::entry::Entry;
 use super::Context;
 use super::tree::lookup;
 use crate::StoreError;
-use crate::command::{Command, Outcome};
+use crate::command::{Command, Effect};
 use crate::keys::EntryId;
 
 /// The target as it was, read before the command is planned.
@@ -40,26 +40,26 @@ pub(super) fn before(
     Ok(Before { id, entry })
 }
 
-/// The command's outcome with the target read after it (when `post`) by
+/// The command's effect with the target read after it (when `post`) by
 /// the ID it had before, or the one an add gave it.
 pub(super) fn after(
     txn: &mut RwTxn<'_>,
     ctx: &Context<'_>,
     before: Before,
     post: bool,
-    outcome: Outcome,
-) -> Result<Outcome, StoreError> {
-    let id = match outcome {
-        Outcome::Added(added) => Some(added),
-        Outcome::Deleted | Outcome::DeletedSubtree(_) => None,
+    effect: Effect,
+) -> Result<Effect, StoreError> {
+    let id = match effect {
+        Effect::Added(added) => Some(added),
+        Effect::Deleted | Effect::DeletedSubtree(_) => None,
         _ => before.id,
     };
     let after = match (post, id) {
         (true, Some(id)) => Some(Box::new(ctx.load(txn, id, None)?)),
         _ => None,
     };
-    Ok(Outcome::ReadBack {
-        outcome: Box::new(outcome),
+    Ok(Effect::ReadBack {
+        effect: Box::new(effect),
         pre: before.entry,
         post: after,
     })

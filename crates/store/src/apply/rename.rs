@@ -7,14 +7,14 @@ use std::collections::BTreeSet;
 use heed::RwTxn;
 use meridian_model::ModelError;
 use meridian_model::dn::Dn;
-use meridian_model::entry::{Entry, Writer};
+use meridian_model::entry::{Entry, WrittenBy};
 use meridian_model::modify::{self, ModOp, Modification};
 use meridian_proto::ResultCode;
 
 use super::Context;
 use super::tree::{self, lookup, no_such, unwilling};
 use crate::StoreError;
-use crate::command::{OperationalAttribute, Outcome};
+use crate::command::{Effect, OperationalAttribute};
 use crate::keys::{self, EntryId};
 
 /// A rename worked out and checked, nothing written yet.
@@ -127,7 +127,7 @@ pub(super) fn plan(
         })
         .collect();
     let new = modify::apply(&staged, &replacements, schema, false)?;
-    new.check(schema, Writer::Server)?;
+    new.check(schema, WrittenBy::Server)?;
 
     // The subtree's names must all fit under the new one.
     let old_prefix = keys::dn_key(dn);
@@ -166,7 +166,7 @@ pub(super) fn write(
     ctx: &Context<'_>,
     dn: &Dn,
     plan: Plan,
-) -> Result<Outcome, StoreError> {
+) -> Result<Effect, StoreError> {
     let dbs = ctx.dbs;
     let Plan {
         id,
@@ -204,10 +204,11 @@ pub(super) fn write(
             continue;
         }
         let mut entry = ctx.load(txn, child, None)?;
-        let syntactic = meridian_proto::dn::Dn::parse(entry.dn.original()).map_err(|e| {
-            StoreError::corrupt(format_args!("the stored DN of entry {child}: {e}"))
-        })?;
-        let relative = meridian_proto::dn::Dn {
+        let syntactic =
+            meridian_proto::dn::SyntacticDn::parse(entry.dn.original()).map_err(|e| {
+                StoreError::corrupt(format_args!("the stored DN of entry {child}: {e}"))
+            })?;
+        let relative = meridian_proto::dn::SyntacticDn {
             rdns: syntactic
                 .rdns
                 .iter()
@@ -221,7 +222,7 @@ pub(super) fn write(
         dbs.id2entry.put(txn, &keys::id_key(child), &record)?;
         descendants += 1;
     }
-    Ok(Outcome::Renamed(descendants))
+    Ok(Effect::Renamed(descendants))
 }
 
 #[cfg(test)]
@@ -231,7 +232,7 @@ mod tests {
 
     use crate::apply::test_support::*;
     use crate::apply::{Applied, apply};
-    use crate::{Command, Outcome};
+    use crate::{Command, Effect};
 
     #[test]
     fn a_rename_failing_in_its_writes_fails_alone() {
@@ -383,7 +384,7 @@ mod tests {
         assert!(before == after, "a refused rename wrote to the transaction");
         // The same move one level up fits, and goes through.
         let fits = rename("uid=c,ou=a,", "uid=c", Some("ou=b,"));
-        assert_eq!(store.execute_blocking(fits).unwrap(), Outcome::Renamed(1));
+        assert_eq!(store.execute_blocking(fits).unwrap(), Effect::Renamed(1));
         store.close();
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -9,7 +9,7 @@ use meridian_model::Schema;
 use meridian_model::dn::Dn;
 use meridian_model::entry::Entry;
 
-use crate::{Command, Outcome, Store, StoreError, StoreOptions};
+use crate::{Command, Effect, Store, StoreError, StoreOptions};
 
 /// The DNs (as written) whose modify or add fails once all its writes
 /// are done, as an engine failure in the middle of a command would.
@@ -29,7 +29,7 @@ pub(super) fn fail_after_writing(written: &str) -> Result<(), StoreError> {
 }
 
 /// `result` is the failure [`fail_after_writing`] injected.
-pub(super) fn assert_injected(result: &Result<Outcome, StoreError>) {
+pub(super) fn assert_injected(result: &Result<Effect, StoreError>) {
     assert!(
         matches!(result, Err(StoreError::Engine(m)) if m.contains("injected")),
         "{result:?}"
@@ -105,7 +105,7 @@ pub(super) fn open_with_suffix(tag: &str, storage: StorageConfig) -> (Arc<Schema
 pub(super) fn run_together(
     store: &Store,
     commands: Vec<Command>,
-) -> Vec<Result<Outcome, StoreError>> {
+) -> Vec<Result<Effect, StoreError>> {
     let count = commands.len() as u64;
     let commits_before = store.commits();
     let submitted: Vec<_> = commands

@@ -166,7 +166,7 @@ pub(crate) fn decode_payload(
     payload: &[u8],
     schema: &Schema,
 ) -> Result<(u64, Vec<Command>), StoreError> {
-    let mut r = Reader { data: payload };
+    let mut r = PayloadCursor { data: payload };
     if r.u8()? != FORMAT {
         return Err(corrupt("unknown journal format"));
     }
@@ -321,11 +321,11 @@ fn put_command(out: &mut Vec<u8>, command: &Command, schema: &Schema) {
     }
 }
 
-struct Reader<'a> {
+struct PayloadCursor<'a> {
     data: &'a [u8],
 }
 
-impl<'a> Reader<'a> {
+impl<'a> PayloadCursor<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], StoreError> {
         if n > self.data.len() {
             return Err(corrupt("length past the end"));

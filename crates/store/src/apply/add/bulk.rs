@@ -10,7 +10,7 @@ use meridian_model::entry::Entry;
 
 use super::{Adds, add, new_entry_key, parent_of_new, write_new_entry};
 use crate::apply::Context;
-use crate::command::Outcome;
+use crate::command::Effect;
 use crate::keys::{self, EntryId};
 use crate::sorted_puts;
 use crate::{StoreError, codec};
@@ -25,7 +25,7 @@ pub(in crate::apply) fn add_many(
     ctx: &Context<'_>,
     entries: &[Entry],
     prechecked: bool,
-) -> Result<Outcome, StoreError> {
+) -> Result<Effect, StoreError> {
     let mut added = 0;
     let mut failed = Vec::new();
     let mut adds = Adds::start(txn, ctx.dbs)?;
@@ -50,7 +50,7 @@ pub(in crate::apply) fn add_many(
         }
     }
     adds.finish(txn, ctx.dbs)?;
-    Ok(Outcome::AddedMany { added, failed })
+    Ok(Effect::AddedMany { added, failed })
 }
 
 /// What the first pass of a prechecked bulk add did with one entry's DN.
@@ -111,7 +111,7 @@ fn add_claimed(
     claim: Claim,
     position: usize,
     adds: &mut Adds,
-) -> Result<Outcome, StoreError> {
+) -> Result<Effect, StoreError> {
     let id = adds.first_id + position as u64;
     adds.next_id = id;
     let result = match claim {
@@ -169,7 +169,7 @@ mod tests {
     use meridian_config::StorageConfig;
 
     use crate::apply::test_support::*;
-    use crate::{Command, Outcome};
+    use crate::{Command, Effect};
 
     #[test]
     fn a_bulk_load_answers_each_entry_as_a_lone_add_would() {
@@ -208,7 +208,7 @@ mod tests {
                 prechecked: true,
             })
             .unwrap();
-        let Outcome::AddedMany { added, failed } = loaded else {
+        let Effect::AddedMany { added, failed } = loaded else {
             panic!("{loaded:?}");
         };
         assert_eq!(added, 4, "{failed:?}");

@@ -25,7 +25,7 @@ use std::collections::BTreeSet;
 
 use meridian_model::dn::Dn;
 use meridian_model::entry::{
-    AttrName, Attribute, Description, Values, Writer, check_values, holds_value,
+    AttrName, Attribute, Description, Values, WrittenBy, check_values, holds_value,
 };
 use meridian_model::modify::{Change, ModOp};
 use meridian_model::schema::AttrSet;
@@ -119,7 +119,7 @@ pub(crate) fn splice(
     let client = described.get(..client)?;
     for (desc, change) in client.iter().filter(|(_, c)| !c.values.is_empty()) {
         let at = schema.attr(desc.attr)?;
-        check_values(at, change.values, Writer::Server, schema).ok()?;
+        check_values(at, change.values, WrittenBy::Server, schema).ok()?;
     }
     // The types of the new entry, and its object classes: the first
     // `objectClass` without options, as `Entry::get` finds it.
