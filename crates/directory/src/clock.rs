@@ -1,32 +1,51 @@
 //! Time as a parameter: operations read the clock only here, so tests of
 //! timestamps (and later TTLs) never sleep and the store's commands stay
-//! deterministic (the time is chosen before a command is built).
+//! deterministic (the time is chosen before a command is built). Clippy
+//! refuses a clock read anywhere else (`disallowed-methods` in
+//! `clippy.toml`) unless an `allow` says it is only a network timeout
+//! or a measurement.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A source of the current time.
 pub trait Clock: Send + Sync + std::fmt::Debug {
-    /// Now.
+    /// Now, by the wall clock: what timestamps, CSNs and expiry times
+    /// are made of.
     fn now(&self) -> SystemTime;
+
+    /// Now, by a clock that never goes back: what a search's time limit
+    /// and steps are measured with. Never written anywhere.
+    fn monotonic(&self) -> Instant;
 }
 
 /// The system clock.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;
 
+// The one place the directory reads the system's clocks.
+#[allow(clippy::disallowed_methods)]
 impl Clock for SystemClock {
     fn now(&self) -> SystemTime {
         SystemTime::now()
     }
+
+    fn monotonic(&self) -> Instant {
+        Instant::now()
+    }
 }
 
-/// A clock that always answers the same instant (tests).
+/// A clock whose wall time always answers the same instant (tests). Its
+/// monotonic time is the system's: time limits still run out.
 #[derive(Debug, Clone, Copy)]
 pub struct FixedClock(pub SystemTime);
 
 impl Clock for FixedClock {
     fn now(&self) -> SystemTime {
         self.0
+    }
+
+    fn monotonic(&self) -> Instant {
+        SystemClock.monotonic()
     }
 }
 

@@ -26,7 +26,8 @@ pub struct SearchCursor {
     sent: usize,
     /// Entries examined by earlier steps, matching or not.
     examined: u64,
-    started: Instant,
+    /// When the first step began (the time limit counts from there).
+    started: Option<Instant>,
 }
 
 impl SearchCursor {
@@ -37,7 +38,7 @@ impl SearchCursor {
             after: None,
             sent: 0,
             examined: 0,
-            started: Instant::now(),
+            started: None,
         }
     }
 }
@@ -285,7 +286,8 @@ impl Directory {
         let mut last_sent: Option<meridian_store::EntryId> = None;
         let mut more = false;
         let mut out_of_budget = false;
-        let started = cursor.started;
+        let started = *cursor.started.get_or_insert_with(|| self.clock.monotonic());
+        let elapsed = |since: Instant| self.clock.monotonic().saturating_duration_since(since);
         let selection = Selection::parse(req.attributes.iter(), &self.schema);
         let projection = Projection {
             selection: &selection,
@@ -327,7 +329,7 @@ impl Directory {
         } else {
             self.limits.lookthrough_limit
         };
-        let step_started = Instant::now();
+        let step_started = self.clock.monotonic();
         let mut examined = cursor.examined;
         let mut examined_here = 0u64;
         let mut work_stop: Option<Outcome> = None;
@@ -375,7 +377,7 @@ impl Directory {
                     ));
                     return false;
                 }
-                if started.elapsed() > time_limit {
+                if elapsed(started) > time_limit {
                     stopped = Some(Outcome::new(
                         ResultCode::TIME_LIMIT_EXCEEDED,
                         "time limit reached",
@@ -440,14 +442,14 @@ impl Directory {
                 }
                 examined_here += 1;
                 if examined_here % CLOCK_EVERY == 0 {
-                    if started.elapsed() > time_limit {
+                    if elapsed(started) > time_limit {
                         work_stop = Some(Outcome::new(
                             ResultCode::TIME_LIMIT_EXCEEDED,
                             "time limit reached",
                         ));
                         return false;
                     }
-                    if steps && step_started.elapsed() >= self.limits.search_step_time {
+                    if steps && elapsed(step_started) >= self.limits.search_step_time {
                         step_over = true;
                         return false;
                     }

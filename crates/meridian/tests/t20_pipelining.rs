@@ -1,6 +1,8 @@
 //! Pipelining with our own client: thousands of requests in flight on one
 //! connection, Queue Length bundles, out-of-limit backpressure.
 
+// Tests time out their waits: they read the clock directly.
+#![allow(clippy::disallowed_methods)]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

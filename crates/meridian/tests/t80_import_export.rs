@@ -6,6 +6,8 @@
 //! database the server refuses until `--replace` or `meridian repair`;
 //! `--online` loads a running Meridian and a running slapd over LDAP.
 
+// Tests time out their waits: they read the clock directly.
+#![allow(clippy::disallowed_methods)]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -145,6 +145,8 @@ impl BindGuard {
 
     /// Whether a bind to `dn` (normalised) from `ip` is refused unchecked.
     pub(crate) fn locked(&self, dn: &str, ip: IpAddr) -> Option<Locked> {
+        // In-memory rate limits of the network layer, never stored.
+        #[allow(clippy::disallowed_methods)]
         let now = Instant::now();
         let t = self.lock();
         if t.by_ip.get(&ip).is_some_and(|t| t.locked(now)) {
@@ -159,6 +161,8 @@ impl BindGuard {
     /// Counts a failed bind; returns how long to wait before answering,
     /// and what it locked, if anything.
     pub(crate) fn failed(&self, dn: &str, ip: IpAddr) -> (Duration, Option<Locked>) {
+        // In-memory rate limits of the network layer, never stored.
+        #[allow(clippy::disallowed_methods)]
         let now = Instant::now();
         let s = &self.settings;
         let mut t = self.lock();
@@ -193,6 +197,8 @@ impl BindGuard {
     /// A successful bind: the DN's failures are forgotten (not the
     /// address's: one known password must not reset a guesser's count).
     pub(crate) fn succeeded(&self, dn: &str) {
+        // In-memory rate limits of the network layer, never stored.
+        #[allow(clippy::disallowed_methods)]
         let now = Instant::now();
         let mut t = self.lock();
         if t.by_dn.get(dn).is_some_and(|t| !t.locked(now)) {

@@ -77,6 +77,8 @@ pub(crate) async fn serve_connection(
         tokio::spawn(async move { out.write_loop(write_half).await })
     };
     tracing::debug!(conn = conn_id, %peer, "connection opened");
+    // Timeouts of the network layer, never stored (likewise below).
+    #[allow(clippy::disallowed_methods)]
     let opened = Instant::now();
     let mut reader = RequestReader {
         socket: read_half,
@@ -247,6 +249,7 @@ impl RequestReader<'_> {
                 Ok(len) => len,
                 Err(BerError::Incomplete { needed }) => {
                     if !self.buf.is_empty() {
+                        #[allow(clippy::disallowed_methods)]
                         self.partial_since.get_or_insert_with(Instant::now);
                     }
                     // Reserve for the rest of this PDU (bounded by the size
@@ -277,6 +280,7 @@ impl RequestReader<'_> {
                     _ = shutdown.changed() => return Some(End::Shutdown),
                 }
             }
+            #[allow(clippy::disallowed_methods)]
             let started = Instant::now();
             self.last_request = started;
             let pdu = self.buf.get(..len).unwrap_or_default();

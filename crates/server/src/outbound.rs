@@ -307,6 +307,7 @@ mod tests {
     }
 
     #[tokio::test]
+    #[allow(clippy::disallowed_methods)]
     async fn a_wrong_count_is_released_by_the_timer() {
         let out = Outbound::new(16, Duration::from_millis(10));
         out.push(&mut ResponseBatch {

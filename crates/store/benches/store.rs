@@ -5,7 +5,8 @@
 //! directory (`MERIDIAN_BENCH_BACKEND=memory` for the memory flavour),
 //! default indexes and `uidNumber` eq and ord. Raw LMDB figures on the same environment
 //! (lookups and a scan without decoding) are the ceiling.
-
+// A benchmark measures time; it writes no directory data.
+#![allow(clippy::disallowed_methods)]
 #![allow(
     missing_docs,
     clippy::unwrap_used,

@@ -26,7 +26,7 @@ use anyhow::Context as _;
 use clap::Args;
 use meridian_config::Durability;
 use meridian_directory::Directory;
-use meridian_directory::clock::SystemClock;
+use meridian_directory::clock::{Clock, SystemClock};
 use meridian_model::entry::Entry;
 use meridian_store::keys::dn_key;
 use meridian_store::{Command, Effect, Store, StoreError};
@@ -130,7 +130,7 @@ pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
     store.execute_blocking(Command::SetLoadState(Some(format!(
         "import of {} started at {}",
         names.join(", "),
-        meridian_directory::clock::generalized_time(std::time::SystemTime::now()).0
+        meridian_directory::clock::generalized_time(SystemClock.now()).0
     ))))?;
     store.sync()?;
 

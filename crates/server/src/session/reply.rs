@@ -5,7 +5,8 @@ use super::*;
 
 /// The access log line of one operation (`log.access`); `code` is `None`
 /// for operations without a response (unbind, abandon, an abandoned
-/// search).
+/// search). Reads the clock for the line's `etime_us`, a measurement.
+#[allow(clippy::disallowed_methods)]
 pub(super) fn log_access(
     enabled: bool,
     conn: u64,
