@@ -273,10 +273,10 @@ impl FilterAttrs {
 
     fn collect(&mut self, filter: &Filter<'_>, schema: &Schema) {
         let mut name = |attr: &[u8]| {
-            if let Ok(desc) = Description::parse(attr, schema) {
-                if !self.attrs.contains(&desc.attr) {
-                    self.attrs.push(desc.attr);
-                }
+            if let Ok(desc) = Description::parse(attr, schema)
+                && !self.attrs.contains(&desc.attr)
+            {
+                self.attrs.push(desc.attr);
             }
         };
         match filter {

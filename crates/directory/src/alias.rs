@@ -191,10 +191,10 @@ impl Directory {
                 let Ok(target) = self.find_through_aliases(snapshot, dn.clone()) else {
                     continue;
                 };
-                if let Some(target_id) = snapshot.id(&target)? {
-                    if targets.insert(target_id) {
-                        roots.push((target, target_scope));
-                    }
+                if let Some(target_id) = snapshot.id(&target)?
+                    && targets.insert(target_id)
+                {
+                    roots.push((target, target_scope));
                 }
             }
             if scope == Scope::OneLevel {

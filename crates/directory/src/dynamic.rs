@@ -147,16 +147,16 @@ impl Directory {
             return Ok(());
         };
         let snapshot = self.store_for(&parent).snapshot().map_err(Outcome::from)?;
-        if let Some((_, parent)) = snapshot.get(&parent).map_err(Outcome::from)? {
-            if self.is_dynamic(&parent) {
-                return Err(Outcome::new(
-                    ResultCode::UNWILLING_TO_PERFORM,
-                    format!(
-                        "{} is dynamic (RFC 2589): only dynamic entries may be placed under it",
-                        parent.dn.original()
-                    ),
-                ));
-            }
+        if let Some((_, parent)) = snapshot.get(&parent).map_err(Outcome::from)?
+            && self.is_dynamic(&parent)
+        {
+            return Err(Outcome::new(
+                ResultCode::UNWILLING_TO_PERFORM,
+                format!(
+                    "{} is dynamic (RFC 2589): only dynamic entries may be placed under it",
+                    parent.dn.original()
+                ),
+            ));
         }
         Ok(())
     }

@@ -244,13 +244,13 @@ impl Directory {
             let desc = Description::parse(m.ty, &self.schema)?;
             touches_object_class |= Some(desc.attr) == self.schema.object_class_attr();
             self.require_visible(who, &dn, Some(desc.attr), Level::Write, groups)?;
-            if let Some(at) = self.schema.attr(desc.attr) {
-                if at.no_user_modification {
-                    return Err(Outcome::new(
-                        ResultCode::CONSTRAINT_VIOLATION,
-                        format!("attribute {:?} is not user-modifiable", at.name()),
-                    ));
-                }
+            if let Some(at) = self.schema.attr(desc.attr)
+                && at.no_user_modification
+            {
+                return Err(Outcome::new(
+                    ResultCode::CONSTRAINT_VIOLATION,
+                    format!("attribute {:?} is not user-modifiable", at.name()),
+                ));
             }
             let adds_values = matches!(
                 change.operation,

@@ -441,7 +441,7 @@ impl Directory {
                     return false;
                 }
                 examined_here += 1;
-                if examined_here % CLOCK_EVERY == 0 {
+                if examined_here.is_multiple_of(CLOCK_EVERY) {
                     if elapsed(started) > time_limit {
                         work_stop = Some(Outcome::new(
                             ResultCode::TIME_LIMIT_EXCEEDED,

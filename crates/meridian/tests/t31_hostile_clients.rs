@@ -353,11 +353,11 @@ fn until_closed(client: &mut Client) -> (Option<meridian_proto::ResultCode>, Dur
         let msg =
             meridian_proto::LdapMessage::decode(&pdu, &meridian_proto::DecodeLimits::default())
                 .unwrap();
-        if let meridian_proto::ProtocolOp::ExtendedResponse(r) = msg.op {
-            if msg.message_id == 0 {
-                notice = Some(r.result.code);
-                message = String::from_utf8_lossy(r.result.message).into_owned();
-            }
+        if let meridian_proto::ProtocolOp::ExtendedResponse(r) = msg.op
+            && msg.message_id == 0
+        {
+            notice = Some(r.result.code);
+            message = String::from_utf8_lossy(r.result.message).into_owned();
         }
     }
     (notice, started.elapsed(), message)

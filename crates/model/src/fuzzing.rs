@@ -15,10 +15,10 @@ pub fn check_schema_text(base: &Schema, data: &[u8]) -> Result<(), String> {
     };
     let mut schema = base.clone();
     let lines = text.lines().count().max(1);
-    if let Err(e) = schema.load_str(text, "fuzz") {
-        if e.line == 0 || e.line > lines + 1 {
-            return Err(format!("error outside the input ({lines} lines): {e}"));
-        }
+    if let Err(e) = schema.load_str(text, "fuzz")
+        && (e.line == 0 || e.line > lines + 1)
+    {
+        return Err(format!("error outside the input ({lines} lines): {e}"));
     }
     if schema.attribute_id("cn").is_none() || schema.attribute_id("objectClass").is_none() {
         return Err("a load lost the built-in cn or objectClass".into());
@@ -41,23 +41,22 @@ pub fn check_dn_normalisation(schema: &Schema, data: &[u8]) -> Result<(), String
     };
     let shown = || String::from_utf8_lossy(data).into_owned();
     let renormalise = |text: &str| Dn::parse(text.as_bytes(), schema).ok();
-    if let Some(twice) = renormalise(dn.normalized()) {
-        if let Some(thrice) = renormalise(twice.normalized()) {
-            if thrice.normalized() != twice.normalized() {
-                return Err(format!(
-                    "{:?} normalises to {:?}, then {:?}, then {:?}",
-                    shown(),
-                    dn.normalized(),
-                    twice.normalized(),
-                    thrice.normalized()
-                ));
-            }
-        }
+    if let Some(twice) = renormalise(dn.normalized())
+        && let Some(thrice) = renormalise(twice.normalized())
+        && thrice.normalized() != twice.normalized()
+    {
+        return Err(format!(
+            "{:?} normalises to {:?}, then {:?}, then {:?}",
+            shown(),
+            dn.normalized(),
+            twice.normalized(),
+            thrice.normalized()
+        ));
     }
-    if let Some(parent) = dn.parent() {
-        if !dn.is_child_of(&parent) {
-            return Err(format!("{:?} is not a child of its parent", shown()));
-        }
+    if let Some(parent) = dn.parent()
+        && !dn.is_child_of(&parent)
+    {
+        return Err(format!("{:?} is not a child of its parent", shown()));
     }
     Ok(())
 }

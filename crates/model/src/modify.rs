@@ -594,11 +594,10 @@ mod tests {
                 // A stored attribute holds each key once, and valid values.
                 let mut stored: Vec<String> = Vec::new();
                 for v in present {
-                    if let Some(k) = key(&v) {
-                        if !stored.iter().any(|p| key(p).as_deref() == Some(&k[..])) {
+                    if let Some(k) = key(&v)
+                        && !stored.iter().any(|p| key(p).as_deref() == Some(&k[..])) {
                             stored.push(v);
                         }
-                    }
                 }
                 let mut entry = base(&s);
                 let mail_id = s.attribute_id("mail").unwrap();

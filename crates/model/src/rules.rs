@@ -421,10 +421,10 @@ impl Norm {
     /// (every entry's `objectClass`: a copy of the class's OID per value
     /// was a twentieth of a bulk load's writer).
     pub fn key_cow<'a>(self, value: &'a [u8], schema: &'a Schema) -> Option<Cow<'a, [u8]>> {
-        if let Some((fold, Spaces::Collapse)) = self.fold_spaces() {
-            if prep::is_prepared_ascii(value, fold) {
-                return Some(Cow::Borrowed(value));
-            }
+        if let Some((fold, Spaces::Collapse)) = self.fold_spaces()
+            && prep::is_prepared_ascii(value, fold)
+        {
+            return Some(Cow::Borrowed(value));
         }
         if self == N::Oid {
             return oid_key(value, schema);

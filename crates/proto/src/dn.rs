@@ -300,10 +300,12 @@ fn write_hex(out: &mut String, bytes: &[u8]) {
 pub fn write_text_value(out: &mut impl fmt::Write, value: &[u8]) -> fmt::Result {
     // Most values need no escape at all: written in one piece.
     let plain = |b: u8| !matches!(b, b'"' | b'+' | b',' | b';' | b'<' | b'>' | b'\\' | 0);
-    if let Ok(text) = std::str::from_utf8(value) {
-        if text.bytes().all(plain) && !text.starts_with(['#', ' ']) && !text.ends_with(' ') {
-            return out.write_str(text);
-        }
+    if let Ok(text) = std::str::from_utf8(value)
+        && text.bytes().all(plain)
+        && !text.starts_with(['#', ' '])
+        && !text.ends_with(' ')
+    {
+        return out.write_str(text);
     }
     let last = value.len().saturating_sub(1);
     let mut at = 0;

@@ -420,10 +420,10 @@ impl RequestReader<'_> {
         let ctx = self.ctx;
         let mut earliest: Option<(Instant, End)> = None;
         let mut consider = |at: Option<Instant>, end: End| {
-            if let Some(at) = at {
-                if earliest.as_ref().is_none_or(|(e, _)| at < *e) {
-                    earliest = Some((at, end));
-                }
+            if let Some(at) = at
+                && earliest.as_ref().is_none_or(|(e, _)| at < *e)
+            {
+                earliest = Some((at, end));
             }
         };
         consider(ctx.idle_timeout.map(|t| self.last_request + t), End::Idle);

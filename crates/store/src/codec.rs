@@ -172,11 +172,11 @@ impl<'a> Cursor<'a> {
     #[inline]
     fn next_varint(&mut self) -> Option<u64> {
         // Nearly every length is below 128: one byte (the scan's hot path).
-        if let Some((&b, rest)) = self.data.split_first() {
-            if b < 0x80 {
-                self.data = rest;
-                return Some(u64::from(b));
-            }
+        if let Some((&b, rest)) = self.data.split_first()
+            && b < 0x80
+        {
+            self.data = rest;
+            return Some(u64::from(b));
         }
         self.long_varint()
     }

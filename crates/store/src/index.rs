@@ -273,11 +273,11 @@ impl Indexes {
                     f(prefix);
                 }
             }
-            if let Some(rule) = rules.ord {
-                if let Some(k) = rule.key_cow(value, schema) {
-                    keys::ord_prefix_into(prefix, &spec.oid, &rule.sortable_key(&k));
-                    f(prefix);
-                }
+            if let Some(rule) = rules.ord
+                && let Some(k) = rule.key_cow(value, schema)
+            {
+                keys::ord_prefix_into(prefix, &spec.oid, &rule.sortable_key(&k));
+                f(prefix);
             }
             if let Some(rule) = rules.sub {
                 let parts = rule.substring_parts(&[(Part::Whole, value)], schema);

@@ -96,10 +96,10 @@ impl Planner<'_> {
                 break;
             }
             let tail = key.get(key.len().saturating_sub(8)..).unwrap_or_default();
-            if let Some(id) = keys::id_from(tail) {
-                if self.after.is_none_or(|after| id > after) {
-                    out.push(id);
-                }
+            if let Some(id) = keys::id_from(tail)
+                && self.after.is_none_or(|after| id > after)
+            {
+                out.push(id);
             }
         }
         out.sort_unstable();

@@ -576,11 +576,9 @@ impl<'a> Loader<'a> {
         }
         if !self.orphans.is_empty() {
             for (entry, failed) in entries.iter().zip(&failed_at) {
-                if !failed {
-                    if let Some(children) = self.orphans.remove(&dn_key(&entry.dn)) {
-                        self.waiting -= children.len();
-                        self.batch.extend(children);
-                    }
+                if !failed && let Some(children) = self.orphans.remove(&dn_key(&entry.dn)) {
+                    self.waiting -= children.len();
+                    self.batch.extend(children);
                 }
             }
         }

@@ -138,10 +138,10 @@ impl Schema {
 
     /// Expands OpenLDAP OID macros: `name` or `name:suffix`.
     fn expand(&self, word: &str) -> String {
-        if let Some((prefix, suffix)) = word.split_once(':') {
-            if let Some(base) = self.macros.get(&prefix.to_ascii_lowercase()) {
-                return format!("{base}.{suffix}");
-            }
+        if let Some((prefix, suffix)) = word.split_once(':')
+            && let Some(base) = self.macros.get(&prefix.to_ascii_lowercase())
+        {
+            return format!("{base}.{suffix}");
         }
         self.macros
             .get(&word.to_ascii_lowercase())
@@ -380,12 +380,12 @@ fn schema_statements(text: &str) -> Vec<Statement> {
         if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
         }
-        if line.starts_with(char::is_whitespace) {
-            if let Some(last) = out.last_mut() {
-                last.text.push(' ');
-                last.text.push_str(trimmed);
-                continue;
-            }
+        if line.starts_with(char::is_whitespace)
+            && let Some(last) = out.last_mut()
+        {
+            last.text.push(' ');
+            last.text.push_str(trimmed);
+            continue;
         }
         let (keyword, rest) = trimmed
             .split_once(char::is_whitespace)
@@ -413,11 +413,11 @@ fn ldif_statements(text: &str, source: &str) -> Result<Vec<Statement>, SchemaErr
     // Unfold: a line starting with one space continues the previous line.
     let mut lines: Vec<(usize, String)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        if let Some(cont) = line.strip_prefix(' ') {
-            if let Some((_, last)) = lines.last_mut() {
-                last.push_str(cont);
-                continue;
-            }
+        if let Some(cont) = line.strip_prefix(' ')
+            && let Some((_, last)) = lines.last_mut()
+        {
+            last.push_str(cont);
+            continue;
         }
         if line.starts_with('#') {
             continue;

@@ -257,25 +257,23 @@ impl Session {
         let prepared = match op {
             ProtocolOp::BindRequest(bind) => return self.bind(bind, reply),
             ProtocolOp::SearchRequest(search) => {
-                if let Some(filter) = &assertion {
-                    if let Err(outcome) =
+                if let Some(filter) = &assertion
+                    && let Err(outcome) =
                         ctx.directory
                             .check_assertion(&self.identity, search.base, filter)
-                    {
-                        return reply.outcome(search.base, &outcome);
-                    }
+                {
+                    return reply.outcome(search.base, &outcome);
                 }
                 return self.search_request(search, &msg.controls, manage_dsa_it, reply, out);
             }
             ProtocolOp::ExtendedRequest(ext) => return self.extended(ext, reply, out),
             ProtocolOp::CompareRequest(cmp) => {
-                if let Some(filter) = &assertion {
-                    if let Err(outcome) =
+                if let Some(filter) = &assertion
+                    && let Err(outcome) =
                         ctx.directory
                             .check_assertion(&self.identity, cmp.dn, filter)
-                    {
-                        return reply.outcome(cmp.dn, &outcome);
-                    }
+                {
+                    return reply.outcome(cmp.dn, &outcome);
                 }
                 let outcome = ctx.directory.compare(&self.identity, cmp);
                 return reply.outcome(cmp.dn, &outcome);

@@ -154,10 +154,10 @@ impl Adds {
         dbs: &Dbs,
         key: &[u8],
     ) -> Result<Option<EntryId>, StoreError> {
-        if let Some((last, id)) = &self.last_parent {
-            if last.as_slice() == key {
-                return Ok(Some(*id));
-            }
+        if let Some((last, id)) = &self.last_parent
+            && last.as_slice() == key
+        {
+            return Ok(Some(*id));
         }
         let found = dbs.dn2id.get(txn, key)?.and_then(keys::id_from);
         let found = found.filter(|&id| self.is_live(id));

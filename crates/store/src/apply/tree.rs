@@ -49,10 +49,10 @@ pub(crate) fn matched(txn: &heed::RoTxn<'_>, dbs: &Dbs, dn: &Dn) -> Result<Strin
         if candidate.is_root() {
             break;
         }
-        if let Some(id) = lookup(txn, dbs, &candidate)? {
-            if let Some(bytes) = dbs.id2entry.get(txn, &keys::id_key(id))? {
-                return Ok(String::from_utf8_lossy(codec::decode_dn(bytes)?).into_owned());
-            }
+        if let Some(id) = lookup(txn, dbs, &candidate)?
+            && let Some(bytes) = dbs.id2entry.get(txn, &keys::id_key(id))?
+        {
+            return Ok(String::from_utf8_lossy(codec::decode_dn(bytes)?).into_owned());
         }
         cur = candidate.parent();
     }
