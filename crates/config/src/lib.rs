@@ -187,8 +187,12 @@ impl Default for StorageConfig {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
-    /// Address to listen on for plain LDAP.
+    /// Address to listen on for plain LDAP (StartTLS upgrades a
+    /// connection when a certificate is configured).
     pub listen: String,
+    /// Address to listen on for LDAP over TLS (`ldaps://`); empty: none.
+    /// Needs `security.tls_certificate_file` and `security.tls_key_file`.
+    pub listen_tls: String,
     /// Connections served at once; one more gets a Notice of Disconnection
     /// (busy) and is closed.
     pub max_connections: usize,
@@ -326,6 +330,18 @@ pub struct SecurityConfig {
     pub bind_failure_window_secs: u64,
     /// Seconds a lockout lasts.
     pub bind_lockout_secs: u64,
+    /// The server's certificate chain, PEM (the server's certificate
+    /// first); with `tls_key_file`, enables StartTLS and
+    /// `server.listen_tls`. Read again on SIGHUP and when the file
+    /// changes.
+    pub tls_certificate_file: Option<PathBuf>,
+    /// The private key of the certificate, PEM (PKCS #8, PKCS #1 or
+    /// SEC1).
+    pub tls_key_file: Option<PathBuf>,
+    /// Refuse simple binds with a password, and every write, on a
+    /// connection without TLS (confidentialityRequired); a connection
+    /// of `server.listen_tls` always has TLS.
+    pub require_tls: bool,
 }
 
 impl Default for SecurityConfig {
@@ -346,6 +362,9 @@ impl Default for SecurityConfig {
             bind_lockout_failures_per_ip: 100,
             bind_failure_window_secs: 300,
             bind_lockout_secs: 300,
+            tls_certificate_file: None,
+            tls_key_file: None,
+            require_tls: false,
         }
     }
 }
@@ -365,6 +384,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             listen: "127.0.0.1:3389".into(),
+            listen_tls: String::new(),
             // Each connection costs a few KiB when idle; 10,000 covers the
             // 5,000 connections of seed 003 with room to spare.
             max_connections: 10_000,
@@ -461,6 +481,14 @@ impl Config {
             return invalid(
                 "server.listen",
                 format!("{:?} is not an IP:PORT address ({e})", s.listen),
+            );
+        }
+        if !s.listen_tls.is_empty()
+            && let Err(e) = s.listen_tls.parse::<SocketAddr>()
+        {
+            return invalid(
+                "server.listen_tls",
+                format!("{:?} is not an IP:PORT address ({e})", s.listen_tls),
             );
         }
         let ranges: [(&'static str, usize, usize, usize); 10] = [

@@ -24,6 +24,16 @@ pub(crate) struct ServeArgs {
     /// Address to listen on, e.g. 127.0.0.1:3389 (`server.listen`).
     #[arg(long)]
     listen: Option<String>,
+    /// Address to listen on for LDAP over TLS, e.g. 127.0.0.1:3636
+    /// (`server.listen_tls`).
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen_tls: Option<String>,
+    /// The server's certificate chain, PEM (`security.tls_certificate_file`).
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The certificate's private key, PEM (`security.tls_key_file`).
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<std::path::PathBuf>,
     /// Administrator DN (`directory.admin_dn`).
     #[arg(long)]
     admin_dn: Option<String>,
@@ -33,11 +43,23 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let ServeArgs {
         common,
         listen,
+        listen_tls,
+        tls_cert,
+        tls_key,
         admin_dn,
     } = args;
     let setup = common.load(|config| {
         if let Some(listen) = listen {
             config.server.listen = listen;
+        }
+        if let Some(listen_tls) = listen_tls {
+            config.server.listen_tls = listen_tls;
+        }
+        if let Some(cert) = tls_cert {
+            config.security.tls_certificate_file = Some(cert);
+        }
+        if let Some(key) = tls_key {
+            config.security.tls_key_file = Some(key);
         }
         if let Some(admin_dn) = admin_dn {
             config.directory.admin_dn = admin_dn;
@@ -122,9 +144,15 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         let server = Server::bind(config, admin, directory).await?;
         let addr = server.local_addr()?;
         tracing::info!(%addr, suffix = %config.directory.suffix, "meridian listening");
-        // A stable line on stdout for scripts and tests started on port 0.
+        // Stable lines on stdout for scripts and tests started on port 0.
+        if let Some(tls_addr) = server.local_tls_addr() {
+            let tls_addr = tls_addr?;
+            tracing::info!(%tls_addr, "meridian listening for LDAP over TLS");
+            println!("meridian listening for ldaps on {tls_addr}");
+        }
         println!("meridian listening on {addr}");
         std::io::stdout().flush()?;
+        tokio::spawn(reload_on_sighup(server.reloader()));
         server.run(shutdown_signal()).await;
         anyhow::Ok(())
     })
@@ -156,6 +184,22 @@ fn init_logging(level: &str) -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     Ok(())
+}
+
+/// Reloads what can be reloaded (the TLS certificate and key) on SIGHUP.
+async fn reload_on_sighup(reloader: meridian_server::Reloader) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangup = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch SIGHUP; certificates are reloaded when their files change");
+            return;
+        }
+    };
+    while hangup.recv().await.is_some() {
+        tracing::info!("SIGHUP received: reloading");
+        reloader.reload();
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

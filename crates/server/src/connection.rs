@@ -19,6 +19,13 @@
 //! `first_request_timeout_secs`, none for `idle_timeout_secs`, or takes
 //! longer than `pdu_timeout_secs` to send one PDU (a client trickling a
 //! byte at a time) is closed.
+//!
+//! TLS: a connection of `server.listen_tls` starts with the handshake
+//! (bounded by the first-request time-out). On the plain listener,
+//! StartTLS is answered once nothing else is outstanding; the writer then
+//! flushes the answer and hands its half of the socket back, and the
+//! connection goes on over TLS with a new outbound side and the same
+//! session.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,10 +35,11 @@ use bytes::{Buf, BytesMut};
 use meridian_ber::{Error as BerError, frame};
 use meridian_proto::message::encode_notice_of_disconnection;
 use meridian_proto::{LdapMessage, ResultCode};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::outbound::{KEEP_BUFFER_BYTES, Outbound, ResponseBatch};
 use crate::session::{Action, Session};
@@ -60,6 +68,86 @@ enum End {
     Io(std::io::Error),
     /// The writer stopped (the peer stopped accepting data).
     WriterGone,
+    /// StartTLS was answered with success: the handshake comes next (not
+    /// an end: the connection goes on under TLS).
+    StartTls,
+    /// The TLS handshake after StartTLS failed.
+    HandshakeFailed,
+}
+
+/// A TCP connection under TLS.
+type TlsTcp = tokio_rustls::server::TlsStream<TcpStream>;
+
+/// The socket's read side.
+enum ReadSide {
+    Plain(OwnedReadHalf),
+    Tls(ReadHalf<TlsTcp>),
+    /// Between StartTLS's hand-over and the handshake.
+    Detached,
+}
+
+/// A connection's writer task, by the kind of socket it writes.
+enum WriterTask {
+    Plain(JoinHandle<Option<OwnedWriteHalf>>),
+    Tls(JoinHandle<Option<WriteHalf<TlsTcp>>>),
+}
+
+impl WriterTask {
+    /// Waits for the writer to end.
+    async fn finish(self) {
+        match self {
+            WriterTask::Plain(task) => drop(task.await),
+            WriterTask::Tls(task) => drop(task.await),
+        }
+    }
+}
+
+/// The two sides of a plain connection: its reader's, and a new
+/// outbound side with its writer task.
+fn plain_io(stream: TcpStream, ctx: &ServerContext) -> (ReadSide, Arc<Outbound>, WriterTask) {
+    let (read_half, write_half) = stream.into_split();
+    let out = Arc::new(Outbound::new(ctx.max_outstanding, ctx.queue_flush));
+    let writer = {
+        let out = Arc::clone(&out);
+        tokio::spawn(async move { out.write_loop(write_half).await })
+    };
+    (ReadSide::Plain(read_half), out, WriterTask::Plain(writer))
+}
+
+/// [`plain_io`] for a connection under TLS.
+fn tls_io(stream: TlsTcp, ctx: &ServerContext) -> (ReadSide, Arc<Outbound>, WriterTask) {
+    let (read_half, write_half) = tokio::io::split(stream);
+    let out = Arc::new(Outbound::new(ctx.max_outstanding, ctx.queue_flush));
+    let writer = {
+        let out = Arc::clone(&out);
+        tokio::spawn(async move { out.write_loop(write_half).await })
+    };
+    (ReadSide::Tls(read_half), out, WriterTask::Tls(writer))
+}
+
+/// The server side of a TLS handshake, bounded by the first-request
+/// time-out; `None` (logged) when it fails.
+async fn handshake(
+    ctx: &ServerContext,
+    stream: TcpStream,
+    peer: SocketAddr,
+    conn_id: u64,
+) -> Option<TlsTcp> {
+    let acceptor = ctx.tls.as_ref()?.acceptor();
+    let limit = ctx
+        .first_request_timeout
+        .unwrap_or(std::time::Duration::from_secs(30));
+    match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => Some(tls),
+        Ok(Err(e)) => {
+            tracing::info!(conn = conn_id, %peer, error = %e, "closing: TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::info!(conn = conn_id, %peer, "closing: TLS handshake not done within server.first_request_timeout_secs");
+            None
+        }
+    }
 }
 
 pub(crate) async fn serve_connection(
@@ -68,36 +156,52 @@ pub(crate) async fn serve_connection(
     conn_id: u64,
     ctx: Arc<ServerContext>,
     mut shutdown: watch::Receiver<bool>,
+    over_tls: bool,
 ) {
     let _ = stream.set_nodelay(true);
-    let (read_half, write_half) = stream.into_split();
-    let out = Arc::new(Outbound::new(ctx.max_outstanding, ctx.queue_flush));
-    let writer = {
-        let out = Arc::clone(&out);
-        tokio::spawn(async move { out.write_loop(write_half).await })
+    let mut session = Session::new(conn_id);
+    let (socket, out, writer) = if over_tls {
+        let Some(tls) = handshake(&ctx, stream, peer, conn_id).await else {
+            return;
+        };
+        session.tls = true;
+        tls_io(tls, &ctx)
+    } else {
+        plain_io(stream, &ctx)
     };
-    tracing::debug!(conn = conn_id, %peer, "connection opened");
+    tracing::debug!(conn = conn_id, %peer, tls = over_tls, "connection opened");
     // Timeouts of the network layer, never stored (likewise below).
     #[allow(clippy::disallowed_methods)]
     let opened = Instant::now();
     let mut reader = RequestReader {
-        socket: read_half,
+        socket,
         buf: BytesMut::new(),
         batch: ResponseBatch::default(),
-        session: Session::new(conn_id),
+        session,
         ctx: &ctx,
-        out: &out,
+        out,
+        writer: Some(writer),
         last_request: opened,
         requests: 0,
         partial_since: None,
         peer,
     };
-    let end = reader.run(&mut shutdown).await;
+    let end = loop {
+        match reader.run(&mut shutdown).await {
+            End::StartTls => {
+                if let Err(end) = reader.start_tls().await {
+                    break end;
+                }
+            }
+            end => break end,
+        }
+    };
     let notice = match &end {
         End::Protocol(reason) => Some((ResultCode::PROTOCOL_ERROR, reason.as_str())),
         End::Shutdown => Some((ResultCode::UNAVAILABLE, "the server is shutting down")),
         _ => None,
     };
+    let out = Arc::clone(&reader.out);
     out.push(&mut reader.batch);
     // Writes still running on their own tasks answer through `out`; every
     // answer written returns its permit, so holding all permits means
@@ -121,16 +225,21 @@ pub(crate) async fn serve_connection(
         other => tracing::debug!(conn = conn_id, %peer, reason = ?other, "connection closed"),
     }
     // Responses already produced are flushed before the socket closes.
-    let _ = writer.await;
+    if let Some(writer) = reader.writer.take() {
+        writer.finish().await;
+    }
 }
 
 struct RequestReader<'c> {
-    socket: OwnedReadHalf,
+    socket: ReadSide,
     buf: BytesMut,
     batch: ResponseBatch,
     session: Session,
     ctx: &'c ServerContext,
-    out: &'c Arc<Outbound>,
+    /// Where responses go; replaced when StartTLS upgrades the socket.
+    out: Arc<Outbound>,
+    /// The task writing `out` to the socket.
+    writer: Option<WriterTask>,
     /// When the last complete request was read (at first: the connect).
     last_request: Instant,
     /// Complete requests read so far.
@@ -142,6 +251,53 @@ struct RequestReader<'c> {
 }
 
 impl RequestReader<'_> {
+    /// Why StartTLS may not go ahead now (RFC 4511 section 4.14.1: the
+    /// client must have no operation outstanding and send nothing more
+    /// until the answer), or `None`. Operations answered but not yet
+    /// written are waited for briefly.
+    async fn start_tls_refusal(&mut self) -> Option<&'static str> {
+        if !self.buf.is_empty() {
+            return Some("requests followed the StartTLS request before its response");
+        }
+        self.out.push(&mut self.batch);
+        // Every permit but StartTLS's own.
+        let others = u32::try_from(self.ctx.max_outstanding.saturating_sub(1)).unwrap_or(u32::MAX);
+        let idle = self.out.wait_idle(others);
+        match tokio::time::timeout(std::time::Duration::from_secs(1), idle).await {
+            Ok(()) => None,
+            Err(_) => Some("other operations are outstanding; StartTLS must wait for them"),
+        }
+    }
+
+    /// After a successful StartTLS response: the writer flushes it and
+    /// hands its half back, the socket goes under TLS, and a new outbound
+    /// side and writer serve it. The session stays as it was.
+    async fn start_tls(&mut self) -> Result<(), End> {
+        self.out.push(&mut self.batch);
+        self.out.hand_over();
+        let write = match self.writer.take() {
+            Some(WriterTask::Plain(task)) => task.await.ok().flatten(),
+            Some(other) => {
+                other.finish().await;
+                None
+            }
+            None => None,
+        };
+        let read = std::mem::replace(&mut self.socket, ReadSide::Detached);
+        let (ReadSide::Plain(read), Some(write)) = (read, write) else {
+            return Err(End::WriterGone);
+        };
+        let stream = read.reunite(write).map_err(|_| End::WriterGone)?;
+        let tls = handshake(self.ctx, stream, self.peer, self.session.conn_id)
+            .await
+            .ok_or(End::HandshakeFailed)?;
+        let (socket, out, writer) = tls_io(tls, self.ctx);
+        self.socket = socket;
+        self.out = out;
+        self.writer = Some(writer);
+        Ok(())
+    }
+
     async fn run(&mut self, shutdown: &mut watch::Receiver<bool>) -> End {
         loop {
             if *shutdown.borrow() {
@@ -287,7 +443,7 @@ impl RequestReader<'_> {
             let action = match LdapMessage::decode(pdu, &self.ctx.limits) {
                 Ok(msg) => self
                     .session
-                    .handle(self.ctx, self.out, &msg, &mut self.batch, started),
+                    .handle(self.ctx, &self.out, &msg, &mut self.batch, started),
                 Err(e) => {
                     // No response will return this request's permit: give
                     // it back, or the close would wait for it (RFC 4511
@@ -312,6 +468,22 @@ impl RequestReader<'_> {
                 Action::Unbind => {
                     self.out.release(1);
                     return Some(End::Unbind);
+                }
+                Action::StartTls {
+                    message_id,
+                    started,
+                } => {
+                    let refusal = self.start_tls_refusal().await;
+                    self.session.finish_start_tls(
+                        self.ctx,
+                        message_id,
+                        refusal,
+                        &mut self.batch,
+                        started,
+                    );
+                    if refusal.is_none() {
+                        return Some(End::StartTls);
+                    }
                 }
                 Action::Disconnect(reason) => {
                     // As for an undecodable PDU: no response returns the
@@ -382,20 +554,31 @@ impl RequestReader<'_> {
                     self.batch.bytes = Vec::new();
                 }
             }
-            if self.buf.capacity() == 0 {
-                // Nothing held (a new connection, or one that let its
-                // buffer go): wait for data before taking a buffer, so an
-                // idle connection costs none.
-                loop {
-                    self.socket.readable().await?;
-                    self.buf.reserve(READ_CHUNK);
-                    match self.socket.try_read_buf(&mut self.buf) {
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                        other => return other,
+            match &mut self.socket {
+                ReadSide::Plain(socket) => {
+                    if self.buf.capacity() == 0 {
+                        // Nothing held (a new connection, or one that let
+                        // its buffer go): wait for data before taking a
+                        // buffer, so an idle connection costs none.
+                        loop {
+                            socket.readable().await?;
+                            self.buf.reserve(READ_CHUNK);
+                            match socket.try_read_buf(&mut self.buf) {
+                                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                                other => return other,
+                            }
+                        }
                     }
+                    socket.read_buf(&mut self.buf).await
                 }
+                // rustls keeps its own buffers: a TLS connection reads
+                // into one of ours straight away.
+                ReadSide::Tls(socket) => {
+                    self.buf.reserve(READ_CHUNK);
+                    socket.read_buf(&mut self.buf).await
+                }
+                ReadSide::Detached => Ok(0),
             }
-            self.socket.read_buf(&mut self.buf).await
         };
         let result = tokio::select! {
             r = async {

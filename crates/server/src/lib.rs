@@ -15,6 +15,7 @@ mod outbound;
 mod password_pool;
 mod root_dse;
 mod session;
+mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,6 +32,7 @@ use tokio::task::JoinSet;
 
 pub use admin::{AdminCredentials, AdminError, PASSWORD_ENV, PasswordSource, SECRET_FILE};
 pub use bind_guard::BindGuardSettings;
+pub use tls::TlsError;
 
 /// Everything a connection needs to know about the server, shared by all.
 #[derive(Debug)]
@@ -65,6 +67,11 @@ pub(crate) struct ServerContext {
     /// How long a closing connection waits for its in-flight operations.
     pub(crate) shutdown_grace: Duration,
     pub(crate) queue_flush: Duration,
+    /// The certificate and key, when TLS is configured (StartTLS and
+    /// `server.listen_tls`).
+    pub(crate) tls: Option<Arc<tls::Tls>>,
+    /// `security.require_tls`.
+    pub(crate) require_tls: bool,
 }
 
 impl ServerContext {
@@ -147,6 +154,12 @@ pub enum StartError {
     /// The listen address is not valid.
     #[error("server.listen: {0}")]
     Address(String),
+    /// The certificate or key could not be used.
+    #[error("{0}")]
+    Tls(#[from] TlsError),
+    /// Keys that only make sense together do not.
+    #[error("{0}")]
+    Config(String),
     /// The socket could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -161,6 +174,8 @@ pub enum StartError {
 #[derive(Debug)]
 pub struct Server {
     listener: TcpListener,
+    /// `server.listen_tls`: every connection starts with a handshake.
+    tls_listener: Option<TcpListener>,
     ctx: Arc<ServerContext>,
     max_connections: usize,
     max_connections_per_ip: usize,
@@ -181,14 +196,60 @@ impl Server {
             .parse()
             .map_err(|e| StartError::Address(format!("{:?}: {e}", s.listen)))?;
         let listener = listen(addr).map_err(|source| StartError::Bind { addr, source })?;
+        let sec = &config.security;
+        // Checked here, not with the config file: flags may give what
+        // the file lacks.
+        let tls = match (&sec.tls_certificate_file, &sec.tls_key_file) {
+            (Some(cert), Some(key)) => Some(Arc::new(tls::Tls::load(cert, key)?)),
+            (Some(_), None) => {
+                return Err(StartError::Config(
+                    "security.tls_certificate_file is set without security.tls_key_file".into(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(StartError::Config(
+                    "security.tls_key_file is set without security.tls_certificate_file".into(),
+                ));
+            }
+            (None, None) if sec.require_tls => {
+                return Err(StartError::Config(
+                    "security.require_tls needs a certificate: security.tls_certificate_file and security.tls_key_file".into(),
+                ));
+            }
+            (None, None) => None,
+        };
+        let tls_listener = match s.listen_tls.as_str() {
+            "" => None,
+            text => {
+                let addr: SocketAddr = text
+                    .parse()
+                    .map_err(|e| StartError::Address(format!("server.listen_tls {text:?}: {e}")))?;
+                if tls.is_none() {
+                    return Err(StartError::Config(
+                        "server.listen_tls needs security.tls_certificate_file and security.tls_key_file".into(),
+                    ));
+                }
+                Some(listen(addr).map_err(|source| StartError::Bind { addr, source })?)
+            }
+        };
+        if !addr.ip().is_loopback() && !sec.require_tls {
+            tracing::warn!(
+                %addr,
+                "the plain listener is not on loopback and security.require_tls is off: passwords may cross the network in clear text"
+            );
+        }
         let admin_key = admin.dn_key().to_owned();
         let ctx = ServerContext {
             limits: DecodeLimits {
                 max_pdu_bytes: s.max_pdu_bytes,
                 max_depth: s.max_ber_depth,
             },
-            published: root_dse::PublishedEntries::new(&naming_contexts(config), &schema)
-                .map_err(|e| StartError::Schema(e.to_string()))?,
+            published: root_dse::PublishedEntries::new(
+                &naming_contexts(config),
+                &schema,
+                tls.is_some(),
+            )
+            .map_err(|e| StartError::Schema(e.to_string()))?,
             schema,
             directory,
             admin,
@@ -208,9 +269,12 @@ impl Server {
                 &admin_key,
             ),
             queue_flush: Duration::from_millis(s.queue_length_flush_ms),
+            tls,
+            require_tls: sec.require_tls,
         };
         Ok(Server {
             listener,
+            tls_listener,
             ctx: Arc::new(ctx),
             max_connections: s.max_connections,
             max_connections_per_ip: s.max_connections_per_ip,
@@ -221,6 +285,16 @@ impl Server {
     /// The address actually bound (useful with port 0).
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The address of the `ldaps://` listener, if there is one.
+    pub fn local_tls_addr(&self) -> Option<std::io::Result<SocketAddr>> {
+        self.tls_listener.as_ref().map(TcpListener::local_addr)
+    }
+
+    /// What reloads the certificate and key while the server runs.
+    pub fn reloader(&self) -> Reloader {
+        Reloader(self.ctx.tls.clone())
     }
 
     /// Accepts connections until `shutdown` resolves, then stops accepting,
@@ -234,41 +308,51 @@ impl Server {
         ));
         let next_id = AtomicU64::new(1);
         let mut connections = JoinSet::new();
+        let watcher = self.reloader().watch_files();
         tokio::pin!(shutdown);
         loop {
-            tokio::select! {
-                _ = &mut shutdown => break,
-                accepted = self.listener.accept() => {
-                    let (stream, peer) = match accepted {
-                        Ok(pair) => pair,
-                        Err(e) => {
-                            // Typically EMFILE: back off instead of spinning.
-                            tracing::warn!(error = %e, "accept failed");
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                            continue;
-                        }
-                    };
-                    let slot = match admission.admit(peer) {
-                        Ok(slot) => slot,
-                        Err(why) => {
-                            let admission = Arc::clone(&admission);
-                            connections.spawn(async move {
-                                admission.refuse(stream, peer, why).await;
-                            });
-                            continue;
-                        }
-                    };
-                    let conn_id = next_id.fetch_add(1, Ordering::Relaxed);
-                    let ctx = Arc::clone(&self.ctx);
-                    let stop = stop_rx.clone();
-                    connections.spawn(async move {
-                        connection::serve_connection(stream, peer, conn_id, ctx, stop).await;
-                        drop(slot);
-                    });
+            let accept_tls = async {
+                match &self.tls_listener {
+                    Some(listener) => listener.accept().await,
+                    None => std::future::pending().await,
                 }
+            };
+            let (accepted, over_tls) = tokio::select! {
+                _ = &mut shutdown => break,
+                accepted = self.listener.accept() => (accepted, false),
+                accepted = accept_tls => (accepted, true),
                 // Reap finished connections so the set stays small.
-                Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            }
+                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            };
+            let (stream, peer) = match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // Typically EMFILE: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let slot = match admission.admit(peer) {
+                Ok(slot) => slot,
+                Err(why) => {
+                    let admission = Arc::clone(&admission);
+                    connections.spawn(async move {
+                        admission.refuse(stream, peer, why).await;
+                    });
+                    continue;
+                }
+            };
+            let conn_id = next_id.fetch_add(1, Ordering::Relaxed);
+            let ctx = Arc::clone(&self.ctx);
+            let stop = stop_rx.clone();
+            connections.spawn(async move {
+                connection::serve_connection(stream, peer, conn_id, ctx, stop, over_tls).await;
+                drop(slot);
+            });
+        }
+        if let Some(watcher) = watcher {
+            watcher.abort();
         }
         tracing::info!(
             open = connections.len(),
@@ -287,6 +371,49 @@ impl Server {
             connections.abort_all();
         }
         tracing::info!("server stopped");
+    }
+}
+
+/// Reloads the certificate and key of a running server ([`Server::reloader`]).
+#[derive(Debug, Clone)]
+pub struct Reloader(Option<Arc<tls::Tls>>);
+
+/// How often the certificate and key files are looked at for changes.
+const TLS_FILE_CHECK: Duration = Duration::from_secs(2);
+
+impl Reloader {
+    /// Reads the certificate and key again (SIGHUP), logging what was
+    /// done; a bad pair keeps the last good one. New handshakes use the
+    /// new pair; connections already under TLS keep theirs.
+    pub fn reload(&self) {
+        match &self.0 {
+            None => tracing::info!("reload: no TLS certificate is configured; nothing to reload"),
+            Some(tls) => log_reload(tls.reload()),
+        }
+    }
+
+    /// Reloads whenever either file changes, until the task is aborted.
+    fn watch_files(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let tls = self.0.clone()?;
+        Some(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(TLS_FILE_CHECK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if let Some(result) = tls.reload_if_changed() {
+                    log_reload(result);
+                }
+            }
+        }))
+    }
+}
+
+fn log_reload(result: Result<(), TlsError>) {
+    match result {
+        Ok(()) => tracing::info!("TLS certificate and key reloaded: new handshakes use them"),
+        Err(e) => {
+            tracing::error!(error = %e, "TLS reload failed: the previous certificate stays in use")
+        }
     }
 }
 

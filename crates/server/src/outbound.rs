@@ -19,8 +19,7 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
@@ -45,6 +44,9 @@ struct State {
     hold: Option<Hold>,
     /// No more responses will come: write what is left, then shut down.
     closing: bool,
+    /// With `closing`: write what is left, then hand the socket back
+    /// instead of shutting it down (StartTLS).
+    hand_over: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -194,8 +196,21 @@ impl Outbound {
         self.wake.notify_one();
     }
 
-    /// The writer task: runs until closed or the socket fails.
-    pub(crate) async fn write_loop(&self, mut socket: OwnedWriteHalf) {
+    /// No more responses on this socket as it is: the writer flushes
+    /// what is left and hands the socket back ([`Outbound::write_loop`]'s
+    /// result), to go on under TLS.
+    pub(crate) fn hand_over(&self) {
+        let mut st = self.lock();
+        st.closing = true;
+        st.hand_over = true;
+        drop(st);
+        self.wake.notify_one();
+    }
+
+    /// The writer task: runs until closed or the socket fails. Returns
+    /// the socket when it was asked to hand it over
+    /// ([`Outbound::hand_over`]) and everything was written.
+    pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(&self, mut socket: W) -> Option<W> {
         let mut chunk = Vec::new();
         loop {
             let (completed, closing) = match self.next_chunk(&mut chunk).await {
@@ -210,12 +225,20 @@ impl Outbound {
                     continue;
                 }
             };
-            if !chunk.is_empty() && socket.write_all(&chunk).await.is_err() {
+            let written = async {
+                if !chunk.is_empty() {
+                    socket.write_all(&chunk).await?;
+                    // A TLS stream holds records until flushed.
+                    socket.flush().await?;
+                }
+                std::io::Result::Ok(())
+            };
+            if written.await.is_err() {
                 // The peer is gone: wake a reader waiting for permits and
                 // producers waiting for room.
                 self.permits.close();
                 self.room.notify_waiters();
-                return;
+                return None;
             }
             if chunk.capacity() > KEEP_BUFFER_BYTES {
                 // A large result passed through: do not keep its buffer.
@@ -226,9 +249,12 @@ impl Outbound {
             self.permits.add_permits(completed);
             self.room.notify_waiters();
             if closing {
-                let _ = socket.shutdown().await;
                 self.permits.close();
-                return;
+                if self.lock().hand_over {
+                    return Some(socket);
+                }
+                let _ = socket.shutdown().await;
+                return None;
             }
         }
     }

@@ -48,10 +48,12 @@ impl PublishedEntries {
         extended_oid::REFRESH,
     ];
 
-    /// The root DSE naming `suffixes` and `cn=Subschema` for `schema`.
+    /// The root DSE naming `suffixes` and `cn=Subschema` for `schema`;
+    /// StartTLS is listed when `tls` (a certificate is configured).
     pub(crate) fn new(
         suffixes: &[String],
         schema: &Schema,
+        tls: bool,
     ) -> Result<Self, meridian_model::ModelError> {
         let text = |values: &[&[u8]]| {
             values
@@ -68,7 +70,13 @@ impl PublishedEntries {
             ("subschemaSubentry", vec![SUBSCHEMA_DN.to_owned()]),
             ("supportedLDAPVersion", vec!["3".into()]),
             ("supportedControl", text(Self::SUPPORTED_CONTROLS)),
-            ("supportedExtension", text(Self::SUPPORTED_EXTENSIONS)),
+            ("supportedExtension", {
+                let mut extensions = text(Self::SUPPORTED_EXTENSIONS);
+                if tls {
+                    extensions.push(String::from_utf8_lossy(extended_oid::START_TLS).into_owned());
+                }
+                extensions
+            }),
             (
                 "supportedFeatures",
                 vec![
@@ -149,7 +157,7 @@ mod tests {
     fn published() -> (PublishedEntries, Schema) {
         let schema = Schema::builtin().unwrap();
         (
-            PublishedEntries::new(&["dc=example,dc=com".to_owned()], &schema).unwrap(),
+            PublishedEntries::new(&["dc=example,dc=com".to_owned()], &schema, false).unwrap(),
             schema,
         )
     }

@@ -49,6 +49,13 @@ impl Session {
             }
             (false, false) => {}
         }
+        if reply.ctx.require_tls && !self.tls {
+            return reply.result(
+                bind.name,
+                ResultCode::CONFIDENTIALITY_REQUIRED,
+                b"security.require_tls: a bind with a password needs TLS (StartTLS or ldaps://)",
+            );
+        }
         let dn = match Dn::parse(bind.name, &reply.ctx.schema) {
             Ok(dn) => dn,
             Err(e) => {

@@ -53,6 +53,70 @@ impl Session {
         )
     }
 
+    /// StartTLS (RFC 4511 section 4.14): refused here on a connection
+    /// already under TLS (operationsError) or a server without a
+    /// certificate (unavailable); otherwise the connection answers it
+    /// once no other operation is outstanding, and upgrades.
+    pub(super) fn start_tls(&mut self, ext: &ExtendedRequest<'_>, reply: Reply<'_>) -> Action {
+        if ext.value.is_some() {
+            return reply.extended(
+                ResultCode::PROTOCOL_ERROR,
+                b"a StartTLS request has no value",
+                None,
+            );
+        }
+        if self.tls {
+            return reply.extended(
+                ResultCode::OPERATIONS_ERROR,
+                b"TLS is already established on this connection",
+                None,
+            );
+        }
+        if reply.ctx.tls.is_none() {
+            return reply.extended(
+                ResultCode::UNAVAILABLE,
+                b"TLS is not configured on this server (security.tls_certificate_file and security.tls_key_file)",
+                None,
+            );
+        }
+        Action::StartTls {
+            message_id: reply.id,
+            started: reply.started,
+        }
+    }
+
+    /// Answers a StartTLS request the connection decided on: success
+    /// (then the handshake follows), or why not.
+    pub(crate) fn finish_start_tls(
+        &mut self,
+        ctx: &ServerContext,
+        message_id: i32,
+        refusal: Option<&str>,
+        batch: &mut ResponseBatch,
+        started: Instant,
+    ) {
+        let (code, message) = match refusal {
+            None => (ResultCode::SUCCESS, ""),
+            Some(why) => (ResultCode::OPERATIONS_ERROR, why),
+        };
+        LdapMessage {
+            message_id,
+            op: ProtocolOp::ExtendedResponse(meridian_proto::ExtendedResponse {
+                result: LdapResult::new(code, message.as_bytes()),
+                // RFC 4511 section 4.14.2: the response names StartTLS.
+                name: Some(extended_oid::START_TLS),
+                value: None,
+            }),
+            controls: meridian_proto::Seq::empty(),
+        }
+        .encode(&mut batch.bytes);
+        batch.completed += 1;
+        self.log(ctx, message_id, "EXT", b"", Some(code), started);
+        if refusal.is_none() {
+            self.tls = true;
+        }
+    }
+
     /// Refresh (RFC 2589): a dynamic entry's new TTL, clamped to the
     /// configured bounds; the response says what was granted.
     pub(super) fn refresh(
@@ -161,10 +225,8 @@ impl Session {
         if name == extended_oid::REFRESH {
             return self.refresh(ext, reply, out);
         }
-        let pending = [(extended_oid::START_TLS, "StartTLS")];
-        if let Some((_, what)) = pending.iter().find(|(oid, _)| *oid == name) {
-            let message = format!("the {what} extended operation is not implemented yet");
-            return reply.extended(ResultCode::UNWILLING_TO_PERFORM, message.as_bytes(), None);
+        if name == extended_oid::START_TLS {
+            return self.start_tls(ext, reply);
         }
         let message = format!(
             "unsupported extended operation {:?}; supportedExtension in the root DSE lists those served",

@@ -85,6 +85,10 @@ pub(crate) enum Action {
     Unbind,
     /// The client broke the protocol: Notice of Disconnection and close.
     Disconnect(&'static str),
+    /// StartTLS, allowed so far: the connection checks that nothing else
+    /// is outstanding, then calls [`Session::finish_start_tls`] and, on
+    /// success, starts the handshake.
+    StartTls { message_id: i32, started: Instant },
 }
 
 /// Per-connection LDAP state.
@@ -97,6 +101,8 @@ pub(crate) struct Session {
     writes: Option<tokio::sync::mpsc::UnboundedSender<(SpawnedWrite, Pending)>>,
     /// Streamed searches and writes still running, for Abandon and Cancel.
     running: Running,
+    /// The connection is under TLS (`ldaps://`, or after StartTLS).
+    pub(crate) tls: bool,
 }
 
 impl Session {
@@ -106,6 +112,28 @@ impl Session {
             identity: Identity::Anonymous,
             writes: None,
             running: Running::default(),
+            tls: false,
+        }
+    }
+
+    /// Under `security.require_tls`, why `op` is refused on this
+    /// connection (confidentialityRequired): a write, or a Password
+    /// Modify, without TLS. Binds are checked in [`Session::bind`].
+    fn needs_tls(&self, ctx: &ServerContext, op: &ProtocolOp<'_>) -> Option<&'static str> {
+        if self.tls || !ctx.require_tls {
+            return None;
+        }
+        match op {
+            ProtocolOp::AddRequest(_)
+            | ProtocolOp::DelRequest(_)
+            | ProtocolOp::ModifyRequest(_)
+            | ProtocolOp::ModifyDnRequest(_) => {
+                Some("security.require_tls: writes need TLS (StartTLS or ldaps://)")
+            }
+            ProtocolOp::ExtendedRequest(ext) if ext.name == extended_oid::PASSWORD_MODIFY => {
+                Some("security.require_tls: password changes need TLS (StartTLS or ldaps://)")
+            }
+            _ => None,
         }
     }
 
@@ -224,6 +252,13 @@ impl Session {
         match check_controls(msg) {
             Ok(bundle) => reply.batch.bundle += bundle,
             Err((code, message)) => return reply.result(op_dn(op), code, message.as_bytes()),
+        }
+        if let Some(why) = self.needs_tls(ctx, op) {
+            return reply.result(
+                op_dn(op),
+                ResultCode::CONFIDENTIALITY_REQUIRED,
+                why.as_bytes(),
+            );
         }
         let permissive = msg
             .controls

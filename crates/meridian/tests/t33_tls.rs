@@ -1,0 +1,447 @@
+//! TLS: `ldaps://` and StartTLS with OpenLDAP's tools and a rustls
+//! client, certificates made here by a test CA (rcgen): the right CA is
+//! trusted, a wrong one and an expired certificate refused, StartTLS's
+//! rules (not twice, not with requests behind it, unavailable without a
+//! certificate), `security.require_tls`, and a certificate reloaded
+//! (SIGHUP, then a changed file) without dropping a connection.
+
+// Tests time out their waits: they read the clock directly.
+#![allow(clippy::disallowed_methods)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use meridian_proto::message::tags;
+use meridian_proto::{DecodeLimits, LdapMessage, ProtocolOp};
+use support::{ADMIN_DN, ADMIN_PASSWORD, Client, Server, signal, temp_dir};
+
+const START_TLS: &str = "1.3.6.1.4.1.1466.20037";
+
+/// A certificate authority of the test.
+struct Ca {
+    issuer: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
+    pem_file: PathBuf,
+}
+
+impl Ca {
+    fn new(dir: &Path, name: &str) -> Ca {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.distinguished_name.push(
+            rcgen::DnType::CommonName,
+            format!("Meridian test CA {name}"),
+        );
+        let issuer =
+            rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap())
+                .unwrap();
+        let pem_file = dir.join(format!("ca-{name}.pem"));
+        std::fs::write(&pem_file, issuer.pem()).unwrap();
+        Ca { issuer, pem_file }
+    }
+
+    /// Writes a server certificate for 127.0.0.1 and localhost, signed
+    /// by this CA, to `cert` and `key`; `expired` makes one whose
+    /// validity ended in 2021.
+    fn issue(&self, cert: &Path, key: &Path, expired: bool) {
+        let mut params =
+            rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+                .unwrap();
+        if expired {
+            params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        }
+        let pair = rcgen::KeyPair::generate().unwrap();
+        let signed = params.signed_by(&pair, &self.issuer).unwrap();
+        // The key first: a reload that sees the new certificate must not
+        // pair it with the old key.
+        std::fs::write(key, pair.serialize_pem()).unwrap();
+        std::fs::write(cert, signed.pem()).unwrap();
+    }
+}
+
+/// A server with a certificate from `ca`, an `ldaps://` listener too,
+/// and `config` (TOML).
+fn tls_server(dir: &Path, ca: &Ca, config: &str) -> (Server, SocketAddr, PathBuf, PathBuf) {
+    let (cert, key) = (dir.join("server.pem"), dir.join("server.key"));
+    ca.issue(&cert, &key, false);
+    let server = Server::start_with_args(
+        config,
+        &[
+            "--listen-tls",
+            "127.0.0.1:0",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let ldaps = server
+        .stdout_lines
+        .iter()
+        .find_map(|l| l.strip_prefix("meridian listening for ldaps on "))
+        .expect("the ldaps listener is announced")
+        .parse()
+        .unwrap();
+    (server, ldaps, cert, key)
+}
+
+/// An OpenLDAP tool trusting `ca_file`: exit code and output.
+fn tool(ca_file: &Path, name: &str, args: &[&str]) -> (i32, String) {
+    let out = Command::new(name)
+        .args(args)
+        // Not LDAPNOINIT, which would make the tools ignore the
+        // LDAPTLS_* variables too.
+        .env("LDAPTLS_CACERT", ca_file)
+        .env("LDAPTLS_REQCERT", "demand")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {name} (install ldap-utils): {e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// `ldapwhoami` as the administrator at `url`, with `-ZZ` (StartTLS) if
+/// asked.
+fn whoami(ca_file: &Path, url: &str, start_tls: bool) -> (i32, String) {
+    let mut args = vec!["-x", "-H", url, "-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    if start_tls {
+        args.push("-ZZ");
+    }
+    tool(ca_file, "ldapwhoami", &args)
+}
+
+#[test]
+fn ldaps_and_starttls_serve_openldap_clients_that_trust_the_ca() {
+    let dir = temp_dir("tls-clients");
+    let ca = Ca::new(&dir, "good");
+    let other = Ca::new(&dir, "other");
+    let (server, ldaps, _, _) = tls_server(&dir, &ca, "");
+    let plain = server.url();
+    let ldaps = format!("ldaps://{ldaps}");
+
+    let (rc, out) = whoami(&ca.pem_file, &plain, true);
+    assert_eq!(rc, 0, "StartTLS: {out}");
+    assert!(out.contains(&format!("dn:{ADMIN_DN}")), "{out}");
+    let (rc, out) = whoami(&ca.pem_file, &ldaps, false);
+    assert_eq!(rc, 0, "ldaps: {out}");
+
+    // A client that trusts another CA refuses the server, both ways.
+    let (rc, out) = whoami(&other.pem_file, &plain, true);
+    assert_ne!(rc, 0, "StartTLS trusted a certificate of another CA: {out}");
+    let (rc, out) = whoami(&other.pem_file, &ldaps, false);
+    assert_ne!(rc, 0, "ldaps trusted a certificate of another CA: {out}");
+
+    // StartTLS on a connection already under TLS: operationsError.
+    let (rc, out) = whoami(&ca.pem_file, &ldaps, true);
+    assert_eq!(rc, 1, "{out}");
+    assert!(out.contains("already established"), "{out}");
+
+    // The root DSE offers StartTLS, read over TLS.
+    let (rc, out) = tool(
+        &ca.pem_file,
+        "ldapsearch",
+        &[
+            "-x",
+            "-ZZ",
+            "-H",
+            &plain,
+            "-b",
+            "",
+            "-s",
+            "base",
+            "supportedExtension",
+        ],
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(
+        out.contains(&format!("supportedExtension: {START_TLS}")),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_expired_certificate_is_refused_by_clients() {
+    let dir = temp_dir("tls-expired");
+    let ca = Ca::new(&dir, "expiring");
+    let (server, ldaps, cert, key) = tls_server(&dir, &ca, "");
+    ca.issue(&cert, &key, true);
+    signal(server.pid(), "HUP");
+    // The reload is logged; wait until a handshake sees the new
+    // certificate: the expired one is refused from then on.
+    let refused = wait_for(|| whoami(&ca.pem_file, &format!("ldaps://{ldaps}"), false).0 != 0);
+    assert!(refused, "a client accepted an expired certificate");
+    let (rc, out) = whoami(&ca.pem_file, &server.url(), true);
+    assert_ne!(rc, 0, "StartTLS accepted an expired certificate: {out}");
+}
+
+#[test]
+fn starttls_is_refused_without_a_certificate_twice_or_with_requests_behind_it() {
+    // No certificate: unavailable, and the connection goes on in clear.
+    let server = Server::start("");
+    let mut client = Client::connect(server.addr);
+    client.send(&start_tls_request(1));
+    assert_eq!(extended_code(&mut client), 52, "unavailable");
+    assert_root_dse_answers(&mut client, 2);
+    drop(server);
+
+    // A request sent behind StartTLS, before its answer: operationsError,
+    // and both are answered in clear.
+    let dir = temp_dir("tls-pipelined");
+    let ca = Ca::new(&dir, "pipelined");
+    let (server, _, _, _) = tls_server(&dir, &ca, "");
+    let mut client = Client::connect(server.addr);
+    let mut bytes = start_tls_request(1);
+    bytes.extend_from_slice(&root_dse_request(2));
+    client.send(&bytes);
+    assert_eq!(extended_code(&mut client), 1, "operationsError");
+    let mut entries = 0;
+    client.read_until(|m| match &m.op {
+        ProtocolOp::SearchResultEntry(_) => {
+            entries += 1;
+            false
+        }
+        ProtocolOp::SearchResultDone(done) => {
+            assert_eq!(done.code.0, 0);
+            true
+        }
+        other => panic!("{other:?}"),
+    });
+    assert_eq!(entries, 1);
+}
+
+#[test]
+fn require_tls_refuses_binds_and_writes_in_clear_and_allows_them_under_tls() {
+    let dir = temp_dir("tls-required");
+    let ca = Ca::new(&dir, "required");
+    let (server, _, _, _) = tls_server(&dir, &ca, "[security]\nrequire_tls = true\n");
+    let plain = server.url();
+    let (rc, out) = whoami(&ca.pem_file, &plain, false);
+    assert_eq!(rc, 13, "a bind in clear: {out}");
+    assert!(out.contains("security.require_tls"), "{out}");
+    let ldif = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n";
+    let add = |start_tls: bool| {
+        let file = dir.join("add.ldif");
+        std::fs::write(&file, ldif).unwrap();
+        let mut args = vec![
+            "-x",
+            "-H",
+            &plain,
+            "-D",
+            ADMIN_DN,
+            "-w",
+            ADMIN_PASSWORD,
+            "-f",
+            file.to_str().unwrap(),
+        ];
+        if start_tls {
+            args.push("-ZZ");
+        }
+        tool(&ca.pem_file, "ldapadd", &args)
+    };
+    let (rc, out) = add(false);
+    assert_eq!(rc, 13, "a write in clear: {out}");
+    // Anonymous reads stay open in clear.
+    let (rc, out) = tool(
+        &ca.pem_file,
+        "ldapsearch",
+        &["-x", "-H", &plain, "-b", "", "-s", "base", "namingContexts"],
+    );
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = add(true);
+    assert_eq!(rc, 0, "a write under StartTLS: {out}");
+    let (rc, out) = whoami(&ca.pem_file, &plain, true);
+    assert_eq!(rc, 0, "a bind under StartTLS: {out}");
+}
+
+#[test]
+fn a_reloaded_certificate_serves_new_handshakes_and_drops_no_connection() {
+    let dir = temp_dir("tls-reload");
+    let (first, second, third) = (
+        Ca::new(&dir, "first"),
+        Ca::new(&dir, "second"),
+        Ca::new(&dir, "third"),
+    );
+    let (server, ldaps, cert, key) = tls_server(&dir, &first, "");
+    let url = format!("ldaps://{ldaps}");
+    // A connection under TLS with the first certificate, kept open.
+    let mut open = TlsClient::connect(ldaps, &first.pem_file);
+    open.root_dse(1);
+
+    // SIGHUP: the second certificate for new handshakes.
+    second.issue(&cert, &key, false);
+    signal(server.pid(), "HUP");
+    assert!(
+        wait_for(|| whoami(&second.pem_file, &url, false).0 == 0),
+        "the second certificate was not served after SIGHUP"
+    );
+    assert_ne!(whoami(&first.pem_file, &url, false).0, 0);
+    open.root_dse(2);
+
+    // A changed file alone: the third, within a few seconds.
+    std::thread::sleep(Duration::from_millis(1100));
+    third.issue(&cert, &key, false);
+    assert!(
+        wait_for(|| whoami(&third.pem_file, &url, false).0 == 0),
+        "the third certificate was not served after its file changed"
+    );
+    open.root_dse(3);
+
+    // A broken pair is refused and the last good one stays.
+    std::fs::write(&key, "not a key").unwrap();
+    signal(server.pid(), "HUP");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(whoami(&third.pem_file, &url, false).0, 0);
+    open.root_dse(4);
+}
+
+/// Polls `f` for up to 15 seconds.
+fn wait_for(mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    false
+}
+
+fn start_tls_request(id: i32) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    LdapMessage {
+        message_id: id,
+        op: ProtocolOp::ExtendedRequest(meridian_proto::ExtendedRequest {
+            name: START_TLS.as_bytes(),
+            value: None,
+        }),
+        controls: meridian_proto::Seq::empty(),
+    }
+    .encode(&mut bytes);
+    bytes
+}
+
+fn root_dse_request(id: i32) -> Vec<u8> {
+    let ber = meridian_proto::filter_str::parse("(objectClass=*)", 8).unwrap();
+    let filter = meridian_proto::Filter::from_ber(&ber, meridian_proto::Depth::new(8)).unwrap();
+    let mut bytes = Vec::new();
+    LdapMessage {
+        message_id: id,
+        op: ProtocolOp::SearchRequest(meridian_proto::SearchRequest {
+            base: b"",
+            scope: meridian_proto::Scope::Base,
+            deref: meridian_proto::DerefAliases::Never,
+            size_limit: 0,
+            time_limit: 0,
+            types_only: false,
+            filter,
+            attributes: meridian_proto::Seq::empty(),
+        }),
+        controls: meridian_proto::Seq::empty(),
+    }
+    .encode(&mut bytes);
+    bytes
+}
+
+/// The result code of the next ExtendedResponse.
+fn extended_code(client: &mut Client) -> u32 {
+    let mut code = None;
+    client.read_until(|m| match &m.op {
+        ProtocolOp::ExtendedResponse(r) => {
+            code = Some(r.result.code.0);
+            true
+        }
+        other => panic!("{other:?}"),
+    });
+    code.unwrap()
+}
+
+fn assert_root_dse_answers(client: &mut Client, id: i32) {
+    client.send(&root_dse_request(id));
+    client.read_until(|m| match &m.op {
+        ProtocolOp::SearchResultDone(done) => {
+            assert_eq!(done.code.0, 0);
+            true
+        }
+        _ => false,
+    });
+}
+
+/// A connection under TLS (rustls, trusting one CA file) speaking our
+/// codec.
+struct TlsClient {
+    stream: rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+    buf: Vec<u8>,
+}
+
+impl TlsClient {
+    fn connect(addr: SocketAddr, ca_file: &Path) -> TlsClient {
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca_file).unwrap() {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+        let socket = TcpStream::connect(addr).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        TlsClient {
+            stream: rustls::StreamOwned::new(connection, socket),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Reads the root DSE (message `id`) and checks it is answered.
+    fn root_dse(&mut self, id: i32) {
+        self.stream.write_all(&root_dse_request(id)).unwrap();
+        loop {
+            let pdu = self.read_pdu();
+            let msg = LdapMessage::decode(&pdu, &DecodeLimits::default()).unwrap();
+            assert_eq!(msg.message_id, id);
+            if msg.op.tag() == tags::SEARCH_RESULT_DONE {
+                return;
+            }
+        }
+    }
+
+    fn read_pdu(&mut self) -> Vec<u8> {
+        loop {
+            match meridian_ber::frame::pdu_length(&self.buf, 1 << 26) {
+                Ok(len) => return self.buf.drain(..len).collect(),
+                Err(e) if e.is_incomplete() => {}
+                Err(e) => panic!("server sent malformed BER: {e}"),
+            }
+            let mut chunk = [0u8; 16384];
+            let n = self
+                .stream
+                .read(&mut chunk)
+                .expect("the TLS connection was dropped");
+            assert!(n > 0, "the TLS connection was closed");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
