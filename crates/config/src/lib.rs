@@ -342,6 +342,19 @@ pub struct SecurityConfig {
     /// connection without TLS (confidentialityRequired); a connection
     /// of `server.listen_tls` always has TLS.
     pub require_tls: bool,
+    /// Client certificates in the TLS handshake: `none` (not asked for),
+    /// `optional` (asked for, verified when sent) or `required` (a
+    /// handshake without one fails). A verified certificate allows SASL
+    /// EXTERNAL binds.
+    pub client_certificates: String,
+    /// The CAs client certificates are verified against, PEM; needed
+    /// unless `client_certificates` is `none`.
+    pub tls_ca_file: Option<PathBuf>,
+    /// How a client certificate names its entry for SASL EXTERNAL:
+    /// `subject` (its subject is the entry's DN) or a search filter with
+    /// `{name}` placeholders for subject attributes, e.g. `(uid={cn})`;
+    /// exactly one entry must match.
+    pub certificate_map: String,
 }
 
 impl Default for SecurityConfig {
@@ -365,6 +378,9 @@ impl Default for SecurityConfig {
             tls_certificate_file: None,
             tls_key_file: None,
             require_tls: false,
+            client_certificates: "none".into(),
+            tls_ca_file: None,
+            certificate_map: "subject".into(),
         }
     }
 }
@@ -489,6 +505,18 @@ impl Config {
             return invalid(
                 "server.listen_tls",
                 format!("{:?} is not an IP:PORT address ({e})", s.listen_tls),
+            );
+        }
+        if !matches!(
+            self.security.client_certificates.as_str(),
+            "none" | "optional" | "required"
+        ) {
+            return invalid(
+                "security.client_certificates",
+                format!(
+                    "{:?}: one of \"none\", \"optional\", \"required\"",
+                    self.security.client_certificates
+                ),
             );
         }
         let ranges: [(&'static str, usize, usize, usize); 10] = [

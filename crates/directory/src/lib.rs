@@ -20,6 +20,7 @@
 
 pub mod access;
 mod alias;
+pub mod certificate;
 pub mod clock;
 mod compare;
 mod credentials;

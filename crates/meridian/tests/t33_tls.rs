@@ -54,6 +54,21 @@ impl Ca {
     /// Writes a server certificate for 127.0.0.1 and localhost, signed
     /// by this CA, to `cert` and `key`; `expired` makes one whose
     /// validity ended in 2021.
+    /// Writes a client certificate whose subject is `subject` (X.509
+    /// order: the root first), signed by this CA.
+    fn issue_client(&self, cert: &Path, key: &Path, subject: &[(rcgen::DnType, &str)]) {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        for (ty, value) in subject {
+            params.distinguished_name.push(ty.clone(), *value);
+        }
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let pair = rcgen::KeyPair::generate().unwrap();
+        let signed = params.signed_by(&pair, &self.issuer).unwrap();
+        std::fs::write(key, pair.serialize_pem()).unwrap();
+        std::fs::write(cert, signed.pem()).unwrap();
+    }
+
     fn issue(&self, cert: &Path, key: &Path, expired: bool) {
         let mut params =
             rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
@@ -99,7 +114,21 @@ fn tls_server(dir: &Path, ca: &Ca, config: &str) -> (Server, SocketAddr, PathBuf
 
 /// An OpenLDAP tool trusting `ca_file`: exit code and output.
 fn tool(ca_file: &Path, name: &str, args: &[&str]) -> (i32, String) {
-    let out = Command::new(name)
+    tool_with_certificate(ca_file, None, name, args)
+}
+
+/// [`tool`] presenting a client certificate (`cert`, `key`) if given.
+fn tool_with_certificate(
+    ca_file: &Path,
+    client: Option<(&Path, &Path)>,
+    name: &str,
+    args: &[&str],
+) -> (i32, String) {
+    let mut command = Command::new(name);
+    if let Some((cert, key)) = client {
+        command.env("LDAPTLS_CERT", cert).env("LDAPTLS_KEY", key);
+    }
+    let out = command
         .args(args)
         // Not LDAPNOINIT, which would make the tools ignore the
         // LDAPTLS_* variables too.
@@ -444,4 +473,156 @@ impl TlsClient {
             self.buf.extend_from_slice(&chunk[..n]);
         }
     }
+}
+
+#[test]
+fn sasl_external_maps_a_client_certificate_by_its_subject() {
+    let dir = temp_dir("tls-external-subject");
+    let ca = Ca::new(&dir, "clients");
+    let config = format!(
+        "[directory]\nsuffix = \"o=example\"\nadmin_dn = \"cn=admin,o=example\"\n\
+         [security]\nclient_certificates = \"required\"\ntls_ca_file = \"{}\"\n",
+        ca.pem_file.display()
+    );
+    let (server, ldaps, _, _) = tls_server(&dir, &ca, &config);
+    let ldif = "dn: o=example\nobjectClass: organization\no: example\n\n\
+                dn: cn=alice,o=example\nobjectClass: person\ncn: alice\nsn: A\n";
+    let file = dir.join("entries.ldif");
+    std::fs::write(&file, ldif).unwrap();
+    let (rc, out) = tool(
+        &ca.pem_file,
+        "ldapadd",
+        &[
+            "-x",
+            "-H",
+            &server.url(),
+            "-D",
+            "cn=admin,o=example",
+            "-w",
+            ADMIN_PASSWORD,
+            "-f",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(rc, 0, "{out}");
+    let (cert, key) = (dir.join("alice.pem"), dir.join("alice.key"));
+    ca.issue_client(
+        &cert,
+        &key,
+        &[
+            (rcgen::DnType::OrganizationName, "example"),
+            (rcgen::DnType::CommonName, "alice"),
+        ],
+    );
+    let url = format!("ldaps://{ldaps}");
+    let external = ["-Q", "-Y", "EXTERNAL", "-H", url.as_str()];
+    let (rc, out) =
+        tool_with_certificate(&ca.pem_file, Some((&cert, &key)), "ldapwhoami", &external);
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("dn:cn=alice,o=example"), "{out}");
+
+    // Required: no handshake without a certificate.
+    let (rc, out) = tool(&ca.pem_file, "ldapwhoami", &["-x", "-H", &url]);
+    assert_ne!(rc, 0, "a handshake without a client certificate: {out}");
+
+    // A certificate whose subject names no entry binds no one.
+    let (stranger, stranger_key) = (dir.join("bob.pem"), dir.join("bob.key"));
+    ca.issue_client(
+        &stranger,
+        &stranger_key,
+        &[
+            (rcgen::DnType::OrganizationName, "example"),
+            (rcgen::DnType::CommonName, "bob"),
+        ],
+    );
+    let (rc, out) = tool_with_certificate(
+        &ca.pem_file,
+        Some((&stranger, &stranger_key)),
+        "ldapwhoami",
+        &external,
+    );
+    assert_eq!(rc, 49, "{out}");
+}
+
+#[test]
+fn sasl_external_maps_a_client_certificate_by_a_search() {
+    let dir = temp_dir("tls-external-search");
+    let ca = Ca::new(&dir, "clients");
+    let config = format!(
+        "[security]\nclient_certificates = \"optional\"\ntls_ca_file = \"{}\"\n\
+         certificate_map = \"(uid={{cn}})\"\n",
+        ca.pem_file.display()
+    );
+    let (server, _, _, _) = tls_server(&dir, &ca, &config);
+    let ldif = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n\
+                dn: uid=carol,dc=example,dc=com\nobjectClass: account\nuid: carol\n";
+    let file = dir.join("entries.ldif");
+    std::fs::write(&file, ldif).unwrap();
+    let plain = server.url();
+    let (rc, out) = tool(
+        &ca.pem_file,
+        "ldapadd",
+        &[
+            "-x",
+            "-H",
+            &plain,
+            "-D",
+            ADMIN_DN,
+            "-w",
+            ADMIN_PASSWORD,
+            "-f",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(rc, 0, "{out}");
+    let (cert, key) = (dir.join("carol.pem"), dir.join("carol.key"));
+    ca.issue_client(&cert, &key, &[(rcgen::DnType::CommonName, "carol")]);
+    let external = ["-Q", "-Y", "EXTERNAL", "-ZZ", "-H", plain.as_str()];
+    let (rc, out) =
+        tool_with_certificate(&ca.pem_file, Some((&cert, &key)), "ldapwhoami", &external);
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("dn:uid=carol,dc=example,dc=com"), "{out}");
+
+    // Without a certificate (OpenLDAP's tools do not even offer
+    // EXTERNAL then): inappropriateAuthentication.
+    let mut client = Client::connect(server.addr);
+    let mut bind = Vec::new();
+    LdapMessage {
+        message_id: 1,
+        op: ProtocolOp::BindRequest(meridian_proto::BindRequest {
+            version: 3,
+            name: b"",
+            auth: meridian_proto::Authentication::Sasl {
+                mechanism: b"EXTERNAL",
+                credentials: None,
+            },
+        }),
+        controls: meridian_proto::Seq::empty(),
+    }
+    .encode(&mut bind);
+    client.send(&bind);
+    client.read_until(|m| match &m.op {
+        ProtocolOp::BindResponse(r) => {
+            assert_eq!(r.result.code.0, 48, "inappropriateAuthentication");
+            true
+        }
+        other => panic!("{other:?}"),
+    });
+    let (rc, out) = tool(
+        &ca.pem_file,
+        "ldapsearch",
+        &[
+            "-x",
+            "-ZZ",
+            "-H",
+            &plain,
+            "-b",
+            "",
+            "-s",
+            "base",
+            "supportedSASLMechanisms",
+        ],
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("supportedSASLMechanisms: EXTERNAL"), "{out}");
 }

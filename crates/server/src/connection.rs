@@ -125,6 +125,22 @@ fn tls_io(stream: TlsTcp, ctx: &ServerContext) -> (ReadSide, Arc<Outbound>, Writ
     (ReadSide::Tls(read_half), out, WriterTask::Tls(writer))
 }
 
+/// The client certificate the handshake verified, read for SASL
+/// EXTERNAL (one that cannot be read is logged and left out).
+fn client_certificate(
+    tls: &TlsTcp,
+    conn_id: u64,
+) -> Option<meridian_directory::certificate::ClientCertificate> {
+    let der = tls.get_ref().1.peer_certificates()?.first()?;
+    match meridian_directory::certificate::ClientCertificate::from_der(der) {
+        Ok(certificate) => Some(certificate),
+        Err(e) => {
+            tracing::warn!(conn = conn_id, error = %e, "a verified client certificate could not be read");
+            None
+        }
+    }
+}
+
 /// The server side of a TLS handshake, bounded by the first-request
 /// time-out; `None` (logged) when it fails.
 async fn handshake(
@@ -165,6 +181,7 @@ pub(crate) async fn serve_connection(
             return;
         };
         session.tls = true;
+        session.client_certificate = client_certificate(&tls, conn_id);
         tls_io(tls, &ctx)
     } else {
         plain_io(stream, &ctx)
@@ -291,6 +308,7 @@ impl RequestReader<'_> {
         let tls = handshake(self.ctx, stream, self.peer, self.session.conn_id)
             .await
             .ok_or(End::HandshakeFailed)?;
+        self.session.client_certificate = client_certificate(&tls, self.session.conn_id);
         let (socket, out, writer) = tls_io(tls, self.ctx);
         self.socket = socket;
         self.out = out;

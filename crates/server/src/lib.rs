@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use meridian_config::Config;
+use meridian_directory::certificate::CertificateMap;
 use meridian_directory::{Directory, password};
 use meridian_model::Schema;
 use meridian_proto::DecodeLimits;
@@ -72,6 +73,9 @@ pub(crate) struct ServerContext {
     pub(crate) tls: Option<Arc<tls::Tls>>,
     /// `security.require_tls`.
     pub(crate) require_tls: bool,
+    /// How a client certificate names its entry for SASL EXTERNAL; `None`
+    /// when client certificates are not asked for.
+    pub(crate) certificate_map: Option<CertificateMap>,
 }
 
 impl ServerContext {
@@ -199,8 +203,26 @@ impl Server {
         let sec = &config.security;
         // Checked here, not with the config file: flags may give what
         // the file lacks.
+        let client_auth = match (sec.client_certificates.as_str(), &sec.tls_ca_file) {
+            ("none", _) => tls::ClientAuth::None,
+            (_, None) => {
+                return Err(StartError::Config(format!(
+                    "security.client_certificates = {:?} needs security.tls_ca_file, the CAs client certificates are checked against",
+                    sec.client_certificates
+                )));
+            }
+            ("required", Some(ca)) => tls::ClientAuth::Required(ca.clone()),
+            (_, Some(ca)) => tls::ClientAuth::Optional(ca.clone()),
+        };
+        let certificate_map = match client_auth {
+            tls::ClientAuth::None => None,
+            _ => Some(
+                CertificateMap::parse(&sec.certificate_map)
+                    .map_err(|e| StartError::Config(format!("security.certificate_map: {e}")))?,
+            ),
+        };
         let tls = match (&sec.tls_certificate_file, &sec.tls_key_file) {
-            (Some(cert), Some(key)) => Some(Arc::new(tls::Tls::load(cert, key)?)),
+            (Some(cert), Some(key)) => Some(Arc::new(tls::Tls::load(cert, key, client_auth)?)),
             (Some(_), None) => {
                 return Err(StartError::Config(
                     "security.tls_certificate_file is set without security.tls_key_file".into(),
@@ -209,6 +231,11 @@ impl Server {
             (None, Some(_)) => {
                 return Err(StartError::Config(
                     "security.tls_key_file is set without security.tls_certificate_file".into(),
+                ));
+            }
+            (None, None) if certificate_map.is_some() => {
+                return Err(StartError::Config(
+                    "security.client_certificates needs a server certificate: security.tls_certificate_file and security.tls_key_file".into(),
                 ));
             }
             (None, None) if sec.require_tls => {
@@ -248,6 +275,7 @@ impl Server {
                 &naming_contexts(config),
                 &schema,
                 tls.is_some(),
+                certificate_map.is_some(),
             )
             .map_err(|e| StartError::Schema(e.to_string()))?,
             schema,
@@ -271,6 +299,7 @@ impl Server {
             queue_flush: Duration::from_millis(s.queue_length_flush_ms),
             tls,
             require_tls: sec.require_tls,
+            certificate_map,
         };
         Ok(Server {
             listener,

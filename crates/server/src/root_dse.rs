@@ -49,11 +49,13 @@ impl PublishedEntries {
     ];
 
     /// The root DSE naming `suffixes` and `cn=Subschema` for `schema`;
-    /// StartTLS is listed when `tls` (a certificate is configured).
+    /// StartTLS is listed when `tls` (a certificate is configured), SASL
+    /// EXTERNAL when `external` (client certificates are asked for).
     pub(crate) fn new(
         suffixes: &[String],
         schema: &Schema,
         tls: bool,
+        external: bool,
     ) -> Result<Self, meridian_model::ModelError> {
         let text = |values: &[&[u8]]| {
             values
@@ -87,6 +89,10 @@ impl PublishedEntries {
             ("vendorName", vec!["Meridian".into()]),
             ("vendorVersion", vec![vendor_version]),
         ];
+        let mut root_attrs = root_attrs;
+        if external {
+            root_attrs.push(("supportedSASLMechanisms", vec!["EXTERNAL".into()]));
+        }
         let root = build(b"", &root_attrs, schema)?;
         let mut sub_attrs = subschema_attributes(schema);
         sub_attrs.push(("subschemaSubentry", vec![SUBSCHEMA_DN.to_owned()]));
@@ -157,7 +163,8 @@ mod tests {
     fn published() -> (PublishedEntries, Schema) {
         let schema = Schema::builtin().unwrap();
         (
-            PublishedEntries::new(&["dc=example,dc=com".to_owned()], &schema, false).unwrap(),
+            PublishedEntries::new(&["dc=example,dc=com".to_owned()], &schema, false, false)
+                .unwrap(),
             schema,
         )
     }

@@ -17,9 +17,15 @@ impl Session {
         }
         let password = match bind.auth {
             Authentication::Simple(password) => password,
+            Authentication::Sasl {
+                mechanism,
+                credentials,
+            } if mechanism.eq_ignore_ascii_case(b"EXTERNAL") => {
+                return self.external_bind(credentials, reply);
+            }
             Authentication::Sasl { mechanism, .. } => {
                 let message = format!(
-                    "SASL mechanism {:?} is not supported (no SASL mechanisms are offered yet)",
+                    "SASL mechanism {:?} is not supported; supportedSASLMechanisms in the root DSE lists those offered",
                     String::from_utf8_lossy(mechanism)
                 );
                 return reply.result(
@@ -93,6 +99,50 @@ impl Session {
             password: password.to_vec(),
             started: reply.started,
         }
+    }
+
+    /// SASL EXTERNAL (RFC 4422 appendix A, RFC 4513 5.2.3): the identity
+    /// of the connection's verified client certificate, mapped to an
+    /// entry by `security.certificate_map`. An authorization identity in
+    /// the credentials must be that same identity (`dn:DN`) or empty.
+    fn external_bind(&mut self, credentials: Option<&[u8]>, reply: Reply<'_>) -> Action {
+        let ctx = reply.ctx;
+        let (Some(map), Some(certificate)) = (&ctx.certificate_map, &self.client_certificate)
+        else {
+            let message: &[u8] = if ctx.certificate_map.is_none() {
+                b"SASL EXTERNAL needs client certificates, which this server does not ask for (security.client_certificates)"
+            } else {
+                b"SASL EXTERNAL needs a client certificate, and this connection has none (use ldaps:// or StartTLS with one)"
+            };
+            return reply.result(b"", ResultCode::INAPPROPRIATE_AUTHENTICATION, message);
+        };
+        let identity = match ctx.directory.certificate_identity(map, certificate) {
+            Ok(identity) => identity,
+            Err(outcome) => {
+                tracing::warn!(target: "meridian::auth", conn = self.conn_id, subject = %certificate.subject, reason = %outcome.message, "SASL EXTERNAL bind refused");
+                return reply.outcome(b"", &outcome);
+            }
+        };
+        let proved = match &identity {
+            Identity::Admin(dn) | Identity::User(dn) => Arc::clone(dn),
+            Identity::Anonymous => return reply.result(b"", ResultCode::INVALID_CREDENTIALS, b""),
+        };
+        let requested = credentials.unwrap_or_default();
+        if !requested.is_empty() {
+            let same = requested
+                .strip_prefix(b"dn:")
+                .and_then(|text| Dn::parse(text, &ctx.schema).ok())
+                .is_some_and(|dn| dn.same_entry(&proved));
+            if !same {
+                return reply.result(
+                    b"",
+                    ResultCode::INVALID_CREDENTIALS,
+                    b"SASL EXTERNAL: the requested authorization identity is not the certificate's",
+                );
+            }
+        }
+        self.identity = identity;
+        reply.result(proved.original().as_bytes(), ResultCode::SUCCESS, b"")
     }
 
     /// The reply to a bind whose password check ran elsewhere.

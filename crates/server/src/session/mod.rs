@@ -103,6 +103,8 @@ pub(crate) struct Session {
     running: Running,
     /// The connection is under TLS (`ldaps://`, or after StartTLS).
     pub(crate) tls: bool,
+    /// The client certificate the TLS handshake verified, if any.
+    pub(crate) client_certificate: Option<meridian_directory::certificate::ClientCertificate>,
 }
 
 impl Session {
@@ -113,6 +115,7 @@ impl Session {
             writes: None,
             running: Running::default(),
             tls: false,
+            client_certificate: None,
         }
     }
 
