@@ -13,6 +13,10 @@ scenario. Extra arguments go to `meridian bench compare` as they are.
 
 Reports (JSON and HTML) are written to --out (default: the current
 directory) as SCENARIO.json and SCENARIO.html.
+
+With --tls both servers are reached over ldaps:// with the same
+certificate (RSA 2048, made here with openssl by a throwaway CA), and
+the bench trusts that CA.
 """
 import argparse
 import os
@@ -34,7 +38,27 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_meridian(binary, ldif, work, directory_config, storage_config, extra):
+def make_certificate(work):
+    """A CA and a certificate for 127.0.0.1 signed by it: (ca, cert, key)."""
+    ca_key, ca, key, csr, cert = (os.path.join(work, n) for n in ("ca.key", "ca.pem", "server.key",
+                                                                   "server.csr", "server.pem"))
+    run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca, "-days", "2",
+        "-subj", "/CN=bench CA", "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=localhost")
+    san = os.path.join(work, "san.cnf")
+    with open(san, "w") as f:
+        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", cert,
+        "-days", "2", "-extfile", san)
+    # slapd runs as root here, but keeps its files readable by openldap.
+    for path in (cert, key):
+        os.chmod(path, 0o644)
+    return ca, cert, key
+
+
+def start_meridian(binary, ldif, work, directory_config, storage_config, extra, tls=None):
     data = os.path.join(work, "meridian")
     config = os.path.join(work, "meridian.toml")
     with open(config, "w") as f:
@@ -48,19 +72,32 @@ def start_meridian(binary, ldif, work, directory_config, storage_config, extra):
     subprocess.run([binary, "import", "--config", config, "--data-dir", data, "-i", ldif], check=True,
                    stdout=subprocess.DEVNULL)
     env = dict(os.environ, MERIDIAN_ADMIN_PASSWORD="secret", RUST_LOG="warn")
-    server = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--config", config],
-                              stdout=subprocess.PIPE, env=env, text=True)
-    addr = next(l.split()[-1] for l in server.stdout if l.startswith("meridian listening on "))
-    return server, f"ldap://{addr}"
+    argv = [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--config", config]
+    if tls:
+        _, cert, key = tls
+        argv += ["--listen-tls", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key]
+    server = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, text=True)
+    tls_addr = None
+    for line in server.stdout:
+        if line.startswith("meridian listening for ldaps on "):
+            tls_addr = line.split()[-1]
+        elif line.startswith("meridian listening on "):
+            addr = line.split()[-1]
+            break
+    return server, (f"ldaps://{tls_addr}" if tls else f"ldap://{addr}")
 
 
-def start_slapd(ldif, work, extra):
+def start_slapd(ldif, work, extra, tls=None):
     db = os.path.join(work, "slapd")
     os.makedirs(db)
     conf = os.path.join(work, "slapd.conf")
     with open(conf, "w") as f:
         for s in ("core", "cosine", "inetorgperson", "nis"):
             f.write(f"include {SCHEMA}/{s}.schema\n")
+        if tls:
+            # Global directives, before the database.
+            ca, cert, key = tls
+            f.write(f"TLSCACertificateFile {ca}\nTLSCertificateFile {cert}\nTLSCertificateKeyFile {key}\n")
         f.write(f"modulepath /usr/lib/ldap\nmoduleload back_mdb\ndatabase mdb\nsuffix \"{SUFFIX}\"\n"
                 f"rootdn \"cn=admin,{SUFFIX}\"\nrootpw secret\ndirectory {db}\nmaxsize 17179869184\n")
         for attr in INDEXES:
@@ -72,14 +109,15 @@ def start_slapd(ldif, work, extra):
                 f.write(f"index {attr} {','.join(theirs)}\n")
     subprocess.run(["slapadd", "-q", "-f", conf, "-l", ldif], check=True, stdout=subprocess.DEVNULL)
     port = free_port()
-    server = subprocess.Popen(["slapd", "-f", conf, "-h", f"ldap://127.0.0.1:{port}/", "-d", "0"],
+    scheme = "ldaps" if tls else "ldap"
+    server = subprocess.Popen(["slapd", "-f", conf, "-h", f"{scheme}://127.0.0.1:{port}/", "-d", "0"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(200):
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 break
         time.sleep(0.05)
-    return server, f"ldap://127.0.0.1:{port}"
+    return server, f"{scheme}://127.0.0.1:{port}"
 
 
 def main():
@@ -96,6 +134,7 @@ def main():
     parser.add_argument("--index", action="append", default=[], metavar="ATTR=KIND,...",
                         help="one more index on both servers, e.g. uidNumber=eq,ord (slapd gets the kinds it has)")
     parser.add_argument("--keys", type=int, help="largest key (default: entries - 1)")
+    parser.add_argument("--tls", action="store_true", help="both servers over ldaps://, one certificate")
     args, bench_args = parser.parse_known_args()
     extra = [(attr, kinds.split(",")) for attr, kinds in (i.split("=", 1) for i in args.index)]
     args.bench_args = [a for a in bench_args if a != "--"]
@@ -108,12 +147,15 @@ def main():
         subprocess.run([args.binary, "gen", "--model", args.model, "-n", str(args.entries), "-o", ldif], check=True,
                        stderr=subprocess.DEVNULL)
         servers = []
+        tls = make_certificate(work) if args.tls else None
+        if tls:
+            args.bench_args += ["--tls-ca-file", tls[0]]
         try:
             meridian, meridian_url = start_meridian(args.binary, ldif, work,
                                                     args.meridian_directory.replace("\\n", "\n"),
-                                                    args.meridian_storage.replace("\\n", "\n"), extra)
+                                                    args.meridian_storage.replace("\\n", "\n"), extra, tls)
             servers.append(meridian)
-            slapd, slapd_url = start_slapd(ldif, work, extra)
+            slapd, slapd_url = start_slapd(ldif, work, extra, tls)
             servers.append(slapd)
             argv = [args.binary, "bench", "compare", args.scenario,
                     "--server", f"meridian={meridian_url}", "--server", f"slapd={slapd_url}",
