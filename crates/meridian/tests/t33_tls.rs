@@ -183,21 +183,7 @@ fn ldaps_and_starttls_serve_openldap_clients_that_trust_the_ca() {
     assert!(out.contains("already established"), "{out}");
 
     // The root DSE offers StartTLS, read over TLS.
-    let (rc, out) = tool(
-        &ca.pem_file,
-        "ldapsearch",
-        &[
-            "-x",
-            "-ZZ",
-            "-H",
-            &plain,
-            "-b",
-            "",
-            "-s",
-            "base",
-            "supportedExtension",
-        ],
-    );
+    let (rc, out) = root_dse_over_starttls(&ca.pem_file, &plain, "supportedExtension");
     assert_eq!(rc, 0, "{out}");
     assert!(
         out.contains(&format!("supportedExtension: {START_TLS}")),
@@ -265,25 +251,9 @@ fn require_tls_refuses_binds_and_writes_in_clear_and_allows_them_under_tls() {
     assert_eq!(rc, 13, "a bind in clear: {out}");
     assert!(out.contains("security.require_tls"), "{out}");
     let ldif = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n";
-    let add = |start_tls: bool| {
-        let file = dir.join("add.ldif");
-        std::fs::write(&file, ldif).unwrap();
-        let mut args = vec![
-            "-x",
-            "-H",
-            &plain,
-            "-D",
-            ADMIN_DN,
-            "-w",
-            ADMIN_PASSWORD,
-            "-f",
-            file.to_str().unwrap(),
-        ];
-        if start_tls {
-            args.push("-ZZ");
-        }
-        tool(&ca.pem_file, "ldapadd", &args)
-    };
+    let file = dir.join("add.ldif");
+    std::fs::write(&file, ldif).unwrap();
+    let add = |start_tls: bool| add_as(&ca.pem_file, &plain, ADMIN_DN, &file, start_tls);
     let (rc, out) = add(false);
     assert_eq!(rc, 13, "a write in clear: {out}");
     // Anonymous reads stay open in clear.
@@ -338,6 +308,22 @@ fn a_reloaded_certificate_serves_new_handshakes_and_drops_no_connection() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(whoami(&third.pem_file, &url, false).0, 0);
     open.root_dse(4);
+}
+
+/// `attribute` of the root DSE, read under StartTLS.
+fn root_dse_over_starttls(ca_file: &Path, url: &str, attribute: &str) -> (i32, String) {
+    let args = ["-x", "-ZZ", "-H", url, "-b", "", "-s", "base", attribute];
+    tool(ca_file, "ldapsearch", &args)
+}
+
+/// `ldapadd` of `ldif` at `url` as `admin`, under StartTLS if asked.
+fn add_as(ca_file: &Path, url: &str, admin: &str, ldif: &Path, start_tls: bool) -> (i32, String) {
+    let mut args = vec!["-x", "-H", url, "-D", admin, "-w", ADMIN_PASSWORD, "-f"];
+    args.push(ldif.to_str().unwrap());
+    if start_tls {
+        args.push("-ZZ");
+    }
+    tool(ca_file, "ldapadd", &args)
 }
 
 /// Polls `f` for up to 15 seconds.
@@ -489,20 +475,12 @@ fn sasl_external_maps_a_client_certificate_by_its_subject() {
                 dn: cn=alice,o=example\nobjectClass: person\ncn: alice\nsn: A\n";
     let file = dir.join("entries.ldif");
     std::fs::write(&file, ldif).unwrap();
-    let (rc, out) = tool(
+    let (rc, out) = add_as(
         &ca.pem_file,
-        "ldapadd",
-        &[
-            "-x",
-            "-H",
-            &server.url(),
-            "-D",
-            "cn=admin,o=example",
-            "-w",
-            ADMIN_PASSWORD,
-            "-f",
-            file.to_str().unwrap(),
-        ],
+        &server.url(),
+        "cn=admin,o=example",
+        &file,
+        false,
     );
     assert_eq!(rc, 0, "{out}");
     let (cert, key) = (dir.join("alice.pem"), dir.join("alice.key"));
@@ -559,21 +537,7 @@ fn sasl_external_maps_a_client_certificate_by_a_search() {
     let file = dir.join("entries.ldif");
     std::fs::write(&file, ldif).unwrap();
     let plain = server.url();
-    let (rc, out) = tool(
-        &ca.pem_file,
-        "ldapadd",
-        &[
-            "-x",
-            "-H",
-            &plain,
-            "-D",
-            ADMIN_DN,
-            "-w",
-            ADMIN_PASSWORD,
-            "-f",
-            file.to_str().unwrap(),
-        ],
-    );
+    let (rc, out) = add_as(&ca.pem_file, &plain, ADMIN_DN, &file, false);
     assert_eq!(rc, 0, "{out}");
     let (cert, key) = (dir.join("carol.pem"), dir.join("carol.key"));
     ca.issue_client(&cert, &key, &[(rcgen::DnType::CommonName, "carol")]);
@@ -608,21 +572,7 @@ fn sasl_external_maps_a_client_certificate_by_a_search() {
         }
         other => panic!("{other:?}"),
     });
-    let (rc, out) = tool(
-        &ca.pem_file,
-        "ldapsearch",
-        &[
-            "-x",
-            "-ZZ",
-            "-H",
-            &plain,
-            "-b",
-            "",
-            "-s",
-            "base",
-            "supportedSASLMechanisms",
-        ],
-    );
+    let (rc, out) = root_dse_over_starttls(&ca.pem_file, &plain, "supportedSASLMechanisms");
     assert_eq!(rc, 0, "{out}");
     assert!(out.contains("supportedSASLMechanisms: EXTERNAL"), "{out}");
 }
