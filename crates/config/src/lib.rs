@@ -54,6 +54,8 @@ pub struct Config {
     pub log: LogConfig,
     /// What clients may make the server do: password hash costs, binds.
     pub security: SecurityConfig,
+    /// What a password users set must be.
+    pub password_policy: PasswordPolicyConfig,
     /// `[[access]]`: access rules, first match decides; none configured
     /// means the default rules (see docs/configuration.md).
     pub access: Vec<AccessRuleConfig>,
@@ -385,6 +387,18 @@ impl Default for SecurityConfig {
     }
 }
 
+/// `[password_policy]`: what a password a user sets must be (the
+/// administrator may set any).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct PasswordPolicyConfig {
+    /// Fewest characters of a new password; 0: no minimum.
+    pub min_length: usize,
+    /// Fewest character classes (lower case, upper case, digits,
+    /// others) of a new password, 0..=4.
+    pub min_classes: usize,
+}
+
 /// `[log]`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -516,6 +530,15 @@ impl Config {
                 format!(
                     "{:?}: one of \"none\", \"optional\", \"required\"",
                     self.security.client_certificates
+                ),
+            );
+        }
+        if self.password_policy.min_classes > 4 {
+            return invalid(
+                "password_policy.min_classes",
+                format!(
+                    "{}: there are four classes (lower case, upper case, digits, others)",
+                    self.password_policy.min_classes
                 ),
             );
         }

@@ -239,7 +239,10 @@ impl Directory {
             })
         })?;
         let (new, generated) = match new {
-            Some(n) if !n.is_empty() => (n.to_vec(), false),
+            Some(n) if !n.is_empty() => {
+                self.check_password_values(who, [n])?;
+                (n.to_vec(), false)
+            }
             _ => {
                 let generated =
                     password::generate().map_err(|e| Outcome::new(ResultCode::OTHER, e))?;
@@ -282,16 +285,29 @@ impl Directory {
 
     /// Refuses userPassword values given already hashed whose scheme is
     /// unknown or whose cost is over `security.password_max_*`: whoever
-    /// writes a hash chooses what every bind to it costs the server.
+    /// writes a hash chooses what every bind to it costs the server. A
+    /// user's clear-text values must pass the password policy's quality
+    /// rules, and while those are on a user may not write a hash (whose
+    /// quality cannot be seen); the administrator may set anything.
     pub(crate) fn check_password_values<V: AsRef<[u8]>>(
         &self,
+        who: &Identity,
         values: impl IntoIterator<Item = V>,
     ) -> Result<(), Outcome> {
+        let policy = &self.limits.password_policy;
+        let checked = !matches!(who, Identity::Admin(_));
+        let refused = |why: String| Outcome::new(ResultCode::CONSTRAINT_VIOLATION, why);
         for value in values {
             let value = value.as_ref();
             if password::is_hashed(value) {
-                password::check_stored(value, &self.limits.password_bounds)
-                    .map_err(|why| Outcome::new(ResultCode::CONSTRAINT_VIOLATION, why))?;
+                password::check_stored(value, &self.limits.password_bounds).map_err(refused)?;
+                if checked && policy.checks_quality() {
+                    return Err(refused(
+                        "a hashed password cannot be checked against the password policy (password_policy.min_length, min_classes): send it in clear text over TLS".into(),
+                    ));
+                }
+            } else if checked && let Some(why) = policy.quality_refusal(value) {
+                return Err(refused(why));
             }
         }
         Ok(())

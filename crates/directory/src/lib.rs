@@ -30,6 +30,7 @@ pub mod encode;
 pub mod ids;
 mod outcome;
 pub mod password;
+pub mod policy;
 mod prepare;
 mod presence;
 mod proxy;
@@ -114,6 +115,8 @@ pub struct Limits {
     pub password_hash: password::HashCost,
     /// The most work a stored password hash may ask (written or verified).
     pub password_bounds: password::HashBounds,
+    /// What a password a user sets must be (`[password_policy]`).
+    pub password_policy: policy::PasswordPolicy,
 }
 
 impl Default for Limits {
@@ -129,6 +132,7 @@ impl Default for Limits {
             dynamic: dynamic::DynamicTtl::default(),
             password_hash: password::HashCost::default(),
             password_bounds: password::HashBounds::default(),
+            password_policy: policy::PasswordPolicy::default(),
         }
     }
 }

@@ -49,7 +49,7 @@ impl Directory {
         .with_rdn_values(&self.schema);
         let checked = entry.check(&self.schema, WrittenBy::Client)?;
         for attr in entry.attributes.iter().filter(|a| self.is_user_password(a)) {
-            self.check_password_values(&attr.values)?;
+            self.check_password_values(who, &attr.values)?;
         }
         let mut entry = self.stamp_new_entry(entry, checked.structural, who.dn_text(), false)?;
         self.prepare_dynamic_add(&mut entry)?;
@@ -257,7 +257,7 @@ impl Directory {
                 ModifyOperation::Add | ModifyOperation::Replace
             );
             if adds_values && Some(desc.attr) == self.user_password {
-                self.check_password_values(m.values.iter())?;
+                self.check_password_values(who, m.values.iter())?;
             }
             changes.push(Modification {
                 op: match change.operation {

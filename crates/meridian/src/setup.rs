@@ -189,6 +189,10 @@ impl Setup {
             },
             password_hash: self.password_hash_cost(),
             password_bounds: self.password_bounds,
+            password_policy: meridian_directory::policy::PasswordPolicy {
+                min_length: self.config.password_policy.min_length,
+                min_classes: self.config.password_policy.min_classes,
+            },
         }
     }
 
