@@ -397,6 +397,15 @@ pub struct PasswordPolicyConfig {
     /// Fewest character classes (lower case, upper case, digits,
     /// others) of a new password, 0..=4.
     pub min_classes: usize,
+    /// Failed binds to an entry that lock it (kept in the entry:
+    /// `pwdFailureTime`, `pwdAccountLockedTime`); 0: never.
+    pub lockout_failures: usize,
+    /// Seconds a lock lasts; 0: until the administrator deletes
+    /// `pwdAccountLockedTime`.
+    pub lockout_secs: u64,
+    /// Seconds after which a failure is no longer counted; 0: failures
+    /// count until a successful bind.
+    pub failure_window_secs: u64,
 }
 
 /// `[log]`.

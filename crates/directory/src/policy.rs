@@ -6,7 +6,25 @@
 //! userPassword written in an add or a modify, or Password Modify's new
 //! password). The administrator may set any password: an administrator's
 //! reset is how a forgotten password is replaced.
+//!
+//! Lockout keeps its state in the entry, as ppolicy does
+//! (`pwdFailureTime`, `pwdAccountLockedTime`), written by store commands
+//! like any update: it survives a restart, and with replication every
+//! replica will see it. The administrator unlocks an entry by deleting
+//! `pwdAccountLockedTime`.
 
+use std::time::Duration;
+
+use meridian_model::dn::Dn;
+use meridian_model::time::{Instant, parse_generalized_time};
+use meridian_store::Command;
+
+use crate::{Directory, Identity, Outcome};
+
+/// The state attributes (OpenLDAP's ppolicy names).
+pub const FAILURE_TIME: &str = "pwdFailureTime";
+/// When the entry was locked.
+pub const LOCKED_TIME: &str = "pwdAccountLockedTime";
 /// `[password_policy]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PasswordPolicy {
@@ -16,6 +34,13 @@ pub struct PasswordPolicy {
     /// Fewest character classes (lower-case letters, upper-case letters,
     /// digits, anything else) a new password draws from; 0: no rule.
     pub min_classes: usize,
+    /// Failed binds after which the entry is locked; 0: never.
+    pub lockout_failures: usize,
+    /// How long a lock lasts; zero: until the administrator unlocks.
+    pub lockout: Duration,
+    /// Failures older than this are forgotten; zero: kept until a
+    /// successful bind.
+    pub failure_window: Duration,
 }
 
 impl PasswordPolicy {
@@ -55,6 +80,160 @@ impl PasswordPolicy {
     }
 }
 
+/// What a bind needs of its entry: the passwords to check and the
+/// policy's state.
+#[derive(Debug, Clone, Default)]
+pub struct BindTarget {
+    /// The userPassword values (empty: nothing can match).
+    pub passwords: Vec<Vec<u8>>,
+    /// The recorded failures still counted.
+    failures: Vec<Instant>,
+    /// When the entry was locked, if it was.
+    locked_at: Option<Instant>,
+    /// The lock is in force: the bind fails whatever the password.
+    pub locked: bool,
+}
+
+impl Directory {
+    /// The passwords and lockout state a bind as `dn` works with, or
+    /// `None` if there is no such entry or the rules do not give
+    /// anonymous `auth` access to its userPassword ([`Directory::bind_passwords`]).
+    pub fn bind_target(&self, dn: &Dn) -> Result<Option<BindTarget>, Outcome> {
+        let Some(passwords) = self.bind_passwords(dn)? else {
+            return Ok(None);
+        };
+        let policy = &self.limits.password_policy;
+        if policy.lockout_failures == 0 {
+            return Ok(Some(BindTarget {
+                passwords,
+                ..BindTarget::default()
+            }));
+        }
+        let snapshot = self.store_for(dn).snapshot().map_err(Outcome::from)?;
+        let Some((_, entry)) = snapshot.get(dn).map_err(Outcome::from)? else {
+            return Ok(None);
+        };
+        let times = |name: &str| -> Vec<Instant> {
+            self.schema
+                .attribute_id(name)
+                .and_then(|id| entry.get(id))
+                .map(|a| {
+                    a.values
+                        .iter()
+                        .filter_map(|v| parse_generalized_time(v))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let now = self.instant_now();
+        let locked_at = times(LOCKED_TIME).into_iter().next();
+        let locked = locked_at.is_some_and(|at| {
+            policy.lockout.is_zero() || now.secs < at.secs.saturating_add(secs(policy.lockout))
+        });
+        let mut failures = times(FAILURE_TIME);
+        if !policy.failure_window.is_zero() {
+            let oldest = now.secs.saturating_sub(secs(policy.failure_window));
+            failures.retain(|t| t.secs >= oldest);
+        }
+        Ok(Some(BindTarget {
+            passwords,
+            failures,
+            locked_at,
+            locked,
+        }))
+    }
+
+    /// The write that records a failed bind to `dn`, and locks the entry
+    /// at `password_policy.lockout_failures`; `None` when lockout is off
+    /// or the entry is locked already.
+    pub fn bind_failed(&self, dn: &Dn, target: &BindTarget) -> Option<Command> {
+        let policy = &self.limits.password_policy;
+        // No entry, or none with a password: nothing to count.
+        if policy.lockout_failures == 0 || target.locked || target.passwords.is_empty() {
+            return None;
+        }
+        let now = self.instant_now();
+        // The most recent failures, at most as many as lock the entry.
+        let keep = policy.lockout_failures.saturating_sub(1);
+        let mut failures: Vec<Instant> = target
+            .failures
+            .iter()
+            .rev()
+            .take(keep)
+            .rev()
+            .copied()
+            .collect();
+        failures.push(now);
+        let mut operational = vec![(
+            FAILURE_TIME.into(),
+            failures
+                .iter()
+                .map(|t| t.canonical().into_bytes())
+                .collect(),
+        )];
+        if failures.len() >= policy.lockout_failures {
+            tracing::warn!(target: "meridian::auth", dn = dn.original(), "entry locked: password_policy.lockout_failures reached");
+            operational.push((LOCKED_TIME.into(), vec![now.canonical().into_bytes()]));
+        }
+        Some(self.policy_write(dn, operational))
+    }
+
+    /// The write that clears the failures (and an expired lock) of `dn`
+    /// after a successful bind; `None` when there is nothing to clear.
+    pub fn bind_succeeded(&self, dn: &Dn, target: &BindTarget) -> Option<Command> {
+        if target.failures.is_empty() && target.locked_at.is_none() {
+            return None;
+        }
+        Some(self.policy_write(
+            dn,
+            vec![
+                (FAILURE_TIME.into(), Vec::new()),
+                (LOCKED_TIME.into(), Vec::new()),
+            ],
+        ))
+    }
+
+    /// A write of the policy's state attributes only: the server's own,
+    /// so it leaves modifiersName and modifyTimestamp alone, as ppolicy
+    /// does; a new entryCSN marks the change.
+    fn policy_write(&self, dn: &Dn, mut operational: meridian_store::Operational) -> Command {
+        let (_, csn) = self.time_and_csn();
+        operational.push(("entryCSN".into(), vec![csn.into_bytes()]));
+        Command::Modify {
+            dn: dn.clone(),
+            changes: Vec::new(),
+            operational,
+            permissive: true,
+        }
+    }
+
+    /// Now, from the directory's clock.
+    fn instant_now(&self) -> Instant {
+        let since = self
+            .clock
+            .now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Instant {
+            secs: i64::try_from(since.as_secs()).unwrap_or(i64::MAX),
+            nanos: since.subsec_micros() * 1000,
+        }
+    }
+
+    /// Whether `who` may delete the policy state attribute `attr` (an
+    /// unlock): the administrator only.
+    pub(crate) fn may_unlock(&self, who: &Identity, attr: meridian_model::schema::AttrId) -> bool {
+        matches!(who, Identity::Admin(_))
+            && [FAILURE_TIME, LOCKED_TIME]
+                .iter()
+                .any(|name| self.schema.attribute_id(name) == Some(attr))
+    }
+}
+
+fn secs(duration: Duration) -> i64 {
+    i64::try_from(duration.as_secs()).unwrap_or(i64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,6 +243,7 @@ mod tests {
         let policy = PasswordPolicy {
             min_length: 8,
             min_classes: 3,
+            ..PasswordPolicy::default()
         };
         assert!(
             policy
@@ -82,7 +262,7 @@ mod tests {
         // Eight characters, sixteen bytes.
         let policy = PasswordPolicy {
             min_length: 8,
-            min_classes: 0,
+            ..PasswordPolicy::default()
         };
         assert_eq!(policy.quality_refusal("ääääääää".as_bytes()), None);
         assert!(PasswordPolicy::default().quality_refusal(b"").is_none());

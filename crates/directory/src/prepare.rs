@@ -244,8 +244,13 @@ impl Directory {
             let desc = Description::parse(m.ty, &self.schema)?;
             touches_object_class |= Some(desc.attr) == self.schema.object_class_attr();
             self.require_visible(who, &dn, Some(desc.attr), Level::Write, groups)?;
+            // The administrator may delete the password policy's lock
+            // state (an unlock); no one writes other such types.
+            let unlock = matches!(change.operation, ModifyOperation::Delete)
+                || (matches!(change.operation, ModifyOperation::Replace) && m.values.is_empty());
             if let Some(at) = self.schema.attr(desc.attr)
                 && at.no_user_modification
+                && !(unlock && self.may_unlock(who, desc.attr))
             {
                 return Err(Outcome::new(
                     ResultCode::CONSTRAINT_VIOLATION,

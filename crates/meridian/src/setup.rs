@@ -192,6 +192,11 @@ impl Setup {
             password_policy: meridian_directory::policy::PasswordPolicy {
                 min_length: self.config.password_policy.min_length,
                 min_classes: self.config.password_policy.min_classes,
+                lockout_failures: self.config.password_policy.lockout_failures,
+                lockout: std::time::Duration::from_secs(self.config.password_policy.lockout_secs),
+                failure_window: std::time::Duration::from_secs(
+                    self.config.password_policy.failure_window_secs,
+                ),
             },
         }
     }

@@ -76,3 +76,85 @@ fn users_set_passwords_of_the_configured_length_and_classes() {
     let (rc, out) = admin_tool(&server, "ldappasswd", &["-s", "x", USER], None);
     assert_eq!(rc, 0, "{out}");
 }
+
+/// `ldapwhoami` as `pat` with `password`, asking for the password policy
+/// control: the exit code and what it printed.
+fn whoami_with_policy(server: &Server, password: &str) -> (i32, String) {
+    tool(
+        server,
+        "ldapwhoami",
+        &["-D", USER, "-w", password],
+        &["-e", "ppolicy"],
+        None,
+    )
+}
+
+#[test]
+fn failed_binds_lock_the_entry_until_the_administrator_unlocks_it() {
+    let mut server = server_with("lockout_failures = 3");
+    for _ in 0..3 {
+        let (rc, out) = whoami_with_policy(&server, "wrong");
+        assert_eq!(rc, 49, "{out}");
+    }
+    // Locked: the right password is refused too, and the control says why.
+    let (rc, out) = whoami_with_policy(&server, "Initial-Pass1");
+    assert_eq!(rc, 49, "{out}");
+    assert!(out.contains("Account locked"), "{out}");
+    // The state is in the entry, for the administrator to see.
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &[
+            "-b",
+            USER,
+            "-s",
+            "base",
+            "pwdAccountLockedTime",
+            "pwdFailureTime",
+        ],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("pwdAccountLockedTime: "), "{out}");
+    assert_eq!(out.matches("pwdFailureTime: ").count(), 3, "{out}");
+
+    // It survives a restart (a store write, not process memory).
+    let data_dir = server.data_dir.clone();
+    assert!(server.terminate().success());
+    // Not dropped: that would remove the data directory.
+    std::mem::forget(server);
+    let server = Server::start_with(
+        "[password_policy]\nlockout_failures = 3\n",
+        Some(support::ADMIN_PASSWORD),
+        Some(data_dir),
+    );
+    let (rc, out) = whoami_with_policy(&server, "Initial-Pass1");
+    assert!(rc == 49 && out.contains("Account locked"), "{out}");
+
+    // The administrator unlocks it.
+    let unlock = format!("dn: {USER}\nchangetype: modify\ndelete: pwdAccountLockedTime\n");
+    let (rc, out) = admin_tool(&server, "ldapmodify", &[], Some(&unlock));
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = whoami_with_policy(&server, "Initial-Pass1");
+    assert_eq!(rc, 0, "{out}");
+    // The success cleared the failures.
+    let (_, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &["-b", USER, "-s", "base", "pwdFailureTime"],
+        None,
+    );
+    assert!(!out.contains("pwdFailureTime: "), "{out}");
+}
+
+#[test]
+fn a_lock_with_a_duration_ends_by_itself() {
+    let server = server_with("lockout_failures = 2\nlockout_secs = 2");
+    for _ in 0..2 {
+        assert_eq!(whoami_with_policy(&server, "wrong").0, 49);
+    }
+    assert_eq!(whoami_with_policy(&server, "Initial-Pass1").0, 49);
+    std::thread::sleep(std::time::Duration::from_millis(3100));
+    let (rc, out) = whoami_with_policy(&server, "Initial-Pass1");
+    assert_eq!(rc, 0, "{out}");
+}

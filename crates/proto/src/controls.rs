@@ -83,6 +83,55 @@ pub mod oid {
     pub const SORT_REQUEST: &[u8] = b"1.2.840.113556.1.4.473";
     /// Server-side sort response (RFC 2891).
     pub const SORT_RESPONSE: &[u8] = b"1.2.840.113556.1.4.474";
+    /// Password policy, request and response
+    /// (draft-behera-ldap-password-policy).
+    pub const PASSWORD_POLICY: &[u8] = b"1.3.6.1.4.1.42.2.27.8.5.1";
+}
+
+/// Why a password policy refused or warns (draft-behera-ldap-password-
+/// policy, the response's `error` values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyError {
+    /// passwordExpired (0).
+    PasswordExpired = 0,
+    /// accountLocked (1).
+    AccountLocked = 1,
+    /// insufficientPasswordQuality (5).
+    InsufficientPasswordQuality = 5,
+    /// passwordTooShort (6).
+    PasswordTooShort = 6,
+    /// passwordInHistory (8).
+    PasswordInHistory = 8,
+}
+
+/// The value of a password policy response control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PolicyResponse {
+    /// Seconds before the password expires (the `timeBeforeExpiration`
+    /// warning).
+    pub expires_in: Option<u32>,
+    /// The error, if any.
+    pub error: Option<PolicyError>,
+}
+
+impl PolicyResponse {
+    /// `PasswordPolicyResponseValue ::= SEQUENCE { warning [0] CHOICE {
+    /// timeBeforeExpiration [0] INTEGER, ... } OPTIONAL, error [1]
+    /// ENUMERATED OPTIONAL }`: the CHOICE's tag is explicit, the rest
+    /// implicit.
+    pub fn encode(&self, buf: &mut Vec<u8>) {
+        let mut w = Writer::new(buf);
+        let seq = w.start(Tag::SEQUENCE);
+        if let Some(seconds) = self.expires_in {
+            let warning = w.start(Tag::context(0, true));
+            w.integer(Tag::context(0, false), i64::from(seconds));
+            w.end(warning);
+        }
+        if let Some(error) = self.error {
+            w.integer(Tag::context(1, false), error as i64);
+        }
+        w.end(seq);
+    }
 }
 
 fn sequence_reader<'a>(value: Option<&'a [u8]>, what: &'static str) -> Result<Reader<'a>> {

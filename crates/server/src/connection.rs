@@ -33,6 +33,7 @@ use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
 use meridian_ber::{Error as BerError, frame};
+use meridian_proto::controls::PolicyResponse;
 use meridian_proto::message::encode_notice_of_disconnection;
 use meridian_proto::{LdapMessage, ResultCode};
 use tokio::io::{AsyncReadExt, ReadHalf, WriteHalf};
@@ -42,7 +43,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::outbound::{KEEP_BUFFER_BYTES, Outbound, ResponseBatch};
-use crate::session::{Action, Session};
+use crate::session::{Action, BindAnswer, Session};
 use crate::{ServerContext, bind_guard};
 
 /// Bytes asked of the kernel per read: big enough for hundreds of small
@@ -375,6 +376,28 @@ impl RequestReader<'_> {
         false
     }
 
+    /// Keeps the password policy's state of a user bind in the entry
+    /// (failures counted, the lock; cleared by a success), durably,
+    /// before the bind is answered.
+    async fn record_bind(
+        &self,
+        dn: &meridian_model::dn::Dn,
+        target: &meridian_directory::policy::BindTarget,
+        verified: bool,
+    ) {
+        let directory = &self.ctx.directory;
+        let write = match verified {
+            true => directory.bind_succeeded(dn, target),
+            false => directory.bind_failed(dn, target),
+        };
+        if let Some(command) = write {
+            let outcome = directory.execute(command).await;
+            if outcome.code != ResultCode::SUCCESS {
+                tracing::warn!(target: "meridian::auth", dn = dn.original(), error = %outcome.message, "the password policy's state was not recorded");
+            }
+        }
+    }
+
     /// While more than `server.max_buffered_bytes` of responses wait for
     /// a client that does not read them (`waiting`: as `Outbound::push`
     /// last counted them), reads nothing more from it: its
@@ -512,20 +535,29 @@ impl RequestReader<'_> {
                 Action::VerifyUser {
                     message_id,
                     dn,
-                    stored,
+                    target,
                     password,
                     started,
+                    wants_policy,
                 } => {
                     self.out.push(&mut self.batch);
+                    let stored = target.passwords.clone();
                     let check = self.ctx.verify_password(dn.original(), stored, password);
                     let verified = self
                         .guarded_bind(dn.normalized(), dn.original(), check)
                         .await;
+                    self.record_bind(&dn, &target, verified).await;
+                    // A plain success or failure: the lock a failure may
+                    // just have set shows in the next bind's answer.
+                    let answer = BindAnswer {
+                        verified,
+                        policy: wants_policy.then(PolicyResponse::default),
+                    };
                     self.session.finish_user_bind(
                         self.ctx,
                         message_id,
                         dn,
-                        verified,
+                        answer,
                         &mut self.batch,
                         started,
                     );

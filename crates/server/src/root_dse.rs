@@ -39,6 +39,7 @@ impl PublishedEntries {
         control_oid::POST_READ,
         control_oid::PROXIED_AUTHZ_V2,
         control_oid::MANAGE_DSA_IT,
+        control_oid::PASSWORD_POLICY,
     ];
     /// The extended operations served.
     pub(crate) const SUPPORTED_EXTENSIONS: &'static [&'static [u8]] = &[

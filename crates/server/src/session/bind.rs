@@ -1,10 +1,17 @@
 //! Simple binds: checked here up to the password, which the connection
 //! verifies in the password pool under bind protection, then finished.
 
+use meridian_proto::controls::{PolicyError, PolicyResponse};
+
 use super::*;
 
 impl Session {
-    pub(super) fn bind(&mut self, bind: &BindRequest<'_>, reply: Reply<'_>) -> Action {
+    pub(super) fn bind(
+        &mut self,
+        bind: &BindRequest<'_>,
+        wants_policy: bool,
+        reply: Reply<'_>,
+    ) -> Action {
         // RFC 4513 section 5: a bind, whatever its outcome, first drops the
         // current authorization.
         self.identity = Identity::Anonymous;
@@ -73,23 +80,25 @@ impl Session {
             }
         };
         if !reply.ctx.admin.is_admin_dn(&dn) {
-            return match reply.ctx.directory.bind_passwords(&dn) {
-                Ok(Some(stored)) if !stored.is_empty() => Action::VerifyUser {
+            return match reply.ctx.directory.bind_target(&dn) {
+                // Locked by the password policy: refused unchecked.
+                Ok(Some(target)) if target.locked => {
+                    let policy = wants_policy.then_some(PolicyResponse {
+                        expires_in: None,
+                        error: Some(PolicyError::AccountLocked),
+                    });
+                    bind_result(reply, bind.name, ResultCode::INVALID_CREDENTIALS, policy)
+                }
+                // Unknown DN or no password: no password matches, the
+                // same answer as a wrong one, so binds cannot enumerate
+                // entries; counted by the bind protection like one.
+                Ok(target) => Action::VerifyUser {
                     message_id: reply.id,
                     dn,
-                    stored,
+                    target: target.unwrap_or_default(),
                     password: password.to_vec(),
                     started: reply.started,
-                },
-                // Unknown DN or no password: the same answer as a wrong
-                // password, so binds cannot enumerate entries; counted by
-                // the bind protection like one (nothing matches nothing).
-                Ok(_) => Action::VerifyUser {
-                    message_id: reply.id,
-                    dn,
-                    stored: Vec::new(),
-                    password: password.to_vec(),
-                    started: reply.started,
+                    wants_policy,
                 },
                 Err(outcome) => reply.outcome(bind.name, &outcome),
             };
@@ -205,17 +214,58 @@ impl Session {
         ctx: &ServerContext,
         message_id: i32,
         dn: Dn,
-        verified: bool,
+        answer: BindAnswer,
         batch: &mut ResponseBatch,
         started: Instant,
     ) {
+        let BindAnswer { verified, policy } = answer;
         let reply = self.bind_reply(ctx, message_id, batch, started);
         let name = dn.original().as_bytes().to_vec();
-        if verified {
+        let code = if verified {
             self.identity = ctx.directory.identity_for(dn);
-            reply.result(&name, ResultCode::SUCCESS, b"");
+            ResultCode::SUCCESS
         } else {
-            reply.result(&name, ResultCode::INVALID_CREDENTIALS, b"");
-        }
+            ResultCode::INVALID_CREDENTIALS
+        };
+        bind_result(reply, &name, code, policy);
     }
+}
+
+/// How a user's password check ended, for [`Session::finish_user_bind`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BindAnswer {
+    /// The password matched.
+    pub(crate) verified: bool,
+    /// The password policy response control's value, when asked for.
+    pub(crate) policy: Option<PolicyResponse>,
+}
+
+/// A BindResponse with `code`, and the password policy response control
+/// when `policy` is given.
+fn bind_result(
+    reply: Reply<'_>,
+    dn: &[u8],
+    code: ResultCode,
+    policy: Option<PolicyResponse>,
+) -> Action {
+    let Some(policy) = policy else {
+        return reply.result(dn, code, b"");
+    };
+    let mut value = Vec::new();
+    policy.encode(&mut value);
+    let control = [Control {
+        oid: control_oid::PASSWORD_POLICY,
+        critical: false,
+        value: Some(&value),
+    }];
+    LdapMessage {
+        message_id: reply.id,
+        op: ProtocolOp::BindResponse(meridian_proto::BindResponse {
+            result: LdapResult::new(code, b""),
+            server_sasl_creds: None,
+        }),
+        controls: meridian_proto::Seq::from_items(&control[..]),
+    }
+    .encode(&mut reply.batch.bytes);
+    reply.done(dn, code)
 }

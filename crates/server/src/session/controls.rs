@@ -80,6 +80,15 @@ pub(super) fn check_controls(msg: &LdapMessage<'_>) -> Result<u64, (ResultCode, 
                     "the permissive modify control takes no value".to_owned(),
                 ));
             }
+        } else if control.oid == control_oid::PASSWORD_POLICY {
+            // Asked of a bind: its response carries the policy's
+            // warning or error (`bind.rs`). No value (the draft).
+            if control.value.is_some() {
+                return Err((
+                    ResultCode::PROTOCOL_ERROR,
+                    "the password policy request control takes no value".to_owned(),
+                ));
+            }
         } else if control.oid == control_oid::MANAGE_DSA_IT {
             // Served by `handle_op` and search; RFC 3296 section 3: no
             // value.

@@ -25,6 +25,8 @@ mod reply;
 mod search;
 mod writes;
 
+pub(crate) use self::bind::BindAnswer;
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -74,9 +76,12 @@ pub(crate) enum Action {
     VerifyUser {
         message_id: i32,
         dn: Dn,
-        stored: Vec<Vec<u8>>,
+        /// Its passwords and password policy state.
+        target: meridian_directory::policy::BindTarget,
         password: Vec<u8>,
         started: Instant,
+        /// The bind asked for the password policy response control.
+        wants_policy: bool,
     },
     /// A write was handed to a task; it answers through the outbound
     /// buffer itself and returns its permit then.
@@ -293,7 +298,13 @@ impl Session {
             };
         }
         let prepared = match op {
-            ProtocolOp::BindRequest(bind) => return self.bind(bind, reply),
+            ProtocolOp::BindRequest(bind) => {
+                let wants_policy = msg
+                    .controls
+                    .iter()
+                    .any(|c| c.oid == control_oid::PASSWORD_POLICY);
+                return self.bind(bind, wants_policy, reply);
+            }
             ProtocolOp::SearchRequest(search) => {
                 if let Some(filter) = &assertion
                     && let Err(outcome) =
