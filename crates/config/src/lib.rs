@@ -406,6 +406,12 @@ pub struct PasswordPolicyConfig {
     /// Seconds after which a failure is no longer counted; 0: failures
     /// count until a successful bind.
     pub failure_window_secs: u64,
+    /// Seconds a password is good for after it is set (`pwdChangedTime`);
+    /// 0: forever.
+    pub max_age_secs: u64,
+    /// Seconds before expiry in which a successful bind is warned (the
+    /// password policy control); 0: no warning.
+    pub expire_warning_secs: u64,
 }
 
 /// `[log]`.

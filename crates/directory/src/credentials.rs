@@ -258,7 +258,11 @@ impl Directory {
             },
             new,
             generated,
-            operational: self.operational_changes(who),
+            operational: {
+                let mut operational = self.operational_changes(who);
+                operational.push(self.password_changed_now());
+                operational
+            },
             cost: self.limits.password_hash,
             bounds: self.limits.password_bounds,
         })

@@ -25,6 +25,8 @@ use crate::{Directory, Identity, Outcome};
 pub const FAILURE_TIME: &str = "pwdFailureTime";
 /// When the entry was locked.
 pub const LOCKED_TIME: &str = "pwdAccountLockedTime";
+/// When the password was last set.
+pub const CHANGED_TIME: &str = "pwdChangedTime";
 /// `[password_policy]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PasswordPolicy {
@@ -41,6 +43,11 @@ pub struct PasswordPolicy {
     /// Failures older than this are forgotten; zero: kept until a
     /// successful bind.
     pub failure_window: Duration,
+    /// How long a password is good for after it is set; zero: forever.
+    pub max_age: Duration,
+    /// How long before expiry a successful bind is warned (the policy
+    /// control's timeBeforeExpiration); zero: no warning.
+    pub expire_warning: Duration,
 }
 
 impl PasswordPolicy {
@@ -92,6 +99,23 @@ pub struct BindTarget {
     locked_at: Option<Instant>,
     /// The lock is in force: the bind fails whatever the password.
     pub locked: bool,
+    /// Seconds until the password expires (zero or less: expired), when
+    /// passwords expire and this one has a `pwdChangedTime`.
+    expires_in: Option<i64>,
+}
+
+impl BindTarget {
+    /// The password is past `password_policy.max_age_secs`: a bind with
+    /// it fails (passwordExpired) until it is changed.
+    pub fn expired(&self) -> bool {
+        self.expires_in.is_some_and(|secs| secs <= 0)
+    }
+
+    /// Seconds until expiry, when within `password_policy.expire_warning_secs`.
+    pub fn expiry_warning(&self, policy: &PasswordPolicy) -> Option<u32> {
+        let secs = self.expires_in.filter(|s| *s > 0)?;
+        (secs <= self::secs(policy.expire_warning)).then(|| u32::try_from(secs).unwrap_or(u32::MAX))
+    }
 }
 
 impl Directory {
@@ -103,7 +127,7 @@ impl Directory {
             return Ok(None);
         };
         let policy = &self.limits.password_policy;
-        if policy.lockout_failures == 0 {
+        if policy.lockout_failures == 0 && policy.max_age.is_zero() {
             return Ok(Some(BindTarget {
                 passwords,
                 ..BindTarget::default()
@@ -135,12 +159,54 @@ impl Directory {
             let oldest = now.secs.saturating_sub(secs(policy.failure_window));
             failures.retain(|t| t.secs >= oldest);
         }
+        let expires_in = match policy.max_age.is_zero() {
+            true => None,
+            false => times(CHANGED_TIME).into_iter().next().map(|changed| {
+                changed
+                    .secs
+                    .saturating_add(secs(policy.max_age))
+                    .saturating_sub(now.secs)
+            }),
+        };
         Ok(Some(BindTarget {
             passwords,
             failures,
             locked_at,
             locked,
+            expires_in,
         }))
+    }
+
+    /// The password policy.
+    pub fn password_policy(&self) -> &PasswordPolicy {
+        &self.limits.password_policy
+    }
+
+    /// `pwdChangedTime` = now, for a write that sets a password.
+    pub(crate) fn password_changed_now(&self) -> meridian_store::OperationalAttribute {
+        (
+            CHANGED_TIME.into(),
+            vec![self.instant_now().canonical().into_bytes()],
+        )
+    }
+
+    /// Adds `pwdChangedTime` to a new entry that has a password.
+    pub(crate) fn stamp_password_set(&self, entry: &mut meridian_model::entry::Entry) {
+        let has_password = entry.attributes.iter().any(|a| self.is_user_password(a));
+        let Ok(desc) =
+            meridian_model::entry::Description::parse(CHANGED_TIME.as_bytes(), &self.schema)
+        else {
+            return;
+        };
+        if has_password && entry.get(desc.attr).is_none() {
+            let name = meridian_model::entry::AttrName::new(CHANGED_TIME, &desc, &self.schema);
+            let now = self.instant_now().canonical().into_bytes();
+            entry.attributes.push(meridian_model::entry::Attribute {
+                desc,
+                name,
+                values: meridian_model::entry::Values::from_buf([now]),
+            });
+        }
     }
 
     /// The write that records a failed bind to `dn`, and locks the entry

@@ -52,6 +52,7 @@ impl Directory {
             self.check_password_values(who, &attr.values)?;
         }
         let mut entry = self.stamp_new_entry(entry, checked.structural, who.dn_text(), false)?;
+        self.stamp_password_set(&mut entry);
         self.prepare_dynamic_add(&mut entry)?;
         self.note_special(&entry);
         // Checked above, before the stamps; what they add is ours and
@@ -275,6 +276,10 @@ impl Directory {
                 values: m.values.iter().map(<[u8]>::to_vec).collect(),
             });
         }
+        let mut operational = self.operational_changes(who);
+        if changes.iter().any(|c| self.names_user_password(&c.attr)) {
+            operational.push(self.password_changed_now());
+        }
         if touches_object_class {
             self.check_dynamic_modify(&dn, &changes)?;
             // It may become a referral object or an alias.
@@ -285,7 +290,7 @@ impl Directory {
         Ok(Command::Modify {
             dn,
             changes,
-            operational: self.operational_changes(who),
+            operational,
             permissive,
         })
     }

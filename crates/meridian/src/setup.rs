@@ -197,6 +197,10 @@ impl Setup {
                 failure_window: std::time::Duration::from_secs(
                     self.config.password_policy.failure_window_secs,
                 ),
+                max_age: std::time::Duration::from_secs(self.config.password_policy.max_age_secs),
+                expire_warning: std::time::Duration::from_secs(
+                    self.config.password_policy.expire_warning_secs,
+                ),
             },
         }
     }

@@ -158,3 +158,27 @@ fn a_lock_with_a_duration_ends_by_itself() {
     let (rc, out) = whoami_with_policy(&server, "Initial-Pass1");
     assert_eq!(rc, 0, "{out}");
 }
+
+#[test]
+fn passwords_expire_with_a_warning_first_and_a_reset_renews_them() {
+    let server = server_with("max_age_secs = 3\nexpire_warning_secs = 60");
+    let (rc, out) = whoami_with_policy(&server, "Initial-Pass1");
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("expire"), "a warning of the expiry: {out}");
+    std::thread::sleep(std::time::Duration::from_millis(3200));
+    let (rc, out) = whoami_with_policy(&server, "Initial-Pass1");
+    assert_eq!(rc, 49, "{out}");
+    assert!(out.contains("Password expired"), "{out}");
+    // The administrator's reset sets pwdChangedTime again.
+    let (rc, out) = admin_tool(&server, "ldappasswd", &["-s", "Renewed-Pass2", USER], None);
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = whoami_with_policy(&server, "Renewed-Pass2");
+    assert_eq!(rc, 0, "{out}");
+    let (_, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &["-b", USER, "-s", "base", "pwdChangedTime"],
+        None,
+    );
+    assert!(out.contains("pwdChangedTime: "), "{out}");
+}

@@ -33,7 +33,7 @@ use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
 use meridian_ber::{Error as BerError, frame};
-use meridian_proto::controls::PolicyResponse;
+use meridian_proto::controls::{PolicyError, PolicyResponse};
 use meridian_proto::message::encode_notice_of_disconnection;
 use meridian_proto::{LdapMessage, ResultCode};
 use tokio::io::{AsyncReadExt, ReadHalf, WriteHalf};
@@ -547,11 +547,17 @@ impl RequestReader<'_> {
                         .guarded_bind(dn.normalized(), dn.original(), check)
                         .await;
                     self.record_bind(&dn, &target, verified).await;
-                    // A plain success or failure: the lock a failure may
-                    // just have set shows in the next bind's answer.
+                    // The right password of an expired one binds no one.
+                    // The lock a failure may just have set shows in the
+                    // next bind's answer.
+                    let expired = verified && target.expired();
+                    let policy = self.ctx.directory.password_policy();
                     let answer = BindAnswer {
-                        verified,
-                        policy: wants_policy.then(PolicyResponse::default),
+                        verified: verified && !expired,
+                        policy: wants_policy.then(|| PolicyResponse {
+                            expires_in: verified.then(|| target.expiry_warning(policy)).flatten(),
+                            error: expired.then_some(PolicyError::PasswordExpired),
+                        }),
                     };
                     self.session.finish_user_bind(
                         self.ctx,
