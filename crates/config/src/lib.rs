@@ -412,6 +412,9 @@ pub struct PasswordPolicyConfig {
     /// Seconds before expiry in which a successful bind is warned (the
     /// password policy control); 0: no warning.
     pub expire_warning_secs: u64,
+    /// Passwords remembered per entry (`pwdHistory`), which a user's new
+    /// password may not repeat (nor the current one); 0: none.
+    pub history: usize,
 }
 
 /// `[log]`.

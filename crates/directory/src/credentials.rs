@@ -62,6 +62,11 @@ impl PasswordChange {
                 })?;
             proven = Some(matched);
         }
+        // A user's own change is checked against the history; the
+        // administrator's reset may reuse a password.
+        let history = directory.password_history(&self.target, &self.new, self.old.is_some())?;
+        let mut operational = self.operational;
+        operational.extend(history);
         let hashed = password::hash(&self.new, self.cost)
             .map_err(|e| Outcome::new(ResultCode::OTHER, format!("hashing: {e}")))?;
         let modify = Command::Modify {
@@ -71,7 +76,7 @@ impl PasswordChange {
                 attr: USER_PASSWORD.into(),
                 values: vec![hashed],
             }],
-            operational: self.operational,
+            operational,
             permissive: false,
         };
         Ok(match proven {
@@ -131,9 +136,12 @@ impl Directory {
     }
 
     /// Replaces clear-text userPassword values in a command by their
-    /// `{ARGON2}` hash. CPU-heavy by design: call it off the async
+    /// `{ARGON2}` hash, and for a modify checks the new password against
+    /// the entry's history and records the history
+    /// (`password_policy.history`; `who`'s changes are checked unless it
+    /// is the administrator). CPU-heavy by design: call it off the async
     /// workers (the server uses the blocking pool).
-    pub fn hash_passwords(&self, command: Command) -> Result<Command, Outcome> {
+    pub fn hash_passwords(&self, who: &Identity, command: Command) -> Result<Command, Outcome> {
         let is_password = |name: &str| self.names_user_password(name);
         let hash_all = |values: &mut [Vec<u8>]| -> Result<(), Outcome> {
             for v in values.iter_mut() {
@@ -162,15 +170,21 @@ impl Directory {
             Command::Modify {
                 dn,
                 mut changes,
-                operational,
+                mut operational,
                 permissive,
             } => {
+                let check = !matches!(who, Identity::Admin(_));
+                let mut history = None;
                 for change in changes
                     .iter_mut()
                     .filter(|c| matches!(c.op, ModOp::Add | ModOp::Replace) && is_password(&c.attr))
                 {
+                    for new in change.values.iter().filter(|v| !password::is_hashed(v)) {
+                        history = self.password_history(&dn, new, check)?;
+                    }
                     hash_all(&mut change.values)?;
                 }
+                operational.extend(history);
                 Ok(Command::Modify {
                     dn,
                     changes,
@@ -180,12 +194,12 @@ impl Directory {
             }
             Command::Guarded { assertion, command } => Ok(Command::Guarded {
                 assertion,
-                command: Box::new(self.hash_passwords(*command)?),
+                command: Box::new(self.hash_passwords(who, *command)?),
             }),
             Command::ReadBack { pre, post, command } => Ok(Command::ReadBack {
                 pre,
                 post,
-                command: Box::new(self.hash_passwords(*command)?),
+                command: Box::new(self.hash_passwords(who, *command)?),
             }),
             other => Ok(other),
         }

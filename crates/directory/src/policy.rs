@@ -27,6 +27,11 @@ pub const FAILURE_TIME: &str = "pwdFailureTime";
 pub const LOCKED_TIME: &str = "pwdAccountLockedTime";
 /// When the password was last set.
 pub const CHANGED_TIME: &str = "pwdChangedTime";
+/// The passwords used before, `time#syntaxOID#length#hash` (the draft's
+/// form).
+pub const HISTORY: &str = "pwdHistory";
+/// The syntax OID a history value names: octet string.
+const HISTORY_SYNTAX: &str = "1.3.6.1.4.1.1466.115.121.1.40";
 /// `[password_policy]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PasswordPolicy {
@@ -48,6 +53,9 @@ pub struct PasswordPolicy {
     /// How long before expiry a successful bind is warned (the policy
     /// control's timeBeforeExpiration); zero: no warning.
     pub expire_warning: Duration,
+    /// Passwords remembered per entry (`pwdHistory`): a new one may not
+    /// be any of them, nor the current one; 0: none.
+    pub history: usize,
 }
 
 impl PasswordPolicy {
@@ -177,6 +185,69 @@ impl Directory {
         }))
     }
 
+    /// For a change of `dn`'s password to the clear-text `new`: refuses
+    /// one the entry had before or has now (when `check`: users' changes;
+    /// the administrator's reset may reuse one), and gives the
+    /// `pwdHistory` to write: the current hashes, which become history,
+    /// then the older ones, at most `password_policy.history`. `None`
+    /// when no history is kept.
+    pub(crate) fn password_history(
+        &self,
+        dn: &Dn,
+        new: &[u8],
+        check: bool,
+    ) -> Result<Option<meridian_store::OperationalAttribute>, Outcome> {
+        let keep = self.limits.password_policy.history;
+        if keep == 0 {
+            return Ok(None);
+        }
+        let snapshot = self.store_for(dn).snapshot().map_err(Outcome::from)?;
+        let Some((_, entry)) = snapshot.get(dn).map_err(Outcome::from)? else {
+            return Ok(None);
+        };
+        let values = |name: &str| -> Vec<Vec<u8>> {
+            self.schema
+                .attribute_id(name)
+                .and_then(|id| entry.get(id))
+                .map(|a| a.values.to_vec())
+                .unwrap_or_default()
+        };
+        let current = self
+            .user_password
+            .and_then(|id| entry.get(id))
+            .map(|a| a.values.to_vec())
+            .unwrap_or_default();
+        let older = values(HISTORY);
+        if check {
+            let bounds = self.limits.password_bounds;
+            let used = current
+                .iter()
+                .map(Vec::as_slice)
+                .chain(older.iter().filter_map(|v| history_hash(v)))
+                .any(|hash| crate::password::verify(hash, new, true, &bounds).matched());
+            if used {
+                return Err(Outcome::new(
+                    meridian_proto::ResultCode::CONSTRAINT_VIOLATION,
+                    format!(
+                        "the password was used before; the last {keep} may not be used again (password_policy.history)"
+                    ),
+                ));
+            }
+        }
+        let now = self.instant_now().canonical();
+        let history: Vec<Vec<u8>> = current
+            .iter()
+            .map(|hash| {
+                let mut value = format!("{now}#{HISTORY_SYNTAX}#{}#", hash.len()).into_bytes();
+                value.extend_from_slice(hash);
+                value
+            })
+            .chain(older)
+            .take(keep)
+            .collect();
+        Ok(Some((HISTORY.into(), history)))
+    }
+
     /// The password policy.
     pub fn password_policy(&self) -> &PasswordPolicy {
         &self.limits.password_policy
@@ -294,6 +365,15 @@ impl Directory {
                 .iter()
                 .any(|name| self.schema.attribute_id(name) == Some(attr))
     }
+}
+
+/// The hash a `pwdHistory` value holds (`time#syntaxOID#length#hash`).
+fn history_hash(value: &[u8]) -> Option<&[u8]> {
+    let mut fields = value.splitn(4, |b| *b == b'#');
+    let (_time, _syntax, length) = (fields.next()?, fields.next()?, fields.next()?);
+    let hash = fields.next()?;
+    let length: usize = std::str::from_utf8(length).ok()?.parse().ok()?;
+    (hash.len() == length).then_some(hash)
 }
 
 fn secs(duration: Duration) -> i64 {

@@ -201,6 +201,7 @@ impl Setup {
                 expire_warning: std::time::Duration::from_secs(
                     self.config.password_policy.expire_warning_secs,
                 ),
+                history: self.config.password_policy.history,
             },
         }
     }

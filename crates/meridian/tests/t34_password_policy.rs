@@ -182,3 +182,35 @@ fn passwords_expire_with_a_warning_first_and_a_reset_renews_them() {
     );
     assert!(out.contains("pwdChangedTime: "), "{out}");
 }
+
+#[test]
+fn a_user_may_not_reuse_a_remembered_password() {
+    let server = server_with("history = 2");
+    // The current one, then each of the last two.
+    let (rc, out) = change_own(&server, "Initial-Pass1", "Initial-Pass1");
+    assert!(rc != 0 && out.contains("(19)"), "the current one: {out}");
+    assert!(out.contains("password_policy.history"), "{out}");
+    assert_eq!(change_own(&server, "Initial-Pass1", "Second-Pass2").0, 0);
+    assert_eq!(change_own(&server, "Second-Pass2", "Third-Pass3").0, 0);
+    let (rc, out) = change_own(&server, "Third-Pass3", "Initial-Pass1");
+    assert!(rc != 0 && out.contains("(19)"), "two changes ago: {out}");
+    // ldapmodify is held to it too.
+    let ldif = format!(
+        "dn: {USER}\nchangetype: modify\nreplace: userPassword\nuserPassword: Second-Pass2\n"
+    );
+    let (rc, out) = tool(
+        &server,
+        "ldapmodify",
+        &["-D", USER, "-w", "Third-Pass3"],
+        &[],
+        Some(&ldif),
+    );
+    assert_eq!(rc, 19, "{out}");
+    // Three changes ago is forgotten (two remembered, and the current).
+    assert_eq!(change_own(&server, "Third-Pass3", "Fourth-Pass4").0, 0);
+    let (rc, out) = change_own(&server, "Fourth-Pass4", "Initial-Pass1");
+    assert_eq!(rc, 0, "{out}");
+    // The administrator's reset may reuse one.
+    let (rc, out) = admin_tool(&server, "ldappasswd", &["-s", "Fourth-Pass4", USER], None);
+    assert_eq!(rc, 0, "{out}");
+}

@@ -267,7 +267,8 @@ pub(super) async fn sequence_writes(
             // Password hashing is deliberately slow: keep it off the workers.
             Pending::Ready(command) if write.directory.needs_hashing(&command) => {
                 let directory = Arc::clone(&write.directory);
-                Pending::Blocking(Box::new(move || directory.hash_passwords(command)))
+                let who = write.identity.clone();
+                Pending::Blocking(Box::new(move || directory.hash_passwords(&who, command)))
             }
             other => other,
         };
