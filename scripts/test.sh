@@ -39,6 +39,28 @@ if ! python3 -c 'import ldap3, pytest' 2>/dev/null; then
         || python3 -m pip install -q --break-system-packages 'ldap3==2.9.1' 'pytest>=7'
 fi
 
+# The UnboundID LDAP SDK's command-line tools, a third-party client the TLS
+# tests drive (a jar from Maven Central, run by Java; keytool makes their
+# trust store). Fetched once into target/test-tools; a machine without
+# Java or Maven gets them from Debian first.
+UNBOUNDID_VERSION=7.0.3
+UNBOUNDID_JAR="$PWD/target/test-tools/unboundid-ldapsdk-$UNBOUNDID_VERSION.jar"
+if [ ! -f "$UNBOUNDID_JAR" ]; then
+    if ! command -v java >/dev/null || ! command -v keytool >/dev/null || ! command -v mvn >/dev/null; then
+        echo "== installing Java and Maven"
+        as_root apt-get update -qq
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless maven
+    fi
+    echo "== fetching the UnboundID LDAP SDK $UNBOUNDID_VERSION"
+    mkdir -p "$PWD/target/test-tools"
+    # A registry that does not answer must not stop the other tests: the
+    # TLS test that needs the jar says so in its output.
+    mvn -q dependency:copy -Dartifact="com.unboundid:unboundid-ldapsdk:$UNBOUNDID_VERSION" \
+        -DoutputDirectory="$PWD/target/test-tools" \
+        || echo "WARNING: could not fetch the UnboundID LDAP SDK; its TLS test will not run"
+fi
+export MERIDIAN_UNBOUNDID_JAR="$UNBOUNDID_JAR"
+
 echo "== cargo test"
 cargo build --locked --bins
 cargo test --locked --workspace

@@ -576,3 +576,81 @@ fn sasl_external_maps_a_client_certificate_by_a_search() {
     assert_eq!(rc, 0, "{out}");
     assert!(out.contains("supportedSASLMechanisms: EXTERNAL"), "{out}");
 }
+
+#[test]
+fn the_unboundid_sdk_searches_over_starttls_and_ldaps_trusting_the_ca() {
+    use std::io::Write as _;
+    // scripts/test.sh fetches the jar; without it, say so where it shows.
+    let jar = std::env::var_os("MERIDIAN_UNBOUNDID_JAR")
+        .map(PathBuf::from)
+        .filter(|jar| jar.is_file());
+    let Some(jar) = jar else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "the UnboundID LDAP SDK is not here (MERIDIAN_UNBOUNDID_JAR, set by scripts/test.sh): this test did not run"
+        );
+        return;
+    };
+    let dir = temp_dir("tls-unboundid");
+    let ca = Ca::new(&dir, "unboundid");
+    let other = Ca::new(&dir, "stranger");
+    let (server, ldaps, _, _) = tls_server(&dir, &ca, "");
+    // Java reads PKCS #12 trust stores: keytool makes them from the CAs.
+    let trust_store = |ca: &Ca, name: &str| {
+        let path = dir.join(format!("{name}.p12"));
+        let status = Command::new("keytool")
+            .args([
+                "-importcert",
+                "-noprompt",
+                "-alias",
+                "ca",
+                "-storetype",
+                "PKCS12",
+            ])
+            .args(["-storepass", "changeit", "-file"])
+            .arg(&ca.pem_file)
+            .arg("-keystore")
+            .arg(&path)
+            .output()
+            .expect("keytool (a Java runtime) is needed")
+            .status;
+        assert!(status.success());
+        path
+    };
+    let (good, bad) = (trust_store(&ca, "good"), trust_store(&other, "bad"));
+    let search = |port: u16, tls: &str, store: &Path| {
+        let out = Command::new("java")
+            .arg("-cp")
+            .arg(&jar)
+            .arg("com.unboundid.ldap.sdk.unboundidds.tools.LDAPSearch")
+            .args(["--hostname", "127.0.0.1", "--port", &port.to_string(), tls])
+            .arg("--trustStorePath")
+            .arg(store)
+            .args(["--trustStorePassword", "changeit"])
+            .args(["--bindDN", ADMIN_DN, "--bindPassword", ADMIN_PASSWORD])
+            .args([
+                "--baseDN",
+                "",
+                "--scope",
+                "base",
+                "(objectClass=*)",
+                "vendorName",
+            ])
+            .output()
+            .expect("java");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code().unwrap_or(-1), text)
+    };
+    let plain = server.addr.port();
+    let (rc, out) = search(plain, "--useStartTLS", &good);
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("vendorName: Meridian"), "{out}");
+    let (rc, out) = search(ldaps.port(), "--useSSL", &good);
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = search(plain, "--useStartTLS", &bad);
+    assert_ne!(rc, 0, "trusted a certificate of another CA: {out}");
+}
