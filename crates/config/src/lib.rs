@@ -227,6 +227,9 @@ pub struct ServerConfig {
     pub shutdown_grace_secs: u64,
     /// Worker threads; 0 means one per CPU.
     pub worker_threads: usize,
+    /// The user `serve` becomes once its sockets and TLS key are taken
+    /// (started as root); empty: stays who it was started as.
+    pub user: String,
 }
 
 /// `[directory]`: what is served and who administers it.
@@ -457,6 +460,7 @@ impl Default for ServerConfig {
             queue_length_flush_ms: 5,
             shutdown_grace_secs: 10,
             worker_threads: 0,
+            user: String::new(),
         }
     }
 }

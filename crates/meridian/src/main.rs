@@ -4,6 +4,7 @@
 mod bench;
 mod export;
 mod import;
+mod privileges;
 mod serve;
 mod setup;
 mod tools;

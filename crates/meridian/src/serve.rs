@@ -5,7 +5,7 @@ use std::io::Write as _;
 
 use anyhow::Context as _;
 use clap::Args;
-use meridian_server::{AdminCredentials, PASSWORD_ENV, PasswordSource, Server};
+use meridian_server::{AdminCredentials, Bound, PASSWORD_ENV, PasswordSource, Server};
 
 use std::sync::Arc;
 
@@ -69,6 +69,14 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let schema = &setup.schema;
     init_logging(&config.log.level)?;
     crate::no_huge_pages();
+
+    // What may need privileges first: the sockets (ports below 1024, or
+    // systemd's), the TLS key; then, if asked, become server.user,
+    // before anything in the data directory is opened or made.
+    let bound = Bound::new(config)?;
+    if !config.server.user.is_empty() {
+        crate::privileges::become_user(&config.server.user)?;
+    }
 
     // Before anything is written to the data directory: one writer.
     let _data_dir_lock = setup.lock_data_dir()?;
@@ -141,7 +149,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             Arc::clone(&directory),
             std::time::Duration::from_secs(config.directory.dynamic_sweep_secs),
         ));
-        let server = Server::bind(config, admin, directory).await?;
+        let server = Server::start(bound, config, admin, directory)?;
         let addr = server.local_addr()?;
         tracing::info!(%addr, suffix = %config.directory.suffix, "meridian listening");
         // Stable lines on stdout for scripts and tests started on port 0.

@@ -9,6 +9,7 @@ mod admin;
 mod admission;
 mod bind_cache;
 mod bind_guard;
+mod bound;
 mod connection;
 mod inflight;
 mod outbound;
@@ -33,6 +34,7 @@ use tokio::task::JoinSet;
 
 pub use admin::{AdminCredentials, AdminError, PASSWORD_ENV, PasswordSource, SECRET_FILE};
 pub use bind_guard::BindGuardSettings;
+pub use bound::Bound;
 pub use tls::TlsError;
 
 /// Everything a connection needs to know about the server, shared by all.
@@ -187,79 +189,47 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds the listening socket. Must be called inside a tokio runtime.
+    /// Binds the listening sockets and starts: [`Bound::new`], then
+    /// [`Server::start`]. Must be called inside a tokio runtime.
     pub async fn bind(
+        config: &Config,
+        admin: AdminCredentials,
+        directory: Arc<Directory>,
+    ) -> Result<Server, StartError> {
+        Server::start(Bound::new(config)?, config, admin, directory)
+    }
+
+    /// A server on sockets and a certificate taken before (perhaps with
+    /// privileges since given up, [`Bound`]). Must be called inside a
+    /// tokio runtime.
+    pub fn start(
+        bound: Bound,
         config: &Config,
         admin: AdminCredentials,
         directory: Arc<Directory>,
     ) -> Result<Server, StartError> {
         let schema = Arc::clone(directory.schema());
         let s = &config.server;
-        let addr: SocketAddr = s
-            .listen
-            .parse()
-            .map_err(|e| StartError::Address(format!("{:?}: {e}", s.listen)))?;
-        let listener = listen(addr).map_err(|source| StartError::Bind { addr, source })?;
         let sec = &config.security;
-        // Checked here, not with the config file: flags may give what
-        // the file lacks.
-        let client_auth = match (sec.client_certificates.as_str(), &sec.tls_ca_file) {
-            ("none", _) => tls::ClientAuth::None,
-            (_, None) => {
-                return Err(StartError::Config(format!(
-                    "security.client_certificates = {:?} needs security.tls_ca_file, the CAs client certificates are checked against",
-                    sec.client_certificates
-                )));
-            }
-            ("required", Some(ca)) => tls::ClientAuth::Required(ca.clone()),
-            (_, Some(ca)) => tls::ClientAuth::Optional(ca.clone()),
+        let Bound {
+            listener,
+            tls_listener,
+            tls,
+            certificate_map,
+        } = bound;
+        let tokio_listener = |std: std::net::TcpListener| {
+            let addr = std.local_addr().map_err(|source| StartError::Bind {
+                addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+                source,
+            })?;
+            TcpListener::from_std(std).map_err(|source| StartError::Bind { addr, source })
         };
-        let certificate_map = match client_auth {
-            tls::ClientAuth::None => None,
-            _ => Some(
-                CertificateMap::parse(&sec.certificate_map)
-                    .map_err(|e| StartError::Config(format!("security.certificate_map: {e}")))?,
-            ),
-        };
-        let tls = match (&sec.tls_certificate_file, &sec.tls_key_file) {
-            (Some(cert), Some(key)) => Some(Arc::new(tls::Tls::load(cert, key, client_auth)?)),
-            (Some(_), None) => {
-                return Err(StartError::Config(
-                    "security.tls_certificate_file is set without security.tls_key_file".into(),
-                ));
-            }
-            (None, Some(_)) => {
-                return Err(StartError::Config(
-                    "security.tls_key_file is set without security.tls_certificate_file".into(),
-                ));
-            }
-            (None, None) if certificate_map.is_some() => {
-                return Err(StartError::Config(
-                    "security.client_certificates needs a server certificate: security.tls_certificate_file and security.tls_key_file".into(),
-                ));
-            }
-            (None, None) if sec.require_tls => {
-                return Err(StartError::Config(
-                    "security.require_tls needs a certificate: security.tls_certificate_file and security.tls_key_file".into(),
-                ));
-            }
-            (None, None) => None,
-        };
-        let tls_listener = match s.listen_tls.as_str() {
-            "" => None,
-            text => {
-                let addr: SocketAddr = text
-                    .parse()
-                    .map_err(|e| StartError::Address(format!("server.listen_tls {text:?}: {e}")))?;
-                if tls.is_none() {
-                    return Err(StartError::Config(
-                        "server.listen_tls needs security.tls_certificate_file and security.tls_key_file".into(),
-                    ));
-                }
-                Some(listen(addr).map_err(|source| StartError::Bind { addr, source })?)
-            }
-        };
-        if !addr.ip().is_loopback() && !sec.require_tls {
+        let listener = tokio_listener(listener)?;
+        let tls_listener = tls_listener.map(tokio_listener).transpose()?;
+        if let Ok(addr) = listener.local_addr()
+            && !addr.ip().is_loopback()
+            && !sec.require_tls
+        {
             tracing::warn!(
                 %addr,
                 "the plain listener is not on loopback and security.require_tls is off: passwords may cross the network in clear text"
@@ -461,22 +431,6 @@ fn bind_guard_settings(s: &meridian_config::SecurityConfig) -> BindGuardSettings
 /// A time-out in seconds from the config, where 0 means never.
 fn seconds(secs: u64) -> Option<Duration> {
     (secs > 0).then(|| Duration::from_secs(secs))
-}
-
-fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let socket = socket2::Socket::new(
-        socket2::Domain::for_address(addr),
-        socket2::Type::STREAM,
-        Some(socket2::Protocol::TCP),
-    )?;
-    // Restart on the same port without waiting out TIME_WAIT.
-    socket.set_reuse_address(true)?;
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    // A deep backlog absorbs connection bursts (seed 002 reconnects for
-    // every operation; seed 003 opens 5,000 connections).
-    socket.listen(4096)?;
-    TcpListener::from_std(socket.into())
 }
 
 /// Over the connection limit: tell the client why, then close.

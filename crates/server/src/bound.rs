@@ -1,0 +1,201 @@
+//! What the server takes before it may give up privileges: its listening
+//! sockets (port 389 and 636 need root or `CAP_NET_BIND_SERVICE`) and
+//! its TLS certificate and key (often readable by root alone).
+//!
+//! The sockets are bound here, or taken from systemd when it started the
+//! server with socket activation (`LISTEN_FDS`, sd_listen_fds(3)): the
+//! first is the plain listener, the second (or the one named `ldaps` in
+//! `LISTEN_FDNAMES`) the TLS one.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+
+use meridian_config::Config;
+use meridian_directory::certificate::CertificateMap;
+
+use crate::StartError;
+use crate::tls::{ClientAuth, Tls};
+
+/// The listening sockets and the certificate, ready for [`crate::Server::start`].
+#[derive(Debug)]
+pub struct Bound {
+    pub(crate) listener: TcpListener,
+    pub(crate) tls_listener: Option<TcpListener>,
+    pub(crate) tls: Option<Arc<Tls>>,
+    pub(crate) certificate_map: Option<CertificateMap>,
+}
+
+impl Bound {
+    /// Binds `server.listen` and `server.listen_tls` (or takes systemd's
+    /// sockets) and loads the TLS certificate, key and client CAs.
+    pub fn new(config: &Config) -> Result<Bound, StartError> {
+        let (tls, certificate_map) = load_tls(config)?;
+        let (listener, tls_listener) = match from_systemd()? {
+            Some(sockets) => sockets,
+            None => {
+                let s = &config.server;
+                let addr: SocketAddr = s
+                    .listen
+                    .parse()
+                    .map_err(|e| StartError::Address(format!("{:?}: {e}", s.listen)))?;
+                let listener = listen(addr).map_err(|source| StartError::Bind { addr, source })?;
+                let tls_listener = match s.listen_tls.as_str() {
+                    "" => None,
+                    text => {
+                        let addr: SocketAddr = text.parse().map_err(|e| {
+                            StartError::Address(format!("server.listen_tls {text:?}: {e}"))
+                        })?;
+                        Some(listen(addr).map_err(|source| StartError::Bind { addr, source })?)
+                    }
+                };
+                (listener, tls_listener)
+            }
+        };
+        if tls_listener.is_some() && tls.is_none() {
+            return Err(StartError::Config(
+                "server.listen_tls needs security.tls_certificate_file and security.tls_key_file"
+                    .into(),
+            ));
+        }
+        Ok(Bound {
+            listener,
+            tls_listener,
+            tls,
+            certificate_map,
+        })
+    }
+
+    /// The plain listener's address.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+}
+
+/// The TLS configuration and the certificate map, checked together:
+/// flags may give what the config file lacks, so this is where keys
+/// that only make sense together are checked.
+fn load_tls(config: &Config) -> Result<(Option<Arc<Tls>>, Option<CertificateMap>), StartError> {
+    let sec = &config.security;
+    let client_auth = match (sec.client_certificates.as_str(), &sec.tls_ca_file) {
+        ("none", _) => ClientAuth::None,
+        (_, None) => {
+            return Err(StartError::Config(format!(
+                "security.client_certificates = {:?} needs security.tls_ca_file, the CAs client certificates are checked against",
+                sec.client_certificates
+            )));
+        }
+        ("required", Some(ca)) => ClientAuth::Required(ca.clone()),
+        (_, Some(ca)) => ClientAuth::Optional(ca.clone()),
+    };
+    let certificate_map = match client_auth {
+        ClientAuth::None => None,
+        _ => Some(
+            CertificateMap::parse(&sec.certificate_map)
+                .map_err(|e| StartError::Config(format!("security.certificate_map: {e}")))?,
+        ),
+    };
+    let tls = match (&sec.tls_certificate_file, &sec.tls_key_file) {
+        (Some(cert), Some(key)) => Some(Arc::new(Tls::load(cert, key, client_auth)?)),
+        (Some(_), None) => {
+            return Err(StartError::Config(
+                "security.tls_certificate_file is set without security.tls_key_file".into(),
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(StartError::Config(
+                "security.tls_key_file is set without security.tls_certificate_file".into(),
+            ));
+        }
+        (None, None) if certificate_map.is_some() => {
+            return Err(StartError::Config(
+                "security.client_certificates needs a server certificate: security.tls_certificate_file and security.tls_key_file".into(),
+            ));
+        }
+        (None, None) if sec.require_tls => {
+            return Err(StartError::Config(
+                "security.require_tls needs a certificate: security.tls_certificate_file and security.tls_key_file".into(),
+            ));
+        }
+        (None, None) => None,
+    };
+    Ok((tls, certificate_map))
+}
+
+/// A listening socket on `addr`.
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    // Restart on the same port without waiting out TIME_WAIT.
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    // A deep backlog absorbs connection bursts (seed 002 reconnects for
+    // every operation; seed 003 opens 5,000 connections).
+    socket.listen(4096)?;
+    Ok(socket.into())
+}
+
+/// The first descriptor systemd passes (sd_listen_fds(3)).
+const FIRST_SYSTEMD_FD: i32 = 3;
+
+/// The sockets systemd passed this process, if it did: the plain one and
+/// the TLS one (named `ldaps` in `LISTEN_FDNAMES`, or else the second).
+fn from_systemd() -> Result<Option<(TcpListener, Option<TcpListener>)>, StartError> {
+    let ours = std::env::var("LISTEN_PID")
+        .ok()
+        .and_then(|pid| pid.parse::<u32>().ok())
+        .is_some_and(|pid| pid == std::process::id());
+    let count = std::env::var("LISTEN_FDS")
+        .ok()
+        .and_then(|n| n.parse::<i32>().ok())
+        .unwrap_or(0);
+    if !ours || count < 1 {
+        return Ok(None);
+    }
+    if count > 2 {
+        return Err(StartError::Config(format!(
+            "systemd passed {count} sockets; Meridian takes one or two (LDAP, then LDAPS)"
+        )));
+    }
+    let names: Vec<String> = std::env::var("LISTEN_FDNAMES")
+        .map(|n| n.split(':').map(str::to_owned).collect())
+        .unwrap_or_default();
+    let mut sockets: Vec<(String, TcpListener)> = Vec::new();
+    for i in 0..count {
+        let fd = FIRST_SYSTEMD_FD + i;
+        // SAFETY: systemd passed descriptors FIRST_SYSTEMD_FD.. to this
+        // process (LISTEN_PID is ours, LISTEN_FDS counts them), each an
+        // open socket nothing else in the process owns. `serve` builds
+        // its `Bound` once, so each is taken once. (The variables stay
+        // set, as sd_listen_fds(0) leaves them: Meridian starts no other
+        // program that could take the sockets.)
+        #[allow(unsafe_code)]
+        let socket = unsafe { <TcpListener as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        socket
+            .set_nonblocking(true)
+            .map_err(|source| StartError::Bind {
+                addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+                source,
+            })?;
+        let name = names.get(i as usize).cloned().unwrap_or_default();
+        sockets.push((name, socket));
+    }
+    let tls_at = sockets.iter().position(|(name, _)| name == "ldaps");
+    let tls = match (tls_at, sockets.len()) {
+        (Some(at), _) => Some(sockets.remove(at).1),
+        (None, 2) => sockets.pop().map(|(_, socket)| socket),
+        _ => None,
+    };
+    let plain = sockets
+        .pop()
+        .map(|(_, socket)| socket)
+        .ok_or_else(|| StartError::Config("systemd passed only an ldaps socket".into()))?;
+    tracing::info!(
+        tls = tls.is_some(),
+        "listening on the sockets systemd passed"
+    );
+    Ok(Some((plain, tls)))
+}
