@@ -270,7 +270,7 @@ fn require_tls_refuses_binds_and_writes_in_clear_and_allows_them_under_tls() {
 }
 
 #[test]
-fn a_reloaded_certificate_serves_new_handshakes_and_drops_no_connection() {
+fn a_reloaded_certificate_serves_new_handshakes_and_drops_no_connection_under_load() {
     let dir = temp_dir("tls-reload");
     let (first, second, third) = (
         Ca::new(&dir, "first"),
@@ -282,6 +282,25 @@ fn a_reloaded_certificate_serves_new_handshakes_and_drops_no_connection() {
     // A connection under TLS with the first certificate, kept open.
     let mut open = TlsClient::connect(ldaps, &first.pem_file);
     open.root_dse(1);
+    // And load throughout: four more such connections searching without
+    // pause; none may fail or be dropped by the reloads.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load: Vec<_> = (0..4)
+        .map(|_| {
+            // Connected here, before any reload.
+            let mut client = TlsClient::connect(ldaps, &first.pem_file);
+            client.root_dse(1);
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut searches = 1;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    searches += 1;
+                    client.root_dse(searches);
+                }
+                searches
+            })
+        })
+        .collect();
 
     // SIGHUP: the second certificate for new handshakes.
     second.issue(&cert, &key, false);
@@ -308,6 +327,12 @@ fn a_reloaded_certificate_serves_new_handshakes_and_drops_no_connection() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(whoami(&third.pem_file, &url, false).0, 0);
     open.root_dse(4);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for connection in load {
+        // A dropped connection panics its thread (`read_pdu`).
+        let searches = connection.join().expect("a loaded connection failed");
+        assert!(searches > 10, "{searches} searches");
+    }
 }
 
 /// `attribute` of the root DSE, read under StartTLS.
