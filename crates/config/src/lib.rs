@@ -243,6 +243,9 @@ pub struct DirectoryConfig {
     pub additional_suffixes: Vec<String>,
     /// The administrator, who bypasses access control.
     pub admin_dn: String,
+    /// This server's ID in entryCSNs (OpenLDAP's serverID), 0..=4095:
+    /// servers whose writes meet must have different ones.
+    pub server_id: u16,
     /// Where databases and the administrator's hashed password live.
     pub data_dir: PathBuf,
     /// Schema files loaded after the built-in schema, in order (OpenLDAP
@@ -471,6 +474,7 @@ impl Default for DirectoryConfig {
             suffix: "dc=example,dc=com".into(),
             additional_suffixes: Vec::new(),
             admin_dn: "cn=admin,dc=example,dc=com".into(),
+            server_id: 0,
             data_dir: PathBuf::from("./meridian-data"),
             schema_files: Vec::new(),
             allow_cleartext_passwords: false,
@@ -552,6 +556,15 @@ impl Config {
                 format!(
                     "{:?}: one of \"none\", \"optional\", \"required\"",
                     self.security.client_certificates
+                ),
+            );
+        }
+        if self.directory.server_id > 4095 {
+            return invalid(
+                "directory.server_id",
+                format!(
+                    "{}: at most 4095 (three hex digits in entryCSN)",
+                    self.directory.server_id
                 ),
             );
         }

@@ -6,19 +6,43 @@
 use std::sync::Mutex;
 use std::sync::PoisonError;
 
-/// Makes entryCSNs strictly increasing even within one microsecond.
+/// Makes entryCSNs strictly increasing: a hybrid logical clock. Within
+/// one microsecond the counter rises; when the wall clock goes back (a
+/// step of NTP, or, with replication, a node whose clock is behind
+/// taking over), the CSN keeps the last time and raises the counter
+/// instead of going back with it. [`CsnSource::observe`] raises the
+/// floor to a CSN made elsewhere.
 #[derive(Debug, Default)]
 pub struct CsnSource {
+    /// The time part (`YYYYmmddHHMMSS.uuuuuuZ`, which sorts as time) and
+    /// counter of the last CSN made or observed.
     last: Mutex<(String, u32)>,
     server_id: u16,
 }
 
 impl CsnSource {
-    /// A source for server ID `server_id` (0 until replication exists).
+    /// A source for server ID `server_id` (OpenLDAP's serverID, 0..4095:
+    /// `directory.server_id`).
     pub fn new(server_id: u16) -> Self {
         CsnSource {
             last: Mutex::new((String::new(), 0)),
             server_id,
+        }
+    }
+
+    /// Never makes a CSN at or below `csn` (one applied from elsewhere,
+    /// or the highest the store holds).
+    pub fn observe(&self, csn: &str) {
+        let mut parts = csn.split('#');
+        let (Some(time), Some(counter)) = (parts.next(), parts.next()) else {
+            return;
+        };
+        let Ok(counter) = u32::from_str_radix(counter, 16) else {
+            return;
+        };
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        if (time, counter) > (last.0.as_str(), last.1) {
+            *last = (time.to_owned(), counter);
         }
     }
 
@@ -35,7 +59,16 @@ impl CsnSource {
         csn.push('Z');
         let counter = {
             let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
-            let counter = if last.0 == csn { last.1 + 1 } else { 0 };
+            // Stamps of one width compare as the times they spell.
+            let counter = match csn.as_str().cmp(last.0.as_str()) {
+                std::cmp::Ordering::Greater => 0,
+                std::cmp::Ordering::Equal => last.1 + 1,
+                // The clock went back: keep the last time.
+                std::cmp::Ordering::Less => {
+                    csn.clone_from(&last.0);
+                    last.1 + 1
+                }
+            };
             last.0.clone_from(&csn);
             last.1 = counter;
             counter
@@ -157,6 +190,32 @@ mod tests {
         let second = source.next("20261124090000Z", 42);
         assert_eq!(second, "20261124090000.000042Z#000001#02a#000000");
         assert!(second > first);
+    }
+
+    #[test]
+    fn csns_never_go_back_with_the_clock_or_below_one_observed() {
+        let s = CsnSource::new(7);
+        let first = s.next("20261126120000Z", 500);
+        // The clock steps back a minute: the CSN still rises.
+        let second = s.next("20261126115900Z", 0);
+        assert!(second > first, "{second} after {first}");
+        assert!(
+            second.starts_with("20261126120000.000500Z#000001#007"),
+            "{second}"
+        );
+        // A CSN made elsewhere, ahead of this clock, raises the floor.
+        s.observe("20261126130000.000000Z#000004#001#000000");
+        let third = s.next("20261126120001Z", 0);
+        assert!(
+            third.starts_with("20261126130000.000000Z#000005#007"),
+            "{third}"
+        );
+        // The clock catches up: its own time again.
+        let fourth = s.next("20261126130001Z", 0);
+        assert!(
+            fourth.starts_with("20261126130001.000000Z#000000"),
+            "{fourth}"
+        );
     }
 
     #[test]

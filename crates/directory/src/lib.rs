@@ -199,6 +199,14 @@ impl Directory {
         }
     }
 
+    /// The same directory stamping entryCSNs with `server_id`
+    /// (`directory.server_id`), so that CSNs made on different servers
+    /// never collide.
+    pub fn with_server_id(mut self, server_id: u16) -> Self {
+        self.csn = CsnSource::new(server_id);
+        self
+    }
+
     /// The same directory under configured access rules instead of the
     /// defaults.
     pub fn with_access(mut self, access: AccessRules) -> Self {

@@ -137,7 +137,8 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             Arc::new(SystemClock),
             setup.directory_limits(),
         )
-        .with_more_contexts(stores.collect());
+        .with_more_contexts(stores.collect())
+        .with_server_id(config.directory.server_id);
         if let Some(access) = access {
             directory = directory.with_access(access);
         }

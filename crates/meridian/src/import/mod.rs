@@ -134,12 +134,15 @@ pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
     ))))?;
     store.sync()?;
 
-    let directory = Arc::new(Directory::new(
-        store.clone(),
-        setup.admin_dn()?,
-        Arc::new(SystemClock),
-        setup.directory_limits(),
-    ));
+    let directory = Arc::new(
+        Directory::new(
+            store.clone(),
+            setup.admin_dn()?,
+            Arc::new(SystemClock),
+            setup.directory_limits(),
+        )
+        .with_server_id(setup.config.directory.server_id),
+    );
     let checker = Arc::new(Checker {
         directory,
         suffix: setup.suffix.clone(),
