@@ -6,8 +6,9 @@
 //! about 12 ms of CPU on our benchmark machine; configurable as
 //! [`HashCost`], since a server where every operation binds pays it per
 //! operation). Verification always uses the cost stored in the hash. Imported data keeps its
-//! hashes and still logs in: `{SSHA}`, `{SSHA256}`, `{SSHA512}`, `{SHA}`,
-//! `{SHA256}`, `{SHA512}` (OpenLDAP, 389 DS) and `{PBKDF2-SHA256}`
+//! hashes and still logs in: `{SSHA}`, `{SSHA256}`, `{SSHA384}`,
+//! `{SSHA512}`, `{SHA}`, `{SHA256}`, `{SHA384}`, `{SHA512}`, `{SMD5}`,
+//! `{MD5}` (OpenLDAP and its pw-sha2 module, 389 DS) and `{PBKDF2-SHA256}`
 //! (OpenLDAP's pw-pbkdf2 format, `rounds$salt$hash` in adapted base64).
 //! `{CRYPT}` goes to the platform's crypt(3) (`crypt.rs`: yescrypt,
 //! SHA-crypt, bcrypt, MD5-crypt and DES on Debian), as slapd does. A
@@ -23,9 +24,10 @@
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use md5::Md5;
 use meridian_ldif::base64::{self, Alphabet};
 use sha1::Sha1;
-use sha2::{Digest, Sha256, Sha512};
+use sha2::{Digest, Sha256, Sha384, Sha512};
 use subtle::ConstantTimeEq;
 
 pub use crate::crypt::Methods as CryptMethods;
@@ -182,9 +184,10 @@ pub fn check_stored(stored: &[u8], bounds: &HashBounds) -> Result<(), String> {
 /// write checks and a bind then computes, without parsing it again.
 enum Stored<'a> {
     Argon2(PasswordHash<'a>),
-    /// `{SSHA*}` and `{SHA*}`: the decoded digest (and salt).
+    /// `{SSHA*}`, `{SHA*}`, `{SMD5}` and `{MD5}`: the decoded digest
+    /// (and salt).
     Salted {
-        digest: Sha,
+        digest: DigestKind,
         decoded: Vec<u8>,
     },
     Pbkdf2(Pbkdf2),
@@ -192,20 +195,26 @@ enum Stored<'a> {
     Cleartext(&'a [u8]),
 }
 
-/// The digests of the salted (and unsalted) SHA schemes.
+/// The digests of the salted (and unsalted) SHA and MD5 schemes (those
+/// of OpenLDAP's core and its pw-sha2 module; MD5 only to verify what
+/// migrated data holds).
 #[derive(Clone, Copy)]
-enum Sha {
+enum DigestKind {
+    Md5,
     Sha1,
     Sha256,
+    Sha384,
     Sha512,
 }
 
-impl Sha {
+impl DigestKind {
     fn len(self) -> usize {
         match self {
-            Sha::Sha1 => 20,
-            Sha::Sha256 => 32,
-            Sha::Sha512 => 64,
+            DigestKind::Md5 => 16,
+            DigestKind::Sha1 => 20,
+            DigestKind::Sha256 => 32,
+            DigestKind::Sha384 => 48,
+            DigestKind::Sha512 => 64,
         }
     }
 
@@ -218,9 +227,11 @@ impl Sha {
             bool::from(h.finalize().as_slice().ct_eq(expected))
         }
         match self {
-            Sha::Sha1 => of::<Sha1>(password, salt, expected),
-            Sha::Sha256 => of::<Sha256>(password, salt, expected),
-            Sha::Sha512 => of::<Sha512>(password, salt, expected),
+            DigestKind::Md5 => of::<Md5>(password, salt, expected),
+            DigestKind::Sha1 => of::<Sha1>(password, salt, expected),
+            DigestKind::Sha256 => of::<Sha256>(password, salt, expected),
+            DigestKind::Sha384 => of::<Sha384>(password, salt, expected),
+            DigestKind::Sha512 => of::<Sha512>(password, salt, expected),
         }
     }
 }
@@ -234,7 +245,7 @@ impl<'a> Stored<'a> {
             )
         };
         // (digest, whether a salt may follow it)
-        let sha = |digest: Sha, salted: bool| {
+        let digest = |digest: DigestKind, salted: bool| {
             let decoded = base64::decode(value).ok_or_else(malformed)?;
             let fits = if salted {
                 decoded.len() >= digest.len()
@@ -249,12 +260,16 @@ impl<'a> Stored<'a> {
         };
         match scheme {
             b"ARGON2" => argon2_within(value, bounds).map(Stored::Argon2),
-            b"SSHA" => sha(Sha::Sha1, true),
-            b"SSHA256" => sha(Sha::Sha256, true),
-            b"SSHA512" => sha(Sha::Sha512, true),
-            b"SHA" => sha(Sha::Sha1, false),
-            b"SHA256" => sha(Sha::Sha256, false),
-            b"SHA512" => sha(Sha::Sha512, false),
+            b"SMD5" => digest(DigestKind::Md5, true),
+            b"SSHA" => digest(DigestKind::Sha1, true),
+            b"SSHA256" => digest(DigestKind::Sha256, true),
+            b"SSHA384" => digest(DigestKind::Sha384, true),
+            b"SSHA512" => digest(DigestKind::Sha512, true),
+            b"MD5" => digest(DigestKind::Md5, false),
+            b"SHA" => digest(DigestKind::Sha1, false),
+            b"SHA256" => digest(DigestKind::Sha256, false),
+            b"SHA384" => digest(DigestKind::Sha384, false),
+            b"SHA512" => digest(DigestKind::Sha512, false),
             b"PBKDF2-SHA256" => {
                 let parsed = Pbkdf2::parse(value).ok_or_else(|| {
                     "the {PBKDF2-SHA256} value is malformed: rounds$salt$hash".to_owned()
@@ -407,6 +422,22 @@ mod tests {
 
     fn refusal(stored: &[u8]) -> String {
         check_stored(stored, &HashBounds::default()).unwrap_err()
+    }
+
+    #[test]
+    fn md5_and_sha384_schemes_of_migrated_data_verify() {
+        // Made with Python's hashlib for "secret" and the salt "saltsalt".
+        for stored in [
+            "{MD5}Xr4ilOzQ4PCOq3aQ0qbuaQ==",
+            "{SMD5}VAfQ6nCkaw9o3u+x706wnXNhbHRzYWx0",
+            "{SHA384}WKd1ukESvjAFrkQHznV9iP2nHUBJe7gCbsrFTU4//HIyzo3jq1rLMK45dg/ufFPt",
+            "{SSHA384}xZjeLqA5S5k50pfYWOduoMpyOadNQ2hKzVUikzLgZ/JSGpE4X/aVRUUuwOH25+Urc2FsdHNhbHQ=",
+        ] {
+            assert!(verifies(stored.as_bytes(), b"secret", false), "{stored}");
+            assert!(!verifies(stored.as_bytes(), b"Secret", false), "{stored}");
+        }
+        // An unsalted value of the wrong length is malformed.
+        assert!(refusal(b"{MD5}c2hvcnQ=").contains("malformed"));
     }
 
     #[test]

@@ -1001,3 +1001,46 @@ fn a_cached_bind_ends_when_the_password_changes() {
         assert_eq!(whoami(&server, dn, "new-secret").0, 0, "{config}");
     }
 }
+
+#[test]
+fn users_migrated_with_md5_hashes_bind() {
+    // slappasswd's {MD5} and {SMD5}, as an OpenLDAP directory holds them
+    // (issue 27, defect 3: they answered 49).
+    let server = Server::start("");
+    let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let hash = |scheme: &str| {
+        let out = Command::new("slappasswd")
+            .args(["-s", "migrated", "-h", scheme])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "slappasswd missing (install slapd)");
+        text(&out.stdout).trim().to_owned()
+    };
+    let (md5, smd5) = (hash("{MD5}"), hash("{SMD5}"));
+    let ldif = format!(
+        "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
+         dn: uid=m1,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: m1\nuserPassword: {md5}\n\n\
+         dn: uid=m2,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: m2\nuserPassword: {smd5}\n"
+    );
+    let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(&ldif));
+    assert_eq!(rc, 0, "{out}");
+    for uid in ["m1", "m2"] {
+        let dn = format!("uid={uid},dc=example,dc=com");
+        let (rc, out) = tool(
+            &server,
+            "ldapwhoami",
+            &["-D", &dn, "-w", "migrated"],
+            &[],
+            None,
+        );
+        assert_eq!(rc, 0, "{uid}: {out}");
+        let (rc, out) = tool(
+            &server,
+            "ldapwhoami",
+            &["-D", &dn, "-w", "wrong"],
+            &[],
+            None,
+        );
+        assert_eq!(rc, 49, "{uid}: {out}");
+    }
+}
