@@ -43,7 +43,9 @@ pub(crate) fn is_referral(entry: &Entry, schema: &Schema) -> bool {
     has_class(entry, schema, "referral")
 }
 
-/// The `ref` values of a referral object.
+/// The URLs of a referral object's `ref` values. A value is a
+/// labeledURI (RFC 3296 section 2.2, RFC 2079): the URI, then optionally
+/// a space and a label for people, which is not part of the URL.
 fn refs(entry: &Entry, schema: &Schema) -> Vec<String> {
     let Some(attr) = schema.attribute_id("ref") else {
         return Vec::new();
@@ -53,7 +55,11 @@ fn refs(entry: &Entry, schema: &Schema) -> Vec<String> {
         .iter()
         .filter(|a| a.desc.attr == attr)
         .flat_map(|a| a.values.iter())
-        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .map(|v| {
+            let text = String::from_utf8_lossy(v);
+            let uri = text.trim_start().split(' ').next().unwrap_or_default();
+            uri.to_owned()
+        })
         .collect()
 }
 

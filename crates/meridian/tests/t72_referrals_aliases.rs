@@ -44,6 +44,12 @@ objectClass: extensibleObject
 ou: NoDn
 ref: ldap://nodn.example.net/
 
+dn: ou=Labeled,dc=example,dc=com
+objectClass: referral
+objectClass: extensibleObject
+ou: Labeled
+ref: ldap://hostA/o=abc,c=us HostA
+
 dn: cn=alias-alice,ou=People,dc=example,dc=com
 objectClass: alias
 objectClass: extensibleObject
@@ -110,6 +116,12 @@ const CASES: &[(&str, &[&str], Option<&str>)] = &[
     (
         "ldapsearch",
         &["-b", "ou=NoDn,dc=example,dc=com", "dn"],
+        None,
+    ),
+    // A labeledURI's label is not part of the URL (issue 27, defect 4).
+    (
+        "ldapsearch",
+        &["-b", "uid=xxx,ou=Labeled,dc=example,dc=com", "dn"],
         None,
     ),
     (
