@@ -34,6 +34,14 @@ impl Directory {
     /// Checks an add and builds its command (operational attributes set).
     pub fn prepare_add(&self, who: &Identity, req: &AddRequest<'_>) -> Result<Command, Outcome> {
         let dn = self.dn(req.dn)?;
+        // RFC 4511 4.7: an AddRequest lists the entry's attributes; none
+        // at all is a malformed request, as slapd answers it.
+        if req.attributes.is_empty() {
+            return Err(Outcome::new(
+                ResultCode::PROTOCOL_ERROR,
+                "no attributes provided",
+            ));
+        }
         let groups = &Memberships::default();
         self.require(who, &dn, None, Level::Write, groups)?;
         for attr in req.attributes.iter() {

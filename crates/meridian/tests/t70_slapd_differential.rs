@@ -352,3 +352,39 @@ fn dns_holding_an_equals_sign_agree_with_slapd() {
     let ours = run(&server.url(), &["-D", ADMIN_DN, "-w", ADMIN_PASSWORD]);
     assert_eq!(ours, theirs);
 }
+
+#[test]
+fn an_add_request_without_attributes_is_a_protocol_error_as_in_slapd() {
+    // Issue 27, defect 6: Meridian answered objectClassViolation (65).
+    const BASE: &str = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n";
+    let reference = Slapd::start("empty-add", BASE);
+    let server = Server::start("");
+    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(BASE));
+    assert_eq!(code, 0, "{out}");
+    let answer = |addr: std::net::SocketAddr, password: &str| {
+        let mut client = Client::bound(addr, ADMIN_DN, password);
+        client.send_message(&LdapMessage {
+            message_id: 2,
+            op: ProtocolOp::AddRequest(AddRequest {
+                dn: b"cn=empty,dc=example,dc=com",
+                attributes: Seq::empty(),
+            }),
+            controls: Seq::empty(),
+        });
+        let mut code = None;
+        client.read_until(|m| match &m.op {
+            ProtocolOp::AddResponse(r) => {
+                code = Some(r.code.0);
+                true
+            }
+            _ => false,
+        });
+        code.unwrap()
+    };
+    let theirs = answer(
+        format!("127.0.0.1:{}", reference.port).parse().unwrap(),
+        "secret",
+    );
+    assert_eq!(theirs, 2, "slapd answers protocolError");
+    assert_eq!(answer(server.addr, ADMIN_PASSWORD), theirs);
+}
