@@ -100,14 +100,24 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Decodes two's-complement INTEGER contents of 1 to 8 octets.
+/// Decodes two's-complement INTEGER (and ENUMERATED) contents of 1 to 8
+/// octets.
 ///
-/// Non-minimal encodings are accepted (X.690 BER receivers are lenient);
-/// our writer always produces the minimal form.
+/// The encoding must be minimal: X.690 8.3.2 (for BER too, not only DER)
+/// forbids a first octet of all zeros or all ones followed by an octet
+/// whose top bit repeats it, such as eight leading zero octets. slapd
+/// answers those with protocolError, and so do we.
 pub fn decode_integer(contents: &[u8]) -> Result<i64> {
     let Some(&first) = contents.first() else {
         return Err(Error::Malformed("empty INTEGER"));
     };
+    if let Some(&second) = contents.get(1)
+        && ((first == 0x00 && second & 0x80 == 0) || (first == 0xff && second & 0x80 != 0))
+    {
+        return Err(Error::Malformed(
+            "INTEGER not in its shortest form (X.690 8.3.2)",
+        ));
+    }
     if contents.len() > 8 {
         return Err(Error::Malformed("INTEGER does not fit in 64 bits"));
     }
@@ -128,6 +138,16 @@ pub fn decode_boolean(contents: &[u8]) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integers_must_be_in_their_shortest_form() {
+        assert!(decode_integer(&[0x00, 0x01]).is_err());
+        assert!(decode_integer(&[0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01]).is_err());
+        assert!(decode_integer(&[0xff, 0xff]).is_err());
+        assert!(decode_integer(&[0xff, 0x80]).is_err());
+        assert_eq!(decode_integer(&[0x00, 0xff]), Ok(255));
+        assert_eq!(decode_integer(&[0xff, 0x00]), Ok(-256));
+    }
 
     #[test]
     fn integers() {
