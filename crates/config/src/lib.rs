@@ -421,6 +421,9 @@ pub struct PasswordPolicyConfig {
     /// Passwords remembered per entry (`pwdHistory`), which a user's new
     /// password may not repeat (nor the current one); 0: none.
     pub history: usize,
+    /// A user changing its own password must give the old one, by
+    /// Password Modify or by a modify (OpenLDAP's pwdSafeModify).
+    pub safe_modify: bool,
 }
 
 /// `[log]`.

@@ -174,6 +174,7 @@ impl Directory {
                 permissive,
             } => {
                 let check = !matches!(who, Identity::Admin(_));
+                self.match_deleted_passwords(&dn, &mut changes)?;
                 let mut history = None;
                 for change in changes
                     .iter_mut()
@@ -237,13 +238,18 @@ impl Directory {
         // changing their own must prove they know the old one.
         let groups = &Memberships::default();
         self.require_visible(who, &target, self.user_password, Level::Write, groups)?;
-        let check_old = matches!(who, Identity::User(dn) if dn.same_entry(&target));
-        if check_old && old.is_none() {
+        // One policy for both ways of changing one's own password
+        // (`password_policy.safe_modify`, OpenLDAP's pwdSafeModify):
+        // with it, the old password is needed; without, a bound user may
+        // change its own without it. An old password given is checked.
+        let own = matches!(who, Identity::User(dn) if dn.same_entry(&target));
+        if own && old.is_none() && self.limits.password_policy.safe_modify {
             return Err(Outcome::new(
                 ResultCode::UNWILLING_TO_PERFORM,
-                "changing your own password needs the old one (oldPasswd)",
+                "changing your own password needs the old one (oldPasswd; password_policy.safe_modify)",
             ));
         }
+        let check_old = own && old.is_some();
         // The entry must exist; its passwords are read when the old one
         // is checked (`into_command`).
         self.user_passwords(&target)?.ok_or_else(|| {
@@ -289,8 +295,10 @@ impl Directory {
             Command::Add { entry, .. } => entry.attributes.iter().any(|a| {
                 self.is_user_password(a) && a.values.iter().any(|v| !password::is_hashed(v))
             }),
+            // Added values to hash, or deleted ones to match to the
+            // stored hash (`match_deleted_passwords`).
             Command::Modify { changes, .. } => changes.iter().any(|c| {
-                matches!(c.op, ModOp::Add | ModOp::Replace)
+                matches!(c.op, ModOp::Add | ModOp::Replace | ModOp::Delete)
                     && is_password(&c.attr)
                     && c.values.iter().any(|v| !password::is_hashed(v))
             }),
@@ -326,6 +334,41 @@ impl Directory {
                 }
             } else if checked && let Some(why) = policy.quality_refusal(value) {
                 return Err(refused(why));
+            }
+        }
+        Ok(())
+    }
+
+    /// A modify deleting a userPassword given in clear text (the old
+    /// password, as `ldapmodify` sends it under `safe_modify`) deletes
+    /// the stored value it verifies against. One that matches none is
+    /// left as it is: the delete then answers noSuchAttribute, as the
+    /// delete of any value the entry does not hold.
+    fn match_deleted_passwords(
+        &self,
+        dn: &Dn,
+        changes: &mut [Modification],
+    ) -> Result<(), Outcome> {
+        let stored = std::cell::OnceCell::new();
+        for change in changes
+            .iter_mut()
+            .filter(|c| c.op == ModOp::Delete && self.names_user_password(&c.attr))
+        {
+            for value in change.values.iter_mut().filter(|v| !password::is_hashed(v)) {
+                let stored = match stored.get() {
+                    Some(s) => s,
+                    None => {
+                        let found = self.user_passwords(dn)?.unwrap_or_default();
+                        stored.get_or_init(|| found)
+                    }
+                };
+                let bounds = self.limits.password_bounds;
+                if let Some(matched) = stored
+                    .iter()
+                    .find(|s| password::verify(s, value, true, &bounds).matched())
+                {
+                    value.clone_from(matched);
+                }
             }
         }
         Ok(())

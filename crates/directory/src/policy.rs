@@ -56,6 +56,9 @@ pub struct PasswordPolicy {
     /// Passwords remembered per entry (`pwdHistory`): a new one may not
     /// be any of them, nor the current one; 0: none.
     pub history: usize,
+    /// A user changing its own password must give the old one, in
+    /// Password Modify and in a modify alike (OpenLDAP's pwdSafeModify).
+    pub safe_modify: bool,
 }
 
 impl PasswordPolicy {
@@ -246,6 +249,33 @@ impl Directory {
             .take(keep)
             .collect();
         Ok(Some((HISTORY.into(), history)))
+    }
+
+    /// Under `password_policy.safe_modify`, a user's modify of its own
+    /// userPassword must delete the old value (in clear text; it is
+    /// checked when the new one is hashed) and add the new one.
+    pub(crate) fn check_safe_modify(
+        &self,
+        who: &Identity,
+        dn: &Dn,
+        changes: &[meridian_model::modify::Modification],
+    ) -> Result<(), Outcome> {
+        let own = matches!(who, Identity::User(me) if me.same_entry(dn));
+        if !own || !self.limits.password_policy.safe_modify {
+            return Ok(());
+        }
+        let deletes_old = changes.iter().any(|c| {
+            c.op == meridian_model::modify::ModOp::Delete
+                && self.names_user_password(&c.attr)
+                && !c.values.is_empty()
+        });
+        if deletes_old {
+            return Ok(());
+        }
+        Err(Outcome::new(
+            meridian_proto::ResultCode::UNWILLING_TO_PERFORM,
+            "changing your own password needs the old one: delete it (delete: userPassword, with the old value) and add the new one (password_policy.safe_modify)",
+        ))
     }
 
     /// The password policy.

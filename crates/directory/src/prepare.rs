@@ -286,6 +286,7 @@ impl Directory {
         }
         let mut operational = self.operational_changes(who);
         if changes.iter().any(|c| self.names_user_password(&c.attr)) {
+            self.check_safe_modify(who, &dn, &changes)?;
             operational.push(self.password_changed_now());
         }
         if touches_object_class {

@@ -202,6 +202,7 @@ impl Setup {
                     self.config.password_policy.expire_warning_secs,
                 ),
                 history: self.config.password_policy.history,
+                safe_modify: self.config.password_policy.safe_modify,
             },
         }
     }

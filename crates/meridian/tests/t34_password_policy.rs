@@ -214,3 +214,58 @@ fn a_user_may_not_reuse_a_remembered_password() {
     let (rc, out) = admin_tool(&server, "ldappasswd", &["-s", "Fourth-Pass4", USER], None);
     assert_eq!(rc, 0, "{out}");
 }
+
+#[test]
+fn one_rule_for_changing_ones_own_password_both_ways() {
+    // Without safe_modify (the default, as OpenLDAP's pwdSafeModify):
+    // a bound user changes its own password without the old one, by
+    // Password Modify as by a modify.
+    let server = server_with("");
+    let (rc, out) = tool(
+        &server,
+        "ldappasswd",
+        &["-D", USER, "-w", "Initial-Pass1"],
+        &["-s", "Second-Pass2"],
+        None,
+    );
+    assert_eq!(rc, 0, "without the old one: {out}");
+    drop(server);
+
+    // With it, both need the old one.
+    let server = server_with("safe_modify = true");
+    let (rc, out) = tool(
+        &server,
+        "ldappasswd",
+        &["-D", USER, "-w", "Initial-Pass1"],
+        &["-s", "Second-Pass2"],
+        None,
+    );
+    assert!(rc != 0 && out.contains("(53)"), "{out}");
+    let modify = |ldif: &str, password: &str| {
+        tool(
+            &server,
+            "ldapmodify",
+            &["-D", USER, "-w", password],
+            &[],
+            Some(ldif),
+        )
+    };
+    let replace = format!(
+        "dn: {USER}\nchangetype: modify\nreplace: userPassword\nuserPassword: Second-Pass2\n"
+    );
+    let (rc, out) = modify(&replace, "Initial-Pass1");
+    assert_eq!(rc, 53, "a replace without the old one: {out}");
+    let swap = |old: &str, new: &str| {
+        format!(
+            "dn: {USER}\nchangetype: modify\ndelete: userPassword\nuserPassword: {old}\n-\nadd: userPassword\nuserPassword: {new}\n"
+        )
+    };
+    let (rc, out) = modify(&swap("Wrong-Pass0", "Second-Pass2"), "Initial-Pass1");
+    assert_eq!(
+        rc, 16,
+        "a wrong old one is a value the entry does not hold: {out}"
+    );
+    let (rc, out) = modify(&swap("Initial-Pass1", "Second-Pass2"), "Initial-Pass1");
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(change_own(&server, "Second-Pass2", "Third-Pass3").0, 0);
+}
