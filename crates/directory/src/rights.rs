@@ -197,13 +197,19 @@ impl Directory {
         value
     }
 
-    /// Whether a search by `who` may return `entry`: read access to the
-    /// entry and search access to every attribute the filter tests.
+    /// Whether a search by `who` may return `entry`, which the filter
+    /// matched: read access to the entry, and a match through attributes
+    /// it may search. When every attribute the filter tests is
+    /// searchable, the match stands; otherwise the filter is evaluated
+    /// again with the others Undefined (and skipped by a match over every
+    /// attribute), as slapd does: an attribute the caller may not search
+    /// is simply not matched.
     pub(crate) fn may_see(
         &self,
         who: &Identity,
         entry: &Entry,
         filter: &FilterAttrs,
+        seen: &SeenFilter<'_, '_>,
         groups: &Memberships,
     ) -> bool {
         let dn = &entry.dn;
@@ -212,10 +218,38 @@ impl Directory {
         }
         let searchable =
             |attr: AttrId| self.access_level(who, dn, Some(attr), groups) >= Level::Search;
-        filter.attrs.iter().all(|a| searchable(*a))
-            && (!filter.every || entry.attributes.iter().all(|a| searchable(a.desc.attr)))
+        let all_searchable = filter.attrs.iter().all(|a| searchable(*a))
+            && (!filter.every || entry.attributes.iter().all(|a| searchable(a.desc.attr)));
+        all_searchable
+            || seen
+                .compiled(&self.schema)
+                .evaluate_visible(entry, &self.schema, &searchable)
+                == meridian_model::filter::Ternary::True
+    }
+}
+
+/// A search's filter, compiled once for [`Directory::may_see`] when an
+/// entry first needs it.
+pub(crate) struct SeenFilter<'f, 'a> {
+    filter: &'f meridian_proto::Filter<'a>,
+    compiled: std::cell::OnceCell<meridian_model::filter::CompiledFilter>,
+}
+
+impl<'f, 'a> SeenFilter<'f, 'a> {
+    pub(crate) fn new(filter: &'f meridian_proto::Filter<'a>) -> Self {
+        SeenFilter {
+            filter,
+            compiled: std::cell::OnceCell::new(),
+        }
     }
 
+    fn compiled(&self, schema: &meridian_model::Schema) -> &meridian_model::filter::CompiledFilter {
+        self.compiled
+            .get_or_init(|| meridian_model::filter::CompiledFilter::compile(self.filter, schema))
+    }
+}
+
+impl Directory {
     /// Whether `who` may attach an assertion control with `filter` to a
     /// write on `dn` (the filter is evaluated inside the write).
     pub fn check_assertion_access(

@@ -15,6 +15,7 @@ use crate::access::{FilterAttrs, Level};
 use crate::encode::{Projection, encode_entry};
 use crate::presence::Special;
 use crate::referral::{encode_reference, is_referral};
+use crate::rights::SeenFilter;
 use crate::{Directory, Identity, Memberships, Outcome};
 
 /// Where a streamed search stands between steps.
@@ -236,6 +237,9 @@ impl Directory {
             self.require_visible(who, &base, None, Level::Search, groups)?;
         }
         let filter_attrs = FilterAttrs::of(&req.filter, &self.schema);
+        // Compiled again only if an entry hides a type the filter tests
+        // (`may_see`).
+        let visible_filter = SeenFilter::new(&req.filter);
         // The client's limits, capped by the server's for everyone but the
         // administrator; 0 from the client means "no client limit".
         let client_size = usize::try_from(req.size_limit).unwrap_or(usize::MAX);
@@ -356,10 +360,11 @@ impl Directory {
                     last_sent = Some(id);
                     return true;
                 }
-                // An entry the caller may not read, or matched through an
-                // attribute the caller may not search, is passed over as
-                // if it did not match: nothing about it is revealed.
-                if !admin && !self.may_see(who, entry, &filter_attrs, groups) {
+                // An entry the caller may not read, or that matches only
+                // through attributes the caller may not search, is passed
+                // over as if it did not match: nothing about it is
+                // revealed.
+                if !admin && !self.may_see(who, entry, &filter_attrs, &visible_filter, groups) {
                     return true;
                 }
                 if buf.len() >= byte_budget {

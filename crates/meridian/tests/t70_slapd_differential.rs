@@ -388,3 +388,47 @@ fn an_add_request_without_attributes_is_a_protocol_error_as_in_slapd() {
     assert_eq!(theirs, 2, "slapd answers protocolError");
     assert_eq!(answer(server.addr, ADMIN_PASSWORD), theirs);
 }
+
+#[test]
+fn filters_over_attributes_a_user_may_not_search_agree_with_slapd() {
+    // Issue 27, defect 1: under access rules that hide userPassword (the
+    // default), a filter naming every attribute (an extensible match
+    // without a type or with :dn:) dropped entries slapd returns. slapd
+    // gets the same rules as Meridian's defaults.
+    const DATA: &str = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n\
+        dn: ou=People,dc=example,dc=com\nobjectClass: organizationalUnit\nou: People\n\n\
+        dn: uid=bjensen,ou=People,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: bjensen\ncn: Barbara Jensen\nsn: Jensen\nuserPassword: hidden-1\n\n\
+        dn: uid=ajensen,ou=People,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: ajensen\ncn: Anne Jensen\nsn: Jensen\nuserPassword: hidden-2\n\n\
+        dn: uid=reader,ou=People,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: reader\ncn: Reader\nsn: Reader\nuserPassword: reader-pw\n";
+    let reference = Slapd::start_with(
+        "hidden-attributes",
+        DATA,
+        &slapd::Extra {
+            database: "access to attrs=userPassword by self write by anonymous auth by * none\n\
+                       access to * by users read by * none\n",
+            ..slapd::Extra::default()
+        },
+    );
+    let server = Server::start("");
+    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(DATA));
+    assert_eq!(code, 0, "{out}");
+    let reader = "uid=reader,ou=People,dc=example,dc=com";
+    let reference_addr = format!("127.0.0.1:{}", reference.port).parse().unwrap();
+    let mut theirs = Searcher::bind(reference_addr, reader, "reader-pw");
+    let mut ours = Searcher::bind(server.addr, reader, "reader-pw");
+    for filter in [
+        "(sn=Jensen)",
+        "(|(sn=Jensen)(ou:dn:=Nowhere))",
+        "(:caseExactMatch:=Jensen)",
+        "(cn:dn:=Reader)",
+        "(|(sn=Jensen)(userPassword=hidden-1))",
+        "(userPassword=hidden-1)",
+        "(!(userPassword=hidden-1))",
+        "(&(sn=Jensen)(!(userPassword=x)))",
+    ] {
+        let base = "dc=example,dc=com";
+        let slapd = theirs.search(base, Scope::Subtree, filter, &["1.1"]);
+        let meridian = ours.search(base, Scope::Subtree, filter, &["1.1"]);
+        assert_eq!(meridian, slapd, "{filter}");
+    }
+}

@@ -128,7 +128,22 @@ impl CompiledFilter {
 
     /// Evaluates the filter against `entry`.
     pub fn evaluate<T: Target + ?Sized>(&self, entry: &T, schema: &Schema) -> Ternary {
-        eval(&self.root, entry, schema)
+        eval(&self.root, entry, schema, &|_| true)
+    }
+
+    /// Evaluates the filter as someone who may test only the attribute
+    /// types `visible` accepts (search access): an assertion on another
+    /// type is Undefined, and a match over every attribute skips them, as
+    /// slapd evaluates filters under access control. Never TRUE where
+    /// [`CompiledFilter::evaluate`] is not: Undefined in place of a value
+    /// cannot make And, Or or Not true.
+    pub fn evaluate_visible<T: Target + ?Sized>(
+        &self,
+        entry: &T,
+        schema: &Schema,
+        visible: &impl Fn(AttrId) -> bool,
+    ) -> Ternary {
+        eval(&self.root, entry, schema, visible)
     }
 
     /// True if the entry matches (TRUE; FALSE and Undefined do not).
@@ -494,12 +509,17 @@ fn over_values<T: Target + ?Sized>(
     acc.result()
 }
 
-fn eval<T: Target + ?Sized>(node: &Node, entry: &T, schema: &Schema) -> Ternary {
+fn eval<T: Target + ?Sized, V: Fn(AttrId) -> bool>(
+    node: &Node,
+    entry: &T,
+    schema: &Schema,
+    visible: &V,
+) -> Ternary {
     match node {
         Node::And(children) => {
             let mut undefined = false;
             for child in children {
-                match eval(child, entry, schema) {
+                match eval(child, entry, schema, visible) {
                     Ternary::False => return Ternary::False,
                     Ternary::Undefined => undefined = true,
                     Ternary::True => {}
@@ -514,13 +534,21 @@ fn eval<T: Target + ?Sized>(node: &Node, entry: &T, schema: &Schema) -> Ternary 
         Node::Or(children) => {
             let mut acc = AnyValue::default();
             for child in children {
-                if !acc.add(eval(child, entry, schema)) {
+                if !acc.add(eval(child, entry, schema, visible)) {
                     break;
                 }
             }
             acc.result()
         }
-        Node::Not(child) => eval(child, entry, schema).not(),
+        Node::Not(child) => eval(child, entry, schema, visible).not(),
+        Node::Present(wanted) if !visible(wanted.desc.attr) => Ternary::Undefined,
+        Node::Compare { desc, .. } | Node::Approx { desc, .. } | Node::Substrings { desc, .. }
+            if !visible(desc.desc.attr) =>
+        {
+            Ternary::Undefined
+        }
+        Node::ObjectClass(_, wanted) if !visible(wanted.desc.attr) => Ternary::Undefined,
+        Node::Extensible { desc: Some(d), .. } if !visible(d.attr) => Ternary::Undefined,
         Node::Present(wanted) => {
             let mut found = false;
             entry.visit_wanted(schema, wanted, &mut |_| {
@@ -580,7 +608,10 @@ fn eval<T: Target + ?Sized>(node: &Node, entry: &T, schema: &Schema) -> Ternary 
                 let Some(d) = name.resolve(schema) else {
                     return true;
                 };
-                if !applies(d.attr) || desc.as_ref().is_some_and(|w| !d.is_matched_by(w, schema)) {
+                if !applies(d.attr)
+                    || !visible(d.attr)
+                    || desc.as_ref().is_some_and(|w| !d.is_matched_by(w, schema))
+                {
                     return true;
                 }
                 for v in values {
@@ -592,7 +623,10 @@ fn eval<T: Target + ?Sized>(node: &Node, entry: &T, schema: &Schema) -> Ternary 
             });
             if *dn_attributes && !acc.truth {
                 for (attr, v) in entry.dn_values(schema) {
-                    if applies(attr) && !acc.add(compare(rule, &v, key, want, schema)) {
+                    if applies(attr)
+                        && visible(attr)
+                        && !acc.add(compare(rule, &v, key, want, schema))
+                    {
                         break;
                     }
                 }
