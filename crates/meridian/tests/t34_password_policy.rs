@@ -77,6 +77,16 @@ fn users_set_passwords_of_the_configured_length_and_classes() {
     assert_eq!(rc, 0, "{out}");
 }
 
+/// The policy state attributes `names` of `pat`, as the administrator
+/// reads them.
+fn state_of(server: &Server, names: &[&str]) -> String {
+    let mut args = vec!["-b", USER, "-s", "base"];
+    args.extend_from_slice(names);
+    let (rc, out) = admin_tool(server, "ldapsearch", &args, None);
+    assert_eq!(rc, 0, "{out}");
+    out
+}
+
 /// `ldapwhoami` as `pat` with `password`, asking for the password policy
 /// control: the exit code and what it printed.
 fn whoami_with_policy(server: &Server, password: &str) -> (i32, String) {
@@ -101,20 +111,7 @@ fn failed_binds_lock_the_entry_until_the_administrator_unlocks_it() {
     assert_eq!(rc, 49, "{out}");
     assert!(out.contains("Account locked"), "{out}");
     // The state is in the entry, for the administrator to see.
-    let (rc, out) = admin_tool(
-        &server,
-        "ldapsearch",
-        &[
-            "-b",
-            USER,
-            "-s",
-            "base",
-            "pwdAccountLockedTime",
-            "pwdFailureTime",
-        ],
-        None,
-    );
-    assert_eq!(rc, 0, "{out}");
+    let out = state_of(&server, &["pwdAccountLockedTime", "pwdFailureTime"]);
     assert!(out.contains("pwdAccountLockedTime: "), "{out}");
     assert_eq!(out.matches("pwdFailureTime: ").count(), 3, "{out}");
 
@@ -138,12 +135,7 @@ fn failed_binds_lock_the_entry_until_the_administrator_unlocks_it() {
     let (rc, out) = whoami_with_policy(&server, "Initial-Pass1");
     assert_eq!(rc, 0, "{out}");
     // The success cleared the failures.
-    let (_, out) = admin_tool(
-        &server,
-        "ldapsearch",
-        &["-b", USER, "-s", "base", "pwdFailureTime"],
-        None,
-    );
+    let out = state_of(&server, &["pwdFailureTime"]);
     assert!(!out.contains("pwdFailureTime: "), "{out}");
 }
 
@@ -174,12 +166,7 @@ fn passwords_expire_with_a_warning_first_and_a_reset_renews_them() {
     assert_eq!(rc, 0, "{out}");
     let (rc, out) = whoami_with_policy(&server, "Renewed-Pass2");
     assert_eq!(rc, 0, "{out}");
-    let (_, out) = admin_tool(
-        &server,
-        "ldapsearch",
-        &["-b", USER, "-s", "base", "pwdChangedTime"],
-        None,
-    );
+    let out = state_of(&server, &["pwdChangedTime"]);
     assert!(out.contains("pwdChangedTime: "), "{out}");
 }
 
