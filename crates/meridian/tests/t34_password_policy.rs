@@ -141,33 +141,38 @@ fn failed_binds_lock_the_entry_until_the_administrator_unlocks_it() {
 
 #[test]
 fn a_lock_with_a_duration_ends_by_itself() {
-    let server = server_with("lockout_failures = 2\nlockout_secs = 2");
+    // Long enough that a loaded machine binds before the lock ends.
+    let server = server_with("lockout_failures = 2\nlockout_secs = 6");
     for _ in 0..2 {
         assert_eq!(whoami_with_policy(&server, "wrong").0, 49);
     }
     assert_eq!(whoami_with_policy(&server, "Initial-Pass1").0, 49);
-    std::thread::sleep(std::time::Duration::from_millis(3100));
+    std::thread::sleep(std::time::Duration::from_millis(6200));
     let (rc, out) = whoami_with_policy(&server, "Initial-Pass1");
     assert_eq!(rc, 0, "{out}");
 }
 
 #[test]
 fn passwords_expire_with_a_warning_first_and_a_reset_renews_them() {
-    let server = server_with("max_age_secs = 3\nexpire_warning_secs = 60");
+    // Long enough that a loaded machine binds before the expiry.
+    let server = server_with("max_age_secs = 8\nexpire_warning_secs = 60");
     let (rc, out) = whoami_with_policy(&server, "Initial-Pass1");
     assert_eq!(rc, 0, "{out}");
     assert!(out.contains("expire"), "a warning of the expiry: {out}");
-    std::thread::sleep(std::time::Duration::from_millis(3200));
+    let changed = state_of(&server, &["pwdChangedTime"]);
+    std::thread::sleep(std::time::Duration::from_millis(8200));
     let (rc, out) = whoami_with_policy(&server, "Initial-Pass1");
     assert_eq!(rc, 49, "{out}");
     assert!(out.contains("Password expired"), "{out}");
-    // The administrator's reset sets pwdChangedTime again.
+    // The administrator's reset sets pwdChangedTime again, and the new
+    // password binds.
     let (rc, out) = admin_tool(&server, "ldappasswd", &["-s", "Renewed-Pass2", USER], None);
     assert_eq!(rc, 0, "{out}");
+    let renewed = state_of(&server, &["pwdChangedTime"]);
+    assert!(renewed.contains("pwdChangedTime: "), "{renewed}");
+    assert_ne!(renewed, changed);
     let (rc, out) = whoami_with_policy(&server, "Renewed-Pass2");
     assert_eq!(rc, 0, "{out}");
-    let out = state_of(&server, &["pwdChangedTime"]);
-    assert!(out.contains("pwdChangedTime: "), "{out}");
 }
 
 #[test]
