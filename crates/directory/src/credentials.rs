@@ -104,17 +104,11 @@ impl PasswordChange {
 pub(crate) const USER_PASSWORD: &str = "userPassword";
 
 impl Directory {
-    /// The userPassword values a bind as `dn` is checked against, or
-    /// `None` if there is no such entry or the rules do not give
-    /// anonymous `auth` access to its userPassword (a bind runs as
-    /// anonymous, as in slapd); both answer invalidCredentials, so
-    /// neither reveals anything.
-    pub fn bind_passwords(&self, dn: &Dn) -> Result<Option<Vec<Vec<u8>>>, Outcome> {
+    /// Whether the rules give anonymous `auth` access to `dn`'s
+    /// userPassword: what a bind as `dn` needs.
+    pub(crate) fn may_bind_with_password(&self, dn: &Dn) -> bool {
         let groups = Memberships::default();
-        if self.access_level(&Identity::Anonymous, dn, self.user_password, &groups) < Level::Auth {
-            return Ok(None);
-        }
-        self.user_passwords(dn)
+        self.access_level(&Identity::Anonymous, dn, self.user_password, &groups) >= Level::Auth
     }
 
     /// The userPassword values of the entry at `dn`, or `None` if there

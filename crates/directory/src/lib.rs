@@ -159,6 +159,8 @@ pub struct Directory {
     dynamic_object: Option<meridian_model::schema::ClassId>,
     /// The operational attributes every new entry gets, parsed once.
     new_entry_attributes: Vec<(AttrName, Description)>,
+    /// The password policy's state types, looked up once.
+    policy_types: policy::PolicyTypes,
     /// Who besides the administrator may use proxied authorization.
     proxy_authorizers: Vec<ProxyAuthorizer>,
     /// Whether any dynamic entry may exist (found at start, set when one
@@ -192,6 +194,7 @@ impl Directory {
                     Some((AttrName::new(name, &desc, &schema), desc))
                 })
                 .collect(),
+            policy_types: policy::PolicyTypes::of(&schema),
             proxy_authorizers: Vec::new(),
             may_have_dynamic: std::sync::atomic::AtomicBool::new(may_have_dynamic),
             presence,

@@ -98,12 +98,48 @@ impl PasswordPolicy {
     }
 }
 
+/// The policy's state types, looked up once: a bind and an add ask for
+/// them every time.
+#[derive(Debug)]
+pub(crate) struct PolicyTypes {
+    failure_time: Option<meridian_model::schema::AttrId>,
+    locked_time: Option<meridian_model::schema::AttrId>,
+    changed_time: Option<(
+        meridian_model::entry::AttrName,
+        meridian_model::entry::Description,
+    )>,
+    history: Option<meridian_model::schema::AttrId>,
+}
+
+impl PolicyTypes {
+    pub(crate) fn of(schema: &meridian_model::Schema) -> PolicyTypes {
+        let changed_time =
+            meridian_model::entry::Description::parse(CHANGED_TIME.as_bytes(), schema)
+                .ok()
+                .map(|desc| {
+                    (
+                        meridian_model::entry::AttrName::new(CHANGED_TIME, &desc, schema),
+                        desc,
+                    )
+                });
+        PolicyTypes {
+            failure_time: schema.attribute_id(FAILURE_TIME),
+            locked_time: schema.attribute_id(LOCKED_TIME),
+            changed_time,
+            history: schema.attribute_id(HISTORY),
+        }
+    }
+}
+
 /// What a bind needs of its entry: the passwords to check and the
 /// policy's state.
 #[derive(Debug, Clone, Default)]
 pub struct BindTarget {
-    /// The userPassword values (empty: nothing can match).
-    pub passwords: Vec<Vec<u8>>,
+    /// The userPassword values (empty: nothing can match). Taken by the
+    /// password check ([`BindTarget::take_passwords`]).
+    passwords: Vec<Vec<u8>>,
+    /// The entry has a password: failed binds to it count.
+    has_password: bool,
     /// The recorded failures still counted.
     failures: Vec<Instant>,
     /// When the entry was locked, if it was.
@@ -116,6 +152,12 @@ pub struct BindTarget {
 }
 
 impl BindTarget {
+    /// The passwords to check, moved out: the rest of the target is
+    /// what the policy records after the check.
+    pub fn take_passwords(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.passwords)
+    }
+
     /// The password is past `password_policy.max_age_secs`: a bind with
     /// it fails (passwordExpired) until it is changed.
     pub fn expired(&self) -> bool {
@@ -130,57 +172,69 @@ impl BindTarget {
 }
 
 impl Directory {
-    /// The passwords and lockout state a bind as `dn` works with, or
-    /// `None` if there is no such entry or the rules do not give
-    /// anonymous `auth` access to its userPassword ([`Directory::bind_passwords`]).
+    /// The passwords and lockout state a bind as `dn` works with, read
+    /// from one look at the entry, or `None` if there is no such entry
+    /// or the rules do not give anonymous `auth` access to its
+    /// userPassword (a bind runs as anonymous, as in slapd).
     pub fn bind_target(&self, dn: &Dn) -> Result<Option<BindTarget>, Outcome> {
-        let Some(passwords) = self.bind_passwords(dn)? else {
+        if !self.may_bind_with_password(dn) {
             return Ok(None);
-        };
-        let policy = &self.limits.password_policy;
-        if policy.lockout_failures == 0 && policy.max_age.is_zero() {
-            return Ok(Some(BindTarget {
-                passwords,
-                ..BindTarget::default()
-            }));
         }
         let snapshot = self.store_for(dn).snapshot().map_err(Outcome::from)?;
         let Some((_, entry)) = snapshot.get(dn).map_err(Outcome::from)? else {
             return Ok(None);
         };
-        let times = |name: &str| -> Vec<Instant> {
-            self.schema
-                .attribute_id(name)
-                .and_then(|id| entry.get(id))
-                .map(|a| {
-                    a.values
+        let values_of = |id: Option<meridian_model::schema::AttrId>| {
+            id.and_then(|id| entry.get(id)).map(|a| &a.values)
+        };
+        let passwords = values_of(self.user_password)
+            .map(|v| v.to_vec())
+            .unwrap_or_default();
+        let policy = &self.limits.password_policy;
+        let has_password = !passwords.is_empty();
+        if policy.lockout_failures == 0 && policy.max_age.is_zero() {
+            return Ok(Some(BindTarget {
+                passwords,
+                has_password,
+                ..BindTarget::default()
+            }));
+        }
+        let times = |id: Option<meridian_model::schema::AttrId>| -> Vec<Instant> {
+            values_of(id)
+                .map(|values| {
+                    values
                         .iter()
                         .filter_map(|v| parse_generalized_time(v))
                         .collect()
                 })
                 .unwrap_or_default()
         };
+        let types = &self.policy_types;
         let now = self.instant_now();
-        let locked_at = times(LOCKED_TIME).into_iter().next();
+        let locked_at = times(types.locked_time).into_iter().next();
         let locked = locked_at.is_some_and(|at| {
             policy.lockout.is_zero() || now.secs < at.secs.saturating_add(secs(policy.lockout))
         });
-        let mut failures = times(FAILURE_TIME);
+        let mut failures = times(types.failure_time);
         if !policy.failure_window.is_zero() {
             let oldest = now.secs.saturating_sub(secs(policy.failure_window));
             failures.retain(|t| t.secs >= oldest);
         }
         let expires_in = match policy.max_age.is_zero() {
             true => None,
-            false => times(CHANGED_TIME).into_iter().next().map(|changed| {
-                changed
-                    .secs
-                    .saturating_add(secs(policy.max_age))
-                    .saturating_sub(now.secs)
-            }),
+            false => times(types.changed_time.as_ref().map(|(_, d)| d.attr))
+                .into_iter()
+                .next()
+                .map(|changed| {
+                    changed
+                        .secs
+                        .saturating_add(secs(policy.max_age))
+                        .saturating_sub(now.secs)
+                }),
         };
         Ok(Some(BindTarget {
             passwords,
+            has_password,
             failures,
             locked_at,
             locked,
@@ -208,19 +262,13 @@ impl Directory {
         let Some((_, entry)) = snapshot.get(dn).map_err(Outcome::from)? else {
             return Ok(None);
         };
-        let values = |name: &str| -> Vec<Vec<u8>> {
-            self.schema
-                .attribute_id(name)
-                .and_then(|id| entry.get(id))
+        let values = |id: Option<meridian_model::schema::AttrId>| -> Vec<Vec<u8>> {
+            id.and_then(|id| entry.get(id))
                 .map(|a| a.values.to_vec())
                 .unwrap_or_default()
         };
-        let current = self
-            .user_password
-            .and_then(|id| entry.get(id))
-            .map(|a| a.values.to_vec())
-            .unwrap_or_default();
-        let older = values(HISTORY);
+        let current = values(self.user_password);
+        let older = values(self.policy_types.history);
         if check {
             let bounds = self.limits.password_bounds;
             let used = current
@@ -293,18 +341,15 @@ impl Directory {
 
     /// Adds `pwdChangedTime` to a new entry that has a password.
     pub(crate) fn stamp_password_set(&self, entry: &mut meridian_model::entry::Entry) {
-        let has_password = entry.attributes.iter().any(|a| self.is_user_password(a));
-        let Ok(desc) =
-            meridian_model::entry::Description::parse(CHANGED_TIME.as_bytes(), &self.schema)
-        else {
+        let Some((name, desc)) = &self.policy_types.changed_time else {
             return;
         };
+        let has_password = entry.attributes.iter().any(|a| self.is_user_password(a));
         if has_password && entry.get(desc.attr).is_none() {
-            let name = meridian_model::entry::AttrName::new(CHANGED_TIME, &desc, &self.schema);
             let now = self.instant_now().canonical().into_bytes();
             entry.attributes.push(meridian_model::entry::Attribute {
-                desc,
-                name,
+                desc: desc.clone(),
+                name: name.clone(),
                 values: meridian_model::entry::Values::from_buf([now]),
             });
         }
@@ -316,7 +361,7 @@ impl Directory {
     pub fn bind_failed(&self, dn: &Dn, target: &BindTarget) -> Option<Command> {
         let policy = &self.limits.password_policy;
         // No entry, or none with a password: nothing to count.
-        if policy.lockout_failures == 0 || target.locked || target.passwords.is_empty() {
+        if policy.lockout_failures == 0 || target.locked || !target.has_password {
             return None;
         }
         let now = self.instant_now();
@@ -390,10 +435,9 @@ impl Directory {
     /// Whether `who` may delete the policy state attribute `attr` (an
     /// unlock): the administrator only.
     pub(crate) fn may_unlock(&self, who: &Identity, attr: meridian_model::schema::AttrId) -> bool {
+        let types = &self.policy_types;
         matches!(who, Identity::Admin(_))
-            && [FAILURE_TIME, LOCKED_TIME]
-                .iter()
-                .any(|name| self.schema.attribute_id(name) == Some(attr))
+            && (types.failure_time == Some(attr) || types.locked_time == Some(attr))
     }
 }
 

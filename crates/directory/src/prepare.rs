@@ -196,9 +196,7 @@ impl Directory {
         dn: &[u8],
         filter: &meridian_proto::Filter<'_>,
     ) -> Result<(), Outcome> {
-        let dn = self.dn(dn)?;
-        let groups = &Memberships::default();
-        self.require_filter_access(who, &dn, filter, groups)?;
+        let dn = self.assertion_dn(who, dn, filter)?;
         let snapshot = self.store_for(&dn).snapshot().map_err(Outcome::from)?;
         let Some((_, entry)) = snapshot.get(&dn).map_err(Outcome::from)? else {
             return Err(StoreError::NoSuchObject {
@@ -238,6 +236,7 @@ impl Directory {
         let groups = &Memberships::default();
         let mut changes = Vec::new();
         let mut touches_object_class = false;
+        let mut touches_password = false;
         let most = self.limits.max_modify_changes;
         for (i, change) in req.changes.iter().enumerate() {
             if i == most {
@@ -252,6 +251,7 @@ impl Directory {
             let m = change.modification;
             let desc = Description::parse(m.ty, &self.schema)?;
             touches_object_class |= Some(desc.attr) == self.schema.object_class_attr();
+            touches_password |= Some(desc.attr) == self.user_password;
             self.require_visible(who, &dn, Some(desc.attr), Level::Write, groups)?;
             // The administrator may delete the password policy's lock
             // state (an unlock); no one writes other such types.
@@ -285,7 +285,7 @@ impl Directory {
             });
         }
         let mut operational = self.operational_changes(who);
-        if changes.iter().any(|c| self.names_user_password(&c.attr)) {
+        if touches_password {
             self.check_safe_modify(who, &dn, &changes)?;
             operational.push(self.password_changed_now());
         }

@@ -258,10 +258,22 @@ impl Directory {
         dn: &[u8],
         filter: &meridian_proto::Filter<'_>,
     ) -> Result<(), Outcome> {
-        let dn = self.dn(dn)?;
-        let groups = &Memberships::default();
-        self.require_filter_access(who, &dn, filter, groups)
+        self.assertion_dn(who, dn, filter)
+            .map(drop)
             .map_err(|e| self.disclose(who, e))
+    }
+
+    /// The entry an assertion control's `filter` is tested on, once
+    /// `who` may test it there (reads and writes alike).
+    pub(crate) fn assertion_dn(
+        &self,
+        who: &Identity,
+        dn: &[u8],
+        filter: &meridian_proto::Filter<'_>,
+    ) -> Result<Dn, Outcome> {
+        let dn = self.dn(dn)?;
+        self.require_filter_access(who, &dn, filter, &Memberships::default())?;
+        Ok(dn)
     }
 
     /// The assertion control's filter, like a search's, needs read

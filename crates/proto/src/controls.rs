@@ -88,20 +88,15 @@ pub mod oid {
     pub const PASSWORD_POLICY: &[u8] = b"1.3.6.1.4.1.42.2.27.8.5.1";
 }
 
-/// Why a password policy refused or warns (draft-behera-ldap-password-
-/// policy, the response's `error` values).
+/// Why a password policy refused a bind (draft-behera-ldap-password-
+/// policy, the response's `error` values the server sends; those of
+/// password changes are not sent: a change is refused with a message).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyError {
     /// passwordExpired (0).
     PasswordExpired = 0,
     /// accountLocked (1).
     AccountLocked = 1,
-    /// insufficientPasswordQuality (5).
-    InsufficientPasswordQuality = 5,
-    /// passwordTooShort (6).
-    PasswordTooShort = 6,
-    /// passwordInHistory (8).
-    PasswordInHistory = 8,
 }
 
 /// The value of a password policy response control.

@@ -107,23 +107,28 @@ impl WriterTask {
 /// outbound side with its writer task.
 fn plain_io(stream: TcpStream, ctx: &ServerContext) -> (ReadSide, Arc<Outbound>, WriterTask) {
     let (read_half, write_half) = stream.into_split();
-    let out = Arc::new(Outbound::new(ctx.max_outstanding, ctx.queue_flush));
-    let writer = {
-        let out = Arc::clone(&out);
-        tokio::spawn(async move { out.write_loop(write_half).await })
-    };
+    let (out, writer) = outbound(write_half, ctx);
     (ReadSide::Plain(read_half), out, WriterTask::Plain(writer))
 }
 
 /// [`plain_io`] for a connection under TLS.
 fn tls_io(stream: TlsTcp, ctx: &ServerContext) -> (ReadSide, Arc<Outbound>, WriterTask) {
     let (read_half, write_half) = tokio::io::split(stream);
+    let (out, writer) = outbound(write_half, ctx);
+    (ReadSide::Tls(read_half), out, WriterTask::Tls(writer))
+}
+
+/// A new outbound side, and the task writing it to `write_half`.
+fn outbound<W>(write_half: W, ctx: &ServerContext) -> (Arc<Outbound>, JoinHandle<Option<W>>)
+where
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let out = Arc::new(Outbound::new(ctx.max_outstanding, ctx.queue_flush));
     let writer = {
         let out = Arc::clone(&out);
         tokio::spawn(async move { out.write_loop(write_half).await })
     };
-    (ReadSide::Tls(read_half), out, WriterTask::Tls(writer))
+    (out, writer)
 }
 
 /// The client certificate the handshake verified, read for SASL
@@ -535,13 +540,13 @@ impl RequestReader<'_> {
                 Action::VerifyUser {
                     message_id,
                     dn,
-                    target,
+                    mut target,
                     password,
                     started,
                     wants_policy,
                 } => {
                     self.out.push(&mut self.batch);
-                    let stored = target.passwords.clone();
+                    let stored = target.take_passwords();
                     let check = self.ctx.verify_password(dn.original(), stored, password);
                     let verified = self
                         .guarded_bind(dn.normalized(), dn.original(), check)
