@@ -59,6 +59,153 @@ pub struct Config {
     /// `[[access]]`: access rules, first match decides; none configured
     /// means the default rules (see docs/configuration.md).
     pub access: Vec<AccessRuleConfig>,
+    /// `[cluster]`: replication; off unless `cluster.nodes` lists nodes.
+    pub cluster: ClusterConfig,
+}
+
+/// `[cluster]`: a Raft-replicated directory (docs/replication.md).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// This node's ID: one of `cluster.nodes`.
+    pub node_id: u64,
+    /// `[[cluster.nodes]]`: every voting node, the same list on each.
+    pub nodes: Vec<ClusterNodeConfig>,
+    /// The secret every node proves to the others when it connects
+    /// (keep the file 0600); required with `nodes`.
+    pub secret: String,
+    /// What a follower does with a write: `"forward"` it to the leader
+    /// and answer once it is applied here, or `"referral"` (result 10
+    /// with the leader's `ldap` URL).
+    pub followers: String,
+    /// How long a write waits for a leader (or for the cluster to
+    /// confirm it after a failover) before it gets `unavailable` (52).
+    pub write_timeout_ms: u64,
+    /// The leader's heartbeat interval.
+    pub heartbeat_ms: u64,
+    /// The least time a follower waits without a heartbeat before it
+    /// stands for election (the most is twice this).
+    pub election_timeout_ms: u64,
+    /// Log entries applied since the last snapshot that make a new one;
+    /// the log before a snapshot is then purged.
+    pub snapshot_every_entries: u64,
+    /// The largest message one node sends another.
+    pub max_message_bytes: usize,
+}
+
+/// One `[[cluster.nodes]]` entry.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterNodeConfig {
+    /// Its ID, unique in the cluster, 1..=4095 (its entryCSN server ID).
+    pub id: u64,
+    /// `IP:PORT` it listens on for peers.
+    pub peer: String,
+    /// Its LDAP URL, for referrals and status (e.g. `ldap://host:389`).
+    pub ldap: String,
+}
+
+impl ClusterConfig {
+    /// Replication is on.
+    pub fn enabled(&self) -> bool {
+        !self.nodes.is_empty()
+    }
+
+    /// This node's entry of `nodes`.
+    pub fn this_node(&self) -> Option<&ClusterNodeConfig> {
+        self.nodes.iter().find(|node| node.id == self.node_id)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, reason: String| Err(ConfigError::Invalid { key, reason });
+        if !self.enabled() {
+            return Ok(());
+        }
+        for node in &self.nodes {
+            if node.id == 0 || node.id > 4095 {
+                return invalid(
+                    "cluster.nodes",
+                    format!(
+                        "node ID {}: IDs are 1..=4095 (entryCSN's server ID)",
+                        node.id
+                    ),
+                );
+            }
+            if self
+                .nodes
+                .iter()
+                .filter(|other| other.id == node.id)
+                .count()
+                > 1
+            {
+                return invalid(
+                    "cluster.nodes",
+                    format!("node ID {} appears twice", node.id),
+                );
+            }
+            if let Err(e) = node.peer.parse::<SocketAddr>() {
+                return invalid(
+                    "cluster.nodes",
+                    format!(
+                        "node {}: peer {:?} is not an IP:PORT address ({e})",
+                        node.id, node.peer
+                    ),
+                );
+            }
+        }
+        if self.this_node().is_none() {
+            return invalid(
+                "cluster.node_id",
+                format!("{} is not one of cluster.nodes", self.node_id),
+            );
+        }
+        if self.secret.len() < 16 {
+            return invalid(
+                "cluster.secret",
+                "give at least 16 characters: nodes prove it to each other".into(),
+            );
+        }
+        if !matches!(self.followers.as_str(), "forward" | "referral") {
+            return invalid(
+                "cluster.followers",
+                format!("{:?}: \"forward\" or \"referral\"", self.followers),
+            );
+        }
+        if self.heartbeat_ms == 0 || self.election_timeout_ms < 3 * self.heartbeat_ms {
+            return invalid(
+                "cluster.election_timeout_ms",
+                format!(
+                    "{} must be at least three heartbeats (cluster.heartbeat_ms = {})",
+                    self.election_timeout_ms, self.heartbeat_ms
+                ),
+            );
+        }
+        if self.write_timeout_ms == 0 {
+            return invalid("cluster.write_timeout_ms", "give at least 1".into());
+        }
+        if self.max_message_bytes < 1 << 20 {
+            return invalid("cluster.max_message_bytes", "give at least 1048576".into());
+        }
+        Ok(())
+    }
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            node_id: 0,
+            nodes: Vec::new(),
+            secret: String::new(),
+            followers: "forward".into(),
+            write_timeout_ms: 10_000,
+            // A leader lost is noticed within about a third of a second,
+            // and a heartbeat every 50 ms costs nothing on a LAN.
+            heartbeat_ms: 50,
+            election_timeout_ms: 300,
+            snapshot_every_entries: 20_000,
+            max_message_bytes: 256 << 20,
+        }
+    }
 }
 
 /// One `[[access]]` rule.
@@ -535,6 +682,13 @@ impl Config {
     /// Checks every value; the first problem found is returned.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |key, reason: String| Err(ConfigError::Invalid { key, reason });
+        self.cluster.validate()?;
+        if self.cluster.enabled() && !self.directory.additional_suffixes.is_empty() {
+            return invalid(
+                "directory.additional_suffixes",
+                "a cluster replicates one naming context (directory.suffix) for now".into(),
+            );
+        }
         let s = &self.server;
         if let Err(e) = s.listen.parse::<SocketAddr>() {
             return invalid(

@@ -51,6 +51,14 @@ impl From<StoreError> for Outcome {
                 referrals: Vec::new(),
             },
             StoreError::Model(m) => m.into(),
+            StoreError::Referral(url) => Outcome {
+                code,
+                matched: String::new(),
+                message: format!(
+                    "this node does not take writes; send them to the leader at {url}"
+                ),
+                referrals: vec![url],
+            },
             other => Outcome::new(code, other.to_string()),
         }
     }

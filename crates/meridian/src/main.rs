@@ -2,6 +2,7 @@
 //! repair), bulk import and export, and the toolkit (gen, bench).
 
 mod bench;
+mod cluster;
 mod export;
 mod import;
 mod privileges;

@@ -120,13 +120,27 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let runtime = runtime.build().context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let stores = setup.open_all_stores()?;
-        // Indexes added to the config since the data was indexed are
-        // built while the server serves (searches scan until then). The
-        // build threads end with the stores.
-        for store in &stores {
-            drop(store.build_indexes_online());
-        }
+        let (stores, cluster) = if config.cluster.enabled() {
+            let (store, proposals) = setup.open_replicated_store()?;
+            let node = crate::cluster::start_node(config, store.clone(), proposals).await?;
+            (vec![store], Some(Arc::new(node)))
+        } else {
+            let stores = setup.open_all_stores()?;
+            // Indexes added to the config since the data was indexed are
+            // built while the server serves (searches scan until then).
+            // The build threads end with the stores. (Not in a cluster:
+            // a build's steps would have to go through the log.)
+            for store in &stores {
+                drop(store.build_indexes_online());
+            }
+            (stores, None)
+        };
+        // In a cluster, a node's entryCSNs carry its node ID.
+        let server_id = if config.cluster.enabled() {
+            u16::try_from(config.cluster.node_id).unwrap_or(0)
+        } else {
+            config.directory.server_id
+        };
         let mut stores = stores.into_iter();
         let first = stores
             .next()
@@ -138,7 +152,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             setup.directory_limits(),
         )
         .with_more_contexts(stores.collect())
-        .with_server_id(config.directory.server_id);
+        .with_server_id(server_id);
         if let Some(access) = access {
             directory = directory.with_access(access);
         }
@@ -149,6 +163,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         tokio::spawn(sweep_dynamic_entries(
             Arc::clone(&directory),
             std::time::Duration::from_secs(config.directory.dynamic_sweep_secs),
+            cluster.clone(),
         ));
         let server = Server::start(bound, config, admin, directory)?;
         let addr = server.local_addr()?;
@@ -163,16 +178,27 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         std::io::stdout().flush()?;
         tokio::spawn(reload_on_sighup(server.reloader()));
         server.run(shutdown_signal()).await;
+        if let Some(node) = cluster {
+            node.shutdown().await;
+        }
         anyhow::Ok(())
     })
 }
 
-/// Deletes expired dynamic entries (RFC 2589) every `every`.
-async fn sweep_dynamic_entries(directory: Arc<Directory>, every: std::time::Duration) {
+/// Deletes expired dynamic entries (RFC 2589) every `every`; in a
+/// cluster, only while this node leads (its deletes go through the log).
+async fn sweep_dynamic_entries(
+    directory: Arc<Directory>,
+    every: std::time::Duration,
+    cluster: Option<Arc<meridian_replication::ClusterNode>>,
+) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        if cluster.as_ref().is_some_and(|node| !node.is_leader()) {
+            continue;
+        }
         match directory.sweep_expired().await {
             Ok(0) => {}
             Ok(n) => tracing::info!(deleted = n, "expired dynamic entries deleted"),

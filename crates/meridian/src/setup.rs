@@ -265,6 +265,19 @@ impl Setup {
             .collect()
     }
 
+    /// Opens the store of a cluster node: its writes go through the
+    /// replicated log (`crate::cluster`).
+    pub(crate) fn open_replicated_store(
+        &self,
+    ) -> anyhow::Result<(Store, meridian_store::replicated::Proposals)> {
+        let options = self.store_options();
+        let path = options.path.clone();
+        let (store, proposals) = Store::open_replicated(options, Arc::clone(&self.schema))
+            .with_context(|| format!("opening the store in {}", path.display()))?;
+        self.refuse_incomplete_at(&store, &path)?;
+        Ok((store, proposals))
+    }
+
     /// Opens the store for reading only (beside a running server).
     pub(crate) fn open_store_read_only(&self) -> anyhow::Result<Store> {
         Store::open_read_only(self.store_options(), Arc::clone(&self.schema))

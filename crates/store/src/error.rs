@@ -31,6 +31,14 @@ pub enum StoreError {
     /// The store is closed.
     #[error("the store is shut down")]
     Closed,
+    /// In a cluster: the write cannot be ordered now (no leader within
+    /// the write timeout, or its outcome is unknown after a failover);
+    /// the message says which.
+    #[error("{0}")]
+    Unavailable(String),
+    /// In a cluster whose followers refer writes: the leader's LDAP URL.
+    #[error("writes go to the leader at {0}")]
+    Referral(String),
     /// The LMDB map is full; the writer grows it and retries, so callers
     /// only see this if growing failed.
     #[error("the database map is full")]
@@ -134,6 +142,8 @@ impl StoreError {
             StoreError::WritesRefused(_) | StoreError::Closed | StoreError::MapFull => {
                 ResultCode::UNWILLING_TO_PERFORM
             }
+            StoreError::Unavailable(_) => ResultCode::UNAVAILABLE,
+            StoreError::Referral(_) => ResultCode::REFERRAL,
             StoreError::Engine(_)
             | StoreError::Io { .. }
             | StoreError::Locked { .. }
@@ -178,6 +188,8 @@ impl StoreError {
             | StoreError::Model(_)
             | StoreError::WritesRefused(_)
             | StoreError::Closed
+            | StoreError::Unavailable(_)
+            | StoreError::Referral(_)
             | StoreError::MapFull => false,
         }
     }

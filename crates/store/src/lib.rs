@@ -24,6 +24,7 @@ mod online_build;
 mod plan;
 pub mod private;
 mod read;
+pub mod replicated;
 mod sorted_puts;
 mod writer;
 
@@ -58,6 +59,23 @@ pub(crate) struct Dbs {
 pub(crate) struct Job {
     pub(crate) command: Command,
     pub(crate) reply: oneshot::Sender<Answer>,
+}
+
+/// What the writer thread is given: a client's job, or the commands of
+/// replicated log entries (`replicated.rs`).
+pub(crate) enum Work {
+    Client(Job),
+    Replicated(ReplicatedJob),
+    /// Replace the database with a snapshot's copy (`replicated.rs`).
+    Install(replicated::InstallJob),
+}
+
+/// Commands of committed log entries, applied in one transaction that
+/// records `marker` ([`Store::apply_replicated`]).
+pub(crate) struct ReplicatedJob {
+    pub(crate) commands: Vec<Command>,
+    pub(crate) marker: Vec<u8>,
+    pub(crate) reply: oneshot::Sender<Result<Vec<Result<Effect, StoreError>>, StoreError>>,
 }
 
 /// What a job's submitter receives: the result, and the command itself,
@@ -147,8 +165,13 @@ impl Submitted {
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
-    // Declared before `writer`: the channel must close before the join.
-    sender: mpsc::Sender<Job>,
+    // Declared before `writer`: the channels must close before the join.
+    /// Where clients' commands go: the writer thread, or in a cluster
+    /// the replication layer ([`Store::open_replicated`]).
+    sender: mpsc::Sender<Work>,
+    /// The writer thread's queue (the same channel as `sender` unless
+    /// replicated).
+    writer: mpsc::Sender<Work>,
     // Held only for its Drop, which joins the writer thread.
     _writer: Arc<WriterThread>,
 }
@@ -230,6 +253,26 @@ impl Store {
     /// Opens (creating if needed) a store and starts its writer thread.
     pub fn open(options: StoreOptions, schema: Arc<Schema>) -> Result<Store, StoreError> {
         Store::open_mode(options, schema, false)
+    }
+
+    /// Opens a store whose writes are ordered by a replicated log: what
+    /// clients submit goes to the returned [`replicated::Proposals`], not
+    /// to the writer, and only [`Store::apply_replicated`] writes.
+    pub fn open_replicated(
+        options: StoreOptions,
+        schema: Arc<Schema>,
+    ) -> Result<(Store, replicated::Proposals), StoreError> {
+        if options.storage.durability == Durability::Journal {
+            return Err(StoreError::Config(
+                "storage.durability = \"journal\" is not available in a cluster: the replicated log is the journal"
+                    .into(),
+            ));
+        }
+        let queue_depth = options.storage.queue_depth;
+        let mut store = Store::open_mode(options, schema, false)?;
+        let (sender, receiver) = mpsc::channel(queue_depth);
+        store.sender = sender;
+        Ok((store, replicated::Proposals::new(receiver)))
     }
 
     /// Opens an existing store for reading only, with no writer thread:
@@ -373,6 +416,7 @@ impl Store {
         };
         Ok(Store {
             inner,
+            writer: sender.clone(),
             sender,
             _writer: Arc::new(WriterThread(Mutex::new(handle))),
         })
@@ -398,7 +442,7 @@ impl Store {
     pub async fn submit(&self, command: Command) -> Result<Submitted, StoreError> {
         let (reply, rx) = oneshot::channel();
         self.sender
-            .send(Job { command, reply })
+            .send(Work::Client(Job { command, reply }))
             .await
             .map_err(|_| StoreError::Closed)?;
         Ok(Submitted(rx))
@@ -415,7 +459,7 @@ impl Store {
     pub fn submit_blocking(&self, command: Command) -> Result<Submitted, StoreError> {
         let (reply, rx) = oneshot::channel();
         self.sender
-            .blocking_send(Job { command, reply })
+            .blocking_send(Work::Client(Job { command, reply }))
             .map_err(|_| StoreError::Closed)?;
         Ok(Submitted(rx))
     }
@@ -546,7 +590,7 @@ fn recover(
 /// ([`index::Indexes::settle`]) and, if `writable`, stores the record
 /// when it changed (a new database, an index added to or dropped from
 /// the config): true then. Indexes not built are named in the log.
-fn settle_index_record(inner: &Inner, writable: bool) -> Result<bool, StoreError> {
+pub(crate) fn settle_index_record(inner: &Inner, writable: bool) -> Result<bool, StoreError> {
     let found = {
         let rtxn = inner.env.read_txn()?;
         inner
@@ -609,7 +653,7 @@ impl Inner {
         Arc::clone(&self.names.read().unwrap_or_else(PoisonError::into_inner))
     }
 
-    fn publish_names(&self, table: Arc<names::NameTable>) {
+    pub(crate) fn publish_names(&self, table: Arc<names::NameTable>) {
         *self.names.write().unwrap_or_else(PoisonError::into_inner) = table;
     }
 }

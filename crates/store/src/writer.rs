@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use crate::apply::{self, Applied, Attempt, Context};
 use crate::journal::{self, Journal, record::Batch};
-use crate::{Answer, Command, Effect, Inner, Job, StoreError};
+use crate::{Answer, Command, Effect, Inner, Job, ReplicatedJob, StoreError, Work};
 
 /// Largest map the writer grows to: beyond this a full map is a full disk
 /// in practice, and writes are refused instead.
@@ -25,15 +25,35 @@ const MAX_MAP_BYTES: usize = 1 << 42;
 
 pub(crate) fn run(
     inner: &Arc<Inner>,
-    mut receiver: mpsc::Receiver<Job>,
+    mut receiver: mpsc::Receiver<Work>,
     mut journal: Option<Journal>,
 ) {
     let mut batch: Vec<Job> = Vec::with_capacity(inner.max_batch);
-    while let Some(first) = receiver.blocking_recv() {
+    // A replicated batch met while gathering clients' jobs: the next work.
+    let mut held: Option<Work> = None;
+    loop {
+        let Some(first) = held.take().or_else(|| receiver.blocking_recv()) else {
+            break;
+        };
+        let first = match first {
+            Work::Client(job) => job,
+            Work::Replicated(job) => {
+                apply_replicated(inner, job);
+                continue;
+            }
+            Work::Install(job) => {
+                crate::replicated::install(inner, job);
+                continue;
+            }
+        };
         batch.push(first);
         while batch.len() < inner.max_batch {
             match receiver.try_recv() {
-                Ok(job) => batch.push(job),
+                Ok(Work::Client(job)) => batch.push(job),
+                Ok(replicated) => {
+                    held = Some(replicated);
+                    break;
+                }
                 Err(_) => break,
             }
         }
@@ -85,7 +105,7 @@ pub(crate) fn refuse(inner: &Inner, e: &StoreError) -> StoreError {
 /// A failed transaction's error for its commands: a full disk refuses
 /// this batch only (the next one tries again; the log says when writes
 /// stop and when they resume), anything else stops writes ([`refuse`]).
-fn settle_failure(inner: &Inner, e: StoreError) -> StoreError {
+pub(crate) fn settle_failure(inner: &Inner, e: StoreError) -> StoreError {
     if !is_disk_full(&e, inner) {
         return match e {
             // Refusals made already (a map that may not grow further).
@@ -123,9 +143,79 @@ pub(crate) fn replay(inner: &Inner, seq: u64, commands: &[Command]) -> Result<()
     Ok(())
 }
 
+/// Applies the commands of replicated log entries (`replicated.rs`) in
+/// one transaction that also records `marker`, the replication layer's
+/// note of what is applied: a crash leaves either all of it or none.
+/// A command that fails after its first write is left out and the
+/// transaction tried again without it (never split, as
+/// [`commit_commands`] does, which would record the marker with part of
+/// the entries). A failure of the transaction itself (a full disk, an
+/// I/O error) is no command's result: it is the caller's, which must
+/// not go on applying the log past it.
+fn apply_replicated(inner: &Inner, job: ReplicatedJob) {
+    let ReplicatedJob {
+        commands,
+        marker,
+        reply,
+    } = job;
+    let answer = commit_replicated(inner, &commands, &marker);
+    // A caller that went away does not need its answer.
+    let _ = reply.send(answer);
+}
+
+fn commit_replicated(
+    inner: &Inner,
+    commands: &[Command],
+    marker: &[u8],
+) -> Result<Vec<Result<Effect, StoreError>>, StoreError> {
+    if let Some(message) = refused(inner) {
+        return Err(StoreError::WritesRefused(message));
+    }
+    // Commands that spoiled a transaction, by position, and why.
+    let mut left_out: Vec<(usize, StoreError)> = Vec::new();
+    loop {
+        let kept: Vec<(usize, &Command)> = commands
+            .iter()
+            .enumerate()
+            .filter(|(at, _)| !left_out.iter().any(|(out, _)| out == at))
+            .collect();
+        let refs: Vec<&Command> = kept.iter().map(|(_, command)| *command).collect();
+        match commit_once(inner, &refs, &mut Journaling::Replicated { marker }) {
+            Ok(done) => {
+                let mut done = done.into_iter();
+                let mut results = Vec::with_capacity(commands.len());
+                for at in 0..commands.len() {
+                    match left_out.iter().position(|(out, _)| *out == at) {
+                        Some(i) => results.push(Err(left_out.swap_remove(i).1)),
+                        None => results.push(done.next().ok_or_else(|| {
+                            StoreError::internal("a replicated batch lost a result")
+                        })?),
+                    }
+                }
+                return Ok(results);
+            }
+            Err(Failure::Spoiled { at, error }) => {
+                let original = kept
+                    .get(at)
+                    .map(|(original, _)| *original)
+                    .ok_or_else(|| StoreError::internal("a spoiled command outside its batch"))?;
+                left_out.push((original, error));
+            }
+            Err(Failure::Batch(StoreError::MapFull)) => {
+                grow(inner).map_err(|e| settle_failure(inner, e))?
+            }
+            Err(Failure::Batch(e)) => return Err(settle_failure(inner, e)),
+        }
+    }
+}
+
 /// What a batch's transaction does about the journal.
 enum Journaling<'a> {
     Off,
+    /// Replicated log entries: the transaction records `marker`.
+    Replicated {
+        marker: &'a [u8],
+    },
     /// A live batch: its applied commands go into `batch`, and the
     /// transaction records `seq` as applied if there are any.
     Live {
@@ -372,8 +462,13 @@ fn try_commit(
             **claimed = bound;
         }
     }
+    if let Journaling::Replicated { marker } = journaling {
+        ctx.dbs
+            .meta
+            .put(&mut wtxn, crate::replicated::APPLIED_MARKER, marker)?;
+    }
     let applied = match journaling {
-        Journaling::Off => None,
+        Journaling::Off | Journaling::Replicated { .. } => None,
         Journaling::Live { batch, seq, .. } => {
             (!batch.is_empty()).then(|| *seq + batch.records() - 1)
         }
@@ -417,7 +512,7 @@ fn shrink(inner: &Inner) {
 /// of the file first and grows into that (`map_file.rs`). Waits for
 /// readers to finish their snapshots: LMDB allows a resize only with no
 /// transaction open in this process.
-fn grow(inner: &Inner) -> Result<(), StoreError> {
+pub(crate) fn grow(inner: &Inner) -> Result<(), StoreError> {
     let current = inner.env.info().map_size;
     let next = match &inner.map_file {
         Some(file) => usize::try_from(file.grow_from(current as u64)?).unwrap_or(usize::MAX),

@@ -171,15 +171,26 @@ pub(crate) fn decode_payload(
         return Err(corrupt("unknown journal format"));
     }
     let seq = u64::from_be_bytes(r.take(8)?.try_into().map_err(|_| corrupt("sequence"))?);
-    let count = r.varint()?;
-    let mut commands = Vec::with_capacity(count.min(4096) as usize);
-    for _ in 0..count {
-        commands.push(r.command(schema, 0)?);
+    Ok((seq, r.counted_commands(schema)?))
+}
+
+/// Commands in the record encoding, without a frame or a sequence
+/// number: a replicated log entry's payload (`replicated.rs`).
+pub(crate) fn encode_commands<'c>(
+    commands: impl ExactSizeIterator<Item = &'c Command>,
+    schema: &Schema,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_varint(&mut out, commands.len() as u64);
+    for command in commands {
+        put_command(&mut out, command, schema);
     }
-    if !r.data.is_empty() {
-        return Err(corrupt("trailing bytes"));
-    }
-    Ok((seq, commands))
+    out
+}
+
+/// The commands [`encode_commands`] made.
+pub(crate) fn decode_commands(bytes: &[u8], schema: &Schema) -> Result<Vec<Command>, StoreError> {
+    PayloadCursor { data: bytes }.counted_commands(schema)
 }
 
 fn corrupt(what: &str) -> StoreError {
@@ -326,6 +337,19 @@ struct PayloadCursor<'a> {
 }
 
 impl<'a> PayloadCursor<'a> {
+    /// A count, that many commands, and nothing after them.
+    fn counted_commands(&mut self, schema: &Schema) -> Result<Vec<Command>, StoreError> {
+        let count = self.varint()?;
+        let mut commands = Vec::with_capacity(count.min(4096) as usize);
+        for _ in 0..count {
+            commands.push(self.command(schema, 0)?);
+        }
+        if !self.data.is_empty() {
+            return Err(corrupt("trailing bytes"));
+        }
+        Ok(commands)
+    }
+
     fn take(&mut self, n: usize) -> Result<&'a [u8], StoreError> {
         if n > self.data.len() {
             return Err(corrupt("length past the end"));

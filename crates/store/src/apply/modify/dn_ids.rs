@@ -61,6 +61,11 @@ impl DnIds {
         }
     }
 
+    /// Forgets every guess (the database was replaced).
+    pub(crate) fn clear(&mut self) {
+        self.ids.clear();
+    }
+
     /// Forgets a guess that proved wrong.
     pub(crate) fn forget(&mut self, dn: &Dn) {
         self.ids.remove(&digest(dn));

@@ -1,0 +1,43 @@
+//! The binary's side of a cluster: `[cluster]` into a running node.
+
+use std::time::Duration;
+
+use meridian_config::Config;
+use meridian_replication::{ClusterNode, Member, Options};
+use meridian_store::Store;
+use meridian_store::replicated::Proposals;
+
+/// The replication options `config` gives.
+pub(crate) fn options(config: &Config) -> Options {
+    let c = &config.cluster;
+    Options {
+        node_id: c.node_id,
+        members: c
+            .nodes
+            .iter()
+            .map(|node| Member {
+                id: node.id,
+                peer: node.peer.clone(),
+                ldap: node.ldap.clone(),
+            })
+            .collect(),
+        secret: c.secret.clone(),
+        refer_writes: c.followers == "referral",
+        write_timeout: Duration::from_millis(c.write_timeout_ms),
+        heartbeat: Duration::from_millis(c.heartbeat_ms),
+        election_timeout: Duration::from_millis(c.election_timeout_ms),
+        snapshot_every: c.snapshot_every_entries,
+        max_message: c.max_message_bytes,
+        max_batch: config.storage.max_batch,
+        dir: config.directory.data_dir.join("raft"),
+    }
+}
+
+/// Starts this node of the cluster over `store`.
+pub(crate) async fn start_node(
+    config: &Config,
+    store: Store,
+    proposals: Proposals,
+) -> anyhow::Result<ClusterNode> {
+    Ok(ClusterNode::start(store, proposals, options(config)).await?)
+}

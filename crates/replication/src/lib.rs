@@ -1,0 +1,349 @@
+//! Meridian's replication: the directory's writes ordered by a Raft log
+//! (openraft, pinned exactly) and applied on every node.
+//!
+//! Nothing outside this crate sees openraft: the server starts a
+//! [`ClusterNode`] over a store opened with
+//! [`meridian_store::Store::open_replicated`] and reads its [`Status`].
+//!
+//! The path of a write in a cluster (`docs/design/replication.md`):
+//! a client's command, prepared by the directory as on a single server,
+//! is submitted to the store, which hands it to this node's proposer
+//! (`proposer.rs`); the proposer gathers waiting commands into a batch
+//! and has the leader append it to the log (its own Raft, or forwarded);
+//! once a majority has the entry durably (`log_store.rs`), every node's
+//! state machine (`state_machine.rs`) applies it through the store's
+//! writer in one transaction with its log ID; on the node the client is
+//! connected to, applying it answers the client (`pending.rs`).
+
+mod log_store;
+mod network;
+mod peer_server;
+mod pending;
+mod proposer;
+mod snapshot;
+mod state_machine;
+pub mod types;
+mod wire;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use meridian_store::Store;
+use meridian_store::replicated::Proposals;
+use openraft::async_runtime::watch::WatchReceiver as _;
+use openraft::{BasicNode, SnapshotPolicy};
+
+pub use log_store::LogStore;
+pub use snapshot::SnapshotFile;
+pub use state_machine::StateMachine;
+
+use crate::pending::Pending;
+use crate::snapshot::Snapshots;
+use crate::state_machine::Marker;
+use crate::types::{NodeId, Raft};
+use crate::wire::Link;
+
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// Its files could not be read or written.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// The Raft engine refused to start.
+    #[error("the raft engine: {0}")]
+    Raft(String),
+}
+
+fn io_error(what: impl Into<String>) -> impl FnOnce(io::Error) -> ClusterError {
+    let what = what.into();
+    move |source| ClusterError::Io { what, source }
+}
+
+/// One member of the cluster.
+#[derive(Debug, Clone)]
+pub struct Member {
+    /// Its ID.
+    pub id: NodeId,
+    /// Where it listens for peers, `IP:PORT`.
+    pub peer: String,
+    /// Its LDAP URL.
+    pub ldap: String,
+}
+
+/// How a node runs (from `[cluster]` and `[storage]`).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// This node.
+    pub node_id: NodeId,
+    /// Every voter, this node included.
+    pub members: Vec<Member>,
+    /// The secret nodes prove to each other.
+    pub secret: String,
+    /// Followers answer writes with a referral to the leader.
+    pub refer_writes: bool,
+    /// `cluster.write_timeout_ms`.
+    pub write_timeout: Duration,
+    /// `cluster.heartbeat_ms`.
+    pub heartbeat: Duration,
+    /// `cluster.election_timeout_ms`.
+    pub election_timeout: Duration,
+    /// `cluster.snapshot_every_entries`.
+    pub snapshot_every: u64,
+    /// `cluster.max_message_bytes`.
+    pub max_message: usize,
+    /// Most commands in one batch (`storage.max_batch`).
+    pub max_batch: usize,
+    /// Where the log and snapshots live.
+    pub dir: PathBuf,
+}
+
+/// A running node.
+pub struct ClusterNode {
+    raft: Raft,
+    me: NodeId,
+    members: Vec<Member>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// What a node reports of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// This node's ID.
+    pub node_id: NodeId,
+    /// `leader`, `follower`, `candidate`, `learner` or `shutdown`.
+    pub role: &'static str,
+    /// The leader this node knows of.
+    pub leader: Option<NodeId>,
+    /// The leader's LDAP URL, when it is known.
+    pub leader_url: Option<String>,
+    /// The current term.
+    pub term: u64,
+    /// The last log index applied here.
+    pub applied: u64,
+    /// The last log index known committed.
+    pub committed: u64,
+    /// The last index in this node's log.
+    pub last_log: u64,
+    /// On the leader: each follower's last replicated index.
+    pub replicated: Vec<(NodeId, u64)>,
+}
+
+/// Reads the session counter, raises it above `floor`, stores it durably.
+fn next_session(dir: &Path, floor: u64) -> io::Result<u64> {
+    let path = dir.join("session");
+    let stored = match std::fs::read(&path) {
+        Ok(bytes) => <[u8; 8]>::try_from(bytes.as_slice())
+            .map(u64::from_le_bytes)
+            .map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{} is damaged", path.display()),
+                )
+            })?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+        Err(e) => return Err(e),
+    };
+    let session = stored.saturating_add(1).max(floor);
+    let staged = dir.join("session.new");
+    {
+        use std::io::Write as _;
+        let mut file = meridian_store::private::create_file(&staged)?;
+        file.write_all(&session.to_le_bytes())?;
+        file.sync_data()?;
+    }
+    std::fs::rename(&staged, &path)?;
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(session)
+}
+
+impl ClusterNode {
+    /// Starts this node: opens its log, binds its peer address, joins
+    /// (or forms) the cluster of `options.members`, and takes over the
+    /// store's writes.
+    pub async fn start(
+        store: Store,
+        proposals: Proposals,
+        options: Options,
+    ) -> Result<ClusterNode, ClusterError> {
+        let me = options.node_id;
+        let Some(this) = options.members.iter().find(|m| m.id == me) else {
+            return Err(ClusterError::Raft(format!("node {me} is not a member")));
+        };
+        let log = LogStore::open(&options.dir).map_err(io_error(format!(
+            "opening the raft log in {}",
+            options.dir.display()
+        )))?;
+        let snapshots = Arc::new(
+            Snapshots::open(&options.dir.join("snapshots"))
+                .map_err(io_error("opening the snapshot directory"))?,
+        );
+        let marker_bytes = store.replication_marker().map_err(|e| {
+            ClusterError::Raft(format!("reading the database's replication marker: {e}"))
+        })?;
+        let marker = Marker::decode(marker_bytes.as_deref())
+            .map_err(io_error("the database's replication marker"))?;
+        let session = next_session(&options.dir, marker.next_session(me))
+            .map_err(io_error("the session counter"))?;
+        let pending = Arc::new(Pending::new(session));
+        let schema = Arc::clone(store.schema());
+        let state_machine = StateMachine::new(
+            store,
+            me,
+            marker,
+            Arc::clone(&pending),
+            Arc::clone(&snapshots),
+        );
+
+        let heartbeat = u64::try_from(options.heartbeat.as_millis()).unwrap_or(u64::MAX);
+        let election = u64::try_from(options.election_timeout.as_millis()).unwrap_or(u64::MAX);
+        let config = openraft::Config {
+            cluster_name: "meridian".into(),
+            heartbeat_interval: heartbeat,
+            election_timeout_min: election,
+            election_timeout_max: election.saturating_mul(2),
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_every.max(1)),
+            // Kept behind a snapshot, so a follower a little behind
+            // catches up from the log, not a whole snapshot.
+            max_in_snapshot_log_to_keep: 1000,
+            max_payload_entries: 64,
+            install_snapshot_timeout: 600_000,
+            ..Default::default()
+        };
+        let config = Arc::new(
+            config
+                .validate()
+                .map_err(|e| ClusterError::Raft(e.to_string()))?,
+        );
+        let link = Link::new(&options.secret, options.max_message);
+        let network = network::Network { link: link.clone() };
+        let raft = Raft::new(me, config, network, log, state_machine)
+            .await
+            .map_err(|e| ClusterError::Raft(e.to_string()))?;
+
+        let listener = tokio::net::TcpListener::bind(&this.peer)
+            .await
+            .map_err(io_error(format!("listening for peers on {}", this.peer)))?;
+        let mut tasks = Vec::new();
+        let service = Arc::new(peer_server::PeerService {
+            raft: raft.clone(),
+            link: link.clone(),
+            snapshots,
+        });
+        tasks.push(tokio::spawn(peer_server::serve(listener, service)));
+
+        let initialized = raft
+            .is_initialized()
+            .await
+            .map_err(|e| ClusterError::Raft(e.to_string()))?;
+        if !initialized {
+            // Every node proposes the same membership: safe (the vote
+            // picks one leader), and no node has to be started first.
+            let nodes: BTreeMap<NodeId, BasicNode> = options
+                .members
+                .iter()
+                .map(|m| {
+                    (
+                        m.id,
+                        BasicNode {
+                            addr: m.peer.clone(),
+                        },
+                    )
+                })
+                .collect();
+            if let Err(e) = raft.initialize(nodes).await {
+                tracing::debug!("initializing the cluster: {e}");
+            }
+        }
+
+        let proposer = proposer::Proposer {
+            me,
+            raft: raft.clone(),
+            pending,
+            schema,
+            max_batch: options.max_batch.max(1),
+            write_timeout: options.write_timeout,
+            link,
+            peers: options
+                .members
+                .iter()
+                .map(|m| (m.id, m.peer.clone()))
+                .collect(),
+            referrals: options.refer_writes.then(|| {
+                options
+                    .members
+                    .iter()
+                    .map(|m| (m.id, m.ldap.clone()))
+                    .collect()
+            }),
+        };
+        tasks.push(tokio::spawn(proposer.run(proposals)));
+        tracing::info!(node = me, peer = %this.peer, session, "cluster node started");
+        Ok(ClusterNode {
+            raft,
+            me,
+            members: options.members,
+            tasks,
+        })
+    }
+
+    /// This node leads now (as far as it knows).
+    pub fn is_leader(&self) -> bool {
+        self.raft.metrics().borrow_watched().current_leader == Some(self.me)
+    }
+
+    /// What this node knows of the cluster.
+    pub fn status(&self) -> Status {
+        let metrics = self.raft.metrics().borrow_watched().clone();
+        let role = match metrics.state {
+            openraft::ServerState::Leader => "leader",
+            openraft::ServerState::Follower => "follower",
+            openraft::ServerState::Candidate => "candidate",
+            openraft::ServerState::Learner => "learner",
+            openraft::ServerState::Shutdown => "shutdown",
+        };
+        let leader_url = metrics.current_leader.and_then(|leader| {
+            self.members
+                .iter()
+                .find(|m| m.id == leader)
+                .map(|m| m.ldap.clone())
+        });
+        let replicated = metrics
+            .replication
+            .as_ref()
+            .map(|map| {
+                map.iter()
+                    .map(|(id, matched)| (*id, matched.as_ref().map_or(0, |m| m.index)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Status {
+            node_id: self.me,
+            role,
+            leader: metrics.current_leader,
+            leader_url,
+            term: metrics.current_term,
+            applied: metrics.last_applied.as_ref().map_or(0, |id| id.index),
+            committed: metrics.local_committed.as_ref().map_or(0, |id| id.index),
+            last_log: metrics.last_log_index.unwrap_or(0),
+            replicated,
+        }
+    }
+
+    /// Stops the node's tasks and its Raft.
+    pub async fn shutdown(&self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!("stopping the raft engine: {e}");
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! The Raft log on disk: the durability point of a cluster's writes.
+//!
+//! Two files in `<data_dir>/raft/`:
+//!
+//! ```text
+//! log     entries, one frame each: length (u32 LE), CRC-32C (u32 LE), postcard
+//! state   vote, committed and purged log IDs: one frame, replaced atomically
+//! ```
+//!
+//! An append writes its entries' frames and fdatasyncs once before
+//! openraft is told they are durable: one sync per batch of entries,
+//! whatever their number. A torn frame at the end (a crash mid-write) is
+//! cut off at open; it was never reported durable. A damaged frame before
+//! the end is corruption and stops the node: some other node has the
+//! entry, but this one must not pretend it has.
+//!
+//! Every entry not yet purged is also kept in memory, in order, for the
+//! leader's replication streams: the log is purged behind each snapshot
+//! (`state_machine.rs`), which bounds it. A purge that leaves most of the
+//! file dead rewrites the file with the live entries (written beside it,
+//! synced, renamed over it).
+
+use std::collections::VecDeque;
+use std::fmt::Debug;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use openraft::storage::IOFlushed;
+use openraft::storage::RaftLogStorage;
+use openraft::{LogState, RaftLogReader};
+use serde::{Deserialize, Serialize};
+
+use crate::types::{Entry, LogId, Meridian, Vote};
+
+/// Bytes of a frame's header: length and checksum.
+const FRAME_HEADER: usize = 8;
+/// The largest entry a frame may hold (a batch of commands; bounded by
+/// `storage.max_batch` commands well below this).
+const MAX_FRAME: usize = 1 << 30;
+/// Dead bytes at the front of the log file above which a purge rewrites it.
+const REWRITE_DEAD_BYTES: u64 = 64 << 20;
+
+/// The log store; clones share it.
+#[derive(Clone)]
+pub struct LogStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    dir: PathBuf,
+    /// The file, held while it is written (appends, truncations, rewrites).
+    file: Mutex<LogFile>,
+    /// What readers see: held briefly, never across I/O.
+    memory: Mutex<Memory>,
+}
+
+struct LogFile {
+    file: File,
+    /// Bytes in the file.
+    len: u64,
+    /// Bytes before the first live entry (purged ones).
+    dead: u64,
+}
+
+#[derive(Default)]
+struct Memory {
+    /// Live entries in index order, each with the file offset where its
+    /// frame ends.
+    entries: VecDeque<(Entry, u64)>,
+    state: State,
+}
+
+/// What `state` holds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct State {
+    vote: Option<Vote>,
+    committed: Option<LogId>,
+    purged: Option<LogId>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn corrupt(what: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what.to_string())
+}
+
+/// Runs file work off the async workers.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| io::Error::other(format!("the log's I/O task failed: {e}")))?
+}
+
+/// One frame around `payload`.
+fn put_frame(out: &mut Vec<u8>, payload: &[u8]) -> io::Result<()> {
+    let len = u32::try_from(payload.len())
+        .ok()
+        .filter(|len| (*len as usize) <= MAX_FRAME)
+        .ok_or_else(|| corrupt(format!("a log entry of {} bytes", payload.len())))?;
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+    out.extend_from_slice(payload);
+    Ok(())
+}
+
+/// The frames of `bytes` from the start: each payload and the offset
+/// where its frame ends, and the length of the whole frames read (a
+/// torn or damaged tail is left out; the caller tells which).
+fn read_frames(bytes: &[u8]) -> (Vec<(&[u8], u64)>, usize) {
+    let mut frames = Vec::new();
+    let mut at = 0usize;
+    while let Some(header) = bytes.get(at..at + FRAME_HEADER) {
+        let word = |i: usize| {
+            header
+                .get(i..i + 4)
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .map(u32::from_le_bytes)
+        };
+        let (Some(len), Some(crc)) = (word(0), word(4)) else {
+            break;
+        };
+        let start = at + FRAME_HEADER;
+        let Some(payload) = bytes.get(start..start + len as usize) else {
+            break;
+        };
+        if crc32c::crc32c(payload) != crc {
+            break;
+        }
+        at = start + len as usize;
+        frames.push((payload, at as u64));
+    }
+    (frames, at)
+}
+
+fn encode_entry(entry: &Entry, out: &mut Vec<u8>) -> io::Result<()> {
+    let payload =
+        postcard::to_stdvec(entry).map_err(|e| corrupt(format!("encoding a log entry: {e}")))?;
+    put_frame(out, &payload)
+}
+
+/// Syncs a directory, so a rename in it is durable.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Replaces `path` with `bytes`, durably: written beside it, synced,
+/// renamed over it, the directory synced.
+fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = path.with_extension("new");
+    {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_data()?;
+    }
+    fs::rename(&tmp, path)?;
+    sync_dir(dir)
+}
+
+impl LogStore {
+    /// Opens (creating) the log in `dir`.
+    pub fn open(dir: &Path) -> io::Result<LogStore> {
+        meridian_store::private::create_dir(dir)?;
+        let state = read_state(&dir.join("state"))?;
+        let path = dir.join("log");
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        let (frames, whole) = read_frames(&bytes);
+        if whole < bytes.len() {
+            // A crash in the middle of an append: that append was never
+            // reported durable. Anything else after it would be damage.
+            let tail = bytes.len() - whole;
+            tracing::warn!(
+                bytes = tail,
+                "the raft log ends in a partial entry (an interrupted append): cut off"
+            );
+            file.set_len(whole as u64)?;
+            file.sync_data()?;
+        }
+        let purged = state.purged.as_ref().map(|id| id.index);
+        let mut entries: VecDeque<(Entry, u64)> = VecDeque::with_capacity(frames.len());
+        let mut dead = 0;
+        for (payload, end) in frames {
+            let entry: Entry = postcard::from_bytes(payload)
+                .map_err(|e| corrupt(format!("a raft log entry does not decode: {e}")))?;
+            if purged.is_some_and(|purged| entry.log_id.index <= purged) {
+                dead = end;
+                continue;
+            }
+            if let Some((last, _)) = entries.back()
+                && entry.log_id.index != last.log_id.index + 1
+            {
+                return Err(corrupt(format!(
+                    "the raft log skips from index {} to {}",
+                    last.log_id.index, entry.log_id.index
+                )));
+            }
+            entries.push_back((entry, end));
+        }
+        Ok(LogStore {
+            shared: Arc::new(Shared {
+                dir: dir.to_path_buf(),
+                file: Mutex::new(LogFile {
+                    file,
+                    len: whole as u64,
+                    dead,
+                }),
+                memory: Mutex::new(Memory { entries, state }),
+            }),
+        })
+    }
+
+    fn entries_in(&self, range: impl RangeBounds<u64>) -> Vec<Entry> {
+        let memory = lock(&self.shared.memory);
+        let Some(first) = memory.entries.front().map(|(e, _)| e.log_id.index) else {
+            return Vec::new();
+        };
+        let start = match range.start_bound() {
+            Bound::Included(&i) => i,
+            Bound::Excluded(&i) => i.saturating_add(1),
+            Bound::Unbounded => first,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&i) => i.saturating_add(1),
+            Bound::Excluded(&i) => i,
+            Bound::Unbounded => u64::MAX,
+        };
+        let skip = usize::try_from(start.saturating_sub(first)).unwrap_or(usize::MAX);
+        let take = usize::try_from(end.saturating_sub(start.max(first))).unwrap_or(usize::MAX);
+        memory
+            .entries
+            .iter()
+            .skip(skip)
+            .take(take)
+            .map(|(entry, _)| entry.clone())
+            .collect()
+    }
+
+    /// Saves the state file with `change` made to it.
+    async fn save_state(&self, change: impl FnOnce(&mut State)) -> io::Result<()> {
+        let state = {
+            let mut memory = lock(&self.shared.memory);
+            change(&mut memory.state);
+            memory.state.clone()
+        };
+        let path = self.shared.dir.join("state");
+        let shared = Arc::clone(&self.shared);
+        blocking(move || {
+            // One writer of the file at a time, in call order.
+            let _file = lock(&shared.file);
+            write_state(&path, &state)
+        })
+        .await
+    }
+}
+
+fn read_state(path: &Path) -> io::Result<State> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(State::default()),
+        Err(e) => return Err(e),
+    };
+    let (frames, whole) = read_frames(&bytes);
+    match frames.as_slice() {
+        [(payload, _)] if whole == bytes.len() => postcard::from_bytes(payload)
+            .map_err(|e| corrupt(format!("{} does not decode: {e}", path.display()))),
+        _ => Err(corrupt(format!("{} is damaged", path.display()))),
+    }
+}
+
+fn write_state(path: &Path, state: &State) -> io::Result<()> {
+    let payload =
+        postcard::to_stdvec(state).map_err(|e| corrupt(format!("encoding the raft state: {e}")))?;
+    let mut bytes = Vec::with_capacity(payload.len() + FRAME_HEADER);
+    put_frame(&mut bytes, &payload)?;
+    replace_file(path, &bytes)
+}
+
+impl RaftLogReader<Meridian> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, io::Error> {
+        Ok(self.entries_in(range))
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
+        Ok(lock(&self.shared.memory).state.vote)
+    }
+}
+
+impl RaftLogStorage<Meridian> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<Meridian>, io::Error> {
+        let memory = lock(&self.shared.memory);
+        let purged = memory.state.purged;
+        let last = memory
+            .entries
+            .back()
+            .map(|(entry, _)| entry.log_id)
+            .or(purged);
+        Ok(LogState {
+            last_purged_log_id: purged,
+            last_log_id: last,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
+        let vote = *vote;
+        self.save_state(|state| state.vote = Some(vote)).await
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
+        // Not synced on its own: a committed index lost in a crash is
+        // learned again from the leader, and applied state carries its own.
+        lock(&self.shared.memory).state.committed = committed;
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {
+        Ok(lock(&self.shared.memory).state.committed)
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: IOFlushed<Meridian>,
+    ) -> Result<(), io::Error>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        let mut bytes = Vec::new();
+        let mut ends = Vec::with_capacity(entries.len());
+        for entry in &entries {
+            encode_entry(entry, &mut bytes)?;
+            ends.push(bytes.len() as u64);
+        }
+        let shared = Arc::clone(&self.shared);
+        let result = blocking(move || {
+            let mut file = lock(&shared.file);
+            let base = file.len;
+            {
+                // In memory first: openraft may read entries it submitted
+                // before they are flushed (to replicate them meanwhile).
+                let mut memory = lock(&shared.memory);
+                for (entry, end) in entries.into_iter().zip(ends) {
+                    memory.entries.push_back((entry, base + end));
+                }
+            }
+            file.file.write_all(&bytes)?;
+            file.file.sync_data()?;
+            file.len += bytes.len() as u64;
+            Ok(())
+        })
+        .await;
+        match result {
+            Ok(()) => {
+                callback.io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!("appending to the raft log failed: {e}");
+                callback.io_completed(Err(io::Error::new(e.kind(), e.to_string())));
+                Err(e)
+            }
+        }
+    }
+
+    async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {
+        let keep_through = last_log_id.map(|id| id.index);
+        let shared = Arc::clone(&self.shared);
+        blocking(move || {
+            let mut file = lock(&shared.file);
+            let cut = {
+                let mut memory = lock(&shared.memory);
+                let mut cut = None;
+                while let Some((entry, _)) = memory.entries.back() {
+                    if keep_through.is_some_and(|keep| entry.log_id.index <= keep) {
+                        break;
+                    }
+                    memory.entries.pop_back();
+                    cut = Some(memory.entries.back().map_or(file.dead, |(_, end)| *end));
+                }
+                cut
+            };
+            if let Some(cut) = cut {
+                file.file.set_len(cut)?;
+                file.file.sync_data()?;
+                file.len = cut;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
+        let index = log_id.index;
+        self.save_state(|state| state.purged = Some(log_id)).await?;
+        let shared = Arc::clone(&self.shared);
+        blocking(move || {
+            let mut file = lock(&shared.file);
+            let live = {
+                let mut memory = lock(&shared.memory);
+                while memory
+                    .entries
+                    .front()
+                    .is_some_and(|(entry, _)| entry.log_id.index <= index)
+                {
+                    if let Some((_, end)) = memory.entries.pop_front() {
+                        file.dead = end;
+                    }
+                }
+                let live = file.len - file.dead;
+                if file.dead < REWRITE_DEAD_BYTES || file.dead < live {
+                    return Ok(());
+                }
+                // Rewritten under both locks: offsets change.
+                let mut bytes = Vec::with_capacity(usize::try_from(live).unwrap_or(0));
+                for (entry, end) in memory.entries.iter_mut() {
+                    encode_entry(entry, &mut bytes)?;
+                    *end = bytes.len() as u64;
+                }
+                bytes
+            };
+            let path = shared.dir.join("log");
+            replace_file(&path, &live)?;
+            file.file = OpenOptions::new().read(true).append(true).open(&path)?;
+            file.len = live.len() as u64;
+            file.dead = 0;
+            Ok(())
+        })
+        .await
+    }
+}

@@ -1,0 +1,244 @@
+//! The connecting side of peer links: openraft's network client, one per
+//! target node, each with one connection it reopens after a failure.
+
+use std::future::Future;
+use std::io;
+use std::time::Duration;
+
+use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{RPCOption, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, RaftNetworkV2};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+use crate::snapshot::SnapshotFile;
+use crate::types::{Meridian, NodeId, Vote};
+use crate::wire::{Link, Request, Response};
+
+/// Bytes of one snapshot chunk.
+const SNAPSHOT_CHUNK: usize = 1 << 20;
+/// How long a peer may take to install a snapshot it received.
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Makes a [`PeerClient`] per target.
+pub(crate) struct Network {
+    pub(crate) link: Link,
+}
+
+impl RaftNetworkFactory<Meridian> for Network {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
+        PeerClient::new(target, node.addr.clone(), self.link.clone())
+    }
+}
+
+/// One peer: its address and the connection to it, if open.
+pub(crate) struct PeerClient {
+    target: NodeId,
+    addr: String,
+    link: Link,
+    stream: Option<TcpStream>,
+}
+
+/// Why a call failed: before anything was sent, or after.
+pub(crate) enum CallError {
+    Unreachable(io::Error),
+    Failed(io::Error),
+    Remote(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Unreachable(e) => write!(f, "unreachable: {e}"),
+            CallError::Failed(e) => write!(f, "{e}"),
+            CallError::Remote(message) => write!(f, "the peer answered: {message}"),
+        }
+    }
+}
+
+impl From<CallError> for RPCError<Meridian> {
+    fn from(e: CallError) -> Self {
+        match e {
+            CallError::Unreachable(e) => RPCError::Unreachable(Unreachable::new(&e)),
+            CallError::Failed(e) => RPCError::Network(NetworkError::new(&e)),
+            CallError::Remote(message) => RPCError::Network(NetworkError::from_string(message)),
+        }
+    }
+}
+
+impl From<CallError> for StreamingError<Meridian> {
+    fn from(e: CallError) -> Self {
+        match e {
+            CallError::Unreachable(e) => StreamingError::Unreachable(Unreachable::new(&e)),
+            CallError::Failed(e) => StreamingError::Network(NetworkError::new(&e)),
+            CallError::Remote(message) => {
+                StreamingError::Network(NetworkError::from_string(message))
+            }
+        }
+    }
+}
+
+impl PeerClient {
+    pub(crate) fn new(target: NodeId, addr: String, link: Link) -> PeerClient {
+        PeerClient {
+            target,
+            addr,
+            link,
+            stream: None,
+        }
+    }
+
+    /// Sends `request` and waits for its response, within `timeout`. The
+    /// connection is dropped after any failure (the next call reconnects).
+    pub(crate) async fn call(
+        &mut self,
+        request: &Request,
+        timeout: Duration,
+    ) -> Result<Response, CallError> {
+        let result = tokio::time::timeout(timeout, self.call_inner(request, timeout)).await;
+        let result = result.unwrap_or_else(|_| {
+            Err(CallError::Failed(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("node {} did not answer within {timeout:?}", self.target),
+            )))
+        });
+        if result.is_err() {
+            self.stream = None;
+        }
+        match result? {
+            Response::Failed(message) => Err(CallError::Remote(message)),
+            response => Ok(response),
+        }
+    }
+
+    async fn call_inner(
+        &mut self,
+        request: &Request,
+        timeout: Duration,
+    ) -> Result<Response, CallError> {
+        let stream = match &mut self.stream {
+            Some(stream) => stream,
+            None => {
+                let stream = self
+                    .link
+                    .connect(&self.addr, timeout)
+                    .await
+                    .map_err(CallError::Unreachable)?;
+                self.stream.insert(stream)
+            }
+        };
+        self.link
+            .send(stream, request)
+            .await
+            .map_err(CallError::Failed)?;
+        match self.link.receive(stream).await {
+            Ok(Some(response)) => Ok(response),
+            Ok(None) => Err(CallError::Failed(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the peer closed the connection",
+            ))),
+            Err(e) => Err(CallError::Failed(e)),
+        }
+    }
+}
+
+fn unexpected(what: &str) -> CallError {
+    CallError::Remote(format!("an answer that is not a {what} response"))
+}
+
+impl RaftNetworkV2<Meridian> for PeerClient {
+    type SnapshotData = SnapshotFile;
+
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<Meridian>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<Meridian>, RPCError<Meridian>> {
+        match self.call(&Request::Append(rpc), option.hard_ttl()).await? {
+            Response::Append(response) => Ok(response),
+            _ => Err(unexpected("append").into()),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<Meridian>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<Meridian>, RPCError<Meridian>> {
+        match self.call(&Request::Vote(rpc), option.hard_ttl()).await? {
+            Response::Vote(response) => Ok(response),
+            _ => Err(unexpected("vote").into()),
+        }
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: openraft::alias::SnapshotOf<Meridian, SnapshotFile>,
+        cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<Meridian>, StreamingError<Meridian>> {
+        let send = self.send_snapshot(vote, snapshot, option);
+        tokio::select! {
+            closed = cancel => Err(StreamingError::Closed(closed)),
+            result = send => result,
+        }
+    }
+}
+
+impl PeerClient {
+    /// Streams the snapshot file in CRC-checked chunks; the last one
+    /// carries the meta and installs it on the peer.
+    async fn send_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: openraft::alias::SnapshotOf<Meridian, SnapshotFile>,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<Meridian>, StreamingError<Meridian>> {
+        let mut file = tokio::fs::File::open(&snapshot.snapshot.path)
+            .await
+            .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
+        let mut transfer = [0u8; 8];
+        getrandom::fill(&mut transfer)
+            .map_err(|e| StreamingError::Network(NetworkError::from_string(e)))?;
+        let transfer = u64::from_le_bytes(transfer);
+        let mut offset = 0u64;
+        let mut chunk = vec![0u8; SNAPSHOT_CHUNK];
+        let ttl = option.hard_ttl().max(Duration::from_secs(10));
+        loop {
+            let mut filled = 0;
+            while filled < chunk.len() {
+                let read = file
+                    .read(chunk.get_mut(filled..).unwrap_or_default())
+                    .await
+                    .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
+                if read == 0 {
+                    break;
+                }
+                filled += read;
+            }
+            let data = chunk.get(..filled).unwrap_or_default().to_vec();
+            let last = filled < chunk.len();
+            let request = Request::SnapshotChunk {
+                transfer,
+                offset,
+                crc: crc32c::crc32c(&data),
+                data,
+                done: last.then(|| (vote, snapshot.meta.clone())),
+            };
+            offset += filled as u64;
+            // The last chunk waits for the install: a large database.
+            let ttl = if last { INSTALL_TIMEOUT } else { ttl };
+            match self.call(&request, ttl).await? {
+                Response::Snapshot(Some(response)) if last => return Ok(response),
+                Response::Snapshot(None) if !last => {}
+                _ => return Err(unexpected("snapshot").into()),
+            }
+        }
+    }
+}

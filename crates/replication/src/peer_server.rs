@@ -1,0 +1,154 @@
+//! The accepting side of peer links: each connection, once it proved the
+//! cluster secret, is served one request at a time, in order.
+
+use std::io::{Seek, SeekFrom, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::snapshot::{SnapshotFile, Snapshots};
+use crate::types::{Meridian, Raft};
+use crate::wire::{Forwarded, Link, Request, Response};
+
+/// How long a connecting peer has to prove the secret.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What serving a peer needs.
+pub(crate) struct PeerService {
+    pub(crate) raft: Raft,
+    pub(crate) link: Link,
+    pub(crate) snapshots: Arc<Snapshots>,
+}
+
+/// Accepts peers until the listener fails or the task is dropped.
+pub(crate) async fn serve(listener: TcpListener, service: Arc<PeerService>) {
+    loop {
+        let (stream, from) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!("accepting a peer connection failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let service = Arc::clone(&service);
+        tokio::spawn(async move {
+            if let Err(e) = serve_connection(stream, &service).await {
+                tracing::debug!(%from, "peer connection ended: {e}");
+            }
+        });
+    }
+}
+
+async fn serve_connection(mut stream: TcpStream, service: &PeerService) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
+    if !service.link.accept(&mut stream, HANDSHAKE_TIMEOUT).await? {
+        tracing::warn!(
+            from = ?stream.peer_addr().ok(),
+            "a peer connection did not prove the cluster secret: closed"
+        );
+        return Ok(());
+    }
+    // A snapshot transfer in progress on this connection.
+    let mut receiving: Option<(u64, std::fs::File, std::path::PathBuf)> = None;
+    while let Some(request) = service.link.receive::<Request>(&mut stream).await? {
+        let response = match request {
+            Request::Append(rpc) => match service.raft.append_entries(rpc).await {
+                Ok(response) => Response::Append(response),
+                Err(e) => Response::Failed(e.to_string()),
+            },
+            Request::Vote(rpc) => match service.raft.vote(rpc).await {
+                Ok(response) => Response::Vote(response),
+                Err(e) => Response::Failed(e.to_string()),
+            },
+            Request::Forward(batch) => forward(&service.raft, batch).await,
+            Request::SnapshotChunk {
+                transfer,
+                offset,
+                data,
+                crc,
+                done,
+            } => match take_chunk(service, &mut receiving, transfer, offset, &data, crc) {
+                Err(e) => {
+                    receiving = None;
+                    Response::Failed(format!("a snapshot chunk was refused: {e}"))
+                }
+                Ok(()) => match done {
+                    None => Response::Snapshot(None),
+                    Some((vote, meta)) => {
+                        let Some((_, file, path)) = receiving.take() else {
+                            return Ok(());
+                        };
+                        file.sync_all()?;
+                        drop(file);
+                        let snapshot = openraft::alias::SnapshotOf::<Meridian, SnapshotFile> {
+                            meta,
+                            snapshot: SnapshotFile { path },
+                        };
+                        match service.raft.install_full_snapshot(vote, snapshot).await {
+                            Ok(response) => Response::Snapshot(Some(response)),
+                            Err(e) => Response::Failed(e.to_string()),
+                        }
+                    }
+                },
+            },
+        };
+        service.link.send(&mut stream, &response).await?;
+    }
+    Ok(())
+}
+
+/// Writes one chunk to the transfer's file, starting it at offset 0.
+fn take_chunk(
+    service: &PeerService,
+    receiving: &mut Option<(u64, std::fs::File, std::path::PathBuf)>,
+    transfer: u64,
+    offset: u64,
+    data: &[u8],
+    crc: u32,
+) -> std::io::Result<()> {
+    if crc32c::crc32c(data) != crc {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "its checksum does not match",
+        ));
+    }
+    if receiving.as_ref().is_none_or(|(t, _, _)| *t != transfer) {
+        if offset != 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "a transfer must start at offset 0",
+            ));
+        }
+        if let Some((_, _, old)) = receiving.take() {
+            let _ = std::fs::remove_file(old);
+        }
+        let path = service.snapshots.receiving_path(transfer);
+        let file = meridian_store::private::create_file(&path)?;
+        *receiving = Some((transfer, file, path));
+    }
+    let Some((_, file, _)) = receiving.as_mut() else {
+        return Ok(());
+    };
+    let at = file.seek(SeekFrom::End(0))?;
+    if at != offset {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("a chunk for offset {offset} came at {at}"),
+        ));
+    }
+    file.write_all(data)
+}
+
+/// The leader's part of a forwarded batch: append it, and answer once
+/// it is applied here (the follower then waits for its own application).
+async fn forward(raft: &Raft, batch: crate::types::Batch) -> Response {
+    match raft.client_write(batch).await {
+        Ok(_) => Response::Forwarded(Forwarded::Applied),
+        Err(e) => match e.forward_to_leader() {
+            Some(forward) => Response::Forwarded(Forwarded::NotLeader(forward.leader_id)),
+            None => Response::Failed(e.to_string()),
+        },
+    }
+}

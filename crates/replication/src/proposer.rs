@@ -1,0 +1,224 @@
+//! The proposer: this node's clients' writes into the log, in order.
+//!
+//! It takes every proposal waiting (up to `storage.max_batch`) into one
+//! batch, the next of this node's session, and has it appended to the
+//! log: by this node's Raft when it leads, else forwarded to the leader.
+//! Then it waits until the batch is applied *here*, where the state
+//! machine answers its clients (`pending.rs`), before it sends the next:
+//! one batch of this node in flight, so batches apply in the order their
+//! clients sent them, and everything that arrives meanwhile goes into the
+//! next batch (group commit across the cluster).
+//!
+//! A batch whose leader fails is sent again, to the next leader, until
+//! it is applied here or `cluster.write_timeout_ms` passes; a batch sent
+//! twice is applied once (its session and sequence number). After the
+//! timeout its clients learn that the write may or may not have been
+//! applied; if it was never sent, that it was not.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use meridian_model::Schema;
+use meridian_store::StoreError;
+use meridian_store::replicated::{Proposal, Proposals, encode_commands};
+use openraft::async_runtime::watch::WatchReceiver as _;
+use openraft::impls::ProgressResponder;
+
+use crate::network::PeerClient;
+use crate::pending::Pending;
+use crate::types::{Batch, NodeId, Raft};
+use crate::wire::{Forwarded, Link, Request, Response};
+
+/// How long one attempt waits for the batch to be applied here before it
+/// looks again at who leads.
+const ATTEMPT: Duration = Duration::from_secs(2);
+/// How long the leader may take to commit a forwarded batch before the
+/// follower looks again at who leads.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
+/// The pause before trying again when there is no leader.
+const NO_LEADER_PAUSE: Duration = Duration::from_millis(20);
+
+pub(crate) struct Proposer {
+    pub(crate) me: NodeId,
+    pub(crate) raft: Raft,
+    pub(crate) pending: Arc<Pending>,
+    pub(crate) schema: Arc<Schema>,
+    pub(crate) max_batch: usize,
+    pub(crate) write_timeout: Duration,
+    pub(crate) link: Link,
+    /// Peer addresses by node ID, for forwarding.
+    pub(crate) peers: Vec<(NodeId, String)>,
+    /// `cluster.followers = "referral"`: a follower refers writes to the
+    /// leader's LDAP URL instead of forwarding them.
+    pub(crate) referrals: Option<Vec<(NodeId, String)>>,
+}
+
+impl Proposer {
+    pub(crate) async fn run(self, mut proposals: Proposals) {
+        let mut seq = 0u64;
+        // One connection to the leader for forwarded batches.
+        let mut forwarder: Option<(NodeId, PeerClient)> = None;
+        while let Some(first) = proposals.next().await {
+            let mut batch = vec![first];
+            while batch.len() < self.max_batch {
+                match proposals.try_next() {
+                    Some(more) => batch.push(more),
+                    None => break,
+                }
+            }
+            if let Some(batch) = self.refer(batch) {
+                seq += 1;
+                self.deliver(seq, batch, &mut forwarder).await;
+            }
+        }
+        tracing::debug!("proposer stopped: the store closed");
+    }
+
+    /// With referrals on and another node leading: answers every
+    /// proposal with the leader's URL. `Some` with the batch otherwise.
+    fn refer(&self, batch: Vec<Proposal>) -> Option<Vec<Proposal>> {
+        let Some(urls) = &self.referrals else {
+            return Some(batch);
+        };
+        let leader = self.raft.metrics().borrow_watched().current_leader;
+        let url = leader
+            .filter(|leader| *leader != self.me)
+            .and_then(|leader| urls.iter().find(|(id, _)| *id == leader))
+            .map(|(_, url)| url.clone());
+        match url {
+            Some(url) => {
+                for proposal in batch {
+                    proposal.answer(Err(StoreError::Referral(url.clone())));
+                }
+                None
+            }
+            None => Some(batch),
+        }
+    }
+
+    async fn deliver(
+        &self,
+        seq: u64,
+        proposals: Vec<Proposal>,
+        forwarder: &mut Option<(NodeId, PeerClient)>,
+    ) {
+        let commands = encode_commands(proposals.iter().map(Proposal::command), &self.schema);
+        let batch = Batch {
+            origin: self.me,
+            session: self.pending.session,
+            seq,
+            commands,
+        };
+        let mut applied = self.pending.file(seq, proposals);
+        let deadline = tokio::time::Instant::now() + self.write_timeout;
+        let mut sent = false;
+        loop {
+            let leader = self.raft.metrics().borrow_watched().current_leader;
+            let attempt = match leader {
+                None => Attempt::NoLeader,
+                Some(leader) if leader == self.me => self.append(&batch).await,
+                Some(leader) => self.forward(leader, &batch, forwarder).await,
+            };
+            sent |= attempt.sent();
+            let wait = match attempt {
+                Attempt::NoLeader | Attempt::Refused => NO_LEADER_PAUSE,
+                Attempt::Appended | Attempt::Unknown => ATTEMPT,
+            };
+            let wait = wait.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+            match tokio::time::timeout(wait, &mut applied).await {
+                Ok(_) => return,
+                Err(_) if tokio::time::Instant::now() >= deadline => break,
+                Err(_) => {}
+            }
+        }
+        let timeout = self.write_timeout;
+        let error = if sent {
+            StoreError::Unavailable(format!(
+                "the cluster did not confirm this write within {} ms (cluster.write_timeout_ms) after a change of leader: it may or may not have been applied; read the entry to know",
+                timeout.as_millis()
+            ))
+        } else {
+            StoreError::Unavailable(format!(
+                "no leader within {} ms (cluster.write_timeout_ms): the write was not applied",
+                timeout.as_millis()
+            ))
+        };
+        if self.pending.give_up(seq, &error) {
+            tracing::warn!(seq, "a batch of writes timed out: {error}");
+        }
+    }
+
+    /// Appends the batch through this node's Raft, as the leader.
+    async fn append(&self, batch: &Batch) -> Attempt {
+        let (responder, result) = ProgressResponder::complete_only();
+        if let Err(e) = self
+            .raft
+            .client_write_ff(batch.clone(), Some(responder))
+            .await
+        {
+            tracing::error!("the raft node stopped: {e}");
+            return Attempt::Refused;
+        }
+        match result.await {
+            Ok(Ok(_)) => Attempt::Appended,
+            // Not the leader after all, or its entry was discarded.
+            Ok(Err(e)) => {
+                tracing::debug!("a batch was not committed: {e}");
+                Attempt::Unknown
+            }
+            Err(_) => Attempt::Unknown,
+        }
+    }
+
+    /// Sends the batch to the leader, over this proposer's own link.
+    async fn forward(
+        &self,
+        leader: NodeId,
+        batch: &Batch,
+        forwarder: &mut Option<(NodeId, PeerClient)>,
+    ) -> Attempt {
+        if forwarder.as_ref().is_none_or(|(to, _)| *to != leader) {
+            let Some((_, addr)) = self.peers.iter().find(|(id, _)| *id == leader) else {
+                return Attempt::NoLeader;
+            };
+            *forwarder = Some((
+                leader,
+                PeerClient::new(leader, addr.clone(), self.link.clone()),
+            ));
+        }
+        let Some((_, client)) = forwarder.as_mut() else {
+            return Attempt::NoLeader;
+        };
+        match client
+            .call(&Request::Forward(batch.clone()), FORWARD_TIMEOUT)
+            .await
+        {
+            Ok(Response::Forwarded(Forwarded::Applied)) => Attempt::Appended,
+            Ok(Response::Forwarded(Forwarded::NotLeader(_))) => Attempt::Refused,
+            Ok(_) => Attempt::Unknown,
+            Err(e) => {
+                tracing::debug!(leader, "forwarding a batch failed: {e}");
+                // Sent, perhaps: the leader may have it.
+                Attempt::Unknown
+            }
+        }
+    }
+}
+
+/// What one attempt to have a batch appended did.
+enum Attempt {
+    /// Nobody leads (that this node knows of).
+    NoLeader,
+    /// Refused before it was appended anywhere.
+    Refused,
+    /// Appended and committed (applied on the leader).
+    Appended,
+    /// May have been appended.
+    Unknown,
+}
+
+impl Attempt {
+    fn sent(&self) -> bool {
+        matches!(self, Attempt::Appended | Attempt::Unknown)
+    }
+}

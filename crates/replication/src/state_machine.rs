@@ -1,0 +1,236 @@
+//! The state machine: the directory's store, written only by committed
+//! log entries.
+//!
+//! Each call of `apply` gathers the commands of its entries (those of a
+//! batch already applied, a forwarded batch sent twice, are skipped by
+//! its origin's session and sequence number) and applies them in one
+//! store transaction, which also records the [`Marker`]: the last
+//! applied log ID, the membership, and the last batch applied from each
+//! origin. A crash leaves the database and the marker in agreement, so
+//! openraft replays the log from exactly the marker on.
+//!
+//! A command a store refuses (a DN that exists, a schema violation) is
+//! that command's result, the same on every node, since applying is
+//! deterministic. A failure of the transaction itself (a full disk, an
+//! I/O error) is not: it stops this node's state machine (openraft turns
+//! the error into a fatal stop) rather than be recorded as a result
+//! other nodes would not have.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::Arc;
+
+use futures_util::{Stream, StreamExt};
+use meridian_model::Schema;
+use meridian_store::replicated::decode_commands;
+use meridian_store::{Command, Store};
+use openraft::EntryPayload;
+use openraft::storage::EntryResponder;
+use openraft::storage::RaftStateMachine;
+use serde::{Deserialize, Serialize};
+
+use crate::pending::Pending;
+use crate::snapshot::{SnapshotBuilder, SnapshotFile, Snapshots};
+use crate::types::{LogId, Meridian, NodeId, StoredMembership};
+
+/// Most commands applied in one store transaction when a call brings
+/// many entries (a node catching up): bounds the transaction's memory.
+const MAX_COMMANDS_PER_TRANSACTION: usize = 8192;
+
+/// What the store records with each replicated transaction.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct Marker {
+    pub(crate) applied: Option<LogId>,
+    pub(crate) membership: StoredMembership,
+    /// Per origin node: the `(session, seq)` of its last batch applied.
+    pub(crate) origins: BTreeMap<NodeId, (u64, u64)>,
+}
+
+impl Marker {
+    pub(crate) fn decode(bytes: Option<&[u8]>) -> io::Result<Marker> {
+        match bytes {
+            None => Ok(Marker::default()),
+            Some(bytes) => postcard::from_bytes(bytes).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("the database's replication marker does not decode: {e}"),
+                )
+            }),
+        }
+    }
+
+    fn encode(&self) -> io::Result<Vec<u8>> {
+        postcard::to_stdvec(self).map_err(io::Error::other)
+    }
+
+    /// The session a node starting now takes: above any of its batches
+    /// applied so far.
+    pub(crate) fn next_session(&self, node: NodeId) -> u64 {
+        self.origins
+            .get(&node)
+            .map_or(1, |(session, _)| session.saturating_add(1))
+    }
+}
+
+/// The state machine over a store.
+pub struct StateMachine {
+    store: Store,
+    schema: Arc<Schema>,
+    me: NodeId,
+    marker: Marker,
+    pending: Arc<Pending>,
+    snapshots: Arc<Snapshots>,
+}
+
+/// Commands gathered for one transaction, and whom to answer after it.
+#[derive(Default)]
+struct Gathered {
+    commands: Vec<Command>,
+    /// Batches of this node: `(session, seq, first command, count)`.
+    ours: Vec<(u64, u64, usize, usize)>,
+    responders: Vec<openraft::storage::ApplyResponder<Meridian>>,
+    entries: usize,
+}
+
+impl StateMachine {
+    pub(crate) fn new(
+        store: Store,
+        me: NodeId,
+        marker: Marker,
+        pending: Arc<Pending>,
+        snapshots: Arc<Snapshots>,
+    ) -> StateMachine {
+        let schema = Arc::clone(store.schema());
+        StateMachine {
+            store,
+            schema,
+            me,
+            marker,
+            pending,
+            snapshots,
+        }
+    }
+
+    /// Adds one entry to `gathered`, and notes it in the marker.
+    fn gather(&mut self, entry: crate::types::Entry, gathered: &mut Gathered) -> io::Result<()> {
+        match entry.payload {
+            EntryPayload::Blank => {}
+            EntryPayload::Membership(membership) => {
+                self.marker.membership =
+                    StoredMembership::new(Some(entry.log_id), membership);
+            }
+            EntryPayload::Normal(batch) => {
+                let last = self.marker.origins.get(&batch.origin).copied();
+                let fresh = last.is_none_or(|last| (batch.session, batch.seq) > last);
+                if fresh {
+                    let commands = decode_commands(&batch.commands, &self.schema).map_err(|e| {
+                        io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!(
+                                "log entry {} holds commands that do not decode: {e}",
+                                entry.log_id
+                            ),
+                        )
+                    })?;
+                    if batch.origin == self.me {
+                        gathered.ours.push((
+                            batch.session,
+                            batch.seq,
+                            gathered.commands.len(),
+                            commands.len(),
+                        ));
+                    }
+                    gathered.commands.extend(commands);
+                    self.marker
+                        .origins
+                        .insert(batch.origin, (batch.session, batch.seq));
+                } else {
+                    tracing::debug!(%batch, "a batch applied before: skipped");
+                }
+            }
+        }
+        self.marker.applied = Some(entry.log_id);
+        gathered.entries += 1;
+        Ok(())
+    }
+
+    /// Applies what was gathered with the marker, then answers.
+    async fn flush(&mut self, gathered: Gathered) -> io::Result<()> {
+        if gathered.entries == 0 {
+            return Ok(());
+        }
+        let Gathered {
+            commands,
+            ours,
+            responders,
+            ..
+        } = gathered;
+        let marker = self.marker.encode()?;
+        let results = self
+            .store
+            .apply_replicated(commands, marker)
+            .await
+            .map_err(|e| {
+                tracing::error!(
+                    "applying committed log entries failed: {e}; this node stops applying"
+                );
+                io::Error::other(format!("applying committed log entries: {e}"))
+            })?;
+        for (session, seq, first, count) in ours {
+            let slice = results.get(first..first + count).unwrap_or_default();
+            self.pending.applied(session, seq, slice.iter().cloned());
+        }
+        for responder in responders {
+            responder.send(());
+        }
+        Ok(())
+    }
+}
+
+impl RaftStateMachine<Meridian> for StateMachine {
+    type SnapshotData = SnapshotFile;
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
+        Ok((self.marker.applied, self.marker.membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: Stream<Item = Result<EntryResponder<Meridian>, io::Error>> + Unpin + Send,
+    {
+        let mut gathered = Gathered::default();
+        while let Some(item) = entries.next().await {
+            let (entry, responder) = item?;
+            self.gather(entry, &mut gathered)?;
+            if let Some(responder) = responder {
+                gathered.responders.push(responder);
+            }
+            if gathered.commands.len() >= MAX_COMMANDS_PER_TRANSACTION {
+                let full = std::mem::take(&mut gathered);
+                self.flush(full).await?;
+            }
+        }
+        self.flush(gathered).await
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        SnapshotBuilder::new(self.store.clone(), Arc::clone(&self.snapshots))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &openraft::alias::SnapshotMetaOf<Meridian>,
+        snapshot: Self::SnapshotData,
+    ) -> Result<(), io::Error> {
+        let marker = self.snapshots.install(&self.store, meta, snapshot).await?;
+        self.marker = marker;
+        Ok(())
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<openraft::alias::SnapshotOf<Meridian, Self::SnapshotData>>, io::Error> {
+        self.snapshots.current()
+    }
+}

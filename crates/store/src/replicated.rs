@@ -1,0 +1,274 @@
+//! The store's side of replication: what clients submit is handed to
+//! the replication layer as [`Proposal`]s instead of the writer; the
+//! commands of committed log entries come back through
+//! [`Store::apply_replicated`], which applies them in one transaction
+//! with the layer's marker of what is applied (its applied log ID), so
+//! the database and the marker never disagree after a crash.
+//!
+//! A log entry carries commands in the journal's record encoding
+//! ([`encode_commands`]): the same bytes a journal would hold, so one
+//! decoder serves both and every node rebuilds the very commands the
+//! leader's node prepared.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError};
+
+use heed::types::Bytes;
+use heed::{CompactionOption, Database, Env, EnvFlags, EnvOpenOptions, PutFlags, WithoutTls};
+use meridian_model::Schema;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::journal::record;
+use crate::{Answer, Command, Effect, Inner, Job, ReplicatedJob, Store, StoreError, Work};
+
+/// The `meta` key of the replication layer's marker.
+pub(crate) const APPLIED_MARKER: &[u8] = b"replication_applied";
+
+/// What clients submitted to a replicated store, in submission order.
+pub struct Proposals(mpsc::Receiver<Work>);
+
+impl Proposals {
+    pub(crate) fn new(receiver: mpsc::Receiver<Work>) -> Proposals {
+        Proposals(receiver)
+    }
+
+    /// The next proposal; `None` once the store is closed.
+    pub async fn next(&mut self) -> Option<Proposal> {
+        loop {
+            if let Some(proposal) = Proposal::of(self.0.recv().await?) {
+                return Some(proposal);
+            }
+        }
+    }
+
+    /// A proposal already waiting, without waiting for one.
+    pub fn try_next(&mut self) -> Option<Proposal> {
+        loop {
+            if let Some(proposal) = Proposal::of(self.0.try_recv().ok()?) {
+                return Some(proposal);
+            }
+        }
+    }
+}
+
+/// One client's command, waiting for the log to order and apply it.
+pub struct Proposal(Job);
+
+impl Proposal {
+    /// A client's job; only those are sent to the proposal queue (any
+    /// other work is answered with an error, never dropped silently).
+    fn of(work: Work) -> Option<Proposal> {
+        let misrouted = || StoreError::internal("writer work reached the proposal queue");
+        match work {
+            Work::Client(job) => return Some(Proposal(job)),
+            Work::Replicated(job) => drop(job.reply.send(Err(misrouted()))),
+            Work::Install(job) => drop(job.reply.send(Err(misrouted()))),
+        }
+        None
+    }
+
+    /// The command the client submitted.
+    pub fn command(&self) -> &Command {
+        &self.0.command
+    }
+
+    /// Answers the client: the command's result where it was applied.
+    pub fn answer(self, result: Result<Effect, StoreError>) {
+        let Job { command, reply } = self.0;
+        // A client that went away does not need its answer.
+        let _ = reply.send(Answer {
+            result,
+            spent: command,
+        });
+    }
+}
+
+impl std::fmt::Debug for Proposal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Proposal").field(&self.0.command).finish()
+    }
+}
+
+/// Commands as a log entry carries them.
+pub fn encode_commands<'c>(
+    commands: impl ExactSizeIterator<Item = &'c Command>,
+    schema: &Schema,
+) -> Vec<u8> {
+    record::encode_commands(commands, schema)
+}
+
+/// The commands of a log entry; an error for bytes [`encode_commands`]
+/// did not make.
+pub fn decode_commands(bytes: &[u8], schema: &Schema) -> Result<Vec<Command>, StoreError> {
+    record::decode_commands(bytes, schema)
+}
+
+impl Store {
+    /// Applies committed commands in one transaction that also stores
+    /// `marker`; each command's result in order. `Err` when the
+    /// transaction could not be made at all (a full disk, an I/O error):
+    /// no command's result, and nothing of it is applied.
+    pub async fn apply_replicated(
+        &self,
+        commands: Vec<Command>,
+        marker: Vec<u8>,
+    ) -> Result<Vec<Result<Effect, StoreError>>, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.writer
+            .send(Work::Replicated(ReplicatedJob {
+                commands,
+                marker,
+                reply,
+            }))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// The marker the last replicated transaction stored.
+    pub fn replication_marker(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        let _map = self.inner.hold_map();
+        let rtxn = self.inner.env.read_txn()?;
+        Ok(self
+            .inner
+            .dbs
+            .meta
+            .get(&rtxn, APPLIED_MARKER)?
+            .map(<[u8]>::to_vec))
+    }
+}
+
+/// Replace the database with a copy ([`Store::install_copy`]).
+pub(crate) struct InstallJob {
+    path: PathBuf,
+    pub(crate) reply: oneshot::Sender<Result<Option<Vec<u8>>, StoreError>>,
+}
+
+impl Store {
+    /// Copies the database, compacted, to a new file at `path` (0600,
+    /// synced): a snapshot for a replica. Returns the marker the copy
+    /// holds, which says exactly what it contains (the copy is one read
+    /// transaction, the marker read from the copy itself).
+    pub fn copy_for_snapshot(&self, path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
+        {
+            // The copy is a read transaction: the map must not move under it.
+            let _no_resize = self.inner.hold_map();
+            let mut copy = crate::private::create_file(path)
+                .map_err(|e| StoreError::io("create", path.display(), &e))?;
+            self.inner
+                .env
+                .copy_to_file(&mut copy, CompactionOption::Enabled)?;
+            copy.sync_all()
+                .map_err(|e| StoreError::io("sync", path.display(), &e))?;
+        }
+        let (env, meta) = open_copy(path)?;
+        let rtxn = env.read_txn()?;
+        Ok(meta.get(&rtxn, APPLIED_MARKER)?.map(<[u8]>::to_vec))
+    }
+
+    /// Replaces every record of the database with those of the copy at
+    /// `path` ([`Store::copy_for_snapshot`] made it), in one transaction
+    /// of the writer: readers see the old database or the new one.
+    /// Returns the marker the copy holds.
+    pub async fn install_copy(&self, path: PathBuf) -> Result<Option<Vec<u8>>, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.writer
+            .send(Work::Install(InstallJob { path, reply }))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+/// Opens a database copy read-only: its environment and `meta` table.
+fn open_copy(path: &Path) -> Result<(Env<WithoutTls>, Database<Bytes, Bytes>), StoreError> {
+    let mut open = EnvOpenOptions::new().read_txn_without_tls();
+    open.max_dbs(8).map_size(
+        usize::try_from(
+            std::fs::metadata(path)
+                .map_err(|e| StoreError::io("read", path.display(), &e))?
+                .len(),
+        )
+        .unwrap_or(usize::MAX)
+        .max(1 << 20),
+    );
+    // SAFETY: the copy is a file of our own, written and synced before it
+    // is opened, opened once, read-only, and not changed while mapped.
+    #[allow(unsafe_code)]
+    let env = unsafe {
+        open.flags(EnvFlags::NO_SUB_DIR | EnvFlags::READ_ONLY | EnvFlags::NO_LOCK);
+        open.open(path)
+    }?;
+    let meta = {
+        let rtxn = env.read_txn()?;
+        env.open_database(&rtxn, Some("meta"))?.ok_or_else(|| {
+            StoreError::Config(format!("{} is not a Meridian database", path.display()))
+        })?
+    };
+    Ok((env, meta))
+}
+
+/// The writer's part of [`Store::install_copy`].
+pub(crate) fn install(inner: &Inner, job: InstallJob) {
+    let InstallJob { path, reply } = job;
+    let _ = reply.send(install_from(inner, &path));
+}
+
+fn install_from(inner: &Inner, path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
+    let (env, _) = open_copy(path)?;
+    let rtxn = env.read_txn()?;
+    let table = |name: &str| -> Result<Database<Bytes, Bytes>, StoreError> {
+        env.open_database(&rtxn, Some(name))?
+            .ok_or_else(|| StoreError::Config(format!("{} has no `{name}` table", path.display())))
+    };
+    let pairs = [
+        (table("meta")?, inner.dbs.meta),
+        (table("id2entry")?, inner.dbs.id2entry),
+        (table("dn2id")?, inner.dbs.dn2id),
+        (table("children")?, inner.dbs.children),
+        (table("index")?, inner.dbs.index),
+    ];
+    let marker = pairs
+        .first()
+        .map(|(meta, _)| meta.get(&rtxn, APPLIED_MARKER))
+        .transpose()?
+        .flatten()
+        .map(<[u8]>::to_vec);
+    loop {
+        let attempt = (|| -> Result<(), StoreError> {
+            let mut wtxn = inner.env.write_txn()?;
+            for (from, to) in &pairs {
+                to.clear(&mut wtxn)?;
+                for item in from.iter(&rtxn)? {
+                    let (key, value) = item?;
+                    // Keys come in order: appended, no page splits searched.
+                    to.put_with_flags(&mut wtxn, PutFlags::APPEND, key, value)?;
+                }
+            }
+            wtxn.commit()?;
+            Ok(())
+        })();
+        match attempt {
+            Ok(()) => break,
+            Err(StoreError::MapFull) => {
+                crate::writer::grow(inner).map_err(|e| crate::writer::settle_failure(inner, e))?
+            }
+            Err(e) => return Err(crate::writer::settle_failure(inner, e)),
+        }
+    }
+    inner
+        .commits
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let names = {
+        let live = inner.env.read_txn()?;
+        crate::names::NameTable::load(&live, &inner.dbs, &inner.schema)?
+    };
+    inner.publish_names(Arc::new(names));
+    inner
+        .dn_ids
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clear();
+    crate::settle_index_record(inner, true)?;
+    Ok(marker)
+}
