@@ -96,6 +96,8 @@ enum Command {
     Gen(bench::GenArgs),
     /// Measure an LDAP server (any server) with a scenario file.
     Bench(bench::BenchArgs),
+    /// Replication: `cluster local` starts a cluster on loopback.
+    Cluster(cluster::ClusterArgs),
 }
 
 fn main() -> ExitCode {
@@ -109,6 +111,7 @@ fn main() -> ExitCode {
         Command::Repair(args) => tools::repair(args),
         Command::Gen(args) => bench::generate(args),
         Command::Bench(args) => bench::run(args),
+        Command::Cluster(args) => cluster::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

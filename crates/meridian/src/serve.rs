@@ -210,6 +210,12 @@ async fn sweep_dynamic_entries(
 fn init_logging(level: &str) -> anyhow::Result<()> {
     let filter = match std::env::var("RUST_LOG") {
         Ok(env) if !env.is_empty() => tracing_subscriber::EnvFilter::try_new(env),
+        // openraft narrates every vote and heartbeat at info: its
+        // warnings and errors are what an operator needs, unless the
+        // level names it.
+        _ if !level.contains("openraft") => {
+            tracing_subscriber::EnvFilter::try_new(format!("{level},openraft=warn"))
+        }
         _ => tracing_subscriber::EnvFilter::try_new(level),
     }
     .with_context(|| format!("log.level: {level:?} is not a valid filter"))?;

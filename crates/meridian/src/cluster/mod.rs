@@ -1,4 +1,7 @@
-//! The binary's side of a cluster: `[cluster]` into a running node.
+//! The binary's side of a cluster: `[cluster]` into a running node, and
+//! the `meridian cluster` commands.
+
+mod local;
 
 use std::time::Duration;
 
@@ -40,4 +43,23 @@ pub(crate) async fn start_node(
     proposals: Proposals,
 ) -> anyhow::Result<ClusterNode> {
     Ok(ClusterNode::start(store, proposals, options(config)).await?)
+}
+
+/// `meridian cluster`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ClusterArgs {
+    #[command(subcommand)]
+    command: ClusterCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum ClusterCommand {
+    /// Start a cluster of `meridian serve` processes on loopback.
+    Local(local::LocalArgs),
+}
+
+pub(crate) fn run(args: ClusterArgs) -> anyhow::Result<()> {
+    match args.command {
+        ClusterCommand::Local(args) => local::run(args),
+    }
 }
