@@ -71,6 +71,9 @@ pub struct ClusterConfig {
     pub node_id: u64,
     /// `[[cluster.nodes]]`: every voting node, the same list on each.
     pub nodes: Vec<ClusterNodeConfig>,
+    /// `IP:PORT` this node listens on for peers, when it is not its
+    /// `peer` address in `nodes` (behind a proxy or a NAT); empty: that.
+    pub peer_listen: String,
     /// The secret every node proves to the others when it connects
     /// (keep the file 0600); required with `nodes`.
     pub secret: String,
@@ -153,6 +156,14 @@ impl ClusterConfig {
                 );
             }
         }
+        if !self.peer_listen.is_empty()
+            && let Err(e) = self.peer_listen.parse::<SocketAddr>()
+        {
+            return invalid(
+                "cluster.peer_listen",
+                format!("{:?} is not an IP:PORT address ({e})", self.peer_listen),
+            );
+        }
         if self.this_node().is_none() {
             return invalid(
                 "cluster.node_id",
@@ -195,6 +206,7 @@ impl Default for ClusterConfig {
         ClusterConfig {
             node_id: 0,
             nodes: Vec::new(),
+            peer_listen: String::new(),
             secret: String::new(),
             followers: "forward".into(),
             write_timeout_ms: 10_000,

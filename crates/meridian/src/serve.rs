@@ -165,7 +165,11 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             std::time::Duration::from_secs(config.directory.dynamic_sweep_secs),
             cluster.clone(),
         ));
-        let server = Server::start(bound, config, admin, directory)?;
+        let mut server = Server::start(bound, config, admin, directory)?;
+        if let Some(node) = &cluster {
+            server
+                .set_live_attributes(Arc::new(crate::cluster::StatusAttributes(Arc::clone(node))));
+        }
         let addr = server.local_addr()?;
         tracing::info!(%addr, suffix = %config.directory.suffix, "meridian listening");
         // Stable lines on stdout for scripts and tests started on port 0.

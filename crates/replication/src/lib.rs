@@ -85,6 +85,8 @@ pub struct Options {
     pub node_id: NodeId,
     /// Every voter, this node included.
     pub members: Vec<Member>,
+    /// Where this node listens for peers, if not its member `peer`.
+    pub peer_listen: Option<String>,
     /// The secret nodes prove to each other.
     pub secret: String,
     /// Followers answer writes with a referral to the leader.
@@ -132,6 +134,10 @@ pub struct Status {
     pub committed: u64,
     /// The last index in this node's log.
     pub last_log: u64,
+    /// The last index of the current snapshot.
+    pub snapshot: u64,
+    /// The last index purged from the log.
+    pub purged: u64,
     /// On the leader: each follower's last replicated index.
     pub replicated: Vec<(NodeId, u64)>,
 }
@@ -212,7 +218,7 @@ impl ClusterNode {
             snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_every.max(1)),
             // Kept behind a snapshot, so a follower a little behind
             // catches up from the log, not a whole snapshot.
-            max_in_snapshot_log_to_keep: 1000,
+            max_in_snapshot_log_to_keep: options.snapshot_every.clamp(1, 1000),
             max_payload_entries: 64,
             install_snapshot_timeout: 600_000,
             ..Default::default()
@@ -222,15 +228,27 @@ impl ClusterNode {
                 .validate()
                 .map_err(|e| ClusterError::Raft(e.to_string()))?,
         );
-        let link = Link::new(&options.secret, options.max_message);
-        let network = network::Network { link: link.clone() };
+        let link = Link::new(&options.secret, options.max_message, me);
+        // Peers are reached at the addresses of this node's config: the
+        // membership in the log names nodes by ID only, so each node may
+        // see the others through its own routes (a proxy in the tests).
+        let peers: Vec<(NodeId, String)> = options
+            .members
+            .iter()
+            .map(|m| (m.id, m.peer.clone()))
+            .collect();
+        let network = network::Network {
+            link: link.clone(),
+            peers: peers.clone(),
+        };
         let raft = Raft::new(me, config, network, log, state_machine)
             .await
             .map_err(|e| ClusterError::Raft(e.to_string()))?;
 
-        let listener = tokio::net::TcpListener::bind(&this.peer)
+        let listen = options.peer_listen.as_deref().unwrap_or(&this.peer);
+        let listener = tokio::net::TcpListener::bind(listen)
             .await
-            .map_err(io_error(format!("listening for peers on {}", this.peer)))?;
+            .map_err(io_error(format!("listening for peers on {listen}")))?;
         let mut tasks = Vec::new();
         let service = Arc::new(peer_server::PeerService {
             raft: raft.clone(),
@@ -285,7 +303,7 @@ impl ClusterNode {
             }),
         };
         tasks.push(tokio::spawn(proposer.run(proposals)));
-        tracing::info!(node = me, peer = %this.peer, session, "cluster node started");
+        tracing::info!(node = me, peer = %listen, session, "cluster node started");
         Ok(ClusterNode {
             raft,
             me,
@@ -333,6 +351,8 @@ impl ClusterNode {
             applied: metrics.last_applied.as_ref().map_or(0, |id| id.index),
             committed: metrics.local_committed.as_ref().map_or(0, |id| id.index),
             last_log: metrics.last_log_index.unwrap_or(0),
+            snapshot: metrics.snapshot.as_ref().map_or(0, |id| id.index),
+            purged: metrics.purged.as_ref().map_or(0, |id| id.index),
             replicated,
         }
     }

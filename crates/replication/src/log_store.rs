@@ -417,6 +417,7 @@ impl RaftLogStorage<Meridian> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
+        tracing::debug!(%log_id, "purging the raft log");
         let index = log_id.index;
         self.save_state(|state| state.purged = Some(log_id)).await?;
         let shared = Arc::clone(&self.shared);

@@ -26,13 +26,20 @@ const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
 /// Makes a [`PeerClient`] per target.
 pub(crate) struct Network {
     pub(crate) link: Link,
+    /// Where each node is reached from here (this node's config).
+    pub(crate) peers: Vec<(NodeId, String)>,
 }
 
 impl RaftNetworkFactory<Meridian> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
-        PeerClient::new(target, node.addr.clone(), self.link.clone())
+        let addr = self
+            .peers
+            .iter()
+            .find(|(id, _)| *id == target)
+            .map_or_else(|| node.addr.clone(), |(_, addr)| addr.clone());
+        PeerClient::new(target, addr, self.link.clone())
     }
 }
 
@@ -126,7 +133,7 @@ impl PeerClient {
             None => {
                 let stream = self
                     .link
-                    .connect(&self.addr, timeout)
+                    .connect(&self.addr, self.target, timeout)
                     .await
                     .map_err(CallError::Unreachable)?;
                 self.stream.insert(stream)

@@ -46,7 +46,7 @@ async fn serve_connection(mut stream: TcpStream, service: &PeerService) -> std::
     if !service.link.accept(&mut stream, HANDSHAKE_TIMEOUT).await? {
         tracing::warn!(
             from = ?stream.peer_addr().ok(),
-            "a peer connection did not prove the cluster secret: closed"
+            "a peer connection did not prove the cluster secret for this node: closed"
         );
         return Ok(());
     }

@@ -113,22 +113,34 @@ impl Proposer {
         let deadline = tokio::time::Instant::now() + self.write_timeout;
         let mut sent = false;
         loop {
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                break;
+            }
             let leader = self.raft.metrics().borrow_watched().current_leader;
-            let attempt = match leader {
-                None => Attempt::NoLeader,
-                Some(leader) if leader == self.me => self.append(&batch).await,
-                Some(leader) => self.forward(leader, &batch, forwarder).await,
+            // One attempt, cut short when the batch is applied here (a
+            // copy sent before may commit meanwhile) or time runs out.
+            let attempt = async {
+                match leader {
+                    None => Attempt::NoLeader,
+                    Some(leader) if leader == self.me => self.append(&batch).await,
+                    Some(leader) => self.forward(leader, &batch, forwarder).await,
+                }
+            };
+            let attempt = tokio::select! {
+                _ = &mut applied => return,
+                attempt = tokio::time::timeout_at(deadline.min(now + ATTEMPT), attempt) => {
+                    attempt.unwrap_or(Attempt::Unknown)
+                }
             };
             sent |= attempt.sent();
             let wait = match attempt {
                 Attempt::NoLeader | Attempt::Refused => NO_LEADER_PAUSE,
                 Attempt::Appended | Attempt::Unknown => ATTEMPT,
             };
-            let wait = wait.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
-            match tokio::time::timeout(wait, &mut applied).await {
-                Ok(_) => return,
-                Err(_) if tokio::time::Instant::now() >= deadline => break,
-                Err(_) => {}
+            let until = deadline.min(tokio::time::Instant::now() + wait);
+            if tokio::time::timeout_at(until, &mut applied).await.is_ok() {
+                return;
             }
         }
         let timeout = self.write_timeout;

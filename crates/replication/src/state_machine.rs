@@ -116,8 +116,7 @@ impl StateMachine {
         match entry.payload {
             EntryPayload::Blank => {}
             EntryPayload::Membership(membership) => {
-                self.marker.membership =
-                    StoredMembership::new(Some(entry.log_id), membership);
+                self.marker.membership = StoredMembership::new(Some(entry.log_id), membership);
             }
             EntryPayload::Normal(batch) => {
                 let last = self.marker.origins.get(&batch.origin).copied();

@@ -3,8 +3,11 @@
 //! A frame is a length (u32, big-endian) and that many bytes, at most
 //! `cluster.max_message_bytes`. A connection begins with the acceptor's
 //! challenge (32 random bytes) and the connector's proof of the cluster
-//! secret (SHA-256 of the challenge and the secret), so only nodes that
-//! know the secret are served; then requests and responses alternate.
+//! secret (SHA-256 of the challenge, the node it means to reach, and the
+//! secret), so only nodes that know the secret are served, and a
+//! connection that reached the wrong node (a stale address, a port
+//! reused) is refused rather than served as if it were the right one;
+//! then requests and responses alternate.
 
 use std::io;
 use std::time::Duration;
@@ -64,28 +67,37 @@ pub(crate) enum Forwarded {
 pub(crate) struct Link {
     secret: Vec<u8>,
     pub(crate) max_message: usize,
+    /// This node: what an accepted connection must be meant for.
+    me: NodeId,
 }
 
 const CHALLENGE: usize = 32;
 
 impl Link {
-    pub(crate) fn new(secret: &str, max_message: usize) -> Link {
+    pub(crate) fn new(secret: &str, max_message: usize, me: NodeId) -> Link {
         Link {
             secret: secret.as_bytes().to_vec(),
             max_message,
+            me,
         }
     }
 
-    fn proof(&self, challenge: &[u8]) -> [u8; 32] {
+    fn proof(&self, challenge: &[u8], target: NodeId) -> [u8; 32] {
         let mut hash = Sha256::new();
         hash.update(b"meridian peer v1\0");
         hash.update(challenge);
+        hash.update(target.to_be_bytes());
         hash.update(&self.secret);
         hash.finalize().into()
     }
 
-    /// The connector's side of the handshake.
-    pub(crate) async fn connect(&self, addr: &str, timeout: Duration) -> io::Result<TcpStream> {
+    /// The connector's side of the handshake, to node `target`.
+    pub(crate) async fn connect(
+        &self,
+        addr: &str,
+        target: NodeId,
+        timeout: Duration,
+    ) -> io::Result<TcpStream> {
         let mut stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connecting timed out"))??;
@@ -94,7 +106,7 @@ impl Link {
         tokio::time::timeout(timeout, stream.read_exact(&mut challenge))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "the peer sent no challenge"))??;
-        stream.write_all(&self.proof(&challenge)).await?;
+        stream.write_all(&self.proof(&challenge, target)).await?;
         let mut verdict = [0u8; 1];
         tokio::time::timeout(timeout, stream.read_exact(&mut verdict))
             .await
@@ -102,14 +114,16 @@ impl Link {
         if verdict != [1] {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
-                "the peer refused our cluster secret",
+                format!(
+                    "the peer at {addr} refused us: not node {target}, or another cluster secret"
+                ),
             ));
         }
         Ok(stream)
     }
 
     /// The acceptor's side: `Ok(false)` when the connector does not know
-    /// the secret (the connection is then closed).
+    /// the secret or means another node (the connection is then closed).
     pub(crate) async fn accept(
         &self,
         stream: &mut TcpStream,
@@ -122,7 +136,7 @@ impl Link {
         tokio::time::timeout(timeout, stream.read_exact(&mut proof))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no proof of the secret"))??;
-        let good = bool::from(self.proof(&challenge).ct_eq(&proof));
+        let good = bool::from(self.proof(&challenge, self.me).ct_eq(&proof));
         stream.write_all(&[u8::from(good)]).await?;
         Ok(good)
     }

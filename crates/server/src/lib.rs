@@ -35,6 +35,7 @@ use tokio::task::JoinSet;
 pub use admin::{AdminCredentials, AdminError, PASSWORD_ENV, PasswordSource, SECRET_FILE};
 pub use bind_guard::BindGuardSettings;
 pub use bound::Bound;
+pub use root_dse::LiveAttributes;
 pub use tls::TlsError;
 
 /// Everything a connection needs to know about the server, shared by all.
@@ -279,6 +280,19 @@ impl Server {
             max_connections_per_ip: s.max_connections_per_ip,
             shutdown_grace: Duration::from_secs(s.shutdown_grace_secs),
         })
+    }
+
+    /// Adds attributes that change while the server runs to the root
+    /// DSE (a cluster node's status). Call before [`Server::run`]; `false`
+    /// if the server was already shared (nothing is changed then).
+    pub fn set_live_attributes(&mut self, live: Arc<dyn LiveAttributes>) -> bool {
+        match Arc::get_mut(&mut self.ctx) {
+            Some(ctx) => {
+                ctx.published.set_live(live);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The address actually bound (useful with port 0).

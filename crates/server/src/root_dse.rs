@@ -20,11 +20,29 @@ const FEATURE_ALL_OPERATIONAL: &str = "1.3.6.1.4.1.4203.1.5.1";
 /// Absolute true and false filters `(&)` and `(|)` (RFC 4526).
 const FEATURE_TRUE_FALSE_FILTERS: &str = "1.3.6.1.4.1.4203.1.5.3";
 
+/// Root DSE attributes that change while the server runs (a cluster
+/// node's role, term and applied index), read at each root DSE search.
+pub trait LiveAttributes: Send + Sync {
+    /// The attributes now: names from the schema, values as text.
+    fn attributes(&self) -> Vec<(&'static str, Vec<String>)>;
+}
+
 /// The server's own entries, built once at start.
-#[derive(Debug)]
 pub(crate) struct PublishedEntries {
     root: Entry,
     subschema: Entry,
+    /// The root DSE's attributes, for a rebuild with live ones.
+    root_attrs: Vec<(&'static str, Vec<String>)>,
+    live: Option<std::sync::Arc<dyn LiveAttributes>>,
+}
+
+impl std::fmt::Debug for PublishedEntries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PublishedEntries")
+            .field("root", &self.root)
+            .field("live", &self.live.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl PublishedEntries {
@@ -65,7 +83,7 @@ impl PublishedEntries {
                 .collect()
         };
         let vendor_version = format!("Meridian {}", env!("CARGO_PKG_VERSION"));
-        let root_attrs: Vec<(&str, Vec<String>)> = vec![
+        let root_attrs: Vec<(&'static str, Vec<String>)> = vec![
             ("objectClass", vec!["top".into()]),
             ("namingContexts", suffixes.to_vec()),
             // RFC 2589: where dynamic entries may be created.
@@ -98,15 +116,39 @@ impl PublishedEntries {
         let mut sub_attrs = subschema_attributes(schema);
         sub_attrs.push(("subschemaSubentry", vec![SUBSCHEMA_DN.to_owned()]));
         let subschema = build(SUBSCHEMA_DN.as_bytes(), &sub_attrs, schema)?;
-        Ok(PublishedEntries { root, subschema })
+        Ok(PublishedEntries {
+            root,
+            subschema,
+            root_attrs,
+            live: None,
+        })
+    }
+
+    /// Adds `live` attributes to the root DSE.
+    pub(crate) fn set_live(&mut self, live: std::sync::Arc<dyn LiveAttributes>) {
+        self.live = Some(live);
     }
 
     /// The published entry at `base`, if the base names one.
-    pub(crate) fn lookup(&self, base: &Dn) -> Option<&Entry> {
+    pub(crate) fn lookup(&self, base: &Dn, schema: &Schema) -> Option<std::borrow::Cow<'_, Entry>> {
+        use std::borrow::Cow;
         if base.is_root() {
-            Some(&self.root)
+            let Some(live) = &self.live else {
+                return Some(Cow::Borrowed(&self.root));
+            };
+            let mut attrs = self.root_attrs.clone();
+            attrs.extend(live.attributes());
+            // A live value the schema refuses is a bug of ours: the
+            // root DSE is then served without the live attributes.
+            Some(build(b"", &attrs, schema).map_or_else(
+                |e| {
+                    tracing::error!("live root DSE attributes refused: {e}");
+                    Cow::Borrowed(&self.root)
+                },
+                Cow::Owned,
+            ))
         } else if base.same_entry(&self.subschema.dn) {
-            Some(&self.subschema)
+            Some(Cow::Borrowed(&self.subschema))
         } else {
             None
         }
@@ -177,7 +219,7 @@ mod tests {
         } else {
             Dn::parse(base.as_bytes(), &schema).unwrap()
         };
-        let Some(entry) = p.lookup(&base) else {
+        let Some(entry) = p.lookup(&base, &schema) else {
             return vec!["<none>".into()];
         };
         let ber = filter_str::parse(filter, 32).unwrap();
@@ -193,7 +235,7 @@ mod tests {
             filter: f,
             attributes: Seq::from_items(selection),
         };
-        p.search(entry, &request, &schema, 1, &mut buf);
+        p.search(&entry, &request, &schema, 1, &mut buf);
         if buf.is_empty() {
             return Vec::new();
         }

@@ -183,15 +183,7 @@ impl Store {
 /// Opens a database copy read-only: its environment and `meta` table.
 fn open_copy(path: &Path) -> Result<(Env<WithoutTls>, Database<Bytes, Bytes>), StoreError> {
     let mut open = EnvOpenOptions::new().read_txn_without_tls();
-    open.max_dbs(8).map_size(
-        usize::try_from(
-            std::fs::metadata(path)
-                .map_err(|e| StoreError::io("read", path.display(), &e))?
-                .len(),
-        )
-        .unwrap_or(usize::MAX)
-        .max(1 << 20),
-    );
+    open.max_dbs(8).map_size(1 << 40);
     // SAFETY: the copy is a file of our own, written and synced before it
     // is opened, opened once, read-only, and not changed while mapped.
     #[allow(unsafe_code)]
@@ -201,9 +193,13 @@ fn open_copy(path: &Path) -> Result<(Env<WithoutTls>, Database<Bytes, Bytes>), S
     }?;
     let meta = {
         let rtxn = env.read_txn()?;
-        env.open_database(&rtxn, Some("meta"))?.ok_or_else(|| {
+        let meta = env.open_database(&rtxn, Some("meta"))?.ok_or_else(|| {
             StoreError::Config(format!("{} is not a Meridian database", path.display()))
-        })?
+        })?;
+        // A table opened in a read transaction stays open for the
+        // environment only if that transaction commits.
+        rtxn.commit()?;
+        meta
     };
     Ok((env, meta))
 }

@@ -40,10 +40,24 @@ fn node_config(args: &LocalArgs, id: u16, secret: &str, dir: &Path) -> anyhow::R
     use std::fmt::Write as _;
     let ldap_port = |i: u16| args.base_port.checked_add(i - 1);
     let peer_port = |i: u16| args.base_port.checked_add(100 + i - 1);
-    let port_error = || anyhow::anyhow!("--base-port {} leaves no room for {} nodes", args.base_port, args.nodes);
+    let port_error = || {
+        anyhow::anyhow!(
+            "--base-port {} leaves no room for {} nodes",
+            args.base_port,
+            args.nodes
+        )
+    };
     let mut text = String::new();
-    writeln!(text, "# Made by `meridian cluster local`; node {id} of {}.", args.nodes)?;
-    writeln!(text, "[server]\nlisten = \"127.0.0.1:{}\"", ldap_port(id).ok_or_else(port_error)?)?;
+    writeln!(
+        text,
+        "# Made by `meridian cluster local`; node {id} of {}.",
+        args.nodes
+    )?;
+    writeln!(
+        text,
+        "[server]\nlisten = \"127.0.0.1:{}\"",
+        ldap_port(id).ok_or_else(port_error)?
+    )?;
     writeln!(text, "[directory]\nsuffix = {:?}", args.suffix)?;
     writeln!(text, "admin_dn = {:?}", format!("cn=admin,{}", args.suffix))?;
     writeln!(text, "data_dir = {:?}", dir.display().to_string())?;
@@ -64,12 +78,16 @@ fn secret(dir: &Path) -> anyhow::Result<String> {
     let path = dir.join("cluster.secret");
     match std::fs::read_to_string(&path) {
         Ok(text) if text.trim().len() >= 16 => return Ok(text.trim().to_owned()),
-        Ok(_) => anyhow::bail!("{} holds no usable secret (16 characters or more)", path.display()),
+        Ok(_) => anyhow::bail!(
+            "{} holds no usable secret (16 characters or more)",
+            path.display()
+        ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     }
     let mut bytes = [0u8; 24];
-    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness for the secret: {e}"))?;
+    getrandom::fill(&mut bytes)
+        .map_err(|e| anyhow::anyhow!("no randomness for the secret: {e}"))?;
     let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let mut file = meridian_store::private::create_file(&path)
         .with_context(|| format!("creating {}", path.display()))?;

@@ -24,6 +24,10 @@ pub(crate) fn options(config: &Config) -> Options {
                 ldap: node.ldap.clone(),
             })
             .collect(),
+        peer_listen: match c.peer_listen.as_str() {
+            "" => None,
+            listen => Some(listen.to_owned()),
+        },
         secret: c.secret.clone(),
         refer_writes: c.followers == "referral",
         write_timeout: Duration::from_millis(c.write_timeout_ms),
@@ -61,5 +65,45 @@ enum ClusterCommand {
 pub(crate) fn run(args: ClusterArgs) -> anyhow::Result<()> {
     match args.command {
         ClusterCommand::Local(args) => local::run(args),
+    }
+}
+
+/// A node's status in the root DSE.
+pub(crate) struct StatusAttributes(pub(crate) std::sync::Arc<ClusterNode>);
+
+impl meridian_server::LiveAttributes for StatusAttributes {
+    fn attributes(&self) -> Vec<(&'static str, Vec<String>)> {
+        let status = self.0.status();
+        let mut attrs = vec![
+            ("meridianClusterNodeId", vec![status.node_id.to_string()]),
+            ("meridianClusterRole", vec![status.role.to_owned()]),
+            ("meridianClusterTerm", vec![status.term.to_string()]),
+            ("meridianClusterApplied", vec![status.applied.to_string()]),
+            (
+                "meridianClusterCommitted",
+                vec![status.committed.to_string()],
+            ),
+            ("meridianClusterSnapshot", vec![status.snapshot.to_string()]),
+            ("meridianClusterPurged", vec![status.purged.to_string()]),
+        ];
+        if let Some(leader) = status.leader {
+            let url = status.leader_url.unwrap_or_default();
+            attrs.push(("meridianClusterLeader", vec![format!("{leader} {url}")]));
+        }
+        let replicas: Vec<String> = status
+            .replicated
+            .iter()
+            .filter(|(id, _)| *id != status.node_id)
+            .map(|(id, matched)| {
+                format!(
+                    "{id} matched={matched} lag={}",
+                    status.last_log.saturating_sub(*matched)
+                )
+            })
+            .collect();
+        if !replicas.is_empty() {
+            attrs.push(("meridianClusterReplica", replicas));
+        }
+        attrs
     }
 }

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use meridian_proto::{DecodeLimits, LdapMessage};
 
+pub mod cluster;
+
 pub const ADMIN_DN: &str = "cn=admin,dc=example,dc=com";
 pub const ADMIN_PASSWORD: &str = "test-secret";
 

@@ -23,9 +23,15 @@ impl Session {
             Ok(dn) => dn,
             Err(e) => return reply.result(search.base, e.code, e.message.as_bytes()),
         };
-        if let (Scope::Base, Some(entry)) = (search.scope, ctx.published.lookup(&base)) {
-            ctx.published
-                .search(entry, search, &ctx.schema, reply.id, &mut reply.batch.bytes);
+        if let (Scope::Base, Some(entry)) = (search.scope, ctx.published.lookup(&base, &ctx.schema))
+        {
+            ctx.published.search(
+                &entry,
+                search,
+                &ctx.schema,
+                reply.id,
+                &mut reply.batch.bytes,
+            );
             return reply.result(b"", ResultCode::SUCCESS, b"");
         }
         let page = match paged_request(controls) {

@@ -1,0 +1,526 @@
+//! A cluster of real `meridian serve` processes on loopback, each link
+//! between two nodes through a TCP proxy of our own that can delay, cut
+//! (one direction of connection, or both) and heal it. Our kernels have
+//! no `tc netem`, and a proxy needs no root.
+//!
+//! Node `i` reaches node `j` at the proxy of link `i -> j`, which
+//! forwards to `j`'s peer listener; cutting `i -> j` breaks every
+//! connection `i` opened to `j` and refuses new ones, so `i`'s requests
+//! (appends, votes, forwarded writes) to `j` fail while `j`'s to `i` go on.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use meridian_ber::{Tag, Writer};
+use meridian_proto::{DecodeLimits, LdapMessage, ProtocolOp};
+
+use super::{ADMIN_DN, ADMIN_PASSWORD, Client, temp_dir};
+
+/// A port free now, below the kernel's ephemeral range (32768 and up)
+/// so that no socket bound to port 0 (the proxies, clients) takes it
+/// before the node does, and never handed out twice by this process.
+pub fn free_port() -> u16 {
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap();
+    let seed = std::process::id() as usize * 7919;
+    for i in 0..12_000usize {
+        let port = 20_000 + ((seed + i * 7) % 12_000) as u16;
+        if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.push(port);
+            return port;
+        }
+    }
+    panic!("no free port below 32000");
+}
+
+/// One directed link's proxy.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    cut: Arc<AtomicBool>,
+    delay_ms: Arc<AtomicU64>,
+    /// Open connections (both halves), closed by a cut.
+    open: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    pub fn start(target: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cut = Arc::new(AtomicBool::new(false));
+        let delay_ms = Arc::new(AtomicU64::new(0));
+        let open = Arc::new(Mutex::new(Vec::new()));
+        let (c, d, o) = (Arc::clone(&cut), Arc::clone(&delay_ms), Arc::clone(&open));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if c.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(target) else {
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                {
+                    let mut open = o.lock().unwrap();
+                    open.retain(|s: &TcpStream| s.peer_addr().is_ok());
+                    open.push(client.try_clone().unwrap());
+                    open.push(server.try_clone().unwrap());
+                }
+                for (from, to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let (c, d) = (Arc::clone(&c), Arc::clone(&d));
+                    std::thread::spawn(move || pump(from, to, &c, &d));
+                }
+            }
+        });
+        Proxy {
+            addr,
+            cut,
+            delay_ms,
+            open,
+        }
+    }
+
+    /// Breaks every connection through the link and refuses new ones.
+    pub fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        for stream in self.open.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+
+    pub fn heal(&self) {
+        self.cut.store(false, Ordering::SeqCst);
+    }
+
+    pub fn delay(&self, ms: u64) {
+        self.delay_ms.store(ms, Ordering::SeqCst);
+    }
+}
+
+fn pump(mut from: TcpStream, mut to: TcpStream, cut: &AtomicBool, delay_ms: &AtomicU64) {
+    let mut buf = [0u8; 65536];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let delay = delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            std::thread::sleep(Duration::from_millis(delay));
+        }
+        if cut.load(Ordering::SeqCst) || to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
+}
+
+/// One node: its config, process and addresses.
+pub struct Node {
+    pub id: usize,
+    pub ldap: SocketAddr,
+    pub dir: PathBuf,
+    config: PathBuf,
+    child: Option<Child>,
+}
+
+impl Node {
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("node running").id()
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+}
+
+/// A cluster and the proxies of its links.
+pub struct Cluster {
+    pub nodes: Vec<Node>,
+    /// `(from, to)` (1-based IDs) to the proxy of that link.
+    pub links: BTreeMap<(usize, usize), Proxy>,
+    pub root: PathBuf,
+}
+
+/// Extra `[cluster]` keys every node gets (e.g. a short write timeout).
+pub const SECRET: &str = "a-test-cluster-secret";
+
+impl Cluster {
+    /// Starts `n` nodes; `extra` is appended to each node's `[cluster]`.
+    pub fn start(n: usize, extra: &str) -> Cluster {
+        let root = temp_dir("cluster");
+        let ldap: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let peer: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let mut links = BTreeMap::new();
+        for from in 1..=n {
+            for to in 1..=n {
+                if from != to {
+                    let target: SocketAddr = format!("127.0.0.1:{}", peer[to - 1]).parse().unwrap();
+                    links.insert((from, to), Proxy::start(target));
+                }
+            }
+        }
+        let mut nodes = Vec::new();
+        for id in 1..=n {
+            let dir = root.join(format!("node{id}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut config = format!(
+                "[server]\nlisten = \"127.0.0.1:{}\"\n[directory]\ndata_dir = {:?}\n[cluster]\nnode_id = {id}\nsecret = {SECRET:?}\npeer_listen = \"127.0.0.1:{}\"\n{extra}\n",
+                ldap[id - 1],
+                dir.display().to_string(),
+                peer[id - 1]
+            );
+            for other in 1..=n {
+                // This node sees the others through its links' proxies;
+                // its own entry is its real address.
+                let reach = if other == id {
+                    format!("127.0.0.1:{}", peer[id - 1])
+                } else {
+                    links[&(id, other)].addr.to_string()
+                };
+                config.push_str(&format!(
+                    "[[cluster.nodes]]\nid = {other}\npeer = \"{reach}\"\nldap = \"ldap://127.0.0.1:{}\"\n",
+                    ldap[other - 1]
+                ));
+            }
+            let path = dir.join("config.toml");
+            std::fs::write(&path, config).unwrap();
+            nodes.push(Node {
+                id,
+                ldap: format!("127.0.0.1:{}", ldap[id - 1]).parse().unwrap(),
+                dir,
+                config: path,
+                child: None,
+            });
+        }
+        let mut cluster = Cluster { nodes, links, root };
+        for id in 1..=n {
+            cluster.start_node(id);
+        }
+        cluster
+    }
+
+    pub fn node(&self, id: usize) -> &Node {
+        &self.nodes[id - 1]
+    }
+
+    /// Starts (or restarts) node `id` and waits until it listens.
+    pub fn start_node(&mut self, id: usize) {
+        let node = &mut self.nodes[id - 1];
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(node.dir.join("serve.log"))
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_meridian"))
+            .args(["serve", "--config"])
+            .arg(&node.config)
+            .env("MERIDIAN_ADMIN_PASSWORD", ADMIN_PASSWORD)
+            .env("RUST_LOG", "warn,meridian_replication=info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        node.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(node.ldap).is_err() {
+            assert!(Instant::now() < deadline, "node {id} did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL to node `id`.
+    pub fn kill(&mut self, id: usize) {
+        if let Some(mut child) = self.nodes[id - 1].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Cuts every link to and from `id`.
+    pub fn isolate(&self, id: usize) {
+        for ((from, to), proxy) in &self.links {
+            if *from == id || *to == id {
+                proxy.cut();
+            }
+        }
+    }
+
+    pub fn heal_all(&self) {
+        for proxy in self.links.values() {
+            proxy.heal();
+        }
+    }
+
+    /// The node that says it leads, asked over LDAP (the root DSE's
+    /// `meridianClusterRole`), once exactly one running node does.
+    pub fn leader(&mut self, within: Duration) -> usize {
+        let deadline = Instant::now() + within;
+        loop {
+            let leaders: Vec<usize> = self
+                .running()
+                .into_iter()
+                .filter(|id| cluster_role(self.nodes[id - 1].ldap).as_deref() == Some("leader"))
+                .collect();
+            if let [one] = leaders.as_slice() {
+                return *one;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no single leader within {within:?}: {leaders:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The IDs of the nodes running now.
+    pub fn running(&mut self) -> Vec<usize> {
+        self.nodes
+            .iter_mut()
+            .filter_map(|node| node.is_running().then_some(node.id))
+            .collect()
+    }
+
+    /// Every running node's entries, as sorted LDIF text of every
+    /// attribute (user and operational): equal text, equal replicas.
+    pub fn dumps(&mut self) -> Vec<(usize, String)> {
+        self.running()
+            .into_iter()
+            .map(|id| (id, dump(self.nodes[id - 1].ldap)))
+            .collect()
+    }
+
+    /// Waits until every running node holds the same entries.
+    pub fn await_identical(&mut self, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let dumps = self.dumps();
+            if dumps.windows(2).all(|w| w[0].1 == w[1].1) {
+                return dumps.into_iter().next().map(|(_, d)| d).unwrap_or_default();
+            }
+            if Instant::now() >= deadline {
+                for (id, d) in &dumps {
+                    eprintln!("--- node {id}: {} lines", d.lines().count());
+                }
+                panic!("replicas differ after {within:?}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for id in 1..=self.nodes.len() {
+            self.kill(id);
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.root);
+        } else {
+            eprintln!("cluster files kept in {}", self.root.display());
+        }
+    }
+}
+
+/// The root DSE's `meridianClusterRole`, if the node answers.
+pub fn cluster_role(addr: SocketAddr) -> Option<String> {
+    root_dse_value(addr, "meridianClusterRole")
+}
+
+/// One value of the root DSE, if the node answers and has it.
+pub fn root_dse_value(addr: SocketAddr, attribute: &str) -> Option<String> {
+    let out = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "nettimeout=2", "-H"])
+        .arg(format!("ldap://{addr}"))
+        .args(["-b", "", "-s", "base", attribute])
+        .output()
+        .ok()?;
+    let prefix = format!("{attribute}: ");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(str::to_owned)
+}
+
+/// Every entry under the suffix with all attributes, sorted.
+pub fn dump(addr: SocketAddr) -> String {
+    let out = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+        .arg(format!("ldap://{addr}"))
+        .args([
+            "-D",
+            ADMIN_DN,
+            "-w",
+            ADMIN_PASSWORD,
+            "-b",
+            "dc=example,dc=com",
+            "-z",
+            "0",
+        ])
+        .args(["*", "+"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut entries: Vec<String> = text
+        .split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let mut lines: Vec<&str> = e.lines().collect();
+            lines.sort_unstable();
+            lines.join("\n")
+        })
+        .collect();
+    entries.sort_unstable();
+    entries.join("\n\n")
+}
+
+/// The outcome of one write as a client saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// A result code other than success.
+    Refused(i64, String),
+    /// No answer: the connection broke or timed out.
+    Unknown,
+}
+
+/// A client connection that sends one write at a time and waits.
+pub struct Writer1 {
+    client: Option<Client>,
+    addr: SocketAddr,
+    next_id: i32,
+}
+
+impl Writer1 {
+    pub fn new(addr: SocketAddr) -> Writer1 {
+        Writer1 {
+            client: None,
+            addr,
+            next_id: 2,
+        }
+    }
+
+    fn connected(&mut self) -> Option<&mut Client> {
+        if self.client.is_none() {
+            let stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2)).ok()?;
+            stream
+                .set_read_timeout(Some(Duration::from_secs(30)))
+                .ok()?;
+            let mut client = Client::from_stream(stream);
+            let mut bytes = Vec::new();
+            meridian_proto::message::encode_simple_bind(
+                &mut bytes,
+                1,
+                ADMIN_DN.as_bytes(),
+                ADMIN_PASSWORD.as_bytes(),
+            );
+            client.stream.write_all(&bytes).ok()?;
+            let pdu = client.read_pdu()?;
+            let ok = matches!(
+                LdapMessage::decode(&pdu, &DecodeLimits::default()).ok()?.op,
+                ProtocolOp::BindResponse(r) if r.result.code.0 == 0
+            );
+            if !ok {
+                return None;
+            }
+            self.client = Some(client);
+            self.next_id = 2;
+        }
+        self.client.as_mut()
+    }
+
+    /// Sends one request (made by `encode` with the message ID) and
+    /// waits for its result.
+    fn call(&mut self, encode: impl FnOnce(&mut Vec<u8>, i32)) -> Outcome {
+        let id = self.next_id;
+        self.next_id += 1;
+        let Some(client) = self.connected() else {
+            return Outcome::Unknown;
+        };
+        let mut bytes = Vec::new();
+        encode(&mut bytes, id);
+        if client.stream.write_all(&bytes).is_err() {
+            self.client = None;
+            return Outcome::Unknown;
+        }
+        let pdu = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| client.read_pdu()))
+            .ok()
+            .flatten();
+        let Some(pdu) = pdu else {
+            self.client = None;
+            return Outcome::Unknown;
+        };
+        let Ok(message) = LdapMessage::decode(&pdu, &DecodeLimits::default()) else {
+            self.client = None;
+            return Outcome::Unknown;
+        };
+        let result = match &message.op {
+            ProtocolOp::ModifyResponse(r) | ProtocolOp::AddResponse(r) => r,
+            _ => {
+                self.client = None;
+                return Outcome::Unknown;
+            }
+        };
+        match result.code.0 {
+            0 => Outcome::Ok,
+            code => Outcome::Refused(
+                i64::from(code),
+                String::from_utf8_lossy(result.message).into_owned(),
+            ),
+        }
+    }
+
+    /// Replaces `attribute` of `dn` with `value`.
+    pub fn replace(&mut self, dn: &str, attribute: &str, value: &str) -> Outcome {
+        self.call(|bytes, id| encode_replace(bytes, id, dn, attribute, value))
+    }
+
+    /// Adds an `account` entry `uid=<uid>,<parent>`.
+    pub fn add_account(&mut self, parent: &str, uid: &str) -> Outcome {
+        self.call(|bytes, id| {
+            meridian_testing::slapd::encode_add(
+                bytes,
+                id,
+                &format!("uid={uid},{parent}"),
+                &[("objectClass", &["account"]), ("uid", &[uid])],
+            );
+        })
+    }
+}
+
+/// A ModifyRequest replacing one attribute with one value.
+pub fn encode_replace(bytes: &mut Vec<u8>, id: i32, dn: &str, attribute: &str, value: &str) {
+    let mut w = Writer::new(bytes);
+    let message = w.start(Tag::SEQUENCE);
+    w.integer(Tag::INTEGER, i64::from(id));
+    let request = w.start(Tag::application(6, true));
+    w.octets(Tag::OCTET_STRING, dn.as_bytes());
+    let changes = w.start(Tag::SEQUENCE);
+    let change = w.start(Tag::SEQUENCE);
+    w.integer(Tag::ENUMERATED, 2);
+    let modification = w.start(Tag::SEQUENCE);
+    w.octets(Tag::OCTET_STRING, attribute.as_bytes());
+    let values = w.start(Tag::SET);
+    w.octets(Tag::OCTET_STRING, value.as_bytes());
+    w.end(values);
+    w.end(modification);
+    w.end(change);
+    w.end(changes);
+    w.end(request);
+    w.end(message);
+}

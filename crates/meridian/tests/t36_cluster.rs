@@ -1,0 +1,392 @@
+//! Replication with real processes and real faults: three `meridian
+//! serve` nodes on loopback, every link through our TCP proxy
+//! (`support/cluster.rs`). Clients write at every node and record each
+//! answer; after the faults heal and the cluster is quiet, every
+//! acknowledged write is there, each DN's value is one its writer could
+//! have left, and every node holds the same entries (all attributes,
+//! operational ones included: entryUUID, entryCSN, timestamps).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::disallowed_methods
+)]
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use support::cluster::{Cluster, Outcome, Writer1};
+use support::*;
+
+const BASE: &str = "dn: dc=example,dc=com
+objectClass: dcObject
+objectClass: organization
+dc: example
+o: Example
+
+dn: ou=people,dc=example,dc=com
+objectClass: organizationalUnit
+ou: people
+";
+
+const PEOPLE: &str = "ou=people,dc=example,dc=com";
+
+fn admin_at(url: &str, tool: &str, extra: &[&str], stdin: Option<&str>) -> (i32, String) {
+    tool_at(
+        url,
+        tool,
+        &["-D", ADMIN_DN, "-w", ADMIN_PASSWORD],
+        extra,
+        stdin,
+    )
+}
+
+fn url(cluster: &Cluster, id: usize) -> String {
+    format!("ldap://{}", cluster.node(id).ldap)
+}
+
+/// What one writer did: its adds and its replaces of its own entry's
+/// description, in order, with their outcomes.
+struct Record {
+    node: usize,
+    adds: Vec<(String, Outcome)>,
+    replaces: Vec<(String, Outcome)>,
+}
+
+/// A writer at `node`: adds `uid=w<node>-<n>` and, after each add,
+/// replaces the description of `uid=own<node>` with a unique value,
+/// until `stop`.
+fn writer(cluster_ldap: std::net::SocketAddr, node: usize, stop: Arc<AtomicBool>) -> Record {
+    let mut w = Writer1::new(cluster_ldap);
+    let mut record = Record {
+        node,
+        adds: Vec::new(),
+        replaces: Vec::new(),
+    };
+    let own = format!("uid=own{node},{PEOPLE}");
+    for n in 0.. {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let uid = format!("w{node}-{n}");
+        let outcome = w.add_account(PEOPLE, &uid);
+        if outcome == Outcome::Unknown {
+            // The node is down: try again shortly, without spinning.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        record.adds.push((uid, outcome));
+        let value = format!("v{node}-{n}");
+        let outcome = w.replace(&own, "description", &value);
+        record.replaces.push((value, outcome));
+    }
+    record
+}
+
+/// The outcomes a fault may give a write: success, `unavailable` (52)
+/// after the write timeout, or no answer (the node died). Anything else
+/// is a failure of the system.
+fn assert_allowed(what: &str, outcome: &Outcome) {
+    match outcome {
+        Outcome::Ok | Outcome::Unknown => {}
+        Outcome::Refused(52, _) => {}
+        Outcome::Refused(code, message) => panic!("{what}: refused with {code}: {message}"),
+    }
+}
+
+/// Checks every record against the final state read at `at`.
+fn check_records(cluster: &Cluster, at: usize, records: &[Record]) {
+    let url = url(cluster, at);
+    let (code, listing) = admin_at(
+        &url,
+        "ldapsearch",
+        &[
+            "-LLL",
+            "-b",
+            PEOPLE,
+            "-s",
+            "one",
+            "(objectClass=account)",
+            "uid",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{listing}");
+    let present: std::collections::BTreeSet<&str> = listing
+        .lines()
+        .filter_map(|l| l.strip_prefix("uid: "))
+        .collect();
+    for record in records {
+        let mut acknowledged = 0;
+        for (uid, outcome) in &record.adds {
+            assert_allowed(uid, outcome);
+            if *outcome == Outcome::Ok {
+                acknowledged += 1;
+                assert!(
+                    present.contains(uid.as_str()),
+                    "acknowledged add of {uid} lost"
+                );
+            }
+            // A write the cluster said it did not apply is not there.
+            if let Outcome::Refused(52, message) = outcome
+                && message.contains("was not applied")
+            {
+                assert!(
+                    !present.contains(uid.as_str()),
+                    "{uid} applied after {message}"
+                );
+            }
+        }
+        assert!(
+            acknowledged > 0,
+            "node {}'s writer got no write through",
+            record.node
+        );
+        // One writer per DN, one write at a time: the final value is the
+        // last acknowledged one or one tried after it without an answer.
+        let own = format!("uid=own{},{PEOPLE}", record.node);
+        let (code, text) = admin_at(
+            &url,
+            "ldapsearch",
+            &["-LLL", "-b", &own, "-s", "base", "description"],
+            None,
+        );
+        assert_eq!(code, 0, "{text}");
+        let value = text
+            .lines()
+            .find_map(|l| l.strip_prefix("description: "))
+            .unwrap_or("");
+        let last_ok = record
+            .replaces
+            .iter()
+            .rposition(|(_, o)| *o == Outcome::Ok)
+            .expect("some replace acknowledged");
+        let allowed: Vec<&str> = record.replaces[last_ok..]
+            .iter()
+            .enumerate()
+            .filter(|(i, (_, o))| *i == 0 || *o != Outcome::Ok)
+            .map(|(_, (v, _))| v.as_str())
+            .collect();
+        assert!(
+            allowed.contains(&value),
+            "node {}'s entry holds {value:?}; allowed: the last acknowledged {:?} or a later unanswered one",
+            record.node,
+            record.replaces[last_ok].0
+        );
+    }
+}
+
+fn setup_base(cluster: &Cluster, at: usize) {
+    let url = url(cluster, at);
+    let (code, out) = admin_at(&url, "ldapadd", &[], Some(BASE));
+    assert_eq!(code, 0, "{out}");
+    let own: String = (1..=cluster.nodes.len())
+        .map(|n| format!("dn: uid=own{n},{PEOPLE}\nobjectClass: account\nuid: own{n}\n\n"))
+        .collect();
+    let (code, out) = admin_at(&url, "ldapadd", &[], Some(&own));
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn writes_at_any_node_are_replicated_and_read_back_where_written() {
+    let mut cluster = Cluster::start(3, "");
+    let leader = cluster.leader(Duration::from_secs(20));
+    let follower = if leader == 1 { 2 } else { 1 };
+    // The base is added at a follower: forwarded, and answered once
+    // applied there.
+    setup_base(&cluster, follower);
+    for id in 1..=3 {
+        let url = url(&cluster, id);
+        let change = format!(
+            "dn: uid=own1,{PEOPLE}\nchangetype: modify\nreplace: description\ndescription: from node {id}\n"
+        );
+        let (code, out) = admin_at(&url, "ldapmodify", &[], Some(&change));
+        assert_eq!(code, 0, "ldapmodify at node {id}: {out}");
+        // Read back on the node written to: never older than the write.
+        let (code, out) = admin_at(
+            &url,
+            "ldapsearch",
+            &[
+                "-LLL",
+                "-b",
+                &format!("uid=own1,{PEOPLE}"),
+                "-s",
+                "base",
+                "description",
+                "entryCSN",
+            ],
+            None,
+        );
+        assert_eq!(code, 0, "{out}");
+        assert!(
+            out.contains(&format!("description: from node {id}")),
+            "node {id}: {out}"
+        );
+        // entryCSN carries the node the client wrote to.
+        assert!(
+            out.contains(&format!("#{id:03x}#")),
+            "node {id}'s CSN: {out}"
+        );
+    }
+    // The same DN added at two nodes at once: exactly one succeeds.
+    let entry = format!("dn: uid=twice,{PEOPLE}\nobjectClass: account\nuid: twice\n");
+    let (a, b) = std::thread::scope(|s| {
+        let (e1, e2) = (entry.clone(), entry.clone());
+        let (u1, u2) = (url(&cluster, 1), url(&cluster, 2));
+        let a = s.spawn(move || admin_at(&u1, "ldapadd", &[], Some(&e1)));
+        let b = s.spawn(move || admin_at(&u2, "ldapadd", &[], Some(&e2)));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let codes = [a.0, b.0];
+    assert!(
+        codes.contains(&0) && codes.contains(&68),
+        "one add succeeds, one finds it exists: {a:?} {b:?}"
+    );
+    let dump = cluster.await_identical(Duration::from_secs(20));
+    assert!(dump.contains("uid=twice"));
+    assert!(
+        dump.contains("entryUUID"),
+        "operational attributes compared too"
+    );
+}
+
+#[test]
+fn a_leader_killed_mid_load_loses_no_acknowledged_write() {
+    let mut cluster = Cluster::start(3, "write_timeout_ms = 4000");
+    let leader = cluster.leader(Duration::from_secs(20));
+    setup_base(&cluster, leader);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (1..=3)
+        .map(|node| {
+            let addr = cluster.node(node).ldap;
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || writer(addr, node, stop))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    cluster.kill(leader);
+    let killed_at = Instant::now();
+    // The survivors elect a leader and take writes again.
+    let next = cluster.leader(Duration::from_secs(20));
+    assert_ne!(next, leader);
+    eprintln!("new leader {next} after {:?}", killed_at.elapsed());
+    std::thread::sleep(Duration::from_millis(2000));
+    cluster.start_node(leader);
+    std::thread::sleep(Duration::from_millis(1500));
+    stop.store(true, Ordering::SeqCst);
+    let records: Vec<Record> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    for r in &records {
+        let count = |o: &dyn Fn(&Outcome) -> bool| r.adds.iter().filter(|(_, x)| o(x)).count();
+        eprintln!(
+            "writer at node {}: {} adds acknowledged, {} unavailable, {} unanswered",
+            r.node,
+            count(&|o| *o == Outcome::Ok),
+            count(&|o| matches!(o, Outcome::Refused(52, _))),
+            count(&|o| *o == Outcome::Unknown)
+        );
+    }
+    // The restarted node serves writes again.
+    let killed = &records[leader - 1].adds;
+    let first_lost = killed.iter().position(|(_, o)| *o != Outcome::Ok).unwrap();
+    assert!(
+        killed[first_lost..].iter().any(|(_, o)| *o == Outcome::Ok),
+        "the restarted node {leader} took no write"
+    );
+    cluster.await_identical(Duration::from_secs(30));
+    for node in 1..=3 {
+        check_records(&cluster, node, &records);
+    }
+}
+
+#[test]
+fn an_isolated_leader_cannot_write_and_the_majority_can() {
+    let mut cluster = Cluster::start(3, "write_timeout_ms = 2000");
+    let old = cluster.leader(Duration::from_secs(20));
+    setup_base(&cluster, old);
+    cluster.await_identical(Duration::from_secs(20));
+    cluster.isolate(old);
+    // A write at the isolated leader cannot reach a majority: after the
+    // write timeout it is refused with unavailable, never acknowledged.
+    let mut at_old = Writer1::new(cluster.node(old).ldap);
+    let outcome = at_old.replace(&format!("uid=own1,{PEOPLE}"), "description", "minority");
+    assert!(
+        matches!(&outcome, Outcome::Refused(52, _)),
+        "a write at an isolated leader: {outcome:?}"
+    );
+    // The other two elect a leader of their own and take writes.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let majority: Vec<usize> = (1..=3).filter(|id| *id != old).collect();
+    let mut at_majority = Writer1::new(cluster.node(majority[0]).ldap);
+    loop {
+        match at_majority.replace(&format!("uid=own1,{PEOPLE}"), "description", "majority") {
+            Outcome::Ok => break,
+            other => {
+                assert!(
+                    Instant::now() < deadline,
+                    "the majority never took a write: {other:?}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    cluster.heal_all();
+    let dump = cluster.await_identical(Duration::from_secs(30));
+    assert!(dump.contains("description: majority"), "{dump}");
+    assert!(!dump.contains("description: minority"));
+}
+
+#[test]
+fn a_node_that_lost_its_disk_is_rebuilt_from_a_snapshot() {
+    // Snapshots every 20 entries, and the log behind them purged: a node
+    // whose data is gone can only come back from a snapshot.
+    let mut cluster = Cluster::start(3, "snapshot_every_entries = 20");
+    let leader = cluster.leader(Duration::from_secs(20));
+    setup_base(&cluster, leader);
+    let mut w = Writer1::new(cluster.node(leader).ldap);
+    // Writes until the leader has purged its log (a purge waits for a
+    // moment when no replication stream reads the entries).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut n = 0;
+    loop {
+        assert_eq!(w.add_account(PEOPLE, &format!("s{n}")), Outcome::Ok);
+        n += 1;
+        if n % 25 == 0 {
+            let purged: u64 = support::cluster::root_dse_value(
+                cluster.node(leader).ldap,
+                "meridianClusterPurged",
+            )
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+            if purged >= 50 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the leader never purged its log (purged {purged})"
+            );
+        }
+    }
+    let lost = if leader == 3 { 2 } else { 3 };
+    cluster.kill(lost);
+    let dir = cluster.node(lost).dir.clone();
+    for item in std::fs::read_dir(&dir).unwrap() {
+        let path = item.unwrap().path();
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).unwrap();
+        }
+    }
+    cluster.start_node(lost);
+    // Written while it rebuilds, too.
+    assert_eq!(w.add_account(PEOPLE, "after"), Outcome::Ok);
+    let dump = cluster.await_identical(Duration::from_secs(30));
+    assert!(dump.contains(&format!("uid=s{},", n - 1)) && dump.contains("uid=after,"));
+    let log = std::fs::read_to_string(dir.join("serve.log")).unwrap();
+    assert!(
+        log.contains("snapshot installed"),
+        "node {lost} came back without a snapshot:\n{log}"
+    );
+}

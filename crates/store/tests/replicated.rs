@@ -1,0 +1,134 @@
+//! The store's side of replication: committed commands applied with a
+//! marker in one transaction, a snapshot copy that says by its marker
+//! what it holds, and its installation over another store's contents.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use meridian_config::StorageConfig;
+use meridian_model::Schema;
+use meridian_model::dn::Dn;
+use meridian_store::replicated::{decode_commands, encode_commands};
+use meridian_store::{Command, Store, StoreError, StoreOptions};
+
+mod common;
+use common::{SUFFIX, entry, suffix_entry};
+
+fn dir(tag: &str) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "meridian-replicated-{}-{tag}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn open(schema: &Arc<Schema>, path: PathBuf) -> Store {
+    let (store, _proposals) = Store::open_replicated(
+        StoreOptions {
+            path,
+            storage: StorageConfig::default(),
+            suffixes: vec![Dn::parse(SUFFIX.as_bytes(), schema).unwrap()],
+        },
+        Arc::clone(schema),
+    )
+    .unwrap();
+    store
+}
+
+fn add(schema: &Schema, dn: &str, uid: &str) -> Command {
+    Command::Add {
+        entry: entry(
+            schema,
+            dn,
+            &[("objectClass", &["account"]), ("uid", &[uid])],
+        ),
+        prechecked: false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_commands_apply_with_their_marker_and_a_copy_installs_elsewhere() {
+    let schema = Arc::new(Schema::builtin().unwrap());
+    let (a_dir, b_dir) = (dir("a"), dir("b"));
+    let a = open(&schema, a_dir.clone());
+    let commands = [
+        Command::Add {
+            entry: suffix_entry(&schema),
+            prechecked: false,
+        },
+        add(&schema, &format!("uid=one,{SUFFIX}"), "one"),
+        // Refused (exists): the refusal is the command's result, the
+        // others apply, the marker is stored.
+        add(&schema, &format!("uid=one,{SUFFIX}"), "one"),
+        add(&schema, &format!("uid=two,{SUFFIX}"), "two"),
+    ];
+    // Through the log's encoding, as a follower gets them.
+    let bytes = encode_commands(commands.iter(), &schema);
+    let decoded = decode_commands(&bytes, &schema).unwrap();
+    assert_eq!(decoded.len(), 4);
+    let results = a
+        .apply_replicated(decoded, b"marker-1".to_vec())
+        .await
+        .unwrap();
+    assert!(results[0].is_ok() && results[1].is_ok() && results[3].is_ok());
+    assert!(matches!(results[2], Err(StoreError::AlreadyExists(_))));
+    assert_eq!(
+        a.replication_marker().unwrap().as_deref(),
+        Some(&b"marker-1"[..])
+    );
+
+    // Clients' commands never reach the writer directly.
+    let copy = a_dir.join("copy.mdb");
+    assert_eq!(
+        a.copy_for_snapshot(&copy).unwrap().as_deref(),
+        Some(&b"marker-1"[..])
+    );
+
+    // Another store, with other contents, becomes the copy.
+    let b = open(&schema, b_dir.clone());
+    b.apply_replicated(
+        vec![add(&schema, &format!("uid=gone,{SUFFIX}"), "gone")],
+        b"marker-0".to_vec(),
+    )
+    .await
+    .unwrap();
+    let marker = b.install_copy(copy.clone()).await.unwrap();
+    assert_eq!(marker.as_deref(), Some(&b"marker-1"[..]));
+    assert_eq!(
+        b.replication_marker().unwrap().as_deref(),
+        Some(&b"marker-1"[..])
+    );
+    let (da, db) = (
+        a.snapshot().unwrap().raw_dump().unwrap(),
+        b.snapshot().unwrap().raw_dump().unwrap(),
+    );
+    assert_eq!(
+        da, db,
+        "the installed store is the copied one, byte for byte"
+    );
+    // And it goes on applying as the original does.
+    for store in [&a, &b] {
+        store
+            .apply_replicated(
+                vec![add(&schema, &format!("uid=three,{SUFFIX}"), "three")],
+                b"marker-2".to_vec(),
+            )
+            .await
+            .unwrap()
+            .into_iter()
+            .for_each(|r| assert!(r.is_ok()));
+    }
+    assert_eq!(
+        a.snapshot().unwrap().raw_dump().unwrap(),
+        b.snapshot().unwrap().raw_dump().unwrap()
+    );
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(a_dir);
+    let _ = std::fs::remove_dir_all(b_dir);
+}
