@@ -142,6 +142,51 @@ pub struct Status {
     pub replicated: Vec<(NodeId, u64)>,
 }
 
+/// What a node keeps on disk: its log, and the state machine over its
+/// store with the snapshots beside them.
+pub struct Storage {
+    /// The Raft log.
+    pub log: LogStore,
+    /// The store as openraft's state machine.
+    pub state_machine: StateMachine,
+    pending: Arc<Pending>,
+    snapshots: Arc<Snapshots>,
+}
+
+impl Storage {
+    /// Opens node `me`'s log and snapshots in `dir` over `store`, and
+    /// takes a new session for its batches.
+    pub fn open(dir: &Path, store: Store, me: NodeId) -> Result<Storage, ClusterError> {
+        let log = LogStore::open(dir)
+            .map_err(io_error(format!("opening the raft log in {}", dir.display())))?;
+        let snapshots = Arc::new(
+            Snapshots::open(&dir.join("snapshots"))
+                .map_err(io_error("opening the snapshot directory"))?,
+        );
+        let marker_bytes = store.replication_marker().map_err(|e| {
+            ClusterError::Raft(format!("reading the database's replication marker: {e}"))
+        })?;
+        let marker = Marker::decode(marker_bytes.as_deref())
+            .map_err(io_error("the database's replication marker"))?;
+        let session =
+            next_session(dir, marker.next_session(me)).map_err(io_error("the session counter"))?;
+        let pending = Arc::new(Pending::new(session));
+        let state_machine = StateMachine::new(
+            store,
+            me,
+            marker,
+            Arc::clone(&pending),
+            Arc::clone(&snapshots),
+        );
+        Ok(Storage {
+            log,
+            state_machine,
+            pending,
+            snapshots,
+        })
+    }
+}
+
 /// Reads the session counter, raises it above `floor`, stores it durably.
 fn next_session(dir: &Path, floor: u64) -> io::Result<u64> {
     let path = dir.join("session");
@@ -183,30 +228,14 @@ impl ClusterNode {
         let Some(this) = options.members.iter().find(|m| m.id == me) else {
             return Err(ClusterError::Raft(format!("node {me} is not a member")));
         };
-        let log = LogStore::open(&options.dir).map_err(io_error(format!(
-            "opening the raft log in {}",
-            options.dir.display()
-        )))?;
-        let snapshots = Arc::new(
-            Snapshots::open(&options.dir.join("snapshots"))
-                .map_err(io_error("opening the snapshot directory"))?,
-        );
-        let marker_bytes = store.replication_marker().map_err(|e| {
-            ClusterError::Raft(format!("reading the database's replication marker: {e}"))
-        })?;
-        let marker = Marker::decode(marker_bytes.as_deref())
-            .map_err(io_error("the database's replication marker"))?;
-        let session = next_session(&options.dir, marker.next_session(me))
-            .map_err(io_error("the session counter"))?;
-        let pending = Arc::new(Pending::new(session));
         let schema = Arc::clone(store.schema());
-        let state_machine = StateMachine::new(
-            store,
-            me,
-            marker,
-            Arc::clone(&pending),
-            Arc::clone(&snapshots),
-        );
+        let Storage {
+            log,
+            state_machine,
+            pending,
+            snapshots,
+        } = Storage::open(&options.dir, store, me)?;
+        let session = pending.session;
 
         let heartbeat = u64::try_from(options.heartbeat.as_millis()).unwrap_or(u64::MAX);
         let election = u64::try_from(options.election_timeout.as_millis()).unwrap_or(u64::MAX);
