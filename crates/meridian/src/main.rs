@@ -9,6 +9,7 @@ mod privileges;
 mod serve;
 mod setup;
 mod tools;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -98,6 +99,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Replication: `cluster local` starts a cluster on loopback.
     Cluster(cluster::ClusterArgs),
+    /// Compare the replicas of a cluster by digests; name any differing DN.
+    Verify(verify::VerifyArgs),
 }
 
 fn main() -> ExitCode {
@@ -112,6 +115,7 @@ fn main() -> ExitCode {
         Command::Gen(args) => bench::generate(args),
         Command::Bench(args) => bench::run(args),
         Command::Cluster(args) => cluster::run(args),
+        Command::Verify(args) => verify::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -46,6 +46,27 @@ pub(crate) struct Setup {
 }
 
 impl CommonArgs {
+    /// The flags with another config file (`meridian verify` loads each
+    /// node's own).
+    pub(crate) fn with_config(&self, config: PathBuf) -> CommonArgs {
+        CommonArgs {
+            config: Some(config),
+            data_dir: None,
+            suffix: self.suffix.clone(),
+            schema: self.schema.clone(),
+        }
+    }
+
+    /// The flags with another data directory.
+    pub(crate) fn with_data_dir(&self, dir: PathBuf) -> CommonArgs {
+        CommonArgs {
+            config: self.config.clone(),
+            data_dir: Some(dir),
+            suffix: self.suffix.clone(),
+            schema: self.schema.clone(),
+        }
+    }
+
     /// Reads the config, applies the flags (and `extra`, for flags of one
     /// subcommand), validates, and loads the schema.
     pub(crate) fn load(&self, extra: impl FnOnce(&mut Config)) -> anyhow::Result<Setup> {

@@ -110,6 +110,7 @@ pub struct Options {
 /// A running node.
 pub struct ClusterNode {
     raft: Raft,
+    peer_bytes: Arc<std::sync::atomic::AtomicU64>,
     me: NodeId,
     members: Vec<Member>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -138,6 +139,8 @@ pub struct Status {
     pub snapshot: u64,
     /// The last index purged from the log.
     pub purged: u64,
+    /// Bytes sent to peers since this node started.
+    pub peer_bytes_sent: u64,
     /// On the leader: each follower's last replicated index.
     pub replicated: Vec<(NodeId, u64)>,
 }
@@ -157,8 +160,10 @@ impl Storage {
     /// Opens node `me`'s log and snapshots in `dir` over `store`, and
     /// takes a new session for its batches.
     pub fn open(dir: &Path, store: Store, me: NodeId) -> Result<Storage, ClusterError> {
-        let log = LogStore::open(dir)
-            .map_err(io_error(format!("opening the raft log in {}", dir.display())))?;
+        let log = LogStore::open(dir).map_err(io_error(format!(
+            "opening the raft log in {}",
+            dir.display()
+        )))?;
         let snapshots = Arc::new(
             Snapshots::open(&dir.join("snapshots"))
                 .map_err(io_error("opening the snapshot directory"))?,
@@ -258,6 +263,7 @@ impl ClusterNode {
                 .map_err(|e| ClusterError::Raft(e.to_string()))?,
         );
         let link = Link::new(&options.secret, options.max_message, me);
+        let peer_bytes = Arc::clone(&link.sent);
         // Peers are reached at the addresses of this node's config: the
         // membership in the log names nodes by ID only, so each node may
         // see the others through its own routes (a proxy in the tests).
@@ -335,6 +341,7 @@ impl ClusterNode {
         tracing::info!(node = me, peer = %listen, session, "cluster node started");
         Ok(ClusterNode {
             raft,
+            peer_bytes,
             me,
             members: options.members,
             tasks,
@@ -382,6 +389,7 @@ impl ClusterNode {
             last_log: metrics.last_log_index.unwrap_or(0),
             snapshot: metrics.snapshot.as_ref().map_or(0, |id| id.index),
             purged: metrics.purged.as_ref().map_or(0, |id| id.index),
+            peer_bytes_sent: self.peer_bytes.load(std::sync::atomic::Ordering::Relaxed),
             replicated,
         }
     }

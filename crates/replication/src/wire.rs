@@ -69,6 +69,8 @@ pub(crate) struct Link {
     pub(crate) max_message: usize,
     /// This node: what an accepted connection must be meant for.
     me: NodeId,
+    /// Bytes of messages sent to peers (requests and responses).
+    pub(crate) sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 const CHALLENGE: usize = 32;
@@ -79,6 +81,7 @@ impl Link {
             secret: secret.as_bytes().to_vec(),
             max_message,
             me,
+            sent: std::sync::Arc::default(),
         }
     }
 
@@ -163,7 +166,10 @@ impl Link {
         let mut frame = Vec::with_capacity(bytes.len() + 4);
         frame.extend_from_slice(&len.to_be_bytes());
         frame.extend_from_slice(&bytes);
-        stream.write_all(&frame).await
+        stream.write_all(&frame).await?;
+        self.sent
+            .fetch_add(frame.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// The next message; `Ok(None)` at a clean end of stream.

@@ -13,6 +13,7 @@ mod apply;
 mod check;
 pub mod codec;
 mod command;
+pub mod digest;
 mod error;
 pub mod index;
 mod journal;

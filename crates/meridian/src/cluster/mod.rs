@@ -85,6 +85,10 @@ impl meridian_server::LiveAttributes for StatusAttributes {
             ),
             ("meridianClusterSnapshot", vec![status.snapshot.to_string()]),
             ("meridianClusterPurged", vec![status.purged.to_string()]),
+            (
+                "meridianClusterPeerBytesSent",
+                vec![status.peer_bytes_sent.to_string()],
+            ),
         ];
         if let Some(leader) = status.leader {
             let url = status.leader_url.unwrap_or_default();

@@ -1,0 +1,189 @@
+//! `meridian verify`: are the replicas of a cluster identical?
+//!
+//! Opens each node's database read-only (beside its running server, as
+//! `export` does), waits until every node has applied the same log
+//! position (the replication marker each transaction stores), then
+//! compares the digests of every table (`meridian_store::digest`): one
+//! sum per bucket of records. Where a bucket differs it lists that
+//! bucket's records on each node and names the ones that differ, by DN
+//! where they are entries. Exit status 0: identical; 1: differences, or
+//! nodes that never reached one log position within `--wait`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use meridian_store::Store;
+use meridian_store::digest::TableDigest;
+
+use crate::setup::CommonArgs;
+
+/// Flags of `meridian verify`.
+#[derive(Debug, Args)]
+pub(crate) struct VerifyArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// A node's data directory (with `--config`'s other settings);
+    /// repeat for each node.
+    #[arg(long = "node-data-dir", value_name = "DIR")]
+    node_data_dirs: Vec<PathBuf>,
+    /// The data directory of `meridian cluster local`: every `node*/`
+    /// in it, each with its own config.toml.
+    #[arg(long, value_name = "DIR")]
+    cluster_dir: Option<PathBuf>,
+    /// How long to wait for the nodes to reach one log position, in seconds.
+    #[arg(long, default_value_t = 30)]
+    wait: u64,
+}
+
+/// One node's database, opened read-only.
+struct Replica {
+    name: String,
+    store: Store,
+}
+
+fn open_replicas(args: &VerifyArgs) -> anyhow::Result<Vec<Replica>> {
+    let mut sources: Vec<(String, CommonArgs)> = Vec::new();
+    if let Some(dir) = &args.cluster_dir {
+        let mut nodes: Vec<PathBuf> = std::fs::read_dir(dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.join("config.toml").is_file())
+            .collect();
+        nodes.sort();
+        for node in nodes {
+            sources.push((
+                node.display().to_string(),
+                args.common.with_config(node.join("config.toml")),
+            ));
+        }
+    }
+    for dir in &args.node_data_dirs {
+        sources.push((
+            dir.display().to_string(),
+            args.common.with_data_dir(dir.clone()),
+        ));
+    }
+    if sources.len() < 2 {
+        anyhow::bail!(
+            "give at least two nodes: --cluster-dir DIR, or --node-data-dir once per node"
+        );
+    }
+    sources
+        .into_iter()
+        .map(|(name, common)| {
+            let setup = common.load(|_| {})?;
+            let store = setup.open_store_read_only()?;
+            Ok(Replica { name, store })
+        })
+        .collect()
+}
+
+/// The applied log position each replica's database records.
+fn positions(replicas: &[Replica]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
+    replicas
+        .iter()
+        .map(|r| Ok(r.store.replication_marker()?))
+        .collect()
+}
+
+pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<()> {
+    let replicas = open_replicas(&args)?;
+    // The same position on every node, and digests taken at it: a node
+    // that moves on while it is read is caught by reading its position
+    // again after its digests.
+    let deadline = std::time::Instant::now() + Duration::from_secs(args.wait);
+    let digests = loop {
+        let before = positions(&replicas)?;
+        let same = before.windows(2).all(|w| w[0] == w[1]);
+        if same {
+            // One thread per replica: each scan is its own database.
+            let digests: Vec<Vec<TableDigest>> = std::thread::scope(|scope| {
+                let scans: Vec<_> = replicas
+                    .iter()
+                    .map(|r| {
+                        scope.spawn(|| -> anyhow::Result<Vec<TableDigest>> {
+                            Ok(r.store.snapshot()?.digests()?)
+                        })
+                    })
+                    .collect();
+                scans
+                    .into_iter()
+                    .map(|scan| {
+                        scan.join()
+                            .map_err(|_| anyhow::anyhow!("a digest thread failed"))?
+                    })
+                    .collect::<anyhow::Result<_>>()
+            })?;
+            if positions(&replicas)? == before {
+                break digests;
+            }
+        }
+        if std::time::Instant::now() >= deadline {
+            anyhow::bail!(
+                "the nodes did not reach one log position within {} s (writes going on?): run verify when the cluster is quiet",
+                args.wait
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let reference = digests.first().cloned().unwrap_or_default();
+    let mut differences = 0usize;
+    for (replica, tables) in replicas.iter().zip(&digests).skip(1) {
+        for (ours, theirs) in reference.iter().zip(tables) {
+            if ours == theirs {
+                continue;
+            }
+            for (bucket, (a, b)) in ours.buckets.iter().zip(&theirs.buckets).enumerate() {
+                if a == b {
+                    continue;
+                }
+                differences += report_bucket(&replicas[0], replica, ours.table, bucket)?;
+            }
+        }
+    }
+    let first = replicas.first().map_or("", |r| r.name.as_str());
+    if differences == 0 {
+        let records: u64 = reference.iter().map(|t| t.records).sum();
+        println!(
+            "{} replicas identical: {records} records in {} tables",
+            replicas.len(),
+            reference.len()
+        );
+        Ok(())
+    } else {
+        anyhow::bail!("{differences} records differ from {first}")
+    }
+}
+
+/// Lists the records of one bucket that differ between two replicas.
+fn report_bucket(a: &Replica, b: &Replica, table: &str, bucket: usize) -> anyhow::Result<usize> {
+    let (sa, sb) = (a.store.snapshot()?, b.store.snapshot()?);
+    let left: BTreeMap<Vec<u8>, u64> = sa.bucket_items(table, bucket)?.into_iter().collect();
+    let right: BTreeMap<Vec<u8>, u64> = sb.bucket_items(table, bucket)?.into_iter().collect();
+    let mut found = 0;
+    for key in left
+        .keys()
+        .chain(right.keys().filter(|k| !left.contains_key(*k)))
+    {
+        let (x, y) = (left.get(key), right.get(key));
+        if x == y {
+            continue;
+        }
+        found += 1;
+        // Named where it can be read: a damaged record may not name itself.
+        let name = match (x, y) {
+            (Some(_), _) => sa.describe(table, key),
+            (None, _) => sb.describe(table, key),
+        };
+        let what = match (x, y) {
+            (Some(_), None) => format!("only on {}", a.name),
+            (None, Some(_)) => format!("only on {}", b.name),
+            _ => format!("differs between {} and {}", a.name, b.name),
+        };
+        println!("{table}: {name}: {what}");
+    }
+    Ok(found)
+}
