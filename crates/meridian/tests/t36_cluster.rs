@@ -390,3 +390,61 @@ fn a_node_that_lost_its_disk_is_rebuilt_from_a_snapshot() {
         "node {lost} came back without a snapshot:\n{log}"
     );
 }
+
+fn verify(root: &std::path::Path) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["verify", "--wait", "20", "--cluster-dir"])
+        .arg(root)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!("{}{}", text(&out.stdout), text(&out.stderr)),
+    )
+}
+
+#[test]
+fn verify_passes_identical_replicas_and_names_the_entry_that_differs() {
+    let mut cluster = Cluster::start(3, "");
+    let leader = cluster.leader(Duration::from_secs(20));
+    setup_base(&cluster, leader);
+    let mut w = Writer1::new(cluster.node(leader).ldap);
+    for n in 0..50 {
+        assert_eq!(w.add_account(PEOPLE, &format!("v{n}")), Outcome::Ok);
+    }
+    cluster.await_identical(Duration::from_secs(20));
+    // Beside the running servers, at one log position.
+    let (code, out) = verify(&cluster.root);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("3 replicas identical"), "{out}");
+
+    // One replica changed behind the cluster's back: node 3's database
+    // served alone, without [cluster], and one entry modified there.
+    for id in 1..=3 {
+        cluster.kill(id);
+    }
+    let mut alone = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&cluster.node(3).dir)
+        .env("MERIDIAN_ADMIN_PASSWORD", ADMIN_PASSWORD)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(alone.stdout.take().unwrap()));
+    let addr = loop {
+        let line = lines.next().expect("the lone server listens").unwrap();
+        if let Some(addr) = line.strip_prefix("meridian listening on ") {
+            break addr.to_owned();
+        }
+    };
+    let change = format!("dn: uid=v17,{PEOPLE}\nchangetype: modify\nreplace: description\ndescription: changed behind the cluster\n");
+    let (code, out) = admin_at(&format!("ldap://{addr}"), "ldapmodify", &[], Some(&change));
+    assert_eq!(code, 0, "{out}");
+    signal(alone.id(), "TERM");
+    alone.wait().unwrap();
+    let (code, out) = verify(&cluster.root);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&format!("uid=v17,{PEOPLE}")), "the differing entry is named: {out}");
+    assert!(!out.contains("uid=v18,"), "only that entry: {out}");
+}
