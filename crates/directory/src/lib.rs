@@ -306,6 +306,12 @@ impl Directory {
             .map_err(Outcome::from)
     }
 
+    /// Raises the entryCSN clock to at least `csn`, one made on another
+    /// node (a replica's applied write): this node's next CSN is higher.
+    pub fn observe_csn(&self, csn: &str) {
+        self.csn.observe(csn);
+    }
+
     /// Queues a prepared write with the store (in call order) and returns
     /// a handle to its result.
     pub async fn submit(&self, command: Command) -> Result<meridian_store::Submitted, Outcome> {

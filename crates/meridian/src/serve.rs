@@ -160,6 +160,14 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             .with_proxy_authorizers(&config.directory.proxy_authorizers)
             .map_err(anyhow::Error::msg)?;
         let directory = Arc::new(directory);
+        if let Some(node) = &cluster {
+            let observer = Arc::downgrade(&directory);
+            node.observe_csns(move |csn| {
+                if let Some(directory) = observer.upgrade() {
+                    directory.observe_csn(csn);
+                }
+            });
+        }
         tokio::spawn(sweep_dynamic_entries(
             Arc::clone(&directory),
             std::time::Duration::from_secs(config.directory.dynamic_sweep_secs),

@@ -438,13 +438,18 @@ fn verify_passes_identical_replicas_and_names_the_entry_that_differs() {
             break addr.to_owned();
         }
     };
-    let change = format!("dn: uid=v17,{PEOPLE}\nchangetype: modify\nreplace: description\ndescription: changed behind the cluster\n");
+    let change = format!(
+        "dn: uid=v17,{PEOPLE}\nchangetype: modify\nreplace: description\ndescription: changed behind the cluster\n"
+    );
     let (code, out) = admin_at(&format!("ldap://{addr}"), "ldapmodify", &[], Some(&change));
     assert_eq!(code, 0, "{out}");
     signal(alone.id(), "TERM");
     alone.wait().unwrap();
     let (code, out) = verify(&cluster.root);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains(&format!("uid=v17,{PEOPLE}")), "the differing entry is named: {out}");
+    assert!(
+        out.contains(&format!("uid=v17,{PEOPLE}")),
+        "the differing entry is named: {out}"
+    );
     assert!(!out.contains("uid=v18,"), "only that entry: {out}");
 }

@@ -72,6 +72,11 @@ impl Marker {
     }
 }
 
+/// Told the highest entryCSN of each transaction of other nodes'
+/// commands, so this node's CSNs never go below them (the directory's
+/// hybrid logical clock): set once the directory exists.
+pub type CsnObserver = Arc<std::sync::OnceLock<Box<dyn Fn(&str) + Send + Sync>>>;
+
 /// The state machine over a store.
 pub struct StateMachine {
     store: Store,
@@ -80,6 +85,7 @@ pub struct StateMachine {
     marker: Marker,
     pending: Arc<Pending>,
     snapshots: Arc<Snapshots>,
+    observer: CsnObserver,
 }
 
 /// Commands gathered for one transaction, and whom to answer after it.
@@ -90,6 +96,8 @@ struct Gathered {
     ours: Vec<(u64, u64, usize, usize)>,
     responders: Vec<openraft::storage::ApplyResponder<Meridian>>,
     entries: usize,
+    /// The highest entryCSN among other nodes' commands.
+    highest_csn: Option<Vec<u8>>,
 }
 
 impl StateMachine {
@@ -99,6 +107,7 @@ impl StateMachine {
         marker: Marker,
         pending: Arc<Pending>,
         snapshots: Arc<Snapshots>,
+        observer: CsnObserver,
     ) -> StateMachine {
         let schema = Arc::clone(store.schema());
         StateMachine {
@@ -108,6 +117,7 @@ impl StateMachine {
             marker,
             pending,
             snapshots,
+            observer,
         }
     }
 
@@ -138,6 +148,16 @@ impl StateMachine {
                             gathered.commands.len(),
                             commands.len(),
                         ));
+                    } else if let Some(csn_type) = self.schema.attribute_id("entryCSN") {
+                        let highest = commands.iter().filter_map(|c| c.entry_csn(csn_type)).max();
+                        if let Some(csn) = highest
+                            && gathered
+                                .highest_csn
+                                .as_deref()
+                                .is_none_or(|known| csn > known)
+                        {
+                            gathered.highest_csn = Some(csn.to_vec());
+                        }
                     }
                     gathered.commands.extend(commands);
                     self.marker
@@ -162,6 +182,7 @@ impl StateMachine {
             commands,
             ours,
             responders,
+            highest_csn,
             ..
         } = gathered;
         let marker = self.marker.encode()?;
@@ -175,6 +196,9 @@ impl StateMachine {
                 );
                 io::Error::other(format!("applying committed log entries: {e}"))
             })?;
+        if let (Some(csn), Some(observe)) = (highest_csn, self.observer.get()) {
+            observe(&String::from_utf8_lossy(&csn));
+        }
         for (session, seq, first, count) in ours {
             let slice = results.get(first..first + count).unwrap_or_default();
             self.pending.applied(session, seq, slice.iter().cloned());

@@ -166,6 +166,38 @@ impl Command {
     }
 }
 
+impl Command {
+    /// The entryCSN the command writes, if it writes one (`csn_type` is
+    /// the schema's ID of `entryCSN`).
+    pub fn entry_csn(&self, csn_type: meridian_model::schema::AttrId) -> Option<&[u8]> {
+        fn from_operational(operational: &Operational) -> Option<&[u8]> {
+            operational
+                .iter()
+                .find(|(name, _)| name.eq_ignore_ascii_case("entryCSN"))
+                .and_then(|(_, values)| values.first())
+                .map(Vec::as_slice)
+        }
+        match self {
+            Command::Add { entry, .. } => entry
+                .get(csn_type)
+                .and_then(|a| a.values.first())
+                .map(Vec::as_slice),
+            Command::Modify { operational, .. } | Command::ModifyDn { operational, .. } => {
+                from_operational(operational)
+            }
+            Command::Guarded { command, .. } | Command::ReadBack { command, .. } => {
+                command.entry_csn(csn_type)
+            }
+            Command::Delete { .. }
+            | Command::DeleteSubtree { .. }
+            | Command::RebuildIndexes
+            | Command::BuildIndexes { .. }
+            | Command::AddMany { .. }
+            | Command::SetLoadState(_) => None,
+        }
+    }
+}
+
 /// What a successful command did to the store (the directory turns it
 /// into an LDAP result, its `Outcome`).
 #[derive(Debug, Clone, PartialEq, Eq)]
