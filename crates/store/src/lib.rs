@@ -259,8 +259,15 @@ impl Store {
     /// Opens a store whose writes are ordered by a replicated log: what
     /// clients submit goes to the returned [`replicated::Proposals`], not
     /// to the writer, and only [`Store::apply_replicated`] writes.
+    ///
+    /// Its commits are not synced: the replicated log is the durability
+    /// point, and the database is state derived from it. A process crash
+    /// loses nothing (every commit is in the page cache); after a machine
+    /// crash the database cannot be trusted, so it is discarded at the
+    /// next open and the replication layer rebuilds it from its last
+    /// snapshot and the log (`replicated.rs`, the `running` marker).
     pub fn open_replicated(
-        options: StoreOptions,
+        mut options: StoreOptions,
         schema: Arc<Schema>,
     ) -> Result<(Store, replicated::Proposals), StoreError> {
         if options.storage.durability == Durability::Journal {
@@ -269,7 +276,13 @@ impl Store {
                     .into(),
             ));
         }
+        options.storage.durability = Durability::Relaxed;
         let queue_depth = options.storage.queue_depth;
+        if options.storage.backend == Backend::Mdb {
+            private::create_dir(&options.path)
+                .map_err(|e| StoreError::io("create", options.path.display(), &e))?;
+            replicated::Running::begin(&options.path)?.mark()?;
+        }
         let mut store = Store::open_mode(options, schema, false)?;
         let (sender, receiver) = mpsc::channel(queue_depth);
         store.sender = sender;
@@ -370,7 +383,10 @@ impl Store {
             wtxn.commit()?;
             dbs
         };
-        if st.durability == Durability::Relaxed && st.backend == Backend::Mdb {
+        if st.durability == Durability::Relaxed
+            && st.backend == Backend::Mdb
+            && !replicated::Running::is_replicated(&path)
+        {
             tracing::warn!(
                 "storage.durability = relaxed: commits are not fsync'd; a machine crash can lose acknowledged writes"
             );

@@ -268,3 +268,76 @@ fn install_from(inner: &Inner, path: &Path) -> Result<Option<Vec<u8>>, StoreErro
     crate::settle_index_record(inner, true)?;
     Ok(marker)
 }
+
+/// The marker of a replicated store open for writing: `replicated.running`
+/// beside `data.mdb`, holding the kernel's boot ID, removed once a clean
+/// close has synced the database. Found at open with another boot's ID
+/// (or unreadable), it means the machine went down while commits were
+/// unsynced: the database is discarded and rebuilt by the replication
+/// layer (its own snapshot, then the log). A process crash leaves this
+/// boot's ID and the database whole.
+pub(crate) struct Running {
+    path: PathBuf,
+}
+
+const RUNNING: &str = "replicated.running";
+
+impl Running {
+    /// Before the environment opens: discards a database a machine crash
+    /// left untrustworthy.
+    pub(crate) fn begin(env: &Path) -> Result<Running, StoreError> {
+        let path = env.join(RUNNING);
+        match std::fs::read_to_string(&path) {
+            Ok(text) if crate::journal::boot_id().is_some_and(|now| now == text.trim()) => {}
+            Ok(_) => {
+                tracing::warn!(
+                    "the machine stopped while this replica's database was written without fsync: it is discarded and rebuilt from the last snapshot and the log"
+                );
+                for file in ["data.mdb", "lock.mdb"] {
+                    let victim = env.join(file);
+                    match std::fs::remove_file(&victim) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(StoreError::io("remove", victim.display(), &e)),
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::io("read", path.display(), &e)),
+        }
+        Ok(Running { path })
+    }
+
+    /// Once the environment is open: this boot writes it now.
+    pub(crate) fn mark(self) -> Result<(), StoreError> {
+        let id = crate::journal::boot_id().unwrap_or_default();
+        let staged = self.path.with_extension("new");
+        let write = || -> std::io::Result<()> {
+            use std::io::Write as _;
+            let mut file = crate::private::create_file(&staged)?;
+            file.write_all(id.as_bytes())?;
+            file.sync_all()?;
+            std::fs::rename(&staged, &self.path)?;
+            if let Some(dir) = self.path.parent() {
+                std::fs::File::open(dir)?.sync_all()?;
+            }
+            Ok(())
+        };
+        write().map_err(|e| StoreError::io("write", self.path.display(), &e))
+    }
+
+    /// Whether the store at `env` is a replicated one (its marker is there).
+    pub(crate) fn is_replicated(env: &Path) -> bool {
+        env.join(RUNNING).is_file()
+    }
+
+    /// After a clean close synced the database: removes the marker.
+    pub(crate) fn end(env: &Path) {
+        let path = env.join(RUNNING);
+        if let Err(e) = std::fs::remove_file(&path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!("cannot remove {}: {e}", path.display());
+        }
+    }
+}

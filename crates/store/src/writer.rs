@@ -82,6 +82,14 @@ pub(crate) fn run(
     if let Some(journal) = journal {
         journal.close();
     }
+    if crate::replicated::Running::is_replicated(inner.env.path()) {
+        // A clean close of a replicated store: synced, then the marker
+        // goes (a machine crash after this loses nothing).
+        match inner.env.force_sync() {
+            Ok(()) => crate::replicated::Running::end(inner.env.path()),
+            Err(e) => tracing::error!("syncing the replica's database at close: {e}"),
+        }
+    }
     if inner.map_file.is_some() {
         shrink(inner);
     }

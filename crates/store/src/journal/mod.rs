@@ -97,7 +97,7 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 }
 
 /// This boot of the kernel (Linux); `None` where it cannot be known.
-fn boot_id() -> Option<String> {
+pub(crate) fn boot_id() -> Option<String> {
     let id = fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
     let id = id.trim();
     (!id.is_empty()).then(|| id.to_owned())
