@@ -92,6 +92,9 @@ pub struct ClusterConfig {
     /// Log entries applied since the last snapshot that make a new one;
     /// the log before a snapshot is then purged.
     pub snapshot_every_entries: u64,
+    /// Bytes of log not yet purged that make a new snapshot (whichever
+    /// of this and `snapshot_every_entries` comes first).
+    pub snapshot_log_bytes: u64,
     /// The largest message one node sends another.
     pub max_message_bytes: usize,
 }
@@ -214,7 +217,10 @@ impl Default for ClusterConfig {
             // and a heartbeat every 50 ms costs nothing on a LAN.
             heartbeat_ms: 50,
             election_timeout_ms: 300,
-            snapshot_every_entries: 20_000,
+            // A snapshot copies the whole database: made by the volume
+            // written (the log's bytes), the entry count only a backstop.
+            snapshot_every_entries: 1_000_000,
+            snapshot_log_bytes: 256 << 20,
             max_message_bytes: 256 << 20,
         }
     }

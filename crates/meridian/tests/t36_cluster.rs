@@ -484,3 +484,28 @@ fn a_node_whose_machine_crashed_rebuilds_its_database_from_snapshot_and_log() {
     let log = std::fs::read_to_string(cluster.node(crashed).dir.join("serve.log")).unwrap();
     assert!(log.contains("discarded and rebuilt"), "{log}");
 }
+
+#[test]
+fn followers_set_to_refer_answer_writes_with_the_leaders_url() {
+    let mut cluster = Cluster::start(3, "followers = \"referral\"");
+    let leader = cluster.leader(Duration::from_secs(20));
+    setup_base(&cluster, leader);
+    let follower = if leader == 1 { 2 } else { 1 };
+    let change = format!(
+        "dn: uid=own1,{PEOPLE}\nchangetype: modify\nreplace: description\ndescription: x\n"
+    );
+    let (code, out) = admin_at(&url(&cluster, follower), "ldapmodify", &[], Some(&change));
+    assert_eq!(code, 10, "a referral (10): {out}");
+    assert!(
+        out.contains(&url(&cluster, leader)),
+        "to the leader's URL: {out}"
+    );
+    // Reads are served where they are asked.
+    let (code, out) = admin_at(
+        &url(&cluster, follower),
+        "ldapsearch",
+        &["-LLL", "-b", PEOPLE, "-s", "base", "ou"],
+        None,
+    );
+    assert_eq!(code, 0, "{out}");
+}

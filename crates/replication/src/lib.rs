@@ -99,6 +99,8 @@ pub struct Options {
     pub election_timeout: Duration,
     /// `cluster.snapshot_every_entries`.
     pub snapshot_every: u64,
+    /// `cluster.snapshot_log_bytes`.
+    pub snapshot_log_bytes: u64,
     /// `cluster.max_message_bytes`.
     pub max_message: usize,
     /// Most commands in one batch (`storage.max_batch`).
@@ -198,6 +200,36 @@ impl Storage {
     }
 }
 
+/// Asks for a snapshot whenever the log holds `limit` bytes not yet
+/// purged: the log (on disk and in memory) stays near that size whatever
+/// the entries hold, and a snapshot, which copies the whole database,
+/// is made in proportion to what was written rather than per entry.
+async fn snapshot_when_log_grows(raft: Raft, live: Arc<std::sync::atomic::AtomicU64>, limit: u64) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The live bytes when a snapshot was last asked for: asked again
+    // only once the log grew by `limit` more (a purge may lag).
+    let mut asked_at: Option<u64> = None;
+    loop {
+        tick.tick().await;
+        let bytes = live.load(std::sync::atomic::Ordering::Relaxed);
+        if asked_at.is_some_and(|at| bytes < at) {
+            asked_at = None;
+        }
+        let due = bytes >= limit && asked_at.is_none_or(|at| bytes >= at.saturating_add(limit));
+        if due {
+            tracing::debug!(
+                bytes,
+                "the log reached cluster.snapshot_log_bytes: snapshot"
+            );
+            if raft.trigger().snapshot().await.is_err() {
+                return;
+            }
+            asked_at = Some(bytes);
+        }
+    }
+}
+
 /// Reads the session counter, raises it above `floor`, stores it durably.
 fn next_session(dir: &Path, floor: u64) -> io::Result<u64> {
     let path = dir.join("session");
@@ -248,6 +280,7 @@ impl ClusterNode {
             snapshots,
         } = Storage::open(&options.dir, store, me)?;
         let session = pending.session;
+        let log_bytes = log.live_bytes();
 
         let heartbeat = u64::try_from(options.heartbeat.as_millis()).unwrap_or(u64::MAX);
         let election = u64::try_from(options.election_timeout.as_millis()).unwrap_or(u64::MAX);
@@ -345,6 +378,11 @@ impl ClusterNode {
             }),
         };
         tasks.push(tokio::spawn(proposer.run(proposals)));
+        tasks.push(tokio::spawn(snapshot_when_log_grows(
+            raft.clone(),
+            log_bytes,
+            options.snapshot_log_bytes,
+        )));
         tracing::info!(node = me, peer = %listen, session, "cluster node started");
         Ok(ClusterNode {
             raft,

@@ -51,6 +51,9 @@ pub struct LogStore {
 
 struct Shared {
     dir: PathBuf,
+    /// Bytes of live (unpurged) entries in the file, for the snapshot
+    /// trigger (`lib.rs`).
+    live_bytes: Arc<std::sync::atomic::AtomicU64>,
     /// The file, held while it is written (appends, truncations, rewrites).
     file: Mutex<LogFile>,
     /// What readers see: held briefly, never across I/O.
@@ -79,6 +82,15 @@ struct State {
     vote: Option<Vote>,
     committed: Option<LogId>,
     purged: Option<LogId>,
+}
+
+impl Shared {
+    fn note_live(&self, file: &LogFile) {
+        self.live_bytes.store(
+            file.len.saturating_sub(file.dead),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -215,6 +227,7 @@ impl LogStore {
         }
         Ok(LogStore {
             shared: Arc::new(Shared {
+                live_bytes: Arc::new(std::sync::atomic::AtomicU64::new(whole as u64 - dead)),
                 dir: dir.to_path_buf(),
                 file: Mutex::new(LogFile {
                     file,
@@ -224,6 +237,11 @@ impl LogStore {
                 memory: Mutex::new(Memory { entries, state }),
             }),
         })
+    }
+
+    /// Bytes of the entries not yet purged, kept current.
+    pub fn live_bytes(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        Arc::clone(&self.shared.live_bytes)
     }
 
     fn entries_in(&self, range: impl RangeBounds<u64>) -> Vec<Entry> {
@@ -373,6 +391,7 @@ impl RaftLogStorage<Meridian> for LogStore {
             file.file.write_all(&bytes)?;
             file.file.sync_data()?;
             file.len += bytes.len() as u64;
+            shared.note_live(&file);
             Ok(())
         })
         .await;
@@ -410,6 +429,7 @@ impl RaftLogStorage<Meridian> for LogStore {
                 file.file.set_len(cut)?;
                 file.file.sync_data()?;
                 file.len = cut;
+                shared.note_live(&file);
             }
             Ok(())
         })
@@ -435,6 +455,7 @@ impl RaftLogStorage<Meridian> for LogStore {
                     }
                 }
                 let live = file.len - file.dead;
+                shared.note_live(&file);
                 if file.dead < REWRITE_DEAD_BYTES || file.dead < live {
                     return Ok(());
                 }
@@ -451,6 +472,7 @@ impl RaftLogStorage<Meridian> for LogStore {
             file.file = OpenOptions::new().read(true).append(true).open(&path)?;
             file.len = live.len() as u64;
             file.dead = 0;
+            shared.note_live(&file);
             Ok(())
         })
         .await

@@ -20,6 +20,8 @@ use crate::wire::{Link, Request, Response};
 
 /// Bytes of one snapshot chunk.
 const SNAPSHOT_CHUNK: usize = 1 << 20;
+/// The least time a peer has to answer an append or a vote.
+const MIN_RPC_TIMEOUT: Duration = Duration::from_millis(500);
 /// How long a peer may take to install a snapshot it received.
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -154,6 +156,15 @@ impl PeerClient {
     }
 }
 
+/// The time a peer has to answer: openraft's deadline, at least
+/// [`MIN_RPC_TIMEOUT`]. openraft derives its deadline from the heartbeat
+/// (50 ms by default), which a loaded machine misses for an append of a
+/// large batch: the connection was then dropped and the batch sent again,
+/// over and over, while the peer was only slow.
+fn rpc_timeout(option: &RPCOption) -> Duration {
+    option.hard_ttl().max(MIN_RPC_TIMEOUT)
+}
+
 fn unexpected(what: &str) -> CallError {
     CallError::Remote(format!("an answer that is not a {what} response"))
 }
@@ -166,7 +177,10 @@ impl RaftNetworkV2<Meridian> for PeerClient {
         rpc: AppendEntriesRequest<Meridian>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<Meridian>, RPCError<Meridian>> {
-        match self.call(&Request::Append(rpc), option.hard_ttl()).await? {
+        match self
+            .call(&Request::Append(rpc), rpc_timeout(&option))
+            .await?
+        {
             Response::Append(response) => Ok(response),
             _ => Err(unexpected("append").into()),
         }
@@ -177,7 +191,7 @@ impl RaftNetworkV2<Meridian> for PeerClient {
         rpc: VoteRequest<Meridian>,
         option: RPCOption,
     ) -> Result<VoteResponse<Meridian>, RPCError<Meridian>> {
-        match self.call(&Request::Vote(rpc), option.hard_ttl()).await? {
+        match self.call(&Request::Vote(rpc), rpc_timeout(&option)).await? {
             Response::Vote(response) => Ok(response),
             _ => Err(unexpected("vote").into()),
         }

@@ -139,8 +139,13 @@ impl Proposer {
                 Attempt::Appended | Attempt::Unknown => ATTEMPT,
             };
             let until = deadline.min(tokio::time::Instant::now() + wait);
-            if tokio::time::timeout_at(until, &mut applied).await.is_ok() {
-                return;
+            // A new leader means a new attempt at once: the batch went
+            // to the one that failed, or nowhere.
+            let leader_changes = self.leader_other_than(leader);
+            tokio::select! {
+                _ = &mut applied => return,
+                () = leader_changes => {}
+                () = tokio::time::sleep_until(until) => {}
             }
         }
         let timeout = self.write_timeout;
@@ -160,6 +165,21 @@ impl Proposer {
         }
     }
 
+    /// Resolves once some node other than `known` leads.
+    async fn leader_other_than(&self, known: Option<NodeId>) {
+        let mut metrics = self.raft.metrics();
+        loop {
+            let now = metrics.borrow_watched().current_leader;
+            if now.is_some() && now != known {
+                return;
+            }
+            if metrics.changed().await.is_err() {
+                // The raft engine stopped: nothing will change.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
     /// Appends the batch through this node's Raft, as the leader.
     async fn append(&self, batch: &Batch) -> Attempt {
         let (responder, result) = ProgressResponder::complete_only();
@@ -173,7 +193,9 @@ impl Proposer {
         }
         match result.await {
             Ok(Ok(_)) => Attempt::Appended,
-            // Not the leader after all, or its entry was discarded.
+            // Not the leader after all (yet, or any more): never appended.
+            Ok(Err(openraft::errors::ClientWriteError::ForwardToLeader(_))) => Attempt::Refused,
+            // Appended, then discarded by a new leader: it may yet commit.
             Ok(Err(e)) => {
                 tracing::debug!("a batch was not committed: {e}");
                 Attempt::Unknown

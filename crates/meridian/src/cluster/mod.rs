@@ -34,6 +34,7 @@ pub(crate) fn options(config: &Config) -> Options {
         heartbeat: Duration::from_millis(c.heartbeat_ms),
         election_timeout: Duration::from_millis(c.election_timeout_ms),
         snapshot_every: c.snapshot_every_entries,
+        snapshot_log_bytes: c.snapshot_log_bytes,
         max_message: c.max_message_bytes,
         max_batch: config.storage.max_batch,
         dir: config.directory.data_dir.join("raft"),
