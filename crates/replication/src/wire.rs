@@ -1,7 +1,11 @@
 //! The peer protocol: frames of postcard-encoded messages over TCP.
 //!
 //! A frame is a length (u32, big-endian) and that many bytes, at most
-//! `cluster.max_message_bytes`. A connection begins with the acceptor's
+//! `cluster.max_message_bytes`: a flag byte, then the message, raw (0) or
+//! LZ4-compressed (1: its size, u32 little-endian, then the LZ4 block).
+//! Messages of [`COMPRESS_FROM`] bytes or more are compressed when that
+//! makes them smaller: a batch's commands repeat the suffix of every DN,
+//! attribute names, the CSN's date and the modifier's DN. A connection begins with the acceptor's
 //! challenge (32 random bytes) and the connector's proof of the cluster
 //! secret (SHA-256 of the challenge, the node it means to reach, and the
 //! secret), so only nodes that know the secret are served, and a
@@ -74,6 +78,16 @@ pub(crate) struct Link {
 }
 
 const CHALLENGE: usize = 32;
+
+/// Messages this long or longer are compressed (appends of batches);
+/// shorter ones (votes, heartbeats, answers) are not worth it.
+const COMPRESS_FROM: usize = 256;
+const RAW: u8 = 0;
+const LZ4: u8 = 1;
+
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message)
+}
 
 impl Link {
     pub(crate) fn new(secret: &str, max_message: usize, me: NodeId) -> Link {
@@ -149,23 +163,37 @@ impl Link {
         stream: &mut TcpStream,
         message: &T,
     ) -> io::Result<()> {
-        let bytes = postcard::to_stdvec(message)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        let bytes = postcard::to_stdvec(message).map_err(|e| invalid(e.to_string()))?;
         if bytes.len() > self.max_message {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "a peer message of {} bytes is over cluster.max_message_bytes ({})",
-                    bytes.len(),
-                    self.max_message
-                ),
-            ));
+            return Err(invalid(format!(
+                "a peer message of {} bytes is over cluster.max_message_bytes ({})",
+                bytes.len(),
+                self.max_message
+            )));
         }
-        let len = u32::try_from(bytes.len())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "message over 4 GiB"))?;
-        let mut frame = Vec::with_capacity(bytes.len() + 4);
+        let compressed = (bytes.len() >= COMPRESS_FROM)
+            .then(|| lz4_flex::block::compress(&bytes))
+            .filter(|packed| packed.len() + 4 < bytes.len());
+        let body_len = match &compressed {
+            Some(packed) => 1 + 4 + packed.len(),
+            None => 1 + bytes.len(),
+        };
+        let len = u32::try_from(body_len).map_err(|_| invalid("message over 4 GiB".into()))?;
+        let mut frame = Vec::with_capacity(body_len + 4);
         frame.extend_from_slice(&len.to_be_bytes());
-        frame.extend_from_slice(&bytes);
+        match &compressed {
+            Some(packed) => {
+                frame.push(LZ4);
+                let size =
+                    u32::try_from(bytes.len()).map_err(|_| invalid("message over 4 GiB".into()))?;
+                frame.extend_from_slice(&size.to_le_bytes());
+                frame.extend_from_slice(packed);
+            }
+            None => {
+                frame.push(RAW);
+                frame.extend_from_slice(&bytes);
+            }
+        }
         stream.write_all(&frame).await?;
         self.sent
             .fetch_add(frame.len() as u64, std::sync::atomic::Ordering::Relaxed);
@@ -185,21 +213,79 @@ impl Link {
         }
         let len = u32::from_be_bytes(len) as usize;
         if len > self.max_message {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "a peer announced a message of {len} bytes, over cluster.max_message_bytes ({})",
-                    self.max_message
-                ),
-            ));
+            return Err(invalid(format!(
+                "a peer announced a message of {len} bytes, over cluster.max_message_bytes ({})",
+                self.max_message
+            )));
         }
-        let mut bytes = vec![0u8; len];
-        stream.read_exact(&mut bytes).await?;
-        postcard::from_bytes(&bytes).map(Some).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("a peer message does not decode: {e}"),
-            )
-        })
+        let mut body = vec![0u8; len];
+        stream.read_exact(&mut body).await?;
+        let bytes = unpack(&body, self.max_message)?;
+        postcard::from_bytes(&bytes)
+            .map(Some)
+            .map_err(|e| invalid(format!("a peer message does not decode: {e}")))
+    }
+}
+
+/// A frame's message, decompressed if it was compressed; never more
+/// than `max` bytes, whatever the frame says.
+fn unpack(body: &[u8], max: usize) -> io::Result<std::borrow::Cow<'_, [u8]>> {
+    match body.split_first() {
+        Some((&RAW, rest)) => Ok(std::borrow::Cow::Borrowed(rest)),
+        Some((&LZ4, rest)) => {
+            let (size, packed) = rest
+                .split_first_chunk::<4>()
+                .ok_or_else(|| invalid("a compressed peer message without its size".into()))?;
+            let size = u32::from_le_bytes(*size) as usize;
+            if size > max {
+                return Err(invalid(format!(
+                    "a compressed peer message of {size} bytes, over cluster.max_message_bytes ({max})"
+                )));
+            }
+            let mut out = vec![0u8; size];
+            let written = lz4_flex::block::decompress_into(packed, &mut out).map_err(|e| {
+                invalid(format!(
+                    "a compressed peer message does not decompress: {e}"
+                ))
+            })?;
+            if written != size {
+                return Err(invalid(
+                    "a compressed peer message of the wrong size".into(),
+                ));
+            }
+            Ok(std::borrow::Cow::Owned(out))
+        }
+        _ => Err(invalid("a peer message with an unknown encoding".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn frames_unpack_raw_and_compressed_and_refuse_what_is_not() {
+        let raw = [RAW, 1, 2, 3];
+        assert_eq!(&*unpack(&raw, 100).unwrap(), &[1, 2, 3]);
+        let message =
+            b"uid=user1,ou=People,dc=example,dc=com uid=user2,ou=People,dc=example,dc=com"
+                .repeat(4);
+        let mut body = vec![LZ4];
+        body.extend_from_slice(&(message.len() as u32).to_le_bytes());
+        body.extend_from_slice(&lz4_flex::block::compress(&message));
+        assert!(body.len() < message.len());
+        assert_eq!(&*unpack(&body, 1 << 20).unwrap(), &message[..]);
+        // A size over the bound is refused before anything is allocated.
+        assert!(unpack(&body, 16).is_err());
+        // A size that lies, a damaged block, an unknown flag: errors.
+        let mut lying = body.clone();
+        lying[1] = lying[1].wrapping_add(1);
+        assert!(unpack(&lying, 1 << 20).is_err());
+        let cut = &body[..body.len() - 3];
+        assert!(unpack(cut, 1 << 20).is_err());
+        assert!(unpack(&[7, 0], 100).is_err());
+        assert!(unpack(&[], 100).is_err());
     }
 }
