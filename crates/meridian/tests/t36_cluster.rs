@@ -180,6 +180,14 @@ fn check_records(cluster: &Cluster, at: usize, records: &[Record]) {
     }
 }
 
+/// Three nodes, the leader elected, the base entries added there.
+fn started_with_base(extra: &str) -> (Cluster, usize) {
+    let mut cluster = Cluster::start(3, extra);
+    let leader = cluster.leader(Duration::from_secs(20));
+    setup_base(&cluster, leader);
+    (cluster, leader)
+}
+
 fn setup_base(cluster: &Cluster, at: usize) {
     let url = url(cluster, at);
     let (code, out) = admin_at(&url, "ldapadd", &[], Some(BASE));
@@ -256,9 +264,7 @@ fn writes_at_any_node_are_replicated_and_read_back_where_written() {
 
 #[test]
 fn a_leader_killed_mid_load_loses_no_acknowledged_write() {
-    let mut cluster = Cluster::start(3, "write_timeout_ms = 4000");
-    let leader = cluster.leader(Duration::from_secs(20));
-    setup_base(&cluster, leader);
+    let (mut cluster, leader) = started_with_base("write_timeout_ms = 4000");
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (1..=3)
         .map(|node| {
@@ -343,9 +349,7 @@ fn an_isolated_leader_cannot_write_and_the_majority_can() {
 fn a_node_that_lost_its_disk_is_rebuilt_from_a_snapshot() {
     // Snapshots every 20 entries, and the log behind them purged: a node
     // whose data is gone can only come back from a snapshot.
-    let mut cluster = Cluster::start(3, "snapshot_every_entries = 20");
-    let leader = cluster.leader(Duration::from_secs(20));
-    setup_base(&cluster, leader);
+    let (mut cluster, leader) = started_with_base("snapshot_every_entries = 20");
     let mut w = Writer1::new(cluster.node(leader).ldap);
     // Writes until the leader has purged its log (a purge waits for a
     // moment when no replication stream reads the entries).
@@ -405,9 +409,7 @@ fn verify(root: &std::path::Path) -> (i32, String) {
 
 #[test]
 fn verify_passes_identical_replicas_and_names_the_entry_that_differs() {
-    let mut cluster = Cluster::start(3, "");
-    let leader = cluster.leader(Duration::from_secs(20));
-    setup_base(&cluster, leader);
+    let (mut cluster, leader) = started_with_base("");
     let mut w = Writer1::new(cluster.node(leader).ldap);
     for n in 0..50 {
         assert_eq!(w.add_account(PEOPLE, &format!("v{n}")), Outcome::Ok);
@@ -459,9 +461,7 @@ fn a_node_whose_machine_crashed_rebuilds_its_database_from_snapshot_and_log() {
     // Applied state is not synced in a cluster; after a machine crash a
     // node discards its database and rebuilds it: its own last snapshot,
     // then the log (which was synced).
-    let mut cluster = Cluster::start(3, "snapshot_every_entries = 20");
-    let leader = cluster.leader(Duration::from_secs(20));
-    setup_base(&cluster, leader);
+    let (mut cluster, leader) = started_with_base("snapshot_every_entries = 20");
     let mut w = Writer1::new(cluster.node(leader).ldap);
     for n in 0..60 {
         assert_eq!(w.add_account(PEOPLE, &format!("m{n}")), Outcome::Ok);
@@ -487,9 +487,7 @@ fn a_node_whose_machine_crashed_rebuilds_its_database_from_snapshot_and_log() {
 
 #[test]
 fn followers_set_to_refer_answer_writes_with_the_leaders_url() {
-    let mut cluster = Cluster::start(3, "followers = \"referral\"");
-    let leader = cluster.leader(Duration::from_secs(20));
-    setup_base(&cluster, leader);
+    let (cluster, leader) = started_with_base("followers = \"referral\"");
     let follower = if leader == 1 { 2 } else { 1 };
     let change = format!(
         "dn: uid=own1,{PEOPLE}\nchangetype: modify\nreplace: description\ndescription: x\n"

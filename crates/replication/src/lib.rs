@@ -246,15 +246,7 @@ fn next_session(dir: &Path, floor: u64) -> io::Result<u64> {
         Err(e) => return Err(e),
     };
     let session = stored.saturating_add(1).max(floor);
-    let staged = dir.join("session.new");
-    {
-        use std::io::Write as _;
-        let mut file = meridian_store::private::create_file(&staged)?;
-        file.write_all(&session.to_le_bytes())?;
-        file.sync_data()?;
-    }
-    std::fs::rename(&staged, &path)?;
-    std::fs::File::open(dir)?.sync_all()?;
+    meridian_store::private::replace_file(&path, &session.to_le_bytes())?;
     Ok(session)
 }
 

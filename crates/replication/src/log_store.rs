@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 use std::fmt::Debug;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
@@ -157,40 +157,13 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) -> io::Result<()> {
     put_frame(out, &payload)
 }
 
-/// Syncs a directory, so a rename in it is durable.
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
-/// Replaces `path` with `bytes`, durably: written beside it, synced,
-/// renamed over it, the directory synced.
-fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = path.with_extension("new");
-    {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_data()?;
-    }
-    fs::rename(&tmp, path)?;
-    sync_dir(dir)
-}
-
 impl LogStore {
     /// Opens (creating) the log in `dir`.
     pub fn open(dir: &Path) -> io::Result<LogStore> {
         meridian_store::private::create_dir(dir)?;
         let state = read_state(&dir.join("state"))?;
         let path = dir.join("log");
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&path)?;
+        let mut file = meridian_store::private::open_append(&path)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
         let (frames, whole) = read_frames(&bytes);
@@ -307,7 +280,7 @@ fn write_state(path: &Path, state: &State) -> io::Result<()> {
         postcard::to_stdvec(state).map_err(|e| corrupt(format!("encoding the raft state: {e}")))?;
     let mut bytes = Vec::with_capacity(payload.len() + FRAME_HEADER);
     put_frame(&mut bytes, &payload)?;
-    replace_file(path, &bytes)
+    meridian_store::private::replace_file(path, &bytes)
 }
 
 impl RaftLogReader<Meridian> for LogStore {
@@ -468,8 +441,8 @@ impl RaftLogStorage<Meridian> for LogStore {
                 bytes
             };
             let path = shared.dir.join("log");
-            replace_file(&path, &live)?;
-            file.file = OpenOptions::new().read(true).append(true).open(&path)?;
+            meridian_store::private::replace_file(&path, &live)?;
+            file.file = meridian_store::private::open_append(&path)?;
             file.len = live.len() as u64;
             file.dead = 0;
             shared.note_live(&file);
@@ -485,6 +458,7 @@ mod tests {
 
     use super::*;
     use openraft::testing::blank_ent;
+    use std::fs::OpenOptions;
 
     fn dir(tag: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("meridian-log-{}-{tag}", std::process::id()));

@@ -15,7 +15,7 @@
 //! it in one store transaction ([`meridian_store::Store::install_copy`]).
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
@@ -129,14 +129,7 @@ impl Snapshots {
             file: name,
         })
         .map_err(io::Error::other)?;
-        let staged = self.dir.join("current.new");
-        {
-            let mut out = meridian_store::private::create_file(&staged)?;
-            out.write_all(&bytes)?;
-            out.sync_data()?;
-        }
-        fs::rename(&staged, self.dir.join("current"))?;
-        fs::File::open(&self.dir)?.sync_all()?;
+        meridian_store::private::replace_file(&self.dir.join("current"), &bytes)?;
         if let Some((_, old)) = current.replace((meta.clone(), path.clone()))
             && old != path
         {

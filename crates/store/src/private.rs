@@ -44,6 +44,38 @@ pub fn create_dir(dir: &Path) -> io::Result<()> {
         .create(dir)
 }
 
+/// Opens `path` for reading and appending (creating it 0600, narrowing
+/// an existing one first).
+pub fn open_append(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .mode(FILE_MODE)
+        .open(path)?;
+    file.set_permissions(Permissions::from_mode(FILE_MODE))?;
+    Ok(file)
+}
+
+/// Replaces `path` with `bytes`, durably and atomically: written to
+/// `<path>.new` (0600) and synced, renamed over `path`, the folder
+/// synced. A crash leaves the old file or the new one, never a mix.
+pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write as _;
+    let staged = path.with_extension("new");
+    {
+        let mut file = create_file(&staged)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&staged, path)?;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    File::open(dir)?.sync_all()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -311,19 +311,8 @@ impl Running {
     /// Once the environment is open: this boot writes it now.
     pub(crate) fn mark(self) -> Result<(), StoreError> {
         let id = crate::journal::boot_id().unwrap_or_default();
-        let staged = self.path.with_extension("new");
-        let write = || -> std::io::Result<()> {
-            use std::io::Write as _;
-            let mut file = crate::private::create_file(&staged)?;
-            file.write_all(id.as_bytes())?;
-            file.sync_all()?;
-            std::fs::rename(&staged, &self.path)?;
-            if let Some(dir) = self.path.parent() {
-                std::fs::File::open(dir)?.sync_all()?;
-            }
-            Ok(())
-        };
-        write().map_err(|e| StoreError::io("write", self.path.display(), &e))
+        crate::private::replace_file(&self.path, id.as_bytes())
+            .map_err(|e| StoreError::io("write", self.path.display(), &e))
     }
 
     /// Whether the store at `env` is a replicated one (its marker is there).
