@@ -306,10 +306,64 @@ impl Directory {
             .map_err(Outcome::from)
     }
 
-    /// Raises the entryCSN clock to at least `csn`, one made on another
-    /// node (a replica's applied write): this node's next CSN is higher.
-    pub fn observe_csn(&self, csn: &str) {
-        self.csn.observe(csn);
+    /// Learns from commands another node prepared, about to be applied
+    /// here (a cluster): what this node's own prepare would have noted.
+    /// Its entryCSN clock rises to at least their highest CSN, so its
+    /// next CSN is higher whichever node then leads; and adds of referral
+    /// objects, aliases and dynamic entries (or changes of objectClass)
+    /// set the flags that make operations look for them.
+    pub fn observe_applied(&self, commands: &[Command]) {
+        let csn_type = self.schema.attribute_id("entryCSN");
+        let mut highest: Option<&[u8]> = None;
+        for command in commands {
+            if let Some(csn) = csn_type.and_then(|t| command.entry_csn(t))
+                && highest.is_none_or(|h| csn > h)
+            {
+                highest = Some(csn);
+            }
+            self.note_applied(command);
+        }
+        if let Some(csn) = highest {
+            self.csn.observe(&String::from_utf8_lossy(csn));
+        }
+    }
+
+    fn note_applied(&self, command: &Command) {
+        match command {
+            Command::Add { entry, .. } => self.note_added(entry),
+            Command::AddMany { entries, .. } => entries.iter().for_each(|e| self.note_added(e)),
+            Command::Modify { changes, .. } => {
+                let object_class = self.schema.object_class_attr();
+                let touches = |c: &Modification| {
+                    Description::parse(c.attr.as_bytes(), &self.schema)
+                        .is_ok_and(|d| Some(d.attr) == object_class)
+                };
+                if changes.iter().any(touches) {
+                    for kind in presence::Special::ALL {
+                        self.presence.note(kind);
+                    }
+                    self.may_have_dynamic
+                        .store(true, std::sync::atomic::Ordering::Release);
+                }
+            }
+            Command::Guarded { command, .. } | Command::ReadBack { command, .. } => {
+                self.note_applied(command);
+            }
+            Command::Delete { .. }
+            | Command::DeleteSubtree { .. }
+            | Command::ModifyDn { .. }
+            | Command::RebuildIndexes
+            | Command::BuildIndexes { .. }
+            | Command::SetLoadState(_) => {}
+        }
+    }
+
+    fn note_added(&self, entry: &Entry) {
+        self.note_special(entry);
+        if self.is_dynamic(entry) {
+            self.may_have_dynamic
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
     }
 
     /// Queues a prepared write with the store (in call order) and returns

@@ -162,9 +162,9 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         let directory = Arc::new(directory);
         if let Some(node) = &cluster {
             let observer = Arc::downgrade(&directory);
-            node.observe_csns(move |csn| {
+            node.observe_applied(move |commands| {
                 if let Some(directory) = observer.upgrade() {
-                    directory.observe_csn(csn);
+                    directory.observe_applied(commands);
                 }
             });
         }

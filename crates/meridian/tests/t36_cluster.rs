@@ -507,3 +507,44 @@ fn followers_set_to_refer_answer_writes_with_the_leaders_url() {
     );
     assert_eq!(code, 0, "{out}");
 }
+
+#[test]
+fn a_referral_added_at_one_node_is_honoured_at_the_others() {
+    // The directory learns that referral objects exist when it prepares
+    // one; the other nodes learn it when they apply the add.
+    let (cluster, leader) = started_with_base("");
+    let referral = format!(
+        "dn: ou=elsewhere,{PEOPLE}\nobjectClass: referral\nobjectClass: extensibleObject\nou: elsewhere\nref: ldap://other.example:389/ou=elsewhere,dc=example,dc=com\n"
+    );
+    let (code, out) = admin_at(&url(&cluster, leader), "ldapadd", &[], Some(&referral));
+    assert_eq!(code, 0, "{out}");
+    for id in (1..=3).filter(|id| *id != leader) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (code, out) = admin_at(
+                &url(&cluster, id),
+                "ldapsearch",
+                &[
+                    "-LLL",
+                    "-b",
+                    &format!("uid=x,ou=elsewhere,{PEOPLE}"),
+                    "-s",
+                    "base",
+                ],
+                None,
+            );
+            if code == 10 {
+                assert!(
+                    out.contains("ldap://other.example:389/"),
+                    "node {id}: {out}"
+                );
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {id} does not refer: {code} {out}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}

@@ -38,7 +38,7 @@ use openraft::{BasicNode, SnapshotPolicy};
 
 pub use log_store::LogStore;
 pub use snapshot::SnapshotFile;
-pub use state_machine::{CsnObserver, StateMachine};
+pub use state_machine::{AppliedObserver, StateMachine};
 
 use crate::pending::Pending;
 use crate::snapshot::Snapshots;
@@ -112,7 +112,7 @@ pub struct Options {
 /// A running node.
 pub struct ClusterNode {
     raft: Raft,
-    csn_observer: CsnObserver,
+    applied_observer: AppliedObserver,
     peer_bytes: Arc<std::sync::atomic::AtomicU64>,
     me: NodeId,
     members: Vec<Member>,
@@ -155,8 +155,8 @@ pub struct Storage {
     pub log: LogStore,
     /// The store as openraft's state machine.
     pub state_machine: StateMachine,
-    /// Where the directory's CSN clock is told of other nodes' CSNs.
-    pub csn_observer: CsnObserver,
+    /// Where the directory is shown other nodes' commands.
+    pub applied_observer: AppliedObserver,
     pending: Arc<Pending>,
     snapshots: Arc<Snapshots>,
 }
@@ -181,19 +181,19 @@ impl Storage {
         let session =
             next_session(dir, marker.next_session(me)).map_err(io_error("the session counter"))?;
         let pending = Arc::new(Pending::new(session));
-        let csn_observer = CsnObserver::default();
+        let applied_observer = AppliedObserver::default();
         let state_machine = StateMachine::new(
             store,
             me,
             marker,
             Arc::clone(&pending),
             Arc::clone(&snapshots),
-            Arc::clone(&csn_observer),
+            Arc::clone(&applied_observer),
         );
         Ok(Storage {
             log,
             state_machine,
-            csn_observer,
+            applied_observer,
             pending,
             snapshots,
         })
@@ -267,7 +267,7 @@ impl ClusterNode {
         let Storage {
             log,
             state_machine,
-            csn_observer,
+            applied_observer,
             pending,
             snapshots,
         } = Storage::open(&options.dir, store, me)?;
@@ -378,7 +378,7 @@ impl ClusterNode {
         tracing::info!(node = me, peer = %listen, session, "cluster node started");
         Ok(ClusterNode {
             raft,
-            csn_observer,
+            applied_observer,
             peer_bytes,
             me,
             members: options.members,
@@ -386,10 +386,13 @@ impl ClusterNode {
         })
     }
 
-    /// Tells `observe` the highest entryCSN of each batch of other
-    /// nodes' commands applied here (once; later calls are ignored).
-    pub fn observe_csns(&self, observe: impl Fn(&str) + Send + Sync + 'static) {
-        let _ = self.csn_observer.set(Box::new(observe));
+    /// Shows `observe` every batch of other nodes' commands before it is
+    /// applied here (set once; later calls are ignored).
+    pub fn observe_applied(
+        &self,
+        observe: impl Fn(&[meridian_store::Command]) + Send + Sync + 'static,
+    ) {
+        let _ = self.applied_observer.set(Box::new(observe));
     }
 
     /// This node leads now (as far as it knows).

@@ -72,10 +72,12 @@ impl Marker {
     }
 }
 
-/// Told the highest entryCSN of each transaction of other nodes'
-/// commands, so this node's CSNs never go below them (the directory's
-/// hybrid logical clock): set once the directory exists.
-pub type CsnObserver = Arc<std::sync::OnceLock<Box<dyn Fn(&str) + Send + Sync>>>;
+/// Shown the commands of other nodes before they are applied here, so
+/// the directory learns what its own prepare would have taught it: the
+/// entryCSNs (its clock never goes below them) and whether referral
+/// objects, aliases or dynamic entries may now exist. Set once the
+/// directory exists.
+pub type AppliedObserver = Arc<std::sync::OnceLock<Box<dyn Fn(&[Command]) + Send + Sync>>>;
 
 /// The state machine over a store.
 pub struct StateMachine {
@@ -85,7 +87,7 @@ pub struct StateMachine {
     marker: Marker,
     pending: Arc<Pending>,
     snapshots: Arc<Snapshots>,
-    observer: CsnObserver,
+    observer: AppliedObserver,
 }
 
 /// Commands gathered for one transaction, and whom to answer after it.
@@ -96,8 +98,8 @@ struct Gathered {
     ours: Vec<(u64, u64, usize, usize)>,
     responders: Vec<openraft::storage::ApplyResponder<Meridian>>,
     entries: usize,
-    /// The highest entryCSN among other nodes' commands.
-    highest_csn: Option<Vec<u8>>,
+    /// Other nodes' commands, by position in `commands`.
+    theirs: Vec<std::ops::Range<usize>>,
 }
 
 impl StateMachine {
@@ -107,7 +109,7 @@ impl StateMachine {
         marker: Marker,
         pending: Arc<Pending>,
         snapshots: Arc<Snapshots>,
-        observer: CsnObserver,
+        observer: AppliedObserver,
     ) -> StateMachine {
         let schema = Arc::clone(store.schema());
         StateMachine {
@@ -148,16 +150,9 @@ impl StateMachine {
                             gathered.commands.len(),
                             commands.len(),
                         ));
-                    } else if let Some(csn_type) = self.schema.attribute_id("entryCSN") {
-                        let highest = commands.iter().filter_map(|c| c.entry_csn(csn_type)).max();
-                        if let Some(csn) = highest
-                            && gathered
-                                .highest_csn
-                                .as_deref()
-                                .is_none_or(|known| csn > known)
-                        {
-                            gathered.highest_csn = Some(csn.to_vec());
-                        }
+                    } else {
+                        let first = gathered.commands.len();
+                        gathered.theirs.push(first..first + commands.len());
                     }
                     gathered.commands.extend(commands);
                     self.marker
@@ -182,9 +177,14 @@ impl StateMachine {
             commands,
             ours,
             responders,
-            highest_csn,
+            theirs,
             ..
         } = gathered;
+        if let Some(observe) = self.observer.get() {
+            for range in theirs {
+                observe(commands.get(range).unwrap_or_default());
+            }
+        }
         let marker = self.marker.encode()?;
         let results = self
             .store
@@ -196,9 +196,6 @@ impl StateMachine {
                 );
                 io::Error::other(format!("applying committed log entries: {e}"))
             })?;
-        if let (Some(csn), Some(observe)) = (highest_csn, self.observer.get()) {
-            observe(&String::from_utf8_lossy(&csn));
-        }
         for (session, seq, first, count) in ours {
             let slice = results.get(first..first + count).unwrap_or_default();
             self.pending.applied(session, seq, slice.iter().cloned());
