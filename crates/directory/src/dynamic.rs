@@ -269,12 +269,24 @@ impl Directory {
                 .map_err(Outcome::from)?;
         }
         expired.sort_by_key(|dn| std::cmp::Reverse(dn.rdn_count()));
+        // Each delete is guarded by the expiry it was chosen for, tested
+        // when it applies: an entry refreshed since (a Refresh on this
+        // server, or on another node of a cluster, ordered before this
+        // delete in the log) lives on.
+        let guard = filter_str::parse(&format!("(entryExpireTimestamp<={now})"), 4)
+            .map_err(|e| unparsable(&e))?;
         let mut deleted = 0;
         for dn in expired {
-            match self.store_for(&dn).execute(Command::Delete { dn }).await {
+            let command = Command::Guarded {
+                assertion: guard.clone(),
+                command: Box::new(Command::Delete { dn: dn.clone() }),
+            };
+            match self.store_for(&dn).execute(command).await {
                 Ok(_) => deleted += 1,
-                // Children still alive, or deleted meanwhile: next sweep.
+                // Children still alive, deleted or refreshed meanwhile:
+                // next sweep.
                 Err(StoreError::NotAllowedOnNonLeaf(_) | StoreError::NoSuchObject { .. }) => {}
+                Err(e) if e.code() == ResultCode::ASSERTION_FAILED => {}
                 Err(e) => return Err(e.into()),
             }
         }
