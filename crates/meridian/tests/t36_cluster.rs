@@ -548,3 +548,31 @@ fn a_referral_added_at_one_node_is_honoured_at_the_others() {
         }
     }
 }
+
+#[test]
+fn a_node_down_does_not_keep_the_log_from_being_purged() {
+    // The leader's log is bounded by its snapshots even while a follower
+    // is away, which then catches up from a snapshot.
+    let (mut cluster, leader) = started_with_base("snapshot_every_entries = 20");
+    let away = if leader == 3 { 2 } else { 3 };
+    cluster.kill(away);
+    let mut w = Writer1::new(cluster.node(leader).ldap);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut n = 0;
+    loop {
+        assert_eq!(w.add_account(PEOPLE, &format!("d{n}")), Outcome::Ok);
+        n += 1;
+        if n % 25 == 0 {
+            let purged: u64 = support::cluster::root_dse_value(cluster.node(leader).ldap, "meridianClusterPurged")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            if purged >= 100 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the log was not purged with node {away} down (purged {purged})");
+        }
+    }
+    cluster.start_node(away);
+    let dump = cluster.await_identical(Duration::from_secs(30));
+    assert!(dump.contains(&format!("uid=d{},", n - 1)));
+}
