@@ -77,6 +77,14 @@ pub struct ClusterConfig {
     /// The secret every node proves to the others when it connects
     /// (keep the file 0600); required with `nodes`.
     pub secret: String,
+    /// This node's certificate chain for peer links (PEM); with
+    /// `tls_key_file` and `tls_ca_file`, every peer link is TLS with both
+    /// ends verified against `tls_ca_file`.
+    pub tls_certificate_file: Option<PathBuf>,
+    /// Its private key (PEM).
+    pub tls_key_file: Option<PathBuf>,
+    /// The CA certificates that sign every node's certificate (PEM).
+    pub tls_ca_file: Option<PathBuf>,
     /// What a follower does with a write: `"forward"` it to the leader
     /// and answer once it is applied here, or `"referral"` (result 10
     /// with the leader's `ldap` URL).
@@ -173,6 +181,17 @@ impl ClusterConfig {
                 format!("{} is not one of cluster.nodes", self.node_id),
             );
         }
+        let tls = [
+            &self.tls_certificate_file,
+            &self.tls_key_file,
+            &self.tls_ca_file,
+        ];
+        if tls.iter().any(|f| f.is_some()) && !tls.iter().all(|f| f.is_some()) {
+            return invalid(
+                "cluster.tls_certificate_file",
+                "peer TLS needs all three of cluster.tls_certificate_file, tls_key_file and tls_ca_file".into(),
+            );
+        }
         if self.secret.len() < 16 {
             return invalid(
                 "cluster.secret",
@@ -210,6 +229,9 @@ impl Default for ClusterConfig {
             node_id: 0,
             nodes: Vec::new(),
             peer_listen: String::new(),
+            tls_certificate_file: None,
+            tls_key_file: None,
+            tls_ca_file: None,
             secret: String::new(),
             followers: "forward".into(),
             write_timeout_ms: 10_000,

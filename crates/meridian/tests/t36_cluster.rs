@@ -563,16 +563,87 @@ fn a_node_down_does_not_keep_the_log_from_being_purged() {
         assert_eq!(w.add_account(PEOPLE, &format!("d{n}")), Outcome::Ok);
         n += 1;
         if n % 25 == 0 {
-            let purged: u64 = support::cluster::root_dse_value(cluster.node(leader).ldap, "meridianClusterPurged")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
+            let purged: u64 = support::cluster::root_dse_value(
+                cluster.node(leader).ldap,
+                "meridianClusterPurged",
+            )
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
             if purged >= 100 {
                 break;
             }
-            assert!(Instant::now() < deadline, "the log was not purged with node {away} down (purged {purged})");
+            assert!(
+                Instant::now() < deadline,
+                "the log was not purged with node {away} down (purged {purged})"
+            );
         }
     }
     cluster.start_node(away);
     let dump = cluster.await_identical(Duration::from_secs(30));
     assert!(dump.contains(&format!("uid=d{},", n - 1)));
+}
+
+/// A CA of the test, PEM files written where asked.
+struct TestCa(rcgen::CertifiedIssuer<'static, rcgen::KeyPair>);
+
+impl TestCa {
+    fn new(name: &str) -> TestCa {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.distinguished_name.push(
+            rcgen::DnType::CommonName,
+            format!("Meridian test CA {name}"),
+        );
+        TestCa(
+            rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap())
+                .unwrap(),
+        )
+    }
+
+    /// A node's certificate (for 127.0.0.1), its key and this CA, in `dir`.
+    fn issue(&self, dir: &std::path::Path) {
+        let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+        let pair = rcgen::KeyPair::generate().unwrap();
+        let signed = params.signed_by(&pair, &self.0).unwrap();
+        std::fs::write(dir.join("peer.key"), pair.serialize_pem()).unwrap();
+        std::fs::write(dir.join("peer.pem"), signed.pem()).unwrap();
+        std::fs::write(dir.join("peer-ca.pem"), self.0.pem()).unwrap();
+    }
+}
+
+#[test]
+fn peer_links_are_tls_and_a_node_that_cannot_be_verified_is_refused() {
+    let ca = TestCa::new("A");
+    let mut cluster = Cluster::start_each(3, |_, dir| {
+        ca.issue(dir);
+        let file = |name: &str| format!("{:?}", dir.join(name).display().to_string());
+        format!(
+            "tls_certificate_file = {}\ntls_key_file = {}\ntls_ca_file = {}\n",
+            file("peer.pem"),
+            file("peer.key"),
+            file("peer-ca.pem")
+        )
+    });
+    let leader = cluster.leader(Duration::from_secs(20));
+    setup_base(&cluster, leader);
+    cluster.await_identical(Duration::from_secs(20));
+
+    // Node 3 comes back with a certificate of another CA (and trusts only
+    // that one): neither side verifies the other, nothing crosses.
+    let stranger = if leader == 3 { 2 } else { 3 };
+    cluster.kill(stranger);
+    TestCa::new("B").issue(&cluster.node(stranger).dir);
+    cluster.start_node(stranger);
+    let mut w = Writer1::new(cluster.node(leader).ldap);
+    assert_eq!(w.add_account(PEOPLE, "while-refused"), Outcome::Ok);
+    std::thread::sleep(Duration::from_secs(2));
+    let dump = support::cluster::dump(cluster.node(stranger).ldap);
+    assert!(
+        !dump.contains("uid=while-refused,"),
+        "a node of another CA got entries"
+    );
+    let logs: String = (1..=3)
+        .map(|id| std::fs::read_to_string(cluster.node(id).dir.join("serve.log")).unwrap())
+        .collect();
+    assert!(logs.contains("refused"), "the refusals are logged:\n{logs}");
 }

@@ -22,6 +22,7 @@ mod pending;
 mod proposer;
 mod snapshot;
 mod state_machine;
+mod tls;
 pub mod types;
 mod wire;
 
@@ -39,6 +40,7 @@ use openraft::{BasicNode, SnapshotPolicy};
 pub use log_store::LogStore;
 pub use snapshot::SnapshotFile;
 pub use state_machine::{AppliedObserver, StateMachine};
+pub use tls::PeerTlsFiles;
 
 use crate::pending::Pending;
 use crate::snapshot::Snapshots;
@@ -89,6 +91,8 @@ pub struct Options {
     pub peer_listen: Option<String>,
     /// The secret nodes prove to each other.
     pub secret: String,
+    /// TLS on peer links (`cluster.tls_*`), when configured.
+    pub tls: Option<PeerTlsFiles>,
     /// Followers answer writes with a referral to the leader.
     pub refer_writes: bool,
     /// `cluster.write_timeout_ms`.
@@ -294,7 +298,13 @@ impl ClusterNode {
                 .validate()
                 .map_err(|e| ClusterError::Raft(e.to_string()))?,
         );
-        let link = Link::new(&options.secret, options.max_message, me);
+        let tls = options
+            .tls
+            .as_ref()
+            .map(tls::PeerTls::load)
+            .transpose()
+            .map_err(|e| ClusterError::Raft(format!("peer TLS: {e}")))?;
+        let link = Link::new(&options.secret, options.max_message, me, tls);
         let peer_bytes = Arc::clone(&link.sent);
         // Peers are reached at the addresses of this node's config: the
         // membership in the log names nodes by ID only, so each node may

@@ -12,11 +12,10 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, RaftNetworkV2};
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 
 use crate::snapshot::SnapshotFile;
 use crate::types::{Meridian, NodeId, Vote};
-use crate::wire::{Link, Request, Response};
+use crate::wire::{Link, PeerStream, Request, Response};
 
 /// Bytes of one snapshot chunk.
 const SNAPSHOT_CHUNK: usize = 1 << 20;
@@ -50,7 +49,7 @@ pub(crate) struct PeerClient {
     target: NodeId,
     addr: String,
     link: Link,
-    stream: Option<TcpStream>,
+    stream: Option<PeerStream>,
 }
 
 /// Why a call failed: before anything was sent, or after.

@@ -41,15 +41,22 @@ pub(crate) async fn serve(listener: TcpListener, service: Arc<PeerService>) {
     }
 }
 
-async fn serve_connection(mut stream: TcpStream, service: &PeerService) -> std::io::Result<()> {
-    stream.set_nodelay(true)?;
-    if !service.link.accept(&mut stream, HANDSHAKE_TIMEOUT).await? {
-        tracing::warn!(
-            from = ?stream.peer_addr().ok(),
-            "a peer connection did not prove the cluster secret for this node: closed"
-        );
-        return Ok(());
-    }
+async fn serve_connection(tcp: TcpStream, service: &PeerService) -> std::io::Result<()> {
+    let from = tcp.peer_addr().ok();
+    let mut stream = match service.link.accept(tcp, HANDSHAKE_TIMEOUT).await {
+        Ok(Some(stream)) => stream,
+        Ok(None) => {
+            tracing::warn!(
+                ?from,
+                "a peer connection did not prove the cluster secret for this node: closed"
+            );
+            return Ok(());
+        }
+        Err(e) => {
+            tracing::warn!(?from, "a peer connection was refused: {e}");
+            return Ok(());
+        }
+    };
     // A snapshot transfer in progress on this connection.
     let mut receiving: Option<(u64, std::fs::File, std::path::PathBuf)> = None;
     while let Some(request) = service.link.receive::<Request>(&mut stream).await? {

@@ -20,8 +20,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use crate::tls::PeerTls;
 
 use crate::types::{Batch, Meridian, NodeId, Vote};
 
@@ -66,9 +68,16 @@ pub(crate) enum Forwarded {
     NotLeader(Option<NodeId>),
 }
 
+/// A peer connection: plain TCP, or TLS over it (`cluster.tls_*`).
+pub(crate) trait PeerIo: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> PeerIo for T {}
+pub(crate) type PeerStream = Box<dyn PeerIo>;
+
 /// The secret nodes prove to each other, and the frame bound.
 #[derive(Clone)]
 pub(crate) struct Link {
+    /// TLS on every link, when configured.
+    pub(crate) tls: Option<PeerTls>,
     secret: Vec<u8>,
     pub(crate) max_message: usize,
     /// This node: what an accepted connection must be meant for.
@@ -90,8 +99,9 @@ fn invalid(message: String) -> io::Error {
 }
 
 impl Link {
-    pub(crate) fn new(secret: &str, max_message: usize, me: NodeId) -> Link {
+    pub(crate) fn new(secret: &str, max_message: usize, me: NodeId, tls: Option<PeerTls>) -> Link {
         Link {
+            tls,
             secret: secret.as_bytes().to_vec(),
             max_message,
             me,
@@ -108,26 +118,47 @@ impl Link {
         hash.finalize().into()
     }
 
-    /// The connector's side of the handshake, to node `target`.
+    /// The connector's side of the handshake, to node `target`: TLS
+    /// first when configured (the peer's certificate verified, ours
+    /// presented), then the proof of the secret.
     pub(crate) async fn connect(
         &self,
         addr: &str,
         target: NodeId,
         timeout: Duration,
-    ) -> io::Result<TcpStream> {
-        let mut stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+    ) -> io::Result<PeerStream> {
+        let within = |what: &'static str| move |_| io::Error::new(io::ErrorKind::TimedOut, what);
+        let tcp = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connecting timed out"))??;
-        stream.set_nodelay(true)?;
+            .map_err(within("connecting timed out"))??;
+        tcp.set_nodelay(true)?;
+        let mut stream: PeerStream = match &self.tls {
+            None => Box::new(tcp),
+            Some(tls) => {
+                let name = crate::tls::server_name(addr)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                let tls = tokio::time::timeout(timeout, tls.connector.connect(name, tcp))
+                    .await
+                    .map_err(within("the TLS handshake timed out"))?
+                    .map_err(|e| {
+                        io::Error::new(
+                            io::ErrorKind::PermissionDenied,
+                            format!("TLS with the peer at {addr}: {e}"),
+                        )
+                    })?;
+                Box::new(tls)
+            }
+        };
         let mut challenge = [0u8; CHALLENGE];
         tokio::time::timeout(timeout, stream.read_exact(&mut challenge))
             .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "the peer sent no challenge"))??;
+            .map_err(within("the peer sent no challenge"))??;
         stream.write_all(&self.proof(&challenge, target)).await?;
+        stream.flush().await?;
         let mut verdict = [0u8; 1];
         tokio::time::timeout(timeout, stream.read_exact(&mut verdict))
             .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "the peer did not answer"))??;
+            .map_err(within("the peer did not answer"))??;
         if verdict != [1] {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
@@ -139,28 +170,47 @@ impl Link {
         Ok(stream)
     }
 
-    /// The acceptor's side: `Ok(false)` when the connector does not know
-    /// the secret or means another node (the connection is then closed).
+    /// The acceptor's side: TLS first when configured (a peer without a
+    /// certificate our CA signed is refused by the handshake), then the
+    /// challenge. `Ok(None)` when the connector does not know the secret
+    /// or means another node (the connection is then closed).
     pub(crate) async fn accept(
         &self,
-        stream: &mut TcpStream,
+        tcp: TcpStream,
         timeout: Duration,
-    ) -> io::Result<bool> {
+    ) -> io::Result<Option<PeerStream>> {
+        tcp.set_nodelay(true)?;
+        let mut stream: PeerStream = match &self.tls {
+            None => Box::new(tcp),
+            Some(tls) => {
+                let tls = tokio::time::timeout(timeout, tls.acceptor.accept(tcp))
+                    .await
+                    .map_err(|_| {
+                        io::Error::new(io::ErrorKind::TimedOut, "the TLS handshake timed out")
+                    })?
+                    .map_err(|e| {
+                        io::Error::new(io::ErrorKind::PermissionDenied, format!("TLS: {e}"))
+                    })?;
+                Box::new(tls)
+            }
+        };
         let mut challenge = [0u8; CHALLENGE];
         getrandom::fill(&mut challenge).map_err(|e| io::Error::other(e.to_string()))?;
         stream.write_all(&challenge).await?;
+        stream.flush().await?;
         let mut proof = [0u8; 32];
         tokio::time::timeout(timeout, stream.read_exact(&mut proof))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no proof of the secret"))??;
         let good = bool::from(self.proof(&challenge, self.me).ct_eq(&proof));
         stream.write_all(&[u8::from(good)]).await?;
-        Ok(good)
+        stream.flush().await?;
+        Ok(good.then_some(stream))
     }
 
     pub(crate) async fn send<T: Serialize>(
         &self,
-        stream: &mut TcpStream,
+        stream: &mut PeerStream,
         message: &T,
     ) -> io::Result<()> {
         let bytes = postcard::to_stdvec(message).map_err(|e| invalid(e.to_string()))?;
@@ -195,6 +245,7 @@ impl Link {
             }
         }
         stream.write_all(&frame).await?;
+        stream.flush().await?;
         self.sent
             .fetch_add(frame.len() as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(())
@@ -203,7 +254,7 @@ impl Link {
     /// The next message; `Ok(None)` at a clean end of stream.
     pub(crate) async fn receive<T: DeserializeOwned>(
         &self,
-        stream: &mut TcpStream,
+        stream: &mut PeerStream,
     ) -> io::Result<Option<T>> {
         let mut len = [0u8; 4];
         match stream.read_exact(&mut len).await {

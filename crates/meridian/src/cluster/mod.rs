@@ -29,6 +29,14 @@ pub(crate) fn options(config: &Config) -> Options {
             listen => Some(listen.to_owned()),
         },
         secret: c.secret.clone(),
+        tls: match (&c.tls_certificate_file, &c.tls_key_file, &c.tls_ca_file) {
+            (Some(certificate), Some(key), Some(ca)) => Some(meridian_replication::PeerTlsFiles {
+                certificate: certificate.clone(),
+                key: key.clone(),
+                ca: ca.clone(),
+            }),
+            _ => None,
+        },
         refer_writes: c.followers == "referral",
         write_timeout: Duration::from_millis(c.write_timeout_ms),
         heartbeat: Duration::from_millis(c.heartbeat_ms),

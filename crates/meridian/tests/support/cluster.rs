@@ -162,6 +162,12 @@ pub const SECRET: &str = "a-test-cluster-secret";
 impl Cluster {
     /// Starts `n` nodes; `extra` is appended to each node's `[cluster]`.
     pub fn start(n: usize, extra: &str) -> Cluster {
+        Cluster::start_each(n, |_, _| extra.to_owned())
+    }
+
+    /// Starts `n` nodes; `extra(id, dir)` is appended to node `id`'s
+    /// `[cluster]` (`dir` is its directory, made already).
+    pub fn start_each(n: usize, extra: impl Fn(usize, &std::path::Path) -> String) -> Cluster {
         let root = temp_dir("cluster");
         let ldap: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let peer: Vec<u16> = (0..n).map(|_| free_port()).collect();
@@ -178,6 +184,7 @@ impl Cluster {
         for id in 1..=n {
             let dir = root.join(format!("node{id}"));
             std::fs::create_dir_all(&dir).unwrap();
+            let extra = extra(id, &dir);
             let mut config = format!(
                 "[server]\nlisten = \"127.0.0.1:{}\"\n[directory]\ndata_dir = {:?}\n[cluster]\nnode_id = {id}\nsecret = {SECRET:?}\npeer_listen = \"127.0.0.1:{}\"\n{extra}\n",
                 ldap[id - 1],
