@@ -647,3 +647,28 @@ fn peer_links_are_tls_and_a_node_that_cannot_be_verified_is_refused() {
         .collect();
     assert!(logs.contains("refused"), "the refusals are logged:\n{logs}");
 }
+
+#[test]
+fn a_node_with_other_indexes_is_refused_naming_the_key() {
+    // Applying writes index keys: a node indexing differently would hold
+    // another database after the same log. It is refused.
+    let mut cluster = Cluster::start_each(3, |id, _| {
+        if id == 3 {
+            "[storage.indexes]\ndescription = [\"eq\"]\n".to_owned()
+        } else {
+            String::new()
+        }
+    });
+    let leader = cluster.leader(Duration::from_secs(20));
+    assert_ne!(leader, 3, "node 3 cannot gather votes");
+    setup_base(&cluster, leader);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!support::cluster::dump(cluster.node(3).ldap).contains("ou=people"));
+    let logs: String = (1..=3)
+        .map(|id| std::fs::read_to_string(cluster.node(id).dir.join("serve.log")).unwrap())
+        .collect();
+    assert!(
+        logs.contains("another configuration of storage.indexes"),
+        "{logs}"
+    );
+}

@@ -41,6 +41,7 @@ pub use log_store::LogStore;
 pub use snapshot::SnapshotFile;
 pub use state_machine::{AppliedObserver, StateMachine};
 pub use tls::PeerTlsFiles;
+pub use wire::ConfigDigest;
 
 use crate::pending::Pending;
 use crate::snapshot::Snapshots;
@@ -93,6 +94,9 @@ pub struct Options {
     pub secret: String,
     /// TLS on peer links (`cluster.tls_*`), when configured.
     pub tls: Option<PeerTlsFiles>,
+    /// What applying depends on in the configuration; a peer whose
+    /// digest differs is refused, naming the keys.
+    pub config_digest: ConfigDigest,
     /// Followers answer writes with a referral to the leader.
     pub refer_writes: bool,
     /// `cluster.write_timeout_ms`.
@@ -304,7 +308,13 @@ impl ClusterNode {
             .map(tls::PeerTls::load)
             .transpose()
             .map_err(|e| ClusterError::Raft(format!("peer TLS: {e}")))?;
-        let link = Link::new(&options.secret, options.max_message, me, tls);
+        let link = Link::new(
+            &options.secret,
+            options.max_message,
+            me,
+            tls,
+            options.config_digest.clone(),
+        );
         let peer_bytes = Arc::clone(&link.sent);
         // Peers are reached at the addresses of this node's config: the
         // membership in the log names nodes by ID only, so each node may

@@ -73,9 +73,16 @@ pub(crate) trait PeerIo: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> PeerIo for T {}
 pub(crate) type PeerStream = Box<dyn PeerIo>;
 
+/// What each node's applying depends on in its configuration, as
+/// `(config key, digest of its value)`: two nodes whose digests differ
+/// would apply the same log to different databases.
+pub type ConfigDigest = Vec<(String, [u8; 32])>;
+
 /// The secret nodes prove to each other, and the frame bound.
 #[derive(Clone)]
 pub(crate) struct Link {
+    /// This node's [`ConfigDigest`], exchanged after the secret.
+    pub(crate) digest: std::sync::Arc<ConfigDigest>,
     /// TLS on every link, when configured.
     pub(crate) tls: Option<PeerTls>,
     secret: Vec<u8>,
@@ -99,8 +106,15 @@ fn invalid(message: String) -> io::Error {
 }
 
 impl Link {
-    pub(crate) fn new(secret: &str, max_message: usize, me: NodeId, tls: Option<PeerTls>) -> Link {
+    pub(crate) fn new(
+        secret: &str,
+        max_message: usize,
+        me: NodeId,
+        tls: Option<PeerTls>,
+        digest: ConfigDigest,
+    ) -> Link {
         Link {
+            digest: std::sync::Arc::new(digest),
             tls,
             secret: secret.as_bytes().to_vec(),
             max_message,
@@ -167,6 +181,25 @@ impl Link {
                 ),
             ));
         }
+        self.send(&mut stream, &*self.digest).await?;
+        let differing: Vec<String> = tokio::time::timeout(timeout, self.receive(&mut stream))
+            .await
+            .map_err(within("the peer did not compare configurations"))??
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the peer closed the connection",
+                )
+            })?;
+        if !differing.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "node {target} at {addr} has another configuration of {}: every node must have the same",
+                    differing.join(", ")
+                ),
+            ));
+        }
         Ok(stream)
     }
 
@@ -205,7 +238,30 @@ impl Link {
         let good = bool::from(self.proof(&challenge, self.me).ct_eq(&proof));
         stream.write_all(&[u8::from(good)]).await?;
         stream.flush().await?;
-        Ok(good.then_some(stream))
+        if !good {
+            return Ok(None);
+        }
+        let theirs: ConfigDigest = tokio::time::timeout(timeout, self.receive(&mut stream))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no configuration digest"))??
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the peer closed the connection",
+                )
+            })?;
+        let differing = differing_keys(&self.digest, &theirs);
+        self.send(&mut stream, &differing).await?;
+        if !differing.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "a peer has another configuration of {}: every node must have the same",
+                    differing.join(", ")
+                ),
+            ));
+        }
+        Ok(Some(stream))
     }
 
     pub(crate) async fn send<T: Serialize>(
@@ -278,6 +334,24 @@ impl Link {
     }
 }
 
+/// The keys whose digests differ (or that one side lacks).
+fn differing_keys(ours: &ConfigDigest, theirs: &ConfigDigest) -> Vec<String> {
+    let mut keys: Vec<String> = ours
+        .iter()
+        .filter(|(key, digest)| !theirs.iter().any(|(k, d)| k == key && d == digest))
+        .map(|(key, _)| key.clone())
+        .chain(
+            theirs
+                .iter()
+                .filter(|(key, _)| !ours.iter().any(|(k, _)| k == key))
+                .map(|(key, _)| key.clone()),
+        )
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
 /// A frame's message, decompressed if it was compressed; never more
 /// than `max` bytes, whatever the frame says.
 fn unpack(body: &[u8], max: usize) -> io::Result<std::borrow::Cow<'_, [u8]>> {
@@ -338,5 +412,73 @@ mod tests {
         assert!(unpack(cut, 1 << 20).is_err());
         assert!(unpack(&[7, 0], 100).is_err());
         assert!(unpack(&[], 100).is_err());
+    }
+}
+
+#[cfg(test)]
+mod digest_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_config_digest_round_trips() {
+        let digest: ConfigDigest = vec![("storage.indexes".into(), [7u8; 32])];
+        let bytes = postcard::to_stdvec(&digest).unwrap();
+        let back: ConfigDigest = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(back, digest);
+    }
+}
+
+#[cfg(test)]
+mod handshake_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn link(me: NodeId, digest: ConfigDigest) -> Link {
+        Link::new("a-secret-of-sixteen", 1 << 20, me, None, digest)
+    }
+
+    #[tokio::test]
+    async fn nodes_with_one_configuration_connect_and_others_are_refused_by_key() {
+        let same: ConfigDigest = vec![("storage.indexes".into(), [1; 32])];
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let acceptor = link(2, same.clone());
+        let accepted = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let first = acceptor
+                .accept(tcp, Duration::from_secs(5))
+                .await
+                .map(|s| s.is_some());
+            let (tcp, _) = listener.accept().await.unwrap();
+            let second = acceptor
+                .accept(tcp, Duration::from_secs(5))
+                .await
+                .map(|s| s.is_some());
+            (first.unwrap(), second.map_err(|e| e.to_string()))
+        });
+        let mut stream = link(1, same)
+            .connect(&addr, 2, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let other: ConfigDigest = vec![("storage.indexes".into(), [2; 32])];
+        let refused = link(3, other)
+            .connect(&addr, 2, Duration::from_secs(5))
+            .await;
+        let (first, second) = accepted.await.unwrap();
+        assert!(first);
+        assert!(second.unwrap_err().contains("storage.indexes"));
+        assert!(
+            refused
+                .err()
+                .unwrap()
+                .to_string()
+                .contains("storage.indexes")
+        );
+        // The first connection carries messages.
+        link(1, Vec::new())
+            .send(&mut stream, &vec!["x".to_owned()])
+            .await
+            .unwrap();
     }
 }

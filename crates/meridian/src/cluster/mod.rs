@@ -5,15 +5,44 @@ mod local;
 
 use std::time::Duration;
 
+use anyhow::Context as _;
+
 use meridian_config::Config;
 use meridian_replication::{ClusterNode, Member, Options};
 use meridian_store::Store;
 use meridian_store::replicated::Proposals;
 
+/// What applying the log depends on in `config`: the naming context,
+/// the indexes (their keys are written by apply), and the schema files
+/// (entries are checked by apply). Every node must agree.
+fn config_digest(config: &Config) -> anyhow::Result<meridian_replication::ConfigDigest> {
+    use sha2::{Digest as _, Sha256};
+    let hash = |bytes: &[u8]| -> [u8; 32] { Sha256::digest(bytes).into() };
+    let suffix = config
+        .directory
+        .suffix
+        .to_ascii_lowercase()
+        .replace(' ', "");
+    let indexes = format!("{:?}", config.storage.indexes);
+    let mut schema = Vec::new();
+    for file in &config.directory.schema_files {
+        schema.extend_from_slice(
+            &std::fs::read(file).with_context(|| format!("reading {}", file.display()))?,
+        );
+        schema.push(0);
+    }
+    Ok(vec![
+        ("directory.suffix".into(), hash(suffix.as_bytes())),
+        ("storage.indexes".into(), hash(indexes.as_bytes())),
+        ("directory.schema_files".into(), hash(&schema)),
+    ])
+}
+
 /// The replication options `config` gives.
-pub(crate) fn options(config: &Config) -> Options {
+pub(crate) fn options(config: &Config) -> anyhow::Result<Options> {
     let c = &config.cluster;
-    Options {
+    Ok(Options {
+        config_digest: config_digest(config)?,
         node_id: c.node_id,
         members: c
             .nodes
@@ -46,7 +75,7 @@ pub(crate) fn options(config: &Config) -> Options {
         max_message: c.max_message_bytes,
         max_batch: config.storage.max_batch,
         dir: config.directory.data_dir.join("raft"),
-    }
+    })
 }
 
 /// Starts this node of the cluster over `store`.
@@ -55,7 +84,7 @@ pub(crate) async fn start_node(
     store: Store,
     proposals: Proposals,
 ) -> anyhow::Result<ClusterNode> {
-    Ok(ClusterNode::start(store, proposals, options(config)).await?)
+    Ok(ClusterNode::start(store, proposals, options(config)?).await?)
 }
 
 /// `meridian cluster`.
