@@ -262,11 +262,11 @@ fn writes_at_any_node_are_replicated_and_read_back_where_written() {
     );
 }
 
-#[test]
-fn a_leader_killed_mid_load_loses_no_acknowledged_write() {
-    let (mut cluster, leader) = started_with_base("write_timeout_ms = 4000");
+/// Writers at every node for 1.5 s, then `fault`, then 1.5 s more;
+/// what each writer did.
+fn under_load(cluster: &mut Cluster, fault: impl FnOnce(&mut Cluster)) -> Vec<Record> {
     let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (1..=3)
+    let writers: Vec<_> = (1..=cluster.nodes.len())
         .map(|node| {
             let addr = cluster.node(node).ldap;
             let stop = Arc::clone(&stop);
@@ -274,14 +274,7 @@ fn a_leader_killed_mid_load_loses_no_acknowledged_write() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(1500));
-    cluster.kill(leader);
-    let killed_at = Instant::now();
-    // The survivors elect a leader and take writes again.
-    let next = cluster.leader(Duration::from_secs(20));
-    assert_ne!(next, leader);
-    eprintln!("new leader {next} after {:?}", killed_at.elapsed());
-    std::thread::sleep(Duration::from_millis(2000));
-    cluster.start_node(leader);
+    fault(cluster);
     std::thread::sleep(Duration::from_millis(1500));
     stop.store(true, Ordering::SeqCst);
     let records: Vec<Record> = writers.into_iter().map(|w| w.join().unwrap()).collect();
@@ -295,6 +288,31 @@ fn a_leader_killed_mid_load_loses_no_acknowledged_write() {
             count(&|o| *o == Outcome::Unknown)
         );
     }
+    records
+}
+
+/// After the faults: every node holds the same entries, and every
+/// writer's record holds against each.
+fn check_after(cluster: &mut Cluster, records: &[Record]) {
+    cluster.await_identical(Duration::from_secs(30));
+    for node in 1..=cluster.nodes.len() {
+        check_records(cluster, node, records);
+    }
+}
+
+#[test]
+fn a_leader_killed_mid_load_loses_no_acknowledged_write() {
+    let (mut cluster, leader) = started_with_base("write_timeout_ms = 4000");
+    let records = under_load(&mut cluster, |cluster| {
+        cluster.kill(leader);
+        let killed_at = Instant::now();
+        // The survivors elect a leader and take writes again.
+        let next = cluster.leader(Duration::from_secs(20));
+        assert_ne!(next, leader);
+        eprintln!("new leader {next} after {:?}", killed_at.elapsed());
+        std::thread::sleep(Duration::from_millis(2000));
+        cluster.start_node(leader);
+    });
     // The restarted node serves writes again.
     let killed = &records[leader - 1].adds;
     let first_lost = killed.iter().position(|(_, o)| *o != Outcome::Ok).unwrap();
@@ -302,10 +320,65 @@ fn a_leader_killed_mid_load_loses_no_acknowledged_write() {
         killed[first_lost..].iter().any(|(_, o)| *o == Outcome::Ok),
         "the restarted node {leader} took no write"
     );
-    cluster.await_identical(Duration::from_secs(30));
-    for node in 1..=3 {
-        check_records(&cluster, node, &records);
-    }
+    check_after(&mut cluster, &records);
+}
+
+#[test]
+fn a_leader_paused_past_its_lease_steps_down_and_loses_nothing() {
+    let (mut cluster, leader) = started_with_base("write_timeout_ms = 4000");
+    let records = under_load(&mut cluster, |cluster| {
+        signal(cluster.node(leader).pid(), "STOP");
+        let next = cluster.leader(Duration::from_secs(20));
+        assert_ne!(next, leader);
+        std::thread::sleep(Duration::from_millis(1000));
+        // It wakes believing it leads, with requests in its sockets.
+        signal(cluster.node(leader).pid(), "CONT");
+    });
+    check_after(&mut cluster, &records);
+}
+
+#[test]
+fn a_leader_that_cannot_send_loses_its_place_and_nothing_acknowledged() {
+    // One way: the leader's own connections to the others are cut (no
+    // appends, no heartbeats), theirs to it still work (their votes
+    // reach it).
+    let (mut cluster, leader) = started_with_base("write_timeout_ms = 4000");
+    let records = under_load(&mut cluster, |cluster| {
+        for to in (1..=3).filter(|to| *to != leader) {
+            cluster.links[&(leader, to)].cut();
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while support::cluster::cluster_role(cluster.node(leader).ldap).as_deref() == Some("leader")
+        {
+            assert!(Instant::now() < deadline, "the cut-off leader kept leading");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(1000));
+        cluster.heal_all();
+    });
+    check_after(&mut cluster, &records);
+}
+
+#[test]
+fn slow_links_and_every_node_killed_at_once_lose_nothing_acknowledged() {
+    let (mut cluster, _) = started_with_base("write_timeout_ms = 4000");
+    let records = under_load(&mut cluster, |cluster| {
+        for proxy in cluster.links.values() {
+            proxy.delay(20);
+        }
+        std::thread::sleep(Duration::from_millis(1000));
+        for id in 1..=3 {
+            cluster.kill(id);
+        }
+        for proxy in cluster.links.values() {
+            proxy.delay(0);
+        }
+        for id in 1..=3 {
+            cluster.start_node(id);
+        }
+        cluster.leader(Duration::from_secs(20));
+    });
+    check_after(&mut cluster, &records);
 }
 
 #[test]

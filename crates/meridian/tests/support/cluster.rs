@@ -351,8 +351,10 @@ pub fn cluster_role(addr: SocketAddr) -> Option<String> {
 
 /// One value of the root DSE, if the node answers and has it.
 pub fn root_dse_value(addr: SocketAddr, attribute: &str) -> Option<String> {
-    let out = Command::new("ldapsearch")
-        .args(["-x", "-LLL", "-o", "nettimeout=2", "-H"])
+    // A paused node accepts the connection and never answers: the
+    // whole search is bounded, not only the connect.
+    let out = Command::new("timeout")
+        .args(["3", "ldapsearch", "-x", "-LLL", "-o", "nettimeout=2", "-H"])
         .arg(format!("ldap://{addr}"))
         .args(["-b", "", "-s", "base", attribute])
         .output()
@@ -366,8 +368,8 @@ pub fn root_dse_value(addr: SocketAddr, attribute: &str) -> Option<String> {
 
 /// Every entry under the suffix with all attributes, sorted.
 pub fn dump(addr: SocketAddr) -> String {
-    let out = Command::new("ldapsearch")
-        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+    let out = Command::new("timeout")
+        .args(["30", "ldapsearch", "-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
         .arg(format!("ldap://{addr}"))
         .args([
             "-D",
