@@ -71,6 +71,10 @@ pub struct ClusterConfig {
     pub node_id: u64,
     /// `[[cluster.nodes]]`: every voting node, the same list on each.
     pub nodes: Vec<ClusterNodeConfig>,
+    /// `[[cluster.learners]]`: read-only replicas that take the log
+    /// without voting (seed 001's read replicas); the same list on each
+    /// node. Writes sent to a learner are forwarded (or referred).
+    pub learners: Vec<ClusterNodeConfig>,
     /// `IP:PORT` this node listens on for peers, when it is not its
     /// `peer` address in `nodes` (behind a proxy or a NAT); empty: that.
     pub peer_listen: String,
@@ -125,9 +129,19 @@ impl ClusterConfig {
         !self.nodes.is_empty()
     }
 
-    /// This node's entry of `nodes`.
+    /// This node's entry of `nodes` or `learners`.
     pub fn this_node(&self) -> Option<&ClusterNodeConfig> {
-        self.nodes.iter().find(|node| node.id == self.node_id)
+        self.all_nodes().find(|node| node.id == self.node_id)
+    }
+
+    /// Voters, then learners.
+    pub fn all_nodes(&self) -> impl Iterator<Item = &ClusterNodeConfig> {
+        self.nodes.iter().chain(&self.learners)
+    }
+
+    /// This node is a learner.
+    pub fn is_learner(&self) -> bool {
+        self.learners.iter().any(|node| node.id == self.node_id)
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
@@ -135,7 +149,7 @@ impl ClusterConfig {
         if !self.enabled() {
             return Ok(());
         }
-        for node in &self.nodes {
+        for node in self.all_nodes() {
             if node.id == 0 || node.id > 4095 {
                 return invalid(
                     "cluster.nodes",
@@ -145,13 +159,7 @@ impl ClusterConfig {
                     ),
                 );
             }
-            if self
-                .nodes
-                .iter()
-                .filter(|other| other.id == node.id)
-                .count()
-                > 1
-            {
+            if self.all_nodes().filter(|other| other.id == node.id).count() > 1 {
                 return invalid(
                     "cluster.nodes",
                     format!("node ID {} appears twice", node.id),
@@ -178,7 +186,10 @@ impl ClusterConfig {
         if self.this_node().is_none() {
             return invalid(
                 "cluster.node_id",
-                format!("{} is not one of cluster.nodes", self.node_id),
+                format!(
+                    "{} is not one of cluster.nodes or cluster.learners",
+                    self.node_id
+                ),
             );
         }
         let tls = [
@@ -228,6 +239,7 @@ impl Default for ClusterConfig {
         ClusterConfig {
             node_id: 0,
             nodes: Vec::new(),
+            learners: Vec::new(),
             peer_listen: String::new(),
             tls_certificate_file: None,
             tls_key_file: None,

@@ -745,3 +745,51 @@ fn a_node_with_other_indexes_is_refused_naming_the_key() {
         "{logs}"
     );
 }
+
+#[test]
+fn a_learner_replicates_serves_reads_forwards_writes_and_never_votes() {
+    let mut cluster = Cluster::start_with_learners(3, 1, |_, _| String::new());
+    let leader = cluster.leader(Duration::from_secs(20));
+    assert_ne!(leader, 4);
+    setup_base(&cluster, leader);
+    // The leader adds it; it takes the log.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while support::cluster::cluster_role(cluster.node(4).ldap).as_deref() != Some("learner") {
+        assert!(Instant::now() < deadline, "node 4 never became a learner");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A write at the learner is forwarded and read back there.
+    let change = format!(
+        "dn: uid=own1,{PEOPLE}\nchangetype: modify\nreplace: description\ndescription: via the learner\n"
+    );
+    let (code, out) = admin_at(&url(&cluster, 4), "ldapmodify", &[], Some(&change));
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = admin_at(
+        &url(&cluster, 4),
+        "ldapsearch",
+        &[
+            "-LLL",
+            "-b",
+            &format!("uid=own1,{PEOPLE}"),
+            "-s",
+            "base",
+            "description",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("via the learner"), "{out}");
+    cluster.await_identical(Duration::from_secs(20));
+    // Without it the voters go on; with the leader gone too, the two
+    // remaining voters still elect (the learner's vote is not needed).
+    cluster.kill(4);
+    cluster.kill(leader);
+    let next = cluster.leader(Duration::from_secs(20));
+    assert!(next != leader && next != 4);
+    let mut w = Writer1::new(cluster.node(next).ldap);
+    assert_eq!(w.add_account(PEOPLE, "without-the-learner"), Outcome::Ok);
+    cluster.start_node(4);
+    cluster.start_node(leader);
+    let dump = cluster.await_identical(Duration::from_secs(30));
+    assert!(dump.contains("uid=without-the-learner,"));
+}

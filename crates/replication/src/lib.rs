@@ -86,8 +86,10 @@ pub struct Member {
 pub struct Options {
     /// This node.
     pub node_id: NodeId,
-    /// Every voter, this node included.
+    /// Every voter (this node too, unless it is a learner).
     pub members: Vec<Member>,
+    /// Every learner: replicas that take the log without voting.
+    pub learners: Vec<Member>,
     /// Where this node listens for peers, if not its member `peer`.
     pub peer_listen: Option<String>,
     /// The secret nodes prove to each other.
@@ -208,6 +210,37 @@ impl Storage {
     }
 }
 
+/// While this node leads: adds each configured learner the membership
+/// lacks (non-blocking: it catches up from the log or a snapshot).
+async fn add_learners(raft: Raft, me: NodeId, learners: Vec<NodeId>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let missing: Vec<NodeId> = {
+            let metrics = raft.metrics().borrow_watched().clone();
+            if metrics.current_leader != Some(me) {
+                continue;
+            }
+            let membership = metrics.membership_config.membership();
+            learners
+                .iter()
+                .copied()
+                .filter(|id| !membership.nodes().any(|(known, _)| known == id))
+                .collect()
+        };
+        for id in missing {
+            let node = BasicNode {
+                addr: format!("node {id}"),
+            };
+            match raft.add_learner(id, node, false).await {
+                Ok(_) => tracing::info!(learner = id, "learner added"),
+                Err(e) => tracing::debug!(learner = id, "adding a learner: {e}"),
+            }
+        }
+    }
+}
+
 /// Asks for a snapshot whenever the log holds `limit` bytes not yet
 /// purged: the log (on disk and in memory) stays near that size whatever
 /// the entries hold, and a snapshot, which copies the whole database,
@@ -268,7 +301,14 @@ impl ClusterNode {
         options: Options,
     ) -> Result<ClusterNode, ClusterError> {
         let me = options.node_id;
-        let Some(this) = options.members.iter().find(|m| m.id == me) else {
+        let everyone: Vec<Member> = options
+            .members
+            .iter()
+            .chain(&options.learners)
+            .cloned()
+            .collect();
+        let learner = options.learners.iter().any(|m| m.id == me);
+        let Some(this) = everyone.iter().find(|m| m.id == me) else {
             return Err(ClusterError::Raft(format!("node {me} is not a member")));
         };
         let schema = Arc::clone(store.schema());
@@ -319,11 +359,8 @@ impl ClusterNode {
         // Peers are reached at the addresses of this node's config: the
         // membership in the log names nodes by ID only, so each node may
         // see the others through its own routes (a proxy in the tests).
-        let peers: Vec<(NodeId, String)> = options
-            .members
-            .iter()
-            .map(|m| (m.id, m.peer.clone()))
-            .collect();
+        let peers: Vec<(NodeId, String)> =
+            everyone.iter().map(|m| (m.id, m.peer.clone())).collect();
         let network = network::Network {
             link: link.clone(),
             peers: peers.clone(),
@@ -348,7 +385,8 @@ impl ClusterNode {
             .is_initialized()
             .await
             .map_err(|e| ClusterError::Raft(e.to_string()))?;
-        if !initialized {
+        // A learner waits to be added by the leader.
+        if !initialized && !learner {
             // Every node proposes the same membership: safe (the vote
             // picks one leader), and no node has to be started first.
             let nodes: BTreeMap<NodeId, BasicNode> = options
@@ -357,8 +395,10 @@ impl ClusterNode {
                 .map(|m| {
                     (
                         m.id,
+                        // The same on every node: a node is known by ID,
+                        // each reaches it at its own configured address.
                         BasicNode {
-                            addr: m.peer.clone(),
+                            addr: format!("node {}", m.id),
                         },
                     )
                 })
@@ -376,20 +416,19 @@ impl ClusterNode {
             max_batch: options.max_batch.max(1),
             write_timeout: options.write_timeout,
             link,
-            peers: options
-                .members
-                .iter()
-                .map(|m| (m.id, m.peer.clone()))
-                .collect(),
-            referrals: options.refer_writes.then(|| {
-                options
-                    .members
-                    .iter()
-                    .map(|m| (m.id, m.ldap.clone()))
-                    .collect()
-            }),
+            peers,
+            referrals: options
+                .refer_writes
+                .then(|| everyone.iter().map(|m| (m.id, m.ldap.clone())).collect()),
         };
         tasks.push(tokio::spawn(proposer.run(proposals)));
+        if !options.learners.is_empty() {
+            tasks.push(tokio::spawn(add_learners(
+                raft.clone(),
+                me,
+                options.learners.iter().map(|m| m.id).collect(),
+            )));
+        }
         tasks.push(tokio::spawn(snapshot_when_log_grows(
             raft.clone(),
             log_bytes,
@@ -401,7 +440,7 @@ impl ClusterNode {
             applied_observer,
             peer_bytes,
             me,
-            members: options.members,
+            members: everyone,
             tasks,
         })
     }

@@ -20,9 +20,13 @@ use clap::Args;
 /// Flags of `meridian cluster local`.
 #[derive(Debug, Args)]
 pub(crate) struct LocalArgs {
-    /// Nodes to start (3 or 5 tolerate one or two failures).
+    /// Voting nodes to start (3 or 5 tolerate one or two failures).
     #[arg(long, default_value_t = 3)]
     nodes: u16,
+    /// Learners to start besides (read replicas that do not vote), with
+    /// the IDs and ports after the voters'.
+    #[arg(long, default_value_t = 0)]
+    learners: u16,
     /// Where the nodes keep their data and configs.
     #[arg(long, default_value = "./meridian-cluster")]
     data_dir: PathBuf,
@@ -62,10 +66,11 @@ fn node_config(args: &LocalArgs, id: u16, secret: &str, dir: &Path) -> anyhow::R
     writeln!(text, "admin_dn = {:?}", format!("cn=admin,{}", args.suffix))?;
     writeln!(text, "data_dir = {:?}", dir.display().to_string())?;
     writeln!(text, "[cluster]\nnode_id = {id}\nsecret = {secret:?}")?;
-    for i in 1..=args.nodes {
+    for i in 1..=args.nodes + args.learners {
+        let table = if i > args.nodes { "learners" } else { "nodes" };
         writeln!(
             text,
-            "[[cluster.nodes]]\nid = {i}\npeer = \"127.0.0.1:{}\"\nldap = \"ldap://127.0.0.1:{}\"",
+            "[[cluster.{table}]]\nid = {i}\npeer = \"127.0.0.1:{}\"\nldap = \"ldap://127.0.0.1:{}\"",
             peer_port(i).ok_or_else(port_error)?,
             ldap_port(i).ok_or_else(port_error)?
         )?;
@@ -118,8 +123,12 @@ impl Drop for Nodes {
 }
 
 pub(crate) fn run(args: LocalArgs) -> anyhow::Result<()> {
-    if !(1..=9).contains(&args.nodes) {
-        anyhow::bail!("--nodes {}: give 1 to 9", args.nodes);
+    if !(1..=9).contains(&args.nodes) || args.learners > 9 {
+        anyhow::bail!(
+            "--nodes {} --learners {}: give 1 to 9 voters and at most 9 learners",
+            args.nodes,
+            args.learners
+        );
     }
     meridian_store::private::create_dir(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
@@ -128,7 +137,8 @@ pub(crate) fn run(args: LocalArgs) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("finding the meridian executable")?;
     let mut nodes = Nodes(Vec::new());
     let (lines, ready) = std::sync::mpsc::channel::<(u16, String)>();
-    for id in 1..=args.nodes {
+    let total = args.nodes + args.learners;
+    for id in 1..=total {
         let dir = root.join(format!("node{id}"));
         meridian_store::private::create_dir(&dir)?;
         let config = dir.join("config.toml");
@@ -159,22 +169,23 @@ pub(crate) fn run(args: LocalArgs) -> anyhow::Result<()> {
         println!("node {id}: {line}");
         if line.starts_with("meridian listening on ") {
             listening += 1;
-            if listening == args.nodes {
+            if listening == total {
                 break;
             }
         }
     }
-    if listening < args.nodes {
+    if listening < total {
         anyhow::bail!(
             "a node stopped before it listened: see {}/node*/serve.log",
             root.display()
         );
     }
     println!(
-        "cluster of {} nodes up: ldap://127.0.0.1:{}..{}; logs in {}/node*/serve.log",
+        "cluster of {} voters and {} learners up: ldap://127.0.0.1:{}..{}; logs in {}/node*/serve.log",
         args.nodes,
+        args.learners,
         args.base_port,
-        u32::from(args.base_port) + u32::from(args.nodes) - 1,
+        u32::from(args.base_port) + u32::from(total) - 1,
         root.display()
     );
     std::io::stdout().flush()?;

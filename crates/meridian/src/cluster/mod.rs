@@ -53,6 +53,15 @@ pub(crate) fn options(config: &Config) -> anyhow::Result<Options> {
                 ldap: node.ldap.clone(),
             })
             .collect(),
+        learners: c
+            .learners
+            .iter()
+            .map(|node| Member {
+                id: node.id,
+                peer: node.peer.clone(),
+                ldap: node.ldap.clone(),
+            })
+            .collect(),
         peer_listen: match c.peer_listen.as_str() {
             "" => None,
             listen => Some(listen.to_owned()),

@@ -168,6 +168,17 @@ impl Cluster {
     /// Starts `n` nodes; `extra(id, dir)` is appended to node `id`'s
     /// `[cluster]` (`dir` is its directory, made already).
     pub fn start_each(n: usize, extra: impl Fn(usize, &std::path::Path) -> String) -> Cluster {
+        Cluster::start_with_learners(n, 0, extra)
+    }
+
+    /// Starts `voters` voting nodes (IDs 1..=voters) and `learners`
+    /// learners after them.
+    pub fn start_with_learners(
+        voters: usize,
+        learners: usize,
+        extra: impl Fn(usize, &std::path::Path) -> String,
+    ) -> Cluster {
+        let n = voters + learners;
         let root = temp_dir("cluster");
         let ldap: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let peer: Vec<u16> = (0..n).map(|_| free_port()).collect();
@@ -199,8 +210,9 @@ impl Cluster {
                 } else {
                     links[&(id, other)].addr.to_string()
                 };
+                let table = if other > voters { "learners" } else { "nodes" };
                 config.push_str(&format!(
-                    "[[cluster.nodes]]\nid = {other}\npeer = \"{reach}\"\nldap = \"ldap://127.0.0.1:{}\"\n",
+                    "[[cluster.{table}]]\nid = {other}\npeer = \"{reach}\"\nldap = \"ldap://127.0.0.1:{}\"\n",
                     ldap[other - 1]
                 ));
             }
