@@ -89,6 +89,9 @@ pub struct ClusterConfig {
     pub tls_key_file: Option<PathBuf>,
     /// The CA certificates that sign every node's certificate (PEM).
     pub tls_ca_file: Option<PathBuf>,
+    /// When a write is answered: once a `"majority"` of voters holds it
+    /// durably, or once `"all"` do.
+    pub ack: String,
     /// What a follower does with a write: `"forward"` it to the leader
     /// and answer once it is applied here, or `"referral"` (result 10
     /// with the leader's `ldap` URL).
@@ -209,6 +212,12 @@ impl ClusterConfig {
                 "give at least 16 characters: nodes prove it to each other".into(),
             );
         }
+        if !matches!(self.ack.as_str(), "majority" | "all") {
+            return invalid(
+                "cluster.ack",
+                format!("{:?}: \"majority\" or \"all\"", self.ack),
+            );
+        }
         if !matches!(self.followers.as_str(), "forward" | "referral") {
             return invalid(
                 "cluster.followers",
@@ -245,6 +254,7 @@ impl Default for ClusterConfig {
             tls_key_file: None,
             tls_ca_file: None,
             secret: String::new(),
+            ack: "majority".into(),
             followers: "forward".into(),
             write_timeout_ms: 10_000,
             // A leader lost is noticed within about a third of a second,

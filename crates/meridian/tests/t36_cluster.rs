@@ -793,3 +793,27 @@ fn a_learner_replicates_serves_reads_forwards_writes_and_never_votes() {
     let dump = cluster.await_identical(Duration::from_secs(30));
     assert!(dump.contains("uid=without-the-learner,"));
 }
+
+#[test]
+fn with_ack_all_a_write_waits_for_every_voter() {
+    let (mut cluster, leader) = started_with_base("ack = \"all\"\nwrite_timeout_ms = 2000");
+    let follower = if leader == 1 { 2 } else { 1 };
+    // Every voter up: answered, at the leader and at a follower.
+    for at in [leader, follower] {
+        let mut w = Writer1::new(cluster.node(at).ldap);
+        assert_eq!(w.add_account(PEOPLE, &format!("all-{at}")), Outcome::Ok);
+    }
+    // One voter down: a majority still commits, but the answer says not
+    // every voter has it.
+    let down = (1..=3).find(|id| *id != leader && *id != follower).unwrap();
+    cluster.kill(down);
+    let mut w = Writer1::new(cluster.node(leader).ldap);
+    match w.add_account(PEOPLE, "not-everywhere") {
+        Outcome::Refused(52, message) => assert!(message.contains("not every voter"), "{message}"),
+        other => panic!("with a voter down under ack = all: {other:?}"),
+    }
+    // It is applied all the same, and the node catches up.
+    cluster.start_node(down);
+    let dump = cluster.await_identical(Duration::from_secs(30));
+    assert!(dump.contains("uid=not-everywhere,"));
+}

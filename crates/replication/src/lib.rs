@@ -15,6 +15,7 @@
 //! writer in one transaction with its log ID; on the node the client is
 //! connected to, applying it answers the client (`pending.rs`).
 
+mod ack;
 mod log_store;
 mod network;
 mod peer_server;
@@ -101,6 +102,9 @@ pub struct Options {
     pub config_digest: ConfigDigest,
     /// Followers answer writes with a referral to the leader.
     pub refer_writes: bool,
+    /// Writes are answered once every voter holds them (`cluster.ack =
+    /// "all"`), not a majority.
+    pub ack_all: bool,
     /// `cluster.write_timeout_ms`.
     pub write_timeout: Duration,
     /// `cluster.heartbeat_ms`.
@@ -174,7 +178,8 @@ pub struct Storage {
 impl Storage {
     /// Opens node `me`'s log and snapshots in `dir` over `store`, and
     /// takes a new session for its batches.
-    pub fn open(dir: &Path, store: Store, me: NodeId) -> Result<Storage, ClusterError> {
+    /// With `hold`, answers wait for every voter (`cluster.ack = "all"`).
+    pub fn open(dir: &Path, store: Store, me: NodeId, hold: bool) -> Result<Storage, ClusterError> {
         let log = LogStore::open(dir).map_err(io_error(format!(
             "opening the raft log in {}",
             dir.display()
@@ -190,7 +195,7 @@ impl Storage {
             .map_err(io_error("the database's replication marker"))?;
         let session =
             next_session(dir, marker.next_session(me)).map_err(io_error("the session counter"))?;
-        let pending = Arc::new(Pending::new(session));
+        let pending = Arc::new(Pending::new(session, hold));
         let applied_observer = AppliedObserver::default();
         let state_machine = StateMachine::new(
             store,
@@ -318,7 +323,7 @@ impl ClusterNode {
             applied_observer,
             pending,
             snapshots,
-        } = Storage::open(&options.dir, store, me)?;
+        } = Storage::open(&options.dir, store, me, options.ack_all)?;
         let session = pending.session;
         let log_bytes = log.live_bytes();
 
@@ -375,6 +380,7 @@ impl ClusterNode {
             .map_err(io_error(format!("listening for peers on {listen}")))?;
         let mut tasks = Vec::new();
         let service = Arc::new(peer_server::PeerService {
+            me,
             raft: raft.clone(),
             link: link.clone(),
             snapshots,
@@ -414,6 +420,7 @@ impl ClusterNode {
             pending,
             schema,
             max_batch: options.max_batch.max(1),
+            ack_all: options.ack_all,
             write_timeout: options.write_timeout,
             link,
             peers,

@@ -14,8 +14,12 @@ use crate::wire::{Forwarded, Link, Request, Response};
 /// How long a connecting peer has to prove the secret.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long the leader waits for every voter before it answers no.
+const ALL_ACK_WAIT: Duration = Duration::from_secs(2);
+
 /// What serving a peer needs.
 pub(crate) struct PeerService {
+    pub(crate) me: crate::types::NodeId,
     pub(crate) raft: Raft,
     pub(crate) link: Link,
     pub(crate) snapshots: Arc<Snapshots>,
@@ -70,6 +74,9 @@ async fn serve_connection(tcp: TcpStream, service: &PeerService) -> std::io::Res
                 Err(e) => Response::Failed(e.to_string()),
             },
             Request::Forward(batch) => forward(&service.raft, batch).await,
+            Request::EveryVoterHolds(index) => Response::EveryVoterHolds(
+                crate::ack::every_voter_holds(&service.raft, service.me, index, ALL_ACK_WAIT).await,
+            ),
             Request::SnapshotChunk {
                 transfer,
                 offset,

@@ -5,6 +5,10 @@
 //! answers each proposal with its command's result, here, where the
 //! client is connected: so the client's next read on this node sees its
 //! write (session consistency).
+//!
+//! With `cluster.ack = "all"` the answers are held at that point: the
+//! proposer releases them once every voter holds the batch's log entry
+//! ([`Pending::release`]), or gives up on them.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -13,64 +17,89 @@ use meridian_store::replicated::Proposal;
 use meridian_store::{Effect, StoreError};
 use tokio::sync::oneshot;
 
-/// A batch sent and not yet applied here.
+/// A batch sent and not yet answered.
 struct Waiting {
     proposals: Vec<Proposal>,
-    applied: oneshot::Sender<()>,
+    /// Told the batch's log index once it is applied here.
+    applied: Option<oneshot::Sender<u64>>,
+    /// Held results (acknowledgement by every voter), once applied.
+    results: Option<Vec<Result<Effect, StoreError>>>,
 }
 
 /// The batches of this node's session that wait for their application.
 pub(crate) struct Pending {
     /// This node's session (`types::Batch`).
     pub(crate) session: u64,
+    /// Answers wait for [`Pending::release`] (`cluster.ack = "all"`).
+    hold: bool,
     waiting: Mutex<HashMap<u64, Waiting>>,
 }
 
 impl Pending {
-    pub(crate) fn new(session: u64) -> Pending {
+    pub(crate) fn new(session: u64, hold: bool) -> Pending {
         Pending {
             session,
+            hold,
             waiting: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Files batch `seq`; the receiver resolves once it is applied here.
-    pub(crate) fn file(&self, seq: u64, proposals: Vec<Proposal>) -> oneshot::Receiver<()> {
+    /// Files batch `seq`; the receiver resolves with the batch's log
+    /// index once it is applied here.
+    pub(crate) fn file(&self, seq: u64, proposals: Vec<Proposal>) -> oneshot::Receiver<u64> {
         let (applied, receiver) = oneshot::channel();
-        self.lock().insert(seq, Waiting { proposals, applied });
+        self.lock().insert(
+            seq,
+            Waiting {
+                proposals,
+                applied: Some(applied),
+                results: None,
+            },
+        );
         receiver
     }
 
-    /// Batch `seq` of `session` was applied with these results, one per
-    /// proposal in order. Batches of another session (this node's
-    /// previous life) have nobody waiting.
+    /// Batch `seq` of `session` was applied at log `index` with these
+    /// results, one per proposal in order. Batches of another session
+    /// (this node's previous life) have nobody waiting.
     pub(crate) fn applied(
         &self,
         session: u64,
         seq: u64,
+        index: u64,
         results: impl Iterator<Item = Result<Effect, StoreError>>,
     ) {
         if session != self.session {
             return;
         }
-        let Some(waiting) = self.lock().remove(&seq) else {
+        let mut waiting = self.lock();
+        let Some(batch) = waiting.get_mut(&seq) else {
             return;
         };
-        let mut results = results;
-        for proposal in waiting.proposals {
-            let result = results.next().unwrap_or_else(|| {
-                tracing::error!(seq, "a replicated batch had fewer results than commands");
-                Err(StoreError::Internal(
-                    "a replicated batch had fewer results than commands".into(),
-                ))
-            });
-            proposal.answer(result);
+        if let Some(applied) = batch.applied.take() {
+            let _ = applied.send(index);
         }
-        let _ = waiting.applied.send(());
+        if self.hold {
+            batch.results = Some(results.collect());
+            return;
+        }
+        if let Some(batch) = waiting.remove(&seq) {
+            drop(waiting);
+            answer(seq, batch.proposals, results);
+        }
+    }
+
+    /// Answers batch `seq` with the results held for it.
+    pub(crate) fn release(&self, seq: u64) {
+        let Some(batch) = self.lock().remove(&seq) else {
+            return;
+        };
+        let results = batch.results.unwrap_or_default();
+        answer(seq, batch.proposals, results.into_iter());
     }
 
     /// Gives up on batch `seq`: its clients get `error`. Returns false if
-    /// it was applied meanwhile (and answered).
+    /// it was answered meanwhile.
     pub(crate) fn give_up(&self, seq: u64, error: &StoreError) -> bool {
         let Some(waiting) = self.lock().remove(&seq) else {
             return false;
@@ -83,5 +112,22 @@ impl Pending {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Waiting>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Each proposal gets its command's result.
+fn answer(
+    seq: u64,
+    proposals: Vec<Proposal>,
+    mut results: impl Iterator<Item = Result<Effect, StoreError>>,
+) {
+    for proposal in proposals {
+        let result = results.next().unwrap_or_else(|| {
+            tracing::error!(seq, "a replicated batch had fewer results than commands");
+            Err(StoreError::Internal(
+                "a replicated batch had fewer results than commands".into(),
+            ))
+        });
+        proposal.answer(result);
     }
 }

@@ -44,6 +44,9 @@ pub(crate) struct Proposer {
     pub(crate) pending: Arc<Pending>,
     pub(crate) schema: Arc<Schema>,
     pub(crate) max_batch: usize,
+    /// `cluster.ack = "all"`: answers wait until every voter holds the
+    /// batch's entry.
+    pub(crate) ack_all: bool,
     pub(crate) write_timeout: Duration,
     pub(crate) link: Link,
     /// Peer addresses by node ID, for forwarding.
@@ -128,7 +131,7 @@ impl Proposer {
                 }
             };
             let attempt = tokio::select! {
-                _ = &mut applied => return,
+                index = &mut applied => return self.acknowledge(seq, index.ok(), deadline, forwarder).await,
                 attempt = tokio::time::timeout_at(deadline.min(now + ATTEMPT), attempt) => {
                     attempt.unwrap_or(Attempt::Unknown)
                 }
@@ -143,7 +146,7 @@ impl Proposer {
             // to the one that failed, or nowhere.
             let leader_changes = self.leader_other_than(leader);
             tokio::select! {
-                _ = &mut applied => return,
+                index = &mut applied => return self.acknowledge(seq, index.ok(), deadline, forwarder).await,
                 () = leader_changes => {}
                 () = tokio::time::sleep_until(until) => {}
             }
@@ -163,6 +166,72 @@ impl Proposer {
         if self.pending.give_up(seq, &error) {
             tracing::warn!(seq, "a batch of writes timed out: {error}");
         }
+    }
+
+    /// The batch is applied here at log `index`: with `cluster.ack =
+    /// "all"`, its clients are answered once every voter holds it (the
+    /// leader says so), else they learn it is applied but not everywhere.
+    async fn acknowledge(
+        &self,
+        seq: u64,
+        index: Option<u64>,
+        deadline: tokio::time::Instant,
+        forwarder: &mut Option<(NodeId, PeerClient)>,
+    ) {
+        if !self.ack_all {
+            return;
+        }
+        let Some(index) = index else {
+            return;
+        };
+        while tokio::time::Instant::now() < deadline {
+            let leader = self.raft.metrics().borrow_watched().current_leader;
+            let everywhere = match leader {
+                None => false,
+                Some(leader) if leader == self.me => {
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    crate::ack::every_voter_holds(&self.raft, self.me, index, left.min(ATTEMPT))
+                        .await
+                }
+                Some(leader) => match self.client_for(leader, forwarder) {
+                    Some(client) => matches!(
+                        client
+                            .call(&Request::EveryVoterHolds(index), FORWARD_TIMEOUT)
+                            .await,
+                        Ok(Response::EveryVoterHolds(true))
+                    ),
+                    None => false,
+                },
+            };
+            if everywhere {
+                self.pending.release(seq);
+                return;
+            }
+            tokio::time::sleep(NO_LEADER_PAUSE).await;
+        }
+        let error = StoreError::Unavailable(format!(
+            "this write is applied (a majority holds it), but not every voter confirmed it within {} ms (cluster.ack = \"all\", cluster.write_timeout_ms)",
+            self.write_timeout.as_millis()
+        ));
+        if self.pending.give_up(seq, &error) {
+            tracing::warn!(seq, "{error}");
+        }
+    }
+
+    /// The link to `leader` for this proposer's own requests.
+    fn client_for<'f>(
+        &self,
+        leader: NodeId,
+        forwarder: &'f mut Option<(NodeId, PeerClient)>,
+    ) -> Option<&'f mut PeerClient> {
+        if forwarder.as_ref().is_none_or(|(to, _)| *to != leader) {
+            let (_, addr) = self.peers.iter().find(|(id, _)| *id == leader)?;
+            *forwarder = Some((
+                leader,
+                PeerClient::new(leader, addr.clone(), self.link.clone()),
+            ));
+        }
+        forwarder.as_mut().map(|(_, client)| client)
     }
 
     /// Resolves once some node other than `known` leads.
@@ -211,16 +280,7 @@ impl Proposer {
         batch: &Batch,
         forwarder: &mut Option<(NodeId, PeerClient)>,
     ) -> Attempt {
-        if forwarder.as_ref().is_none_or(|(to, _)| *to != leader) {
-            let Some((_, addr)) = self.peers.iter().find(|(id, _)| *id == leader) else {
-                return Attempt::NoLeader;
-            };
-            *forwarder = Some((
-                leader,
-                PeerClient::new(leader, addr.clone(), self.link.clone()),
-            ));
-        }
-        let Some((_, client)) = forwarder.as_mut() else {
+        let Some(client) = self.client_for(leader, forwarder) else {
             return Attempt::NoLeader;
         };
         match client

@@ -94,8 +94,8 @@ pub struct StateMachine {
 #[derive(Default)]
 struct Gathered {
     commands: Vec<Command>,
-    /// Batches of this node: `(session, seq, first command, count)`.
-    ours: Vec<(u64, u64, usize, usize)>,
+    /// Batches of this node: `(session, seq, log index, first command, count)`.
+    ours: Vec<(u64, u64, u64, usize, usize)>,
     responders: Vec<openraft::storage::ApplyResponder<Meridian>>,
     entries: usize,
     /// Other nodes' commands, by position in `commands`.
@@ -147,6 +147,7 @@ impl StateMachine {
                         gathered.ours.push((
                             batch.session,
                             batch.seq,
+                            entry.log_id.index,
                             gathered.commands.len(),
                             commands.len(),
                         ));
@@ -196,9 +197,10 @@ impl StateMachine {
                 );
                 io::Error::other(format!("applying committed log entries: {e}"))
             })?;
-        for (session, seq, first, count) in ours {
+        for (session, seq, index, first, count) in ours {
             let slice = results.get(first..first + count).unwrap_or_default();
-            self.pending.applied(session, seq, slice.iter().cloned());
+            self.pending
+                .applied(session, seq, index, slice.iter().cloned());
         }
         for responder in responders {
             responder.send(());

@@ -45,6 +45,9 @@ pub(crate) enum Request {
     },
     /// A follower's batch for the leader to append.
     Forward(Batch),
+    /// Whether every voter holds the log up to this index (asked of the
+    /// leader under `cluster.ack = "all"`; it waits a while for it).
+    EveryVoterHolds(u64),
 }
 
 /// The answer to a [`Request`].
@@ -55,6 +58,7 @@ pub(crate) enum Response {
     /// A chunk was taken; with the response once installed.
     Snapshot(Option<openraft::raft::SnapshotResponse<Meridian>>),
     Forwarded(Forwarded),
+    EveryVoterHolds(bool),
     /// The request failed on the peer; the text says why.
     Failed(String),
 }

@@ -50,7 +50,7 @@ impl StoreBuilder<Meridian, LogStore, StateMachine, TempDir> for Builder {
         .unwrap();
         // Nothing proposes in the suite; the queue may close.
         drop(proposals);
-        let storage = Storage::open(&dir.join("raft"), store, 1).unwrap();
+        let storage = Storage::open(&dir.join("raft"), store, 1, false).unwrap();
         Ok((TempDir(dir), storage.log, storage.state_machine))
     }
 }

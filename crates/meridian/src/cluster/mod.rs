@@ -76,6 +76,7 @@ pub(crate) fn options(config: &Config) -> anyhow::Result<Options> {
             _ => None,
         },
         refer_writes: c.followers == "referral",
+        ack_all: c.ack == "all",
         write_timeout: Duration::from_millis(c.write_timeout_ms),
         heartbeat: Duration::from_millis(c.heartbeat_ms),
         election_timeout: Duration::from_millis(c.election_timeout_ms),
