@@ -180,6 +180,39 @@ fn check_records(cluster: &Cluster, at: usize, records: &[Record]) {
     }
 }
 
+/// Adds `<prefix><n>` accounts at `leader` until its log is purged
+/// past `index` (a purge waits for a moment when no replication stream
+/// reads the entries, so how many writes it takes varies); how many.
+fn write_until_purged(
+    cluster: &Cluster,
+    leader: usize,
+    w: &mut Writer1,
+    prefix: &str,
+    index: u64,
+) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut n = 0;
+    loop {
+        assert_eq!(w.add_account(PEOPLE, &format!("{prefix}{n}")), Outcome::Ok);
+        n += 1;
+        if n % 25 == 0 {
+            let purged: u64 = support::cluster::root_dse_value(
+                cluster.node(leader).ldap,
+                "meridianClusterPurged",
+            )
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+            if purged >= index {
+                return n;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the leader never purged its log (purged {purged})"
+            );
+        }
+    }
+}
+
 /// Three nodes, the leader elected, the base entries added there.
 fn started_with_base(extra: &str) -> (Cluster, usize) {
     let mut cluster = Cluster::start(3, extra);
@@ -424,29 +457,7 @@ fn a_node_that_lost_its_disk_is_rebuilt_from_a_snapshot() {
     // whose data is gone can only come back from a snapshot.
     let (mut cluster, leader) = started_with_base("snapshot_every_entries = 20");
     let mut w = Writer1::new(cluster.node(leader).ldap);
-    // Writes until the leader has purged its log (a purge waits for a
-    // moment when no replication stream reads the entries).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut n = 0;
-    loop {
-        assert_eq!(w.add_account(PEOPLE, &format!("s{n}")), Outcome::Ok);
-        n += 1;
-        if n % 25 == 0 {
-            let purged: u64 = support::cluster::root_dse_value(
-                cluster.node(leader).ldap,
-                "meridianClusterPurged",
-            )
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-            if purged >= 50 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the leader never purged its log (purged {purged})"
-            );
-        }
-    }
+    let n = write_until_purged(&cluster, leader, &mut w, "s", 50);
     let lost = if leader == 3 { 2 } else { 3 };
     cluster.kill(lost);
     let dir = cluster.node(lost).dir.clone();
@@ -630,27 +641,7 @@ fn a_node_down_does_not_keep_the_log_from_being_purged() {
     let away = if leader == 3 { 2 } else { 3 };
     cluster.kill(away);
     let mut w = Writer1::new(cluster.node(leader).ldap);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut n = 0;
-    loop {
-        assert_eq!(w.add_account(PEOPLE, &format!("d{n}")), Outcome::Ok);
-        n += 1;
-        if n % 25 == 0 {
-            let purged: u64 = support::cluster::root_dse_value(
-                cluster.node(leader).ldap,
-                "meridianClusterPurged",
-            )
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-            if purged >= 100 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the log was not purged with node {away} down (purged {purged})"
-            );
-        }
-    }
+    let n = write_until_purged(&cluster, leader, &mut w, "d", 100);
     cluster.start_node(away);
     let dump = cluster.await_identical(Duration::from_secs(30));
     assert!(dump.contains(&format!("uid=d{},", n - 1)));

@@ -38,30 +38,22 @@ fn config_digest(config: &Config) -> anyhow::Result<meridian_replication::Config
     ])
 }
 
+fn member(node: &meridian_config::ClusterNodeConfig) -> Member {
+    Member {
+        id: node.id,
+        peer: node.peer.clone(),
+        ldap: node.ldap.clone(),
+    }
+}
+
 /// The replication options `config` gives.
 pub(crate) fn options(config: &Config) -> anyhow::Result<Options> {
     let c = &config.cluster;
     Ok(Options {
         config_digest: config_digest(config)?,
         node_id: c.node_id,
-        members: c
-            .nodes
-            .iter()
-            .map(|node| Member {
-                id: node.id,
-                peer: node.peer.clone(),
-                ldap: node.ldap.clone(),
-            })
-            .collect(),
-        learners: c
-            .learners
-            .iter()
-            .map(|node| Member {
-                id: node.id,
-                peer: node.peer.clone(),
-                ldap: node.ldap.clone(),
-            })
-            .collect(),
+        members: c.nodes.iter().map(member).collect(),
+        learners: c.learners.iter().map(member).collect(),
         peer_listen: match c.peer_listen.as_str() {
             "" => None,
             listen => Some(listen.to_owned()),
