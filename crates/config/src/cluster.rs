@@ -1,0 +1,215 @@
+//! `[cluster]`: replication's keys, their defaults and their checks.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::ConfigError;
+
+/// `[cluster]`: a Raft-replicated directory (docs/replication.md).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// This node's ID: one of `cluster.nodes`.
+    pub node_id: u64,
+    /// `[[cluster.nodes]]`: every voting node, the same list on each.
+    pub nodes: Vec<ClusterNodeConfig>,
+    /// `[[cluster.learners]]`: read-only replicas that take the log
+    /// without voting (seed 001's read replicas); the same list on each
+    /// node. Writes sent to a learner are forwarded (or referred).
+    pub learners: Vec<ClusterNodeConfig>,
+    /// `IP:PORT` this node listens on for peers, when it is not its
+    /// `peer` address in `nodes` (behind a proxy or a NAT); empty: that.
+    pub peer_listen: String,
+    /// The secret every node proves to the others when it connects
+    /// (keep the file 0600); required with `nodes`.
+    pub secret: String,
+    /// This node's certificate chain for peer links (PEM); with
+    /// `tls_key_file` and `tls_ca_file`, every peer link is TLS with both
+    /// ends verified against `tls_ca_file`.
+    pub tls_certificate_file: Option<PathBuf>,
+    /// Its private key (PEM).
+    pub tls_key_file: Option<PathBuf>,
+    /// The CA certificates that sign every node's certificate (PEM).
+    pub tls_ca_file: Option<PathBuf>,
+    /// When a write is answered: once a `"majority"` of voters holds it
+    /// durably, or once `"all"` do.
+    pub ack: String,
+    /// What a follower does with a write: `"forward"` it to the leader
+    /// and answer once it is applied here, or `"referral"` (result 10
+    /// with the leader's `ldap` URL).
+    pub followers: String,
+    /// How long a write waits for a leader (or for the cluster to
+    /// confirm it after a failover) before it gets `unavailable` (52).
+    pub write_timeout_ms: u64,
+    /// The leader's heartbeat interval.
+    pub heartbeat_ms: u64,
+    /// The least time a follower waits without a heartbeat before it
+    /// stands for election (the most is twice this).
+    pub election_timeout_ms: u64,
+    /// Log entries applied since the last snapshot that make a new one;
+    /// the log before a snapshot is then purged.
+    pub snapshot_every_entries: u64,
+    /// Bytes of log not yet purged that make a new snapshot (whichever
+    /// of this and `snapshot_every_entries` comes first).
+    pub snapshot_log_bytes: u64,
+    /// The largest message one node sends another.
+    pub max_message_bytes: usize,
+}
+
+/// One `[[cluster.nodes]]` entry.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterNodeConfig {
+    /// Its ID, unique in the cluster, 1..=4095 (its entryCSN server ID).
+    pub id: u64,
+    /// `IP:PORT` it listens on for peers.
+    pub peer: String,
+    /// Its LDAP URL, for referrals and status (e.g. `ldap://host:389`).
+    pub ldap: String,
+}
+
+impl ClusterConfig {
+    /// Replication is on.
+    pub fn enabled(&self) -> bool {
+        !self.nodes.is_empty()
+    }
+
+    /// This node's entry of `nodes` or `learners`.
+    pub fn this_node(&self) -> Option<&ClusterNodeConfig> {
+        self.all_nodes().find(|node| node.id == self.node_id)
+    }
+
+    /// Voters, then learners.
+    pub fn all_nodes(&self) -> impl Iterator<Item = &ClusterNodeConfig> {
+        self.nodes.iter().chain(&self.learners)
+    }
+
+    /// This node is a learner.
+    pub fn is_learner(&self) -> bool {
+        self.learners.iter().any(|node| node.id == self.node_id)
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, reason: String| Err(ConfigError::Invalid { key, reason });
+        if !self.enabled() {
+            return Ok(());
+        }
+        for node in self.all_nodes() {
+            if node.id == 0 || node.id > 4095 {
+                return invalid(
+                    "cluster.nodes",
+                    format!(
+                        "node ID {}: IDs are 1..=4095 (entryCSN's server ID)",
+                        node.id
+                    ),
+                );
+            }
+            if self.all_nodes().filter(|other| other.id == node.id).count() > 1 {
+                return invalid(
+                    "cluster.nodes",
+                    format!("node ID {} appears twice", node.id),
+                );
+            }
+            if let Err(e) = node.peer.parse::<SocketAddr>() {
+                return invalid(
+                    "cluster.nodes",
+                    format!(
+                        "node {}: peer {:?} is not an IP:PORT address ({e})",
+                        node.id, node.peer
+                    ),
+                );
+            }
+        }
+        if !self.peer_listen.is_empty()
+            && let Err(e) = self.peer_listen.parse::<SocketAddr>()
+        {
+            return invalid(
+                "cluster.peer_listen",
+                format!("{:?} is not an IP:PORT address ({e})", self.peer_listen),
+            );
+        }
+        if self.this_node().is_none() {
+            return invalid(
+                "cluster.node_id",
+                format!(
+                    "{} is not one of cluster.nodes or cluster.learners",
+                    self.node_id
+                ),
+            );
+        }
+        let tls = [
+            &self.tls_certificate_file,
+            &self.tls_key_file,
+            &self.tls_ca_file,
+        ];
+        if tls.iter().any(|f| f.is_some()) && !tls.iter().all(|f| f.is_some()) {
+            return invalid(
+                "cluster.tls_certificate_file",
+                "peer TLS needs all three of cluster.tls_certificate_file, tls_key_file and tls_ca_file".into(),
+            );
+        }
+        if self.secret.len() < 16 {
+            return invalid(
+                "cluster.secret",
+                "give at least 16 characters: nodes prove it to each other".into(),
+            );
+        }
+        if !matches!(self.ack.as_str(), "majority" | "all") {
+            return invalid(
+                "cluster.ack",
+                format!("{:?}: \"majority\" or \"all\"", self.ack),
+            );
+        }
+        if !matches!(self.followers.as_str(), "forward" | "referral") {
+            return invalid(
+                "cluster.followers",
+                format!("{:?}: \"forward\" or \"referral\"", self.followers),
+            );
+        }
+        if self.heartbeat_ms == 0 || self.election_timeout_ms < 3 * self.heartbeat_ms {
+            return invalid(
+                "cluster.election_timeout_ms",
+                format!(
+                    "{} must be at least three heartbeats (cluster.heartbeat_ms = {})",
+                    self.election_timeout_ms, self.heartbeat_ms
+                ),
+            );
+        }
+        if self.write_timeout_ms == 0 {
+            return invalid("cluster.write_timeout_ms", "give at least 1".into());
+        }
+        if self.max_message_bytes < 1 << 20 {
+            return invalid("cluster.max_message_bytes", "give at least 1048576".into());
+        }
+        Ok(())
+    }
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            node_id: 0,
+            nodes: Vec::new(),
+            learners: Vec::new(),
+            peer_listen: String::new(),
+            tls_certificate_file: None,
+            tls_key_file: None,
+            tls_ca_file: None,
+            secret: String::new(),
+            ack: "majority".into(),
+            followers: "forward".into(),
+            write_timeout_ms: 10_000,
+            // A leader lost is noticed within about a third of a second,
+            // and a heartbeat every 50 ms costs nothing on a LAN.
+            heartbeat_ms: 50,
+            election_timeout_ms: 300,
+            // A snapshot copies the whole database: made by the volume
+            // written (the log's bytes), the entry count only a backstop.
+            snapshot_every_entries: 1_000_000,
+            snapshot_log_bytes: 256 << 20,
+            max_message_bytes: 256 << 20,
+        }
+    }
+}
