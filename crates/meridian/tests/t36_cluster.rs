@@ -20,35 +20,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use support::cluster::{Cluster, Outcome, Writer1};
+use support::cluster::{Cluster, Outcome, PEOPLE, Writer1, admin_at, setup_base, url};
 use support::*;
-
-const BASE: &str = "dn: dc=example,dc=com
-objectClass: dcObject
-objectClass: organization
-dc: example
-o: Example
-
-dn: ou=people,dc=example,dc=com
-objectClass: organizationalUnit
-ou: people
-";
-
-const PEOPLE: &str = "ou=people,dc=example,dc=com";
-
-fn admin_at(url: &str, tool: &str, extra: &[&str], stdin: Option<&str>) -> (i32, String) {
-    tool_at(
-        url,
-        tool,
-        &["-D", ADMIN_DN, "-w", ADMIN_PASSWORD],
-        extra,
-        stdin,
-    )
-}
-
-fn url(cluster: &Cluster, id: usize) -> String {
-    format!("ldap://{}", cluster.node(id).ldap)
-}
 
 /// What one writer did: its adds and its replaces of its own entry's
 /// description, in order, with their outcomes.
@@ -219,17 +192,6 @@ fn started_with_base(extra: &str) -> (Cluster, usize) {
     let leader = cluster.leader(Duration::from_secs(20));
     setup_base(&cluster, leader);
     (cluster, leader)
-}
-
-fn setup_base(cluster: &Cluster, at: usize) {
-    let url = url(cluster, at);
-    let (code, out) = admin_at(&url, "ldapadd", &[], Some(BASE));
-    assert_eq!(code, 0, "{out}");
-    let own: String = (1..=cluster.nodes.len())
-        .map(|n| format!("dn: uid=own{n},{PEOPLE}\nobjectClass: account\nuid: own{n}\n\n"))
-        .collect();
-    let (code, out) = admin_at(&url, "ldapadd", &[], Some(&own));
-    assert_eq!(code, 0, "{out}");
 }
 
 #[test]

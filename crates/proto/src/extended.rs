@@ -15,6 +15,11 @@ pub mod oid {
     pub const CANCEL: &[u8] = b"1.3.6.1.1.8";
     /// Refresh (RFC 2589).
     pub const REFRESH: &[u8] = b"1.3.6.1.4.1.1466.101.119.1";
+    /// Meridian's cluster administration: the request value is a command
+    /// in text (`status`, `add-learner ID PEER LDAP-URL`, `promote ID`,
+    /// `remove ID`, `transfer-leader ID`), the response value the answer
+    /// in text. Under Meridian's arc (`system.schema`).
+    pub const CLUSTER_ADMIN: &[u8] = b"2.25.241941608197083682915838068312096323903.5.1";
 }
 
 fn value_sequence<'a>(value: Option<&'a [u8]>, what: &'static str) -> Result<Reader<'a>> {

@@ -16,6 +16,7 @@
 //! connected to, applying it answers the client (`pending.rs`).
 
 mod ack;
+mod admin;
 mod log_store;
 mod network;
 mod peer_server;
@@ -38,12 +39,14 @@ use meridian_store::replicated::Proposals;
 use openraft::async_runtime::watch::WatchReceiver as _;
 use openraft::{BasicNode, SnapshotPolicy};
 
+pub use admin::{AdminCommand, AdminError};
 pub use log_store::LogStore;
 pub use snapshot::SnapshotFile;
 pub use state_machine::{AppliedObserver, StateMachine};
 pub use tls::PeerTlsFiles;
 pub use wire::ConfigDigest;
 
+use crate::admin::Addresses;
 use crate::pending::Pending;
 use crate::snapshot::Snapshots;
 use crate::state_machine::Marker;
@@ -129,7 +132,9 @@ pub struct ClusterNode {
     applied_observer: AppliedObserver,
     peer_bytes: Arc<std::sync::atomic::AtomicU64>,
     me: NodeId,
-    members: Vec<Member>,
+    addresses: Addresses,
+    link: Link,
+    patience: Duration,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -235,10 +240,10 @@ async fn add_learners(raft: Raft, me: NodeId, learners: Vec<NodeId>) {
                 .collect()
         };
         for id in missing {
-            let node = BasicNode {
-                addr: format!("node {id}"),
-            };
-            match raft.add_learner(id, node, false).await {
+            match raft
+                .add_learner(id, Addresses::configured_node(id), false)
+                .await
+            {
                 Ok(_) => tracing::info!(learner = id, "learner added"),
                 Err(e) => tracing::debug!(learner = id, "adding a learner: {e}"),
             }
@@ -364,11 +369,10 @@ impl ClusterNode {
         // Peers are reached at the addresses of this node's config: the
         // membership in the log names nodes by ID only, so each node may
         // see the others through its own routes (a proxy in the tests).
-        let peers: Vec<(NodeId, String)> =
-            everyone.iter().map(|m| (m.id, m.peer.clone())).collect();
+        let addresses = Addresses::new(everyone.clone());
         let network = network::Network {
             link: link.clone(),
-            peers: peers.clone(),
+            addresses: addresses.clone(),
         };
         let raft = Raft::new(me, config, network, log, state_machine)
             .await
@@ -384,6 +388,8 @@ impl ClusterNode {
             raft: raft.clone(),
             link: link.clone(),
             snapshots,
+            addresses: addresses.clone(),
+            patience: options.write_timeout,
         });
         tasks.push(tokio::spawn(peer_server::serve(listener, service)));
 
@@ -398,16 +404,7 @@ impl ClusterNode {
             let nodes: BTreeMap<NodeId, BasicNode> = options
                 .members
                 .iter()
-                .map(|m| {
-                    (
-                        m.id,
-                        // The same on every node: a node is known by ID,
-                        // each reaches it at its own configured address.
-                        BasicNode {
-                            addr: format!("node {}", m.id),
-                        },
-                    )
-                })
+                .map(|m| (m.id, Addresses::configured_node(m.id)))
                 .collect();
             if let Err(e) = raft.initialize(nodes).await {
                 tracing::debug!("initializing the cluster: {e}");
@@ -422,11 +419,9 @@ impl ClusterNode {
             max_batch: options.max_batch.max(1),
             ack_all: options.ack_all,
             write_timeout: options.write_timeout,
-            link,
-            peers,
-            referrals: options
-                .refer_writes
-                .then(|| everyone.iter().map(|m| (m.id, m.ldap.clone())).collect()),
+            link: link.clone(),
+            addresses: addresses.clone(),
+            refer_writes: options.refer_writes,
         };
         tasks.push(tokio::spawn(proposer.run(proposals)));
         if !options.learners.is_empty() {
@@ -447,7 +442,9 @@ impl ClusterNode {
             applied_observer,
             peer_bytes,
             me,
-            members: everyone,
+            addresses,
+            link,
+            patience: options.write_timeout,
             tasks,
         })
     }
@@ -469,18 +466,10 @@ impl ClusterNode {
     /// What this node knows of the cluster.
     pub fn status(&self) -> Status {
         let metrics = self.raft.metrics().borrow_watched().clone();
-        let role = match metrics.state {
-            openraft::ServerState::Leader => "leader",
-            openraft::ServerState::Follower => "follower",
-            openraft::ServerState::Candidate => "candidate",
-            openraft::ServerState::Learner => "learner",
-            openraft::ServerState::Shutdown => "shutdown",
-        };
+        let role = admin::role_name(metrics.state);
         let leader_url = metrics.current_leader.and_then(|leader| {
-            self.members
-                .iter()
-                .find(|m| m.id == leader)
-                .map(|m| m.ldap.clone())
+            let node = metrics.membership_config.membership().get_node(&leader);
+            self.addresses.ldap(leader, node)
         });
         let replicated = metrics
             .replication
@@ -504,6 +493,35 @@ impl ClusterNode {
             purged: metrics.purged.as_ref().map_or(0, |id| id.index),
             peer_bytes_sent: self.peer_bytes.load(std::sync::atomic::Ordering::Relaxed),
             replicated,
+        }
+    }
+
+    /// Carries out an administrator's `command`: the status here, a
+    /// change at the leader (sent to it when this node does not lead).
+    pub async fn administer(&self, command: AdminCommand) -> Result<String, AdminError> {
+        if command == AdminCommand::Status || self.raft.is_leader() {
+            return admin::execute(&self.raft, &self.addresses, command, self.patience).await;
+        }
+        let Some(leader) = self.raft.metrics().borrow_watched().current_leader else {
+            return Err(AdminError::Unavailable(
+                "no leader is known now (an election is under way, or a majority is unreachable); try again".into(),
+            ));
+        };
+        let Some(addr) = self.addresses.peer_of(&self.raft, leader) else {
+            return Err(AdminError::Unavailable(format!(
+                "the leader, node {leader}, has no peer address known here"
+            )));
+        };
+        let mut client = network::PeerClient::new(leader, addr, self.link.clone());
+        let wait = self.patience + Duration::from_secs(5);
+        match client.call(&wire::Request::Admin(command), wait).await {
+            Ok(wire::Response::Admin(answer)) => answer,
+            Ok(_) => Err(AdminError::Unavailable(format!(
+                "node {leader} gave an unexpected answer"
+            ))),
+            Err(e) => Err(AdminError::Unavailable(format!(
+                "asking the leader, node {leader}: {e}"
+            ))),
         }
     }
 

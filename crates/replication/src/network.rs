@@ -27,19 +27,20 @@ const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
 /// Makes a [`PeerClient`] per target.
 pub(crate) struct Network {
     pub(crate) link: Link,
-    /// Where each node is reached from here (this node's config).
-    pub(crate) peers: Vec<(NodeId, String)>,
+    /// Where each node is reached from here.
+    pub(crate) addresses: crate::admin::Addresses,
 }
 
 impl RaftNetworkFactory<Meridian> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
+        // A node known neither to the config nor by a recorded address
+        // gets an address that fails to connect, saying so.
         let addr = self
-            .peers
-            .iter()
-            .find(|(id, _)| *id == target)
-            .map_or_else(|| node.addr.clone(), |(_, addr)| addr.clone());
+            .addresses
+            .peer(target, Some(node))
+            .unwrap_or_else(|| format!("(no address known for node {target})"));
         PeerClient::new(target, addr, self.link.clone())
     }
 }
@@ -193,6 +194,20 @@ impl RaftNetworkV2<Meridian> for PeerClient {
         match self.call(&Request::Vote(rpc), rpc_timeout(&option)).await? {
             Response::Vote(response) => Ok(response),
             _ => Err(unexpected("vote").into()),
+        }
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        rpc: openraft::raft::TransferLeaderRequest<Meridian>,
+        option: RPCOption,
+    ) -> Result<openraft::raft::TransferLeaderResponse<Meridian>, RPCError<Meridian>> {
+        match self
+            .call(&Request::TransferLeader(rpc), rpc_timeout(&option))
+            .await?
+        {
+            Response::TransferLeader(response) => Ok(response),
+            _ => Err(unexpected("transfer leader").into()),
         }
     }
 

@@ -23,6 +23,9 @@ pub(crate) struct PeerService {
     pub(crate) raft: Raft,
     pub(crate) link: Link,
     pub(crate) snapshots: Arc<Snapshots>,
+    pub(crate) addresses: crate::admin::Addresses,
+    /// How long a membership change may take (`cluster.write_timeout_ms`).
+    pub(crate) patience: Duration,
 }
 
 /// Accepts peers until the listener fails or the task is dropped.
@@ -73,10 +76,23 @@ async fn serve_connection(tcp: TcpStream, service: &PeerService) -> std::io::Res
                 Ok(response) => Response::Vote(response),
                 Err(e) => Response::Failed(e.to_string()),
             },
+            Request::TransferLeader(rpc) => match service.raft.handle_transfer_leader(rpc).await {
+                Ok(response) => Response::TransferLeader(response),
+                Err(e) => Response::Failed(e.to_string()),
+            },
             Request::Forward(batch) => forward(&service.raft, batch).await,
             Request::EveryVoterHolds(index) => Response::EveryVoterHolds(
                 crate::ack::every_voter_holds(&service.raft, service.me, index, ALL_ACK_WAIT).await,
             ),
+            Request::Admin(command) => Response::Admin(if service.raft.is_leader() {
+                crate::admin::execute(&service.raft, &service.addresses, command, service.patience)
+                    .await
+            } else {
+                Err(crate::admin::AdminError::Unavailable(format!(
+                    "node {} was asked as the leader but does not lead now; try again",
+                    service.me
+                )))
+            }),
             Request::SnapshotChunk {
                 transfer,
                 offset,

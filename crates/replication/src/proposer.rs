@@ -49,11 +49,11 @@ pub(crate) struct Proposer {
     pub(crate) ack_all: bool,
     pub(crate) write_timeout: Duration,
     pub(crate) link: Link,
-    /// Peer addresses by node ID, for forwarding.
-    pub(crate) peers: Vec<(NodeId, String)>,
+    /// Where the leader is reached, for forwarding (and its LDAP URL).
+    pub(crate) addresses: crate::admin::Addresses,
     /// `cluster.followers = "referral"`: a follower refers writes to the
     /// leader's LDAP URL instead of forwarding them.
-    pub(crate) referrals: Option<Vec<(NodeId, String)>>,
+    pub(crate) refer_writes: bool,
 }
 
 impl Proposer {
@@ -80,14 +80,13 @@ impl Proposer {
     /// With referrals on and another node leading: answers every
     /// proposal with the leader's URL. `Some` with the batch otherwise.
     fn refer(&self, batch: Vec<Proposal>) -> Option<Vec<Proposal>> {
-        let Some(urls) = &self.referrals else {
+        if !self.refer_writes {
             return Some(batch);
-        };
+        }
         let leader = self.raft.metrics().borrow_watched().current_leader;
         let url = leader
             .filter(|leader| *leader != self.me)
-            .and_then(|leader| urls.iter().find(|(id, _)| *id == leader))
-            .map(|(_, url)| url.clone());
+            .and_then(|leader| self.addresses.ldap_of(&self.raft, leader));
         match url {
             Some(url) => {
                 for proposal in batch {
@@ -225,11 +224,8 @@ impl Proposer {
         forwarder: &'f mut Option<(NodeId, PeerClient)>,
     ) -> Option<&'f mut PeerClient> {
         if forwarder.as_ref().is_none_or(|(to, _)| *to != leader) {
-            let (_, addr) = self.peers.iter().find(|(id, _)| *id == leader)?;
-            *forwarder = Some((
-                leader,
-                PeerClient::new(leader, addr.clone(), self.link.clone()),
-            ));
+            let addr = self.addresses.peer_of(&self.raft, leader)?;
+            *forwarder = Some((leader, PeerClient::new(leader, addr, self.link.clone())));
         }
         forwarder.as_mut().map(|(_, client)| client)
     }

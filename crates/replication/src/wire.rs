@@ -32,6 +32,8 @@ use crate::types::{Batch, Meridian, NodeId, Vote};
 pub(crate) enum Request {
     Append(openraft::raft::AppendEntriesRequest<Meridian>),
     Vote(openraft::raft::VoteRequest<Meridian>),
+    /// The leader hands over: the target starts an election at once.
+    TransferLeader(openraft::raft::TransferLeaderRequest<Meridian>),
     /// One chunk of a snapshot; the last carries the leader's vote and
     /// the snapshot's meta, and installs it.
     SnapshotChunk {
@@ -48,6 +50,8 @@ pub(crate) enum Request {
     /// Whether every voter holds the log up to this index (asked of the
     /// leader under `cluster.ack = "all"`; it waits a while for it).
     EveryVoterHolds(u64),
+    /// A membership change or leadership transfer, for the leader.
+    Admin(crate::admin::AdminCommand),
 }
 
 /// The answer to a [`Request`].
@@ -55,10 +59,12 @@ pub(crate) enum Request {
 pub(crate) enum Response {
     Append(openraft::raft::AppendEntriesResponse<Meridian>),
     Vote(openraft::raft::VoteResponse<Meridian>),
+    TransferLeader(openraft::raft::TransferLeaderResponse<Meridian>),
     /// A chunk was taken; with the response once installed.
     Snapshot(Option<openraft::raft::SnapshotResponse<Meridian>>),
     Forwarded(Forwarded),
     EveryVoterHolds(bool),
+    Admin(Result<String, crate::admin::AdminError>),
     /// The request failed on the peer; the text says why.
     Failed(String),
 }

@@ -10,6 +10,7 @@ mod admission;
 mod bind_cache;
 mod bind_guard;
 mod bound;
+mod cluster_admin;
 mod connection;
 mod inflight;
 mod outbound;
@@ -35,6 +36,7 @@ use tokio::task::JoinSet;
 pub use admin::{AdminCredentials, AdminError, PASSWORD_ENV, PasswordSource, SECRET_FILE};
 pub use bind_guard::BindGuardSettings;
 pub use bound::Bound;
+pub use cluster_admin::{ClusterAdmin, ClusterAnswer};
 pub use root_dse::LiveAttributes;
 pub use tls::TlsError;
 
@@ -79,6 +81,8 @@ pub(crate) struct ServerContext {
     /// How a client certificate names its entry for SASL EXTERNAL; `None`
     /// when client certificates are not asked for.
     pub(crate) certificate_map: Option<CertificateMap>,
+    /// Cluster administration, when this server is a cluster node.
+    pub(crate) cluster_admin: Option<cluster_admin::ClusterAdminHook>,
 }
 
 impl ServerContext {
@@ -271,6 +275,7 @@ impl Server {
             tls,
             require_tls: sec.require_tls,
             certificate_map,
+            cluster_admin: None,
         };
         Ok(Server {
             listener,
@@ -289,6 +294,22 @@ impl Server {
         match Arc::get_mut(&mut self.ctx) {
             Some(ctx) => {
                 ctx.published.set_live(live);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Serves the cluster administration extended operation through
+    /// `admin` (to the administrator only), and lists it in the root DSE.
+    /// Call before [`Server::run`]; `false` if the server was already
+    /// shared (nothing is changed then).
+    pub fn set_cluster_admin(&mut self, admin: Arc<dyn ClusterAdmin>) -> bool {
+        match Arc::get_mut(&mut self.ctx) {
+            Some(ctx) => {
+                ctx.cluster_admin = Some(cluster_admin::ClusterAdminHook(admin));
+                ctx.published
+                    .add_extension(meridian_proto::extended::oid::CLUSTER_ADMIN, &ctx.schema);
                 true
             }
             None => false,

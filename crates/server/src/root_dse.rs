@@ -124,6 +124,20 @@ impl PublishedEntries {
         })
     }
 
+    /// Lists the extended operation `oid` in `supportedExtension`.
+    pub(crate) fn add_extension(&mut self, oid: &[u8], schema: &Schema) {
+        let oid = String::from_utf8_lossy(oid).into_owned();
+        for (name, values) in &mut self.root_attrs {
+            if *name == "supportedExtension" && !values.contains(&oid) {
+                values.push(oid.clone());
+            }
+        }
+        match build(b"", &self.root_attrs, schema) {
+            Ok(root) => self.root = root,
+            Err(e) => tracing::error!("the root DSE with {oid} was refused: {e}"),
+        }
+    }
+
     /// Adds `live` attributes to the root DSE.
     pub(crate) fn set_live(&mut self, live: std::sync::Arc<dyn LiveAttributes>) {
         self.live = Some(live);

@@ -1,14 +1,17 @@
 //! The binary's side of a cluster: `[cluster]` into a running node, and
 //! the `meridian cluster` commands.
 
+mod admin;
 mod local;
+
+pub(crate) use admin::NodeAdmin;
 
 use std::time::Duration;
 
 use anyhow::Context as _;
 
 use meridian_config::Config;
-use meridian_replication::{ClusterNode, Member, Options};
+use meridian_replication::{AdminCommand, ClusterNode, Member, Options};
 use meridian_store::Store;
 use meridian_store::replicated::Proposals;
 
@@ -100,12 +103,70 @@ pub(crate) struct ClusterArgs {
 enum ClusterCommand {
     /// Start a cluster of `meridian serve` processes on loopback.
     Local(local::LocalArgs),
+    /// Show what a node knows of the cluster: role, leader, term, applied
+    /// index, voters, learners and each replica's lag (on the leader).
+    Status {
+        #[command(flatten)]
+        target: admin::Target,
+    },
+    /// Add a non-voting replica; it catches up from a snapshot and the
+    /// log (start it first, its config naming itself in cluster.learners).
+    AddLearner {
+        #[command(flatten)]
+        target: admin::Target,
+        /// Its cluster.node_id.
+        #[arg(long)]
+        id: u64,
+        /// Where it listens for peers, IP:PORT.
+        #[arg(long)]
+        peer: String,
+        /// Its LDAP URL.
+        #[arg(long)]
+        ldap: String,
+    },
+    /// Make a learner a voter.
+    Promote {
+        #[command(flatten)]
+        target: admin::Target,
+        /// The learner's node ID.
+        #[arg(long)]
+        id: u64,
+    },
+    /// Remove a voter or a learner from the cluster.
+    Remove {
+        #[command(flatten)]
+        target: admin::Target,
+        /// The node's ID.
+        #[arg(long)]
+        id: u64,
+    },
+    /// Hand leadership to another voter.
+    TransferLeader {
+        #[command(flatten)]
+        target: admin::Target,
+        /// The voter to lead.
+        #[arg(long)]
+        id: u64,
+    },
 }
 
 pub(crate) fn run(args: ClusterArgs) -> anyhow::Result<()> {
-    match args.command {
-        ClusterCommand::Local(args) => local::run(args),
-    }
+    let (target, command) = match args.command {
+        ClusterCommand::Local(args) => return local::run(args),
+        ClusterCommand::Status { target } => (target, AdminCommand::Status),
+        ClusterCommand::AddLearner {
+            target,
+            id,
+            peer,
+            ldap,
+        } => (target, AdminCommand::AddLearner { id, peer, ldap }),
+        ClusterCommand::Promote { target, id } => (target, AdminCommand::Promote { id }),
+        ClusterCommand::Remove { target, id } => (target, AdminCommand::Remove { id }),
+        ClusterCommand::TransferLeader { target, id } => {
+            (target, AdminCommand::TransferLeader { id })
+        }
+    };
+    admin::run(&target, &command)
 }
 
 /// A node's status in the root DSE.

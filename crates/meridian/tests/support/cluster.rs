@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use meridian_ber::{Tag, Writer};
 use meridian_proto::{DecodeLimits, LdapMessage, ProtocolOp};
 
-use super::{ADMIN_DN, ADMIN_PASSWORD, Client, temp_dir};
+use super::{ADMIN_DN, ADMIN_PASSWORD, Client, temp_dir, tool_at};
 
 /// A port free now, below the kernel's ephemeral range (32768 and up)
 /// so that no socket bound to port 0 (the proxies, clients) takes it
@@ -154,6 +154,8 @@ pub struct Cluster {
     /// `(from, to)` (1-based IDs) to the proxy of that link.
     pub links: BTreeMap<(usize, usize), Proxy>,
     pub root: PathBuf,
+    /// Each node's real peer address, by ID - 1.
+    peer_ports: Vec<SocketAddr>,
 }
 
 /// Extra `[cluster]` keys every node gets (e.g. a short write timeout).
@@ -178,7 +180,31 @@ impl Cluster {
         learners: usize,
         extra: impl Fn(usize, &std::path::Path) -> String,
     ) -> Cluster {
-        let n = voters + learners;
+        Cluster::start_layout(voters, learners, 0, extra)
+    }
+
+    /// Starts `voters` voting nodes and `spares` nodes after them that
+    /// the voters' configs do not name: each spare's config names the
+    /// voters and itself as a learner, so it waits to be added while
+    /// the cluster runs (`meridian cluster add-learner`). The voters
+    /// reach a spare at its real peer address (`spare_peer`).
+    pub fn start_with_spares(voters: usize, spares: usize) -> Cluster {
+        Cluster::start_layout(voters, 0, spares, |_, _| String::new())
+    }
+
+    /// Where spare `id` listens for peers.
+    pub fn spare_peer(&self, id: usize) -> String {
+        self.peer_ports[id - 1].to_string()
+    }
+
+    fn start_layout(
+        voters: usize,
+        learners: usize,
+        spares: usize,
+        extra: impl Fn(usize, &std::path::Path) -> String,
+    ) -> Cluster {
+        let n = voters + learners + spares;
+        let spare = |id: usize| id > voters + learners;
         let root = temp_dir("cluster");
         let ldap: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let peer: Vec<u16> = (0..n).map(|_| free_port()).collect();
@@ -203,6 +229,9 @@ impl Cluster {
                 peer[id - 1]
             );
             for other in 1..=n {
+                if spare(other) && other != id {
+                    continue;
+                }
                 // This node sees the others through its links' proxies;
                 // its own entry is its real address.
                 let reach = if other == id {
@@ -226,7 +255,16 @@ impl Cluster {
                 child: None,
             });
         }
-        let mut cluster = Cluster { nodes, links, root };
+        let peer_ports = peer
+            .iter()
+            .map(|port| format!("127.0.0.1:{port}").parse().unwrap())
+            .collect();
+        let mut cluster = Cluster {
+            nodes,
+            links,
+            root,
+            peer_ports,
+        };
         for id in 1..=n {
             cluster.start_node(id);
         }
@@ -544,4 +582,43 @@ pub fn encode_replace(bytes: &mut Vec<u8>, id: i32, dn: &str, attribute: &str, v
     w.end(changes);
     w.end(request);
     w.end(message);
+}
+
+pub const BASE: &str = "dn: dc=example,dc=com
+objectClass: dcObject
+objectClass: organization
+dc: example
+o: Example
+
+dn: ou=people,dc=example,dc=com
+objectClass: organizationalUnit
+ou: people
+";
+
+pub const PEOPLE: &str = "ou=people,dc=example,dc=com";
+
+pub fn admin_at(url: &str, tool: &str, extra: &[&str], stdin: Option<&str>) -> (i32, String) {
+    tool_at(
+        url,
+        tool,
+        &["-D", ADMIN_DN, "-w", ADMIN_PASSWORD],
+        extra,
+        stdin,
+    )
+}
+
+pub fn url(cluster: &Cluster, id: usize) -> String {
+    format!("ldap://{}", cluster.node(id).ldap)
+}
+
+/// Adds the base entries and one `uid=own<n>` per node at node `at`.
+pub fn setup_base(cluster: &Cluster, at: usize) {
+    let url = url(cluster, at);
+    let (code, out) = admin_at(&url, "ldapadd", &[], Some(BASE));
+    assert_eq!(code, 0, "{out}");
+    let own: String = (1..=cluster.nodes.len())
+        .map(|n| format!("dn: uid=own{n},{PEOPLE}\nobjectClass: account\nuid: own{n}\n\n"))
+        .collect();
+    let (code, out) = admin_at(&url, "ldapadd", &[], Some(&own));
+    assert_eq!(code, 0, "{out}");
 }

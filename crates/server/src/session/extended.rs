@@ -1,5 +1,6 @@
 //! Extended operations: WhoAmI (RFC 4532), Password Modify (RFC 3062),
-//! Cancel (RFC 3909), Refresh (RFC 2589), and the refusal of others.
+//! Cancel (RFC 3909), Refresh (RFC 2589), cluster administration
+//! (Meridian's, `cluster_admin.rs`), and the refusal of others.
 
 use super::*;
 
@@ -151,6 +152,38 @@ impl Session {
         self.queue_pending(reply.ctx, spawned, Pending::Ready(command))
     }
 
+    /// Cluster administration: the administrator's only; answered when
+    /// the hook has carried it out (a membership change waits for the
+    /// leader to commit it), while the connection goes on with others.
+    fn cluster_admin(
+        &mut self,
+        hook: &dyn crate::ClusterAdmin,
+        ext: &ExtendedRequest<'_>,
+        reply: Reply<'_>,
+        out: &Arc<Outbound>,
+    ) -> Action {
+        if !matches!(self.identity, Identity::Admin(_)) {
+            return reply.extended(
+                ResultCode::INSUFFICIENT_ACCESS_RIGHTS,
+                b"cluster administration is for the directory administrator (bind as directory.admin_dn)",
+                None,
+            );
+        }
+        let answer = hook.administer(ext.value.unwrap_or_default());
+        let (id, outbound) = (reply.id, Arc::clone(out));
+        tokio::spawn(async move {
+            let answer = answer.await;
+            let outcome = Outcome::new(answer.code, answer.message);
+            push_extended(
+                &outbound,
+                id,
+                &outcome,
+                answer.value.as_deref().unwrap_or_default(),
+            );
+        });
+        Action::Spawned
+    }
+
     /// Cancel (RFC 3909): stops a streamed search, which answers
     /// `canceled`; the Cancel's own response follows it. A write already
     /// submitted is too late to stop; anything else is not running.
@@ -227,6 +260,11 @@ impl Session {
         }
         if name == extended_oid::START_TLS {
             return self.start_tls(ext, reply);
+        }
+        if name == extended_oid::CLUSTER_ADMIN
+            && let Some(hook) = &reply.ctx.cluster_admin
+        {
+            return self.cluster_admin(hook.0.as_ref(), ext, reply, out);
         }
         let message = format!(
             "unsupported extended operation {:?}; supportedExtension in the root DSE lists those served",

@@ -1,0 +1,255 @@
+//! `meridian cluster status | add-learner | promote | remove |
+//! transfer-leader`: a running node administered over LDAP.
+//!
+//! The channel is the node's LDAP port: the command binds as the
+//! directory administrator and sends Meridian's cluster administration
+//! extended operation (`meridian_proto::extended::oid::CLUSTER_ADMIN`),
+//! whose value is the command in text, so `ldapexop` works as well:
+//!
+//! ```text
+//! ldapexop -H ldap://127.0.0.1:3389 -D cn=admin,dc=example,dc=com -w ... \
+//!     '2.25.241941608197083682915838068312096323903.5.1:transfer-leader 2'
+//! ```
+//!
+//! Nothing is open by default: the server serves the operation to the
+//! administrator only, and only when it runs a cluster node. Any node
+//! takes any command; a change is sent on to the leader.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+use clap::Args;
+use meridian_proto::extended::oid::CLUSTER_ADMIN;
+use meridian_proto::message::{LdapMessage, ProtocolOp};
+use meridian_proto::{DecodeLimits, ExtendedRequest, ResultCode};
+use meridian_replication::{AdminCommand, AdminError, ClusterNode};
+use meridian_server::{ClusterAdmin, ClusterAnswer};
+use tokio::io::AsyncWriteExt as _;
+
+/// A command's text form: the request value of the extended operation.
+pub(crate) fn render(command: &AdminCommand) -> String {
+    match command {
+        AdminCommand::Status => "status".into(),
+        AdminCommand::AddLearner { id, peer, ldap } => format!("add-learner {id} {peer} {ldap}"),
+        AdminCommand::Promote { id } => format!("promote {id}"),
+        AdminCommand::Remove { id } => format!("remove {id}"),
+        AdminCommand::TransferLeader { id } => format!("transfer-leader {id}"),
+    }
+}
+
+const USAGE: &str =
+    "status | add-learner ID PEER-ADDRESS LDAP-URL | promote ID | remove ID | transfer-leader ID";
+
+/// Reads a command's text form.
+pub(crate) fn parse(text: &str) -> Result<AdminCommand, String> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let id = |word: &str| -> Result<u64, String> {
+        word.parse()
+            .map_err(|_| format!("{word:?} is not a node ID (a number)"))
+    };
+    match words.as_slice() {
+        ["status"] => Ok(AdminCommand::Status),
+        ["add-learner", node, peer, ldap] => Ok(AdminCommand::AddLearner {
+            id: id(node)?,
+            peer: (*peer).to_owned(),
+            ldap: (*ldap).to_owned(),
+        }),
+        ["promote", node] => Ok(AdminCommand::Promote { id: id(node)? }),
+        ["remove", node] => Ok(AdminCommand::Remove { id: id(node)? }),
+        ["transfer-leader", node] => Ok(AdminCommand::TransferLeader { id: id(node)? }),
+        _ => Err(format!(
+            "{text:?} is not a cluster command; the value is one of: {USAGE}"
+        )),
+    }
+}
+
+/// The server's hook: requests carried out by this node.
+pub(crate) struct NodeAdmin(pub(crate) Arc<ClusterNode>);
+
+impl ClusterAdmin for NodeAdmin {
+    fn administer(
+        &self,
+        request: &[u8],
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ClusterAnswer> + Send>> {
+        let node = Arc::clone(&self.0);
+        let command = std::str::from_utf8(request)
+            .map_err(|_| "the request value is not UTF-8 text".to_owned())
+            .and_then(parse);
+        Box::pin(async move {
+            let command = match command {
+                Ok(command) => command,
+                Err(message) => {
+                    return ClusterAnswer {
+                        code: ResultCode::PROTOCOL_ERROR,
+                        message,
+                        value: None,
+                    };
+                }
+            };
+            let what = render(&command);
+            match node.administer(command).await {
+                Ok(text) => {
+                    if what != "status" {
+                        tracing::info!(command = %what, "cluster: {}", text.trim_end());
+                    }
+                    ClusterAnswer {
+                        code: ResultCode::SUCCESS,
+                        message: String::new(),
+                        value: Some(text.into_bytes()),
+                    }
+                }
+                Err(e) => {
+                    let code = match e {
+                        AdminError::Refused(_) => ResultCode::UNWILLING_TO_PERFORM,
+                        AdminError::Unavailable(_) => ResultCode::UNAVAILABLE,
+                    };
+                    tracing::warn!(command = %what, "cluster: {e}");
+                    ClusterAnswer {
+                        code,
+                        message: format!("{what}: {e}"),
+                        value: None,
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// Where and as whom a cluster command is sent.
+#[derive(Debug, Args)]
+pub(crate) struct Target {
+    /// The node to ask: ldap://HOST:PORT or ldaps://HOST:PORT (any node;
+    /// changes are carried out by the leader).
+    #[arg(long, short = 'H', value_name = "URL")]
+    url: String,
+    /// The directory administrator's DN (`directory.admin_dn`).
+    #[arg(short = 'D', long, default_value = "cn=admin,dc=example,dc=com")]
+    bind_dn: String,
+    /// The administrator's password (or set MERIDIAN_ADMIN_PASSWORD).
+    #[arg(short = 'w', long)]
+    password: Option<String>,
+    /// With an ldaps:// URL: the CA certificates (PEM) the node's
+    /// certificate must be signed by.
+    #[arg(long, value_name = "FILE")]
+    tls_ca_file: Option<std::path::PathBuf>,
+    /// How long to wait for the answer, in seconds (a membership change
+    /// waits for the leader to commit it).
+    #[arg(long, default_value_t = 60)]
+    timeout_secs: u64,
+}
+
+/// Sends `command` to the node `target` names; prints the answer.
+pub(crate) fn run(target: &Target, command: &AdminCommand) -> anyhow::Result<()> {
+    let password = match &target.password {
+        Some(password) => password.clone(),
+        None => std::env::var(meridian_server::PASSWORD_ENV).map_err(|_| {
+            anyhow!(
+                "give the administrator's password with -w or {}",
+                meridian_server::PASSWORD_ENV
+            )
+        })?,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the client's runtime")?;
+    let answer = runtime.block_on(ask(target, &password, command))?;
+    print!("{answer}");
+    if !answer.ends_with('\n') {
+        println!();
+    }
+    Ok(())
+}
+
+async fn ask(target: &Target, password: &str, command: &AdminCommand) -> anyhow::Result<String> {
+    const MAX_PDU: usize = 1 << 20;
+    let timeout = Duration::from_secs(target.timeout_secs);
+    let endpoint = meridian_bench::wire::resolve(&target.url)?;
+    let tls = if endpoint.tls {
+        let Some(ca) = &target.tls_ca_file else {
+            bail!("{} is ldaps://: give --tls-ca-file", target.url);
+        };
+        Some(meridian_bench::tls::Tls::new(
+            &endpoint.host,
+            Some(ca),
+            false,
+            None,
+        )?)
+    } else {
+        None
+    };
+    let mut conn = meridian_bench::wire::connect(endpoint.address, tls.as_ref(), timeout).await?;
+    meridian_bench::wire::bind(&mut conn, &target.bind_dn, password, MAX_PDU).await?;
+    let text = render(command);
+    let mut request = Vec::new();
+    LdapMessage {
+        message_id: 2,
+        op: ProtocolOp::ExtendedRequest(ExtendedRequest {
+            name: CLUSTER_ADMIN,
+            value: Some(text.as_bytes()),
+        }),
+        controls: meridian_proto::Seq::empty(),
+    }
+    .encode(&mut request);
+    conn.write_all(&request).await?;
+    let mut buf = Vec::new();
+    let pdu = tokio::time::timeout(
+        timeout,
+        meridian_bench::wire::read_pdu(&mut conn, &mut buf, MAX_PDU),
+    )
+    .await
+    .map_err(|_| anyhow!("{}: no answer within {timeout:?}", target.url))??;
+    let message = LdapMessage::decode(&pdu, &DecodeLimits::default())
+        .map_err(|e| anyhow!("{}: a malformed answer: {e}", target.url))?;
+    let ProtocolOp::ExtendedResponse(response) = message.op else {
+        bail!("{}: an unexpected answer to {text:?}", target.url);
+    };
+    let code = response.result.code;
+    let diagnostic = String::from_utf8_lossy(response.result.message);
+    if code == ResultCode::PROTOCOL_ERROR && diagnostic.contains("unsupported extended operation") {
+        bail!(
+            "{} is not a cluster node (it does not serve cluster administration)",
+            target.url
+        );
+    }
+    if code != ResultCode::SUCCESS {
+        let name = meridian_bench::stats::code_name(i64::from(code.0));
+        bail!("{text}: refused, {name} ({}): {diagnostic}", code.0);
+    }
+    Ok(String::from_utf8_lossy(response.value.unwrap_or_default()).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_reads_back_from_its_text() {
+        let commands = [
+            AdminCommand::Status,
+            AdminCommand::AddLearner {
+                id: 4,
+                peer: "127.0.0.1:7004".into(),
+                ldap: "ldap://127.0.0.1:3392".into(),
+            },
+            AdminCommand::Promote { id: 4 },
+            AdminCommand::Remove { id: 3 },
+            AdminCommand::TransferLeader { id: 2 },
+        ];
+        for command in commands {
+            assert_eq!(parse(&render(&command)), Ok(command));
+        }
+    }
+
+    #[test]
+    fn a_malformed_command_names_what_is_wrong() {
+        assert!(
+            parse("promote")
+                .unwrap_err()
+                .contains("not a cluster command")
+        );
+        assert!(parse("promote four").unwrap_err().contains("not a node ID"));
+        assert!(parse("").unwrap_err().contains("status |"));
+    }
+}

@@ -1,0 +1,202 @@
+//! A running cluster changed by its administrator: `meridian cluster
+//! status | add-learner | promote | transfer-leader | remove` against
+//! real `meridian serve` nodes, and the same operation through
+//! OpenLDAP's `ldapexop`, refused to anyone but the administrator.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::disallowed_methods
+)]
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::cluster::{Cluster, Outcome, PEOPLE, Writer1, setup_base, url};
+use support::*;
+
+const CLUSTER_ADMIN_OID: &str = "2.25.241941608197083682915838068312096323903.5.1";
+
+/// `meridian cluster ARGS --url URL` as the administrator: exit code,
+/// stdout and stderr.
+fn cluster_command(url: &str, args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .arg("cluster")
+        .args(args)
+        .args(["--url", url, "-D", ADMIN_DN])
+        .env("MERIDIAN_ADMIN_PASSWORD", ADMIN_PASSWORD)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// The `voters:` line of a node's status.
+fn voters(url: &str) -> String {
+    let (code, status) = cluster_command(url, &["status"]);
+    assert_eq!(code, 0, "{status}");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("voters: "))
+        .unwrap_or_else(|| panic!("no voters line in {status}"))
+        .to_owned()
+}
+
+fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_node_is_added_promoted_given_the_lead_and_another_removed_while_writes_go_on() {
+    let mut cluster = Cluster::start_with_spares(3, 1);
+    let leader = cluster.leader(Duration::from_secs(20));
+    assert_ne!(leader, 4, "the spare is no member yet");
+    setup_base(&cluster, leader);
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    assert_eq!(voters(&url(&cluster, follower)), "1 2 3");
+
+    // Added at a follower: sent on to the leader, which reaches the new
+    // node at the address the command gives (no config names it).
+    let peer = cluster.spare_peer(4);
+    let ldap4 = url(&cluster, 4);
+    let (code, out) = cluster_command(
+        &url(&cluster, follower),
+        &[
+            "add-learner",
+            "--id",
+            "4",
+            "--peer",
+            &peer,
+            "--ldap",
+            &ldap4,
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("node 4 added as a learner"), "{out}");
+    wait_for("node 4 a learner", Duration::from_secs(30), || {
+        support::cluster::cluster_role(cluster.node(4).ldap).as_deref() == Some("learner")
+    });
+    cluster.await_identical(Duration::from_secs(30));
+    // Adding it again is refused, naming why.
+    let (code, out) = cluster_command(
+        &url(&cluster, leader),
+        &[
+            "add-learner",
+            "--id",
+            "4",
+            "--peer",
+            &peer,
+            "--ldap",
+            &ldap4,
+        ],
+    );
+    assert_ne!(code, 0);
+    assert!(out.contains("already a learner"), "{out}");
+
+    let (code, out) = cluster_command(&url(&cluster, follower), &["promote", "--id", "4"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(voters(&url(&cluster, 4)), "1 2 3 4");
+
+    // The lead handed to the new node; writes at another node reach it
+    // through the address recorded in the membership.
+    let (code, out) = cluster_command(&url(&cluster, follower), &["transfer-leader", "--id", "4"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(cluster.leader(Duration::from_secs(20)), 4);
+    for at in [4, follower] {
+        let mut w = Writer1::new(cluster.node(at).ldap);
+        assert_eq!(
+            w.add_account(PEOPLE, &format!("under-4-at-{at}")),
+            Outcome::Ok
+        );
+    }
+
+    // The old leader removed, then stopped: three voters go on.
+    let (code, out) = cluster_command(&url(&cluster, 4), &["remove", "--id", &leader.to_string()]);
+    assert_eq!(code, 0, "{out}");
+    cluster.kill(leader);
+    let expected: Vec<String> = (1..=4)
+        .filter(|id| *id != leader)
+        .map(|id| id.to_string())
+        .collect();
+    assert_eq!(voters(&url(&cluster, 4)), expected.join(" "));
+    let mut w = Writer1::new(cluster.node(follower).ldap);
+    assert_eq!(w.add_account(PEOPLE, "after-removal"), Outcome::Ok);
+    let dump = cluster.await_identical(Duration::from_secs(30));
+    for uid in ["under-4-at-4", "after-removal"] {
+        assert!(dump.contains(&format!("uid={uid},")), "{uid} missing");
+    }
+}
+
+#[test]
+fn cluster_administration_is_the_administrators_and_says_what_is_wrong() {
+    let mut cluster = Cluster::start(3, "");
+    let leader = cluster.leader(Duration::from_secs(20));
+    let at = url(&cluster, leader);
+    // Through OpenLDAP's ldapexop, as the administrator: the status.
+    let status = Command::new("ldapexop")
+        .args(["-x", "-H", &at, "-D", ADMIN_DN, "-w", ADMIN_PASSWORD])
+        .arg(format!("{CLUSTER_ADMIN_OID}:status"))
+        .env("LDAPNOINIT", "1")
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    // The answer has several lines: ldapexop shows it in base64, folded.
+    let shown = String::from_utf8_lossy(&status.stdout).replace("\n ", "");
+    let encoded = shown
+        .lines()
+        .find_map(|line| line.strip_prefix("data:: "))
+        .unwrap_or_else(|| panic!("no value in {shown}"));
+    let text =
+        String::from_utf8(meridian_ldif::base64::decode(encoded.as_bytes()).unwrap()).unwrap();
+    assert!(text.contains("role: leader"), "{text}");
+    assert!(text.contains("voters: 1 2 3"), "{text}");
+    // Anonymous, and a user: refused with insufficientAccessRights (50).
+    let anonymous = Command::new("ldapexop")
+        .args(["-x", "-H", &at])
+        .arg(format!("{CLUSTER_ADMIN_OID}:transfer-leader 1"))
+        .env("LDAPNOINIT", "1")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&anonymous.stderr);
+    assert!(!anonymous.status.success());
+    assert!(said.contains("Insufficient access (50)"), "{said}");
+    // Nonsense, an unknown node, a node that cannot lead.
+    let (code, out) = cluster_command(&at, &["promote", "--id", "9"]);
+    assert_ne!(code, 0);
+    assert!(out.contains("node 9 is not a learner"), "{out}");
+    let (code, out) = cluster_command(&at, &["remove", "--id", "9"]);
+    assert_ne!(code, 0);
+    assert!(out.contains("not a member"), "{out}");
+    let (code, out) = cluster_command(&at, &["transfer-leader", "--id", "9"]);
+    assert_ne!(code, 0);
+    assert!(out.contains("not a voter"), "{out}");
+    let garbage = Command::new("ldapexop")
+        .args(["-x", "-H", &at, "-D", ADMIN_DN, "-w", ADMIN_PASSWORD])
+        .arg(format!("{CLUSTER_ADMIN_OID}:promote everyone"))
+        .env("LDAPNOINIT", "1")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&garbage.stderr);
+    assert!(!garbage.status.success());
+    assert!(said.contains("Protocol error (2)"), "{said}");
+    assert!(said.contains("not a node ID"), "{said}");
+    drop(cluster);
+
+    // A single server does not serve it, and says so.
+    let single = Server::start("");
+    let (code, out) = cluster_command(&format!("ldap://{}", single.addr), &["status"]);
+    assert_ne!(code, 0);
+    assert!(out.contains("is not a cluster node"), "{out}");
+}
