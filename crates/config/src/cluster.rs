@@ -43,6 +43,16 @@ pub struct ClusterConfig {
     /// How long a write waits for a leader (or for the cluster to
     /// confirm it after a failover) before it gets `unavailable` (52).
     pub write_timeout_ms: u64,
+    /// What a search or compare sees: `"session"` (this node's state; a
+    /// connection reads its own writes, as they are answered once
+    /// applied here), `"linearizable"` (every write acknowledged anywhere
+    /// before the read began: the node asks the leader for its commit
+    /// index, confirmed by a majority, and waits until it has applied
+    /// it), or `"local"` (this node's state, refused with busy (51) once
+    /// it has not been known current for `max_staleness_ms`).
+    pub reads: String,
+    /// With `reads = "local"`: how old this node's state may be.
+    pub max_staleness_ms: u64,
     /// The leader's heartbeat interval.
     pub heartbeat_ms: u64,
     /// The least time a follower waits without a heartbeat before it
@@ -177,6 +187,24 @@ impl ClusterConfig {
                 ),
             );
         }
+        if !matches!(self.reads.as_str(), "session" | "linearizable" | "local") {
+            return invalid(
+                "cluster.reads",
+                format!(
+                    "{:?}: \"session\", \"linearizable\" or \"local\"",
+                    self.reads
+                ),
+            );
+        }
+        if self.reads == "local" && self.max_staleness_ms < self.heartbeat_ms {
+            return invalid(
+                "cluster.max_staleness_ms",
+                format!(
+                    "{} is less than a heartbeat (cluster.heartbeat_ms = {}): no follower could serve a read",
+                    self.max_staleness_ms, self.heartbeat_ms
+                ),
+            );
+        }
         if self.write_timeout_ms == 0 {
             return invalid("cluster.write_timeout_ms", "give at least 1".into());
         }
@@ -201,6 +229,8 @@ impl Default for ClusterConfig {
             ack: "majority".into(),
             followers: "forward".into(),
             write_timeout_ms: 10_000,
+            reads: "session".into(),
+            max_staleness_ms: 5_000,
             // A leader lost is noticed within about a third of a second,
             // and a heartbeat every 50 ms costs nothing on a LAN.
             heartbeat_ms: 50,

@@ -177,7 +177,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         if let Some(node) = &cluster {
             server
                 .set_live_attributes(Arc::new(crate::cluster::StatusAttributes(Arc::clone(node))));
-            server.set_cluster_admin(Arc::new(crate::cluster::NodeAdmin(Arc::clone(node))));
+            server.set_cluster_hooks(Arc::new(crate::cluster::NodeAdmin(Arc::clone(node))));
         }
         let addr = server.local_addr()?;
         tracing::info!(%addr, suffix = %config.directory.suffix, "meridian listening");

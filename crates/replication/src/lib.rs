@@ -22,6 +22,7 @@ mod network;
 mod peer_server;
 mod pending;
 mod proposer;
+mod reads;
 mod snapshot;
 mod state_machine;
 mod tls;
@@ -41,6 +42,7 @@ use openraft::{BasicNode, SnapshotPolicy};
 
 pub use admin::{AdminCommand, AdminError};
 pub use log_store::LogStore;
+pub use reads::{ReadMode, ReadRefused};
 pub use snapshot::SnapshotFile;
 pub use state_machine::{AppliedObserver, StateMachine};
 pub use tls::PeerTlsFiles;
@@ -110,6 +112,8 @@ pub struct Options {
     pub ack_all: bool,
     /// `cluster.write_timeout_ms`.
     pub write_timeout: Duration,
+    /// `cluster.reads`.
+    pub reads: ReadMode,
     /// `cluster.heartbeat_ms`.
     pub heartbeat: Duration,
     /// `cluster.election_timeout_ms`.
@@ -135,8 +139,16 @@ pub struct ClusterNode {
     addresses: Addresses,
     link: Link,
     patience: Duration,
+    reads: ReadMode,
+    contacts: Arc<reads::Contacts>,
+    /// Linearizable reads waiting for their round (`cluster.reads`).
+    read_rounds: Option<reads::ReadWaiters>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
+
+/// What a read waits for before it is served (see [`ClusterNode::before_read`]).
+pub type ReadWait =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ReadRefused>> + Send>>;
 
 /// What a node reports of the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -370,6 +382,7 @@ impl ClusterNode {
         // membership in the log names nodes by ID only, so each node may
         // see the others through its own routes (a proxy in the tests).
         let addresses = Addresses::new(everyone.clone());
+        let contacts = Arc::new(reads::Contacts::default());
         let network = network::Network {
             link: link.clone(),
             addresses: addresses.clone(),
@@ -390,6 +403,7 @@ impl ClusterNode {
             snapshots,
             addresses: addresses.clone(),
             patience: options.write_timeout,
+            contacts: Arc::clone(&contacts),
         });
         tasks.push(tokio::spawn(peer_server::serve(listener, service)));
 
@@ -431,6 +445,18 @@ impl ClusterNode {
                 options.learners.iter().map(|m| m.id).collect(),
             )));
         }
+        let read_rounds = (options.reads == ReadMode::Linearizable).then(|| {
+            let (waiters, waiting) = tokio::sync::mpsc::unbounded_channel();
+            tasks.push(tokio::spawn(reads::read_rounds(
+                raft.clone(),
+                me,
+                addresses.clone(),
+                link.clone(),
+                options.write_timeout,
+                waiting,
+            )));
+            waiters
+        });
         tasks.push(tokio::spawn(snapshot_when_log_grows(
             raft.clone(),
             log_bytes,
@@ -445,6 +471,9 @@ impl ClusterNode {
             addresses,
             link,
             patience: options.write_timeout,
+            reads: options.reads,
+            contacts,
+            read_rounds,
             tasks,
         })
     }
@@ -522,6 +551,38 @@ impl ClusterNode {
             Err(e) => Err(AdminError::Unavailable(format!(
                 "asking the leader, node {leader}: {e}"
             ))),
+        }
+    }
+
+    /// What a search or compare must wait for under `cluster.reads`:
+    /// `Ok(None)` to read now, a refusal, or a wait that ends when this
+    /// node may serve it (a linearizable read's round, then this node's
+    /// application up to the index it got).
+    pub fn before_read(&self) -> Result<Option<ReadWait>, ReadRefused> {
+        match self.reads {
+            ReadMode::Session => Ok(None),
+            ReadMode::Local { max_staleness } => {
+                reads::check_local(&self.raft, &self.contacts, max_staleness).map(|()| None)
+            }
+            ReadMode::Linearizable => {
+                let Some(rounds) = &self.read_rounds else {
+                    return Ok(None);
+                };
+                let (answer, index) = tokio::sync::oneshot::channel();
+                if rounds.send(answer).is_err() {
+                    return Err(ReadRefused::Unavailable(
+                        "the cluster node is stopping".into(),
+                    ));
+                }
+                let raft = self.raft.clone();
+                let patience = self.patience;
+                Ok(Some(Box::pin(async move {
+                    let index = index.await.map_err(|_| {
+                        ReadRefused::Unavailable("the cluster node is stopping".into())
+                    })??;
+                    reads::applied(&raft, index, patience).await
+                })))
+            }
         }
     }
 

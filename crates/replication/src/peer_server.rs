@@ -26,6 +26,8 @@ pub(crate) struct PeerService {
     pub(crate) addresses: crate::admin::Addresses,
     /// How long a membership change may take (`cluster.write_timeout_ms`).
     pub(crate) patience: Duration,
+    /// The leader's AppendEntries as they arrive (`cluster.reads = "local"`).
+    pub(crate) contacts: Arc<crate::reads::Contacts>,
 }
 
 /// Accepts peers until the listener fails or the task is dropped.
@@ -68,10 +70,23 @@ async fn serve_connection(tcp: TcpStream, service: &PeerService) -> std::io::Res
     let mut receiving: Option<(u64, std::fs::File, std::path::PathBuf)> = None;
     while let Some(request) = service.link.receive::<Request>(&mut stream).await? {
         let response = match request {
-            Request::Append(rpc) => match service.raft.append_entries(rpc).await {
-                Ok(response) => Response::Append(response),
-                Err(e) => Response::Failed(e.to_string()),
-            },
+            Request::Append(rpc) => {
+                let leader_commit = rpc.leader_commit.as_ref().map_or(0, |id| id.index);
+                match service.raft.append_entries(rpc).await {
+                    Ok(response) => {
+                        if response.is_success() {
+                            service.contacts.record(leader_commit);
+                        }
+                        Response::Append(response)
+                    }
+                    Err(e) => Response::Failed(e.to_string()),
+                }
+            }
+            Request::ReadIndex => Response::ReadIndex(if service.raft.is_leader() {
+                crate::reads::leader_read_index(&service.raft).await
+            } else {
+                Err(format!("node {} does not lead now", service.me))
+            }),
             Request::Vote(rpc) => match service.raft.vote(rpc).await {
                 Ok(response) => Response::Vote(response),
                 Err(e) => Response::Failed(e.to_string()),

@@ -50,6 +50,8 @@ pub(crate) enum Request {
     /// Whether every voter holds the log up to this index (asked of the
     /// leader under `cluster.ack = "all"`; it waits a while for it).
     EveryVoterHolds(u64),
+    /// The leader's read index, for a linearizable read at a follower.
+    ReadIndex,
     /// A membership change or leadership transfer, for the leader.
     Admin(crate::admin::AdminCommand),
 }
@@ -65,6 +67,7 @@ pub(crate) enum Response {
     Forwarded(Forwarded),
     EveryVoterHolds(bool),
     Admin(Result<String, crate::admin::AdminError>),
+    ReadIndex(Result<u64, String>),
     /// The request failed on the peer; the text says why.
     Failed(String),
 }

@@ -10,7 +10,7 @@ mod admission;
 mod bind_cache;
 mod bind_guard;
 mod bound;
-mod cluster_admin;
+mod cluster_hooks;
 mod connection;
 mod inflight;
 mod outbound;
@@ -36,7 +36,7 @@ use tokio::task::JoinSet;
 pub use admin::{AdminCredentials, AdminError, PASSWORD_ENV, PasswordSource, SECRET_FILE};
 pub use bind_guard::BindGuardSettings;
 pub use bound::Bound;
-pub use cluster_admin::{ClusterAdmin, ClusterAnswer};
+pub use cluster_hooks::{ClusterAnswer, ClusterHooks, ReadWait};
 pub use root_dse::LiveAttributes;
 pub use tls::TlsError;
 
@@ -82,7 +82,7 @@ pub(crate) struct ServerContext {
     /// when client certificates are not asked for.
     pub(crate) certificate_map: Option<CertificateMap>,
     /// Cluster administration, when this server is a cluster node.
-    pub(crate) cluster_admin: Option<cluster_admin::ClusterAdminHook>,
+    pub(crate) cluster_hooks: Option<cluster_hooks::ClusterHook>,
 }
 
 impl ServerContext {
@@ -275,7 +275,7 @@ impl Server {
             tls,
             require_tls: sec.require_tls,
             certificate_map,
-            cluster_admin: None,
+            cluster_hooks: None,
         };
         Ok(Server {
             listener,
@@ -300,14 +300,15 @@ impl Server {
         }
     }
 
-    /// Serves the cluster administration extended operation through
-    /// `admin` (to the administrator only), and lists it in the root DSE.
-    /// Call before [`Server::run`]; `false` if the server was already
-    /// shared (nothing is changed then).
-    pub fn set_cluster_admin(&mut self, admin: Arc<dyn ClusterAdmin>) -> bool {
+    /// Fronts the cluster node `hooks`: its reads wait as
+    /// `cluster.reads` says, and the cluster administration extended
+    /// operation is served (to the administrator only) and listed in the
+    /// root DSE. Call before [`Server::run`]; `false` if the server was
+    /// already shared (nothing is changed then).
+    pub fn set_cluster_hooks(&mut self, hooks: Arc<dyn ClusterHooks>) -> bool {
         match Arc::get_mut(&mut self.ctx) {
             Some(ctx) => {
-                ctx.cluster_admin = Some(cluster_admin::ClusterAdminHook(admin));
+                ctx.cluster_hooks = Some(cluster_hooks::ClusterHook(hooks));
                 ctx.published
                     .add_extension(meridian_proto::extended::oid::CLUSTER_ADMIN, &ctx.schema);
                 true

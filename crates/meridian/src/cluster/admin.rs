@@ -23,8 +23,9 @@ use clap::Args;
 use meridian_proto::extended::oid::CLUSTER_ADMIN;
 use meridian_proto::message::{LdapMessage, ProtocolOp};
 use meridian_proto::{DecodeLimits, ExtendedRequest, ResultCode};
+use meridian_replication::ReadRefused;
 use meridian_replication::{AdminCommand, AdminError, ClusterNode};
-use meridian_server::{ClusterAdmin, ClusterAnswer};
+use meridian_server::{ClusterAnswer, ClusterHooks, ReadWait};
 use tokio::io::AsyncWriteExt as _;
 
 /// A command's text form: the request value of the extended operation.
@@ -64,10 +65,11 @@ pub(crate) fn parse(text: &str) -> Result<AdminCommand, String> {
     }
 }
 
-/// The server's hook: requests carried out by this node.
+/// The server's hooks: requests carried out, and reads gated, by this
+/// node.
 pub(crate) struct NodeAdmin(pub(crate) Arc<ClusterNode>);
 
-impl ClusterAdmin for NodeAdmin {
+impl ClusterHooks for NodeAdmin {
     fn administer(
         &self,
         request: &[u8],
@@ -113,6 +115,25 @@ impl ClusterAdmin for NodeAdmin {
                 }
             }
         })
+    }
+
+    fn before_read(&self) -> Result<Option<ReadWait>, ClusterAnswer> {
+        let refusal = |refused: ReadRefused| {
+            let code = match refused {
+                ReadRefused::Stale(_) => ResultCode::BUSY,
+                ReadRefused::Unavailable(_) => ResultCode::UNAVAILABLE,
+            };
+            ClusterAnswer {
+                code,
+                message: refused.to_string(),
+                value: None,
+            }
+        };
+        match self.0.before_read() {
+            Ok(None) => Ok(None),
+            Ok(Some(wait)) => Ok(Some(Box::pin(async move { wait.await.map_err(refusal) }))),
+            Err(refused) => Err(refusal(refused)),
+        }
     }
 }
 

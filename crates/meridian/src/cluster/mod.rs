@@ -73,6 +73,13 @@ pub(crate) fn options(config: &Config) -> anyhow::Result<Options> {
         refer_writes: c.followers == "referral",
         ack_all: c.ack == "all",
         write_timeout: Duration::from_millis(c.write_timeout_ms),
+        reads: match c.reads.as_str() {
+            "linearizable" => meridian_replication::ReadMode::Linearizable,
+            "local" => meridian_replication::ReadMode::Local {
+                max_staleness: Duration::from_millis(c.max_staleness_ms),
+            },
+            _ => meridian_replication::ReadMode::Session,
+        },
         heartbeat: Duration::from_millis(c.heartbeat_ms),
         election_timeout: Duration::from_millis(c.election_timeout_ms),
         snapshot_every: c.snapshot_every_entries,

@@ -529,7 +529,9 @@ impl Writer1 {
             return Outcome::Unknown;
         };
         let result = match &message.op {
-            ProtocolOp::ModifyResponse(r) | ProtocolOp::AddResponse(r) => r,
+            ProtocolOp::ModifyResponse(r)
+            | ProtocolOp::AddResponse(r)
+            | ProtocolOp::CompareResponse(r) => r,
             _ => {
                 self.client = None;
                 return Outcome::Unknown;
@@ -547,6 +549,25 @@ impl Writer1 {
     /// Replaces `attribute` of `dn` with `value`.
     pub fn replace(&mut self, dn: &str, attribute: &str, value: &str) -> Outcome {
         self.call(|bytes, id| encode_replace(bytes, id, dn, attribute, value))
+    }
+
+    /// Compares `attribute` of `dn` with `value`: `Refused(6, _)` is
+    /// compareTrue, `Refused(5, _)` compareFalse.
+    pub fn compare(&mut self, dn: &str, attribute: &str, value: &str) -> Outcome {
+        self.call(|bytes, id| {
+            LdapMessage {
+                message_id: id,
+                op: ProtocolOp::CompareRequest(meridian_proto::CompareRequest {
+                    dn: dn.as_bytes(),
+                    ava: meridian_proto::Ava {
+                        attr: attribute.as_bytes(),
+                        value: value.as_bytes(),
+                    },
+                }),
+                controls: meridian_proto::Seq::empty(),
+            }
+            .encode(bytes);
+        })
     }
 
     /// Adds an `account` entry `uid=<uid>,<parent>`.

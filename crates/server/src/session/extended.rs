@@ -1,6 +1,6 @@
 //! Extended operations: WhoAmI (RFC 4532), Password Modify (RFC 3062),
 //! Cancel (RFC 3909), Refresh (RFC 2589), cluster administration
-//! (Meridian's, `cluster_admin.rs`), and the refusal of others.
+//! (Meridian's, `cluster_hooks.rs`), and the refusal of others.
 
 use super::*;
 
@@ -157,7 +157,7 @@ impl Session {
     /// leader to commit it), while the connection goes on with others.
     fn cluster_admin(
         &mut self,
-        hook: &dyn crate::ClusterAdmin,
+        hook: &dyn crate::ClusterHooks,
         ext: &ExtendedRequest<'_>,
         reply: Reply<'_>,
         out: &Arc<Outbound>,
@@ -262,7 +262,7 @@ impl Session {
             return self.start_tls(ext, reply);
         }
         if name == extended_oid::CLUSTER_ADMIN
-            && let Some(hook) = &reply.ctx.cluster_admin
+            && let Some(hook) = &reply.ctx.cluster_hooks
         {
             return self.cluster_admin(hook.0.as_ref(), ext, reply, out);
         }

@@ -19,6 +19,7 @@
 //!   other work ([`Action::Spawned`]).
 
 mod bind;
+mod compare;
 mod controls;
 mod extended;
 mod reply;
@@ -317,15 +318,10 @@ impl Session {
             }
             ProtocolOp::ExtendedRequest(ext) => return self.extended(ext, reply, out),
             ProtocolOp::CompareRequest(cmp) => {
-                if let Some(filter) = &assertion
-                    && let Err(outcome) =
-                        ctx.directory
-                            .check_assertion(&self.identity, cmp.dn, filter)
-                {
-                    return reply.outcome(cmp.dn, &outcome);
-                }
-                let outcome = ctx.directory.compare(&self.identity, cmp);
-                return reply.outcome(cmp.dn, &outcome);
+                let assertion = assertion
+                    .as_ref()
+                    .map(|filter| (filter, assertion_control.and_then(|c| c.value)));
+                return self.compare_request(cmp, assertion, reply, out);
             }
             ProtocolOp::AddRequest(add) => ctx.directory.prepare_add(&self.identity, add),
             ProtocolOp::DelRequest(dn) => {

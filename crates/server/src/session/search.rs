@@ -44,6 +44,30 @@ impl Session {
             page,
             manage_dsa_it,
         };
+        // `cluster.reads`: a read that must wait runs on its own task.
+        let wait = match before_read(ctx) {
+            Ok(wait) => wait,
+            Err(answer) => {
+                return reply.result(search.base, answer.code, answer.message.as_bytes());
+            }
+        };
+        if let Some(wait) = wait {
+            let stream = StreamedSearch {
+                request: OwnedSearch::new(search, controls),
+                identity: self.identity.clone(),
+                directory: Arc::clone(&ctx.directory),
+                outbound: Arc::clone(out),
+                cursor: SearchCursor::new(),
+                id: reply.id,
+                in_flight: self.running.start(reply.id, Kind::Search),
+                access_log: ctx.access_log,
+                conn: self.conn_id,
+                started: reply.started,
+                wait: Some(wait),
+            };
+            tokio::spawn(stream.run());
+            return Action::Spawned;
+        }
         // The first step runs here; a result larger than one step's budget
         // continues on a task that waits for the client to read.
         let mut cursor = SearchCursor::new();
@@ -73,6 +97,7 @@ impl Session {
                     access_log: ctx.access_log,
                     conn: self.conn_id,
                     started: reply.started,
+                    wait: None,
                 };
                 tokio::spawn(stream.run());
                 Action::Spawned
@@ -167,6 +192,8 @@ pub(super) struct StreamedSearch {
     pub(super) access_log: bool,
     pub(super) conn: u64,
     pub(super) started: Instant,
+    /// What `cluster.reads` has the search wait for before its first step.
+    pub(super) wait: Option<crate::ReadWait>,
 }
 
 impl StreamedSearch {
@@ -182,6 +209,16 @@ impl StreamedSearch {
     /// Runs the search to its end: its result code, `None` if it sent no
     /// final response (abandoned, or the connection closed).
     pub(super) async fn steps(mut self) -> Option<ResultCode> {
+        if let Some(wait) = self.wait.take()
+            && let Err(answer) = wait.await
+        {
+            let outcome = Outcome::new(answer.code, answer.message);
+            let mut batch = ResponseBatch::default();
+            encode_search_done(&mut batch.bytes, self.id, &outcome, None);
+            batch.completed = 1;
+            self.outbound.push(&mut batch);
+            return Some(outcome.code);
+        }
         loop {
             if !self.outbound.wait_room(SEARCH_ROOM_BYTES).await {
                 return None;
@@ -292,4 +329,15 @@ pub(super) fn paged_request<'a>(
         size: value.size,
         cookie: value.cookie,
     }))
+}
+
+/// What `cluster.reads` asks of a read on this server: nothing (a single
+/// server, or `session`), a wait, or a refusal.
+pub(super) fn before_read(
+    ctx: &ServerContext,
+) -> Result<Option<crate::ReadWait>, crate::ClusterAnswer> {
+    match &ctx.cluster_hooks {
+        Some(hook) => hook.0.before_read(),
+        None => Ok(None),
+    }
 }
