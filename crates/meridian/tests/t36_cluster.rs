@@ -20,6 +20,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use meridian_testing::history::{
+    Read as HistoryRead, Register, Write as HistoryWrite, WriteOutcome,
+};
 use support::cluster::{Cluster, Outcome, PEOPLE, Writer1, admin_at, setup_base, url};
 use support::*;
 
@@ -28,8 +31,20 @@ use support::*;
 struct Record {
     node: usize,
     adds: Vec<(String, Outcome)>,
-    replaces: Vec<(String, Outcome)>,
+    replaces: Vec<Replace>,
 }
+
+/// One replace of a writer's own description: `v<node>-<n>` is its
+/// `n`-th (from 0).
+struct Replace {
+    value: String,
+    outcome: Outcome,
+    invoked: Instant,
+    completed: Instant,
+}
+
+/// What one reader saw: `(node whose entry, invoked, completed, value)`.
+type Reads = Vec<(usize, Instant, Instant, Option<String>)>;
 
 /// A writer at `node`: adds `uid=w<node>-<n>` and, after each add,
 /// replaces the description of `uid=own<node>` with a unique value,
@@ -54,8 +69,14 @@ fn writer(cluster_ldap: std::net::SocketAddr, node: usize, stop: Arc<AtomicBool>
         }
         record.adds.push((uid, outcome));
         let value = format!("v{node}-{n}");
+        let invoked = Instant::now();
         let outcome = w.replace(&own, "description", &value);
-        record.replaces.push((value, outcome));
+        record.replaces.push(Replace {
+            value,
+            outcome,
+            invoked,
+            completed: Instant::now(),
+        });
     }
     record
 }
@@ -136,19 +157,19 @@ fn check_records(cluster: &Cluster, at: usize, records: &[Record]) {
         let last_ok = record
             .replaces
             .iter()
-            .rposition(|(_, o)| *o == Outcome::Ok)
+            .rposition(|r| r.outcome == Outcome::Ok)
             .expect("some replace acknowledged");
         let allowed: Vec<&str> = record.replaces[last_ok..]
             .iter()
             .enumerate()
-            .filter(|(i, (_, o))| *i == 0 || *o != Outcome::Ok)
-            .map(|(_, (v, _))| v.as_str())
+            .filter(|(i, r)| *i == 0 || r.outcome != Outcome::Ok)
+            .map(|(_, r)| r.value.as_str())
             .collect();
         assert!(
             allowed.contains(&value),
             "node {}'s entry holds {value:?}; allowed: the last acknowledged {:?} or a later unanswered one",
             record.node,
-            record.replaces[last_ok].0
+            record.replaces[last_ok].value
         );
     }
 }
@@ -257,15 +278,44 @@ fn writes_at_any_node_are_replicated_and_read_back_where_written() {
     );
 }
 
-/// Writers at every node for 1.5 s, then `fault`, then 1.5 s more;
-/// what each writer did.
-fn under_load(cluster: &mut Cluster, fault: impl FnOnce(&mut Cluster)) -> Vec<Record> {
+/// A reader at `at`: reads every writer's description in turn until
+/// `stop`, recording what each read returned and when.
+fn reader(addr: std::net::SocketAddr, writers: usize, stop: Arc<AtomicBool>) -> Reads {
+    let mut r = Writer1::new(addr);
+    let mut reads = Vec::new();
+    for n in 0.. {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let of = n % writers + 1;
+        let invoked = Instant::now();
+        match r.read(&format!("uid=own{of},{PEOPLE}"), "description") {
+            Ok(value) => reads.push((of, invoked, Instant::now(), value)),
+            // Refused (no leader confirmed it) or no answer: it saw
+            // nothing, and says nothing of the register.
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    reads
+}
+
+/// Writers and linearizable readers at every node for 1.5 s, then
+/// `fault`, then 1.5 s more; what each writer did, what readers saw.
+fn under_load(cluster: &mut Cluster, fault: impl FnOnce(&mut Cluster)) -> (Vec<Record>, Reads) {
     let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (1..=cluster.nodes.len())
+    let n = cluster.nodes.len();
+    let writers: Vec<_> = (1..=n)
         .map(|node| {
             let addr = cluster.node(node).ldap;
             let stop = Arc::clone(&stop);
             std::thread::spawn(move || writer(addr, node, stop))
+        })
+        .collect();
+    let readers: Vec<_> = (1..=n)
+        .map(|node| {
+            let addr = cluster.node(node).ldap;
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || reader(addr, n, stop))
         })
         .collect();
     std::thread::sleep(Duration::from_millis(1500));
@@ -273,6 +323,11 @@ fn under_load(cluster: &mut Cluster, fault: impl FnOnce(&mut Cluster)) -> Vec<Re
     std::thread::sleep(Duration::from_millis(1500));
     stop.store(true, Ordering::SeqCst);
     let records: Vec<Record> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    let reads: Reads = readers
+        .into_iter()
+        .flat_map(|r| r.join().unwrap())
+        .collect();
+    eprintln!("{} linearizable reads recorded", reads.len());
     for r in &records {
         let count = |o: &dyn Fn(&Outcome) -> bool| r.adds.iter().filter(|(_, x)| o(x)).count();
         eprintln!(
@@ -283,21 +338,68 @@ fn under_load(cluster: &mut Cluster, fault: impl FnOnce(&mut Cluster)) -> Vec<Re
             count(&|o| *o == Outcome::Unknown)
         );
     }
-    records
+    (records, reads)
 }
 
-/// After the faults: every node holds the same entries, and every
-/// writer's record holds against each.
-fn check_after(cluster: &mut Cluster, records: &[Record]) {
+/// After the faults: every node holds the same entries, every writer's
+/// record holds against each, and each writer's DN has a linearizable
+/// history (its writes, every reader's reads, the final value).
+fn check_after(cluster: &mut Cluster, (records, reads): &(Vec<Record>, Reads)) {
     cluster.await_identical(Duration::from_secs(30));
     for node in 1..=cluster.nodes.len() {
         check_records(cluster, node, records);
+    }
+    let mut final_reader = Writer1::new(cluster.node(1).ldap);
+    for record in records {
+        let node = record.node;
+        // `v<node>-<n>` is write n + 1; no value is the initial one, 0.
+        let index = |value: &Option<String>| -> usize {
+            value.as_deref().map_or(0, |v| {
+                v.strip_prefix(&format!("v{node}-"))
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .map_or(usize::MAX, |n| n + 1)
+            })
+        };
+        let history = Register {
+            writes: record
+                .replaces
+                .iter()
+                .map(|r| HistoryWrite {
+                    invoked: r.invoked,
+                    completed: r.completed,
+                    outcome: match &r.outcome {
+                        Outcome::Ok => WriteOutcome::Acknowledged,
+                        Outcome::Refused(52, m) if m.contains("was not applied") => {
+                            WriteOutcome::NotApplied
+                        }
+                        _ => WriteOutcome::Unknown,
+                    },
+                })
+                .collect(),
+            reads: reads
+                .iter()
+                .filter(|(of, ..)| *of == node)
+                .map(|(_, invoked, completed, value)| HistoryRead {
+                    invoked: *invoked,
+                    completed: *completed,
+                    saw: index(value),
+                    by: format!("a read of {value:?}"),
+                })
+                .collect(),
+        };
+        let now = final_reader
+            .read(&format!("uid=own{node},{PEOPLE}"), "description")
+            .unwrap_or_else(|e| panic!("reading node {node}'s final value: {e:?}"));
+        if let Err(violation) = history.check(index(&now)) {
+            panic!("uid=own{node}'s history is not linearizable: {violation}");
+        }
     }
 }
 
 #[test]
 fn a_leader_killed_mid_load_loses_no_acknowledged_write() {
-    let (mut cluster, leader) = started_with_base("write_timeout_ms = 4000");
+    let (mut cluster, leader) =
+        started_with_base("write_timeout_ms = 4000\nreads = \"linearizable\"");
     let records = under_load(&mut cluster, |cluster| {
         cluster.kill(leader);
         let killed_at = Instant::now();
@@ -329,7 +431,8 @@ fn a_leader_killed_mid_load_loses_no_acknowledged_write() {
 
 #[test]
 fn a_leader_paused_past_its_lease_steps_down_and_loses_nothing() {
-    let (mut cluster, leader) = started_with_base("write_timeout_ms = 4000");
+    let (mut cluster, leader) =
+        started_with_base("write_timeout_ms = 4000\nreads = \"linearizable\"");
     let records = under_load(&mut cluster, |cluster| {
         signal(cluster.node(leader).pid(), "STOP");
         let next = cluster.leader(Duration::from_secs(20));
@@ -346,7 +449,8 @@ fn a_leader_that_cannot_send_loses_its_place_and_nothing_acknowledged() {
     // One way: the leader's own connections to the others are cut (no
     // appends, no heartbeats), theirs to it still work (their votes
     // reach it).
-    let (mut cluster, leader) = started_with_base("write_timeout_ms = 4000");
+    let (mut cluster, leader) =
+        started_with_base("write_timeout_ms = 4000\nreads = \"linearizable\"");
     let records = under_load(&mut cluster, |cluster| {
         for to in (1..=3).filter(|to| *to != leader) {
             cluster.links[&(leader, to)].cut();
@@ -365,7 +469,7 @@ fn a_leader_that_cannot_send_loses_its_place_and_nothing_acknowledged() {
 
 #[test]
 fn slow_links_and_every_node_killed_at_once_lose_nothing_acknowledged() {
-    let (mut cluster, _) = started_with_base("write_timeout_ms = 4000");
+    let (mut cluster, _) = started_with_base("write_timeout_ms = 4000\nreads = \"linearizable\"");
     let records = under_load(&mut cluster, |cluster| {
         for proxy in cluster.links.values() {
             proxy.delay(20);

@@ -570,6 +570,55 @@ impl Writer1 {
         })
     }
 
+    /// Reads `attribute` of `dn` (a base search): its first value, `None`
+    /// when it has none; `Err` with the outcome when the search failed.
+    pub fn read(&mut self, dn: &str, attribute: &str) -> Result<Option<String>, Outcome> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let Some(client) = self.connected() else {
+            return Err(Outcome::Unknown);
+        };
+        let mut bytes = Vec::new();
+        encode_base_search(&mut bytes, id, dn, attribute);
+        if client.stream.write_all(&bytes).is_err() {
+            self.client = None;
+            return Err(Outcome::Unknown);
+        }
+        let mut value = None;
+        loop {
+            let pdu = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| client.read_pdu()))
+                .ok()
+                .flatten();
+            let message = pdu
+                .as_deref()
+                .and_then(|pdu| LdapMessage::decode(pdu, &DecodeLimits::default()).ok());
+            let Some(message) = message else {
+                self.client = None;
+                return Err(Outcome::Unknown);
+            };
+            match &message.op {
+                ProtocolOp::SearchResultEntry(entry) => {
+                    value = entry
+                        .attributes
+                        .iter()
+                        .find(|a| a.ty.eq_ignore_ascii_case(attribute.as_bytes()))
+                        .and_then(|a| a.values.iter().next())
+                        .map(|v| String::from_utf8_lossy(v).into_owned());
+                }
+                ProtocolOp::SearchResultDone(done) => {
+                    return match done.code.0 {
+                        0 => Ok(value),
+                        code => Err(Outcome::Refused(
+                            i64::from(code),
+                            String::from_utf8_lossy(done.message).into_owned(),
+                        )),
+                    };
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Adds an `account` entry `uid=<uid>,<parent>`.
     pub fn add_account(&mut self, parent: &str, uid: &str) -> Outcome {
         self.call(|bytes, id| {
@@ -581,6 +630,27 @@ impl Writer1 {
             );
         })
     }
+}
+
+/// A base-scope SearchRequest for one attribute of `dn`, filter
+/// `(objectClass=*)`.
+pub fn encode_base_search(bytes: &mut Vec<u8>, id: i32, dn: &str, attribute: &str) {
+    let mut w = Writer::new(bytes);
+    let message = w.start(Tag::SEQUENCE);
+    w.integer(Tag::INTEGER, i64::from(id));
+    let request = w.start(Tag::application(3, true));
+    w.octets(Tag::OCTET_STRING, dn.as_bytes());
+    w.integer(Tag::ENUMERATED, 0);
+    w.integer(Tag::ENUMERATED, 0);
+    w.integer(Tag::INTEGER, 0);
+    w.integer(Tag::INTEGER, 0);
+    w.boolean(Tag::BOOLEAN, false);
+    w.octets(Tag::context(7, false), b"objectClass");
+    let attributes = w.start(Tag::SEQUENCE);
+    w.octets(Tag::OCTET_STRING, attribute.as_bytes());
+    w.end(attributes);
+    w.end(request);
+    w.end(message);
 }
 
 /// A ModifyRequest replacing one attribute with one value.
