@@ -256,16 +256,25 @@ impl Proposer {
             tracing::error!("the raft node stopped: {e}");
             return Attempt::Refused;
         }
-        match result.await {
-            Ok(Ok(_)) => Attempt::Appended,
+        // The outcome is awaited on a task of its own: when the batch is
+        // applied here first, this attempt is dropped, and openraft would
+        // warn of an answer nobody took.
+        let (answer, outcome) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let _ = answer.send(result.await);
+        });
+        match outcome.await {
+            Ok(Ok(Ok(_))) => Attempt::Appended,
             // Not the leader after all (yet, or any more): never appended.
-            Ok(Err(openraft::errors::ClientWriteError::ForwardToLeader(_))) => Attempt::Refused,
+            Ok(Ok(Err(openraft::errors::ClientWriteError::ForwardToLeader(_)))) => {
+                Attempt::Refused
+            }
             // Appended, then discarded by a new leader: it may yet commit.
-            Ok(Err(e)) => {
+            Ok(Ok(Err(e))) => {
                 tracing::debug!("a batch was not committed: {e}");
                 Attempt::Unknown
             }
-            Err(_) => Attempt::Unknown,
+            Ok(Err(_)) | Err(_) => Attempt::Unknown,
         }
     }
 
