@@ -13,7 +13,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -62,28 +62,6 @@ fn serve(
     panic!("meridian exited before listening: {status}");
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .is_some_and(|l| l.split_whitespace().nth(1) == Some("0"))
-}
-
-/// Under CI (which runs as root) a test that needs root fails without
-/// it; elsewhere it says in the output that it did not run.
-fn can_run_as_root() -> bool {
-    if is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must run this test as root"
-    );
-    let _ = writeln!(std::io::stderr(), "not root: this test did not run");
-    false
-}
-
 /// A server process, killed if a failed assertion leaves it running (it
 /// would hold the test's output open).
 struct Running(Child);
@@ -104,7 +82,7 @@ fn stop(mut running: Running) {
 
 #[test]
 fn serve_binds_a_privileged_port_then_runs_as_server_user() {
-    if !can_run_as_root() {
+    if !meridian_testing::root::can_run_as_root("dropping privileges needs root") {
         return;
     }
     // A free port below 1024.

@@ -266,9 +266,7 @@ impl Proposer {
         match outcome.await {
             Ok(Ok(Ok(_))) => Attempt::Appended,
             // Not the leader after all (yet, or any more): never appended.
-            Ok(Ok(Err(openraft::errors::ClientWriteError::ForwardToLeader(_)))) => {
-                Attempt::Refused
-            }
+            Ok(Ok(Err(openraft::errors::ClientWriteError::ForwardToLeader(_)))) => Attempt::Refused,
             // Appended, then discarded by a new leader: it may yet commit.
             Ok(Ok(Err(e))) => {
                 tracing::debug!("a batch was not committed: {e}");

@@ -10,7 +10,6 @@
     clippy::indexing_slicing
 )]
 
-use std::process::Command as Process;
 use std::sync::Arc;
 
 use meridian_config::{Durability, StorageConfig};
@@ -19,60 +18,10 @@ use meridian_model::dn::Dn;
 use meridian_proto::ResultCode;
 use meridian_store::{Command, Store, StoreError, StoreOptions};
 
+use meridian_testing::root::{Tmpfs, can_run_as_root};
+
 mod common;
 use common::{SUFFIX, copy_files, entry, suffix_entry};
-
-/// Whether the test can mount a tmpfs (it runs as root). If not, says
-/// so in the test output, where a skip is seen: written to the standard
-/// error itself, which the test harness does not capture (it captures
-/// `eprintln!`). Under CI (`CI` set) a test that cannot run fails
-/// instead: CI runs as root, and a skip there would hide the test.
-fn can_mount(why: &str) -> bool {
-    use std::io::Write as _;
-    if is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{why}, and CI must run this test"
-    );
-    let _ = writeln!(std::io::stderr(), "{why} (not root): this test did not run");
-    false
-}
-
-struct Mount(std::path::PathBuf);
-
-impl Mount {
-    /// A tmpfs of `size` (`mount -o size=`) mounted at `dir`, made first.
-    fn tmpfs(dir: &std::path::Path, size: &str) -> Mount {
-        std::fs::create_dir_all(dir).unwrap();
-        let status = Process::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir)
-            .status()
-            .unwrap();
-        assert!(status.success(), "mount tmpfs failed");
-        Mount(dir.to_path_buf())
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Process::new("umount").arg(&self.0).status();
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
 
 #[test]
 fn a_full_disk_refuses_writes_and_keeps_reads() {
@@ -90,13 +39,13 @@ fn a_full_disk_refuses_writes_and_keeps_reads_with_a_writable_map() {
 }
 
 fn fills_the_disk(tag: &str, durability: Durability) {
-    if !can_mount("skipped: mounting a tmpfs needs root") {
+    if !can_run_as_root("mounting a tmpfs needs root") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("meridian-{tag}-{}", std::process::id()));
-    let mount = Mount::tmpfs(&dir, "6m");
+    let mount = Tmpfs::mount(&dir, "6m");
     let journal_mount =
-        (durability == Durability::Journal).then(|| Mount::tmpfs(&dir.join("db/journal"), "64m"));
+        (durability == Durability::Journal).then(|| Tmpfs::mount(&dir.join("db/journal"), "64m"));
     // A filler file, removed later to free space.
     std::fs::write(dir.join("filler"), vec![0u8; 1 << 20]).unwrap();
 
@@ -182,12 +131,12 @@ fn fills_the_disk(tag: &str, durability: Durability) {
 /// space is freed, without a restart.
 #[test]
 fn a_full_journal_refuses_writes_that_then_never_appear() {
-    if !can_mount("skipped: mounting a tmpfs needs root") {
+    if !can_run_as_root("mounting a tmpfs needs root") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("meridian-journalfull-{}", std::process::id()));
     let journal = dir.join("db/journal");
-    let mount = Mount::tmpfs(&journal, "4m");
+    let mount = Tmpfs::mount(&journal, "4m");
     // Removed later: room again.
     std::fs::write(journal.join("filler"), vec![0u8; 5 << 19]).unwrap();
 

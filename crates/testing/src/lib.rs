@@ -2,7 +2,8 @@
 //! [`rng`], a deterministic random source; [`fuzz_loop`], a seeded loop
 //! of text mutations over the corpora in `fuzz/corpus/`; [`slapd`],
 //! Debian's slapd on a private port as the reference server; [`history`],
-//! a linearizability checker for the cluster tests' registers.
+//! a linearizability checker for the cluster tests' registers; [`root`],
+//! what tests that need root (a tmpfs for a full disk) share.
 
 // Test support waits for servers and times them out: it writes no data.
 #![allow(clippy::disallowed_methods)]
@@ -10,4 +11,5 @@
 pub mod fuzz_loop;
 pub mod history;
 pub mod rng;
+pub mod root;
 pub mod slapd;

@@ -619,6 +619,11 @@ impl Writer1 {
         }
     }
 
+    /// Adds `dn` with `attributes`.
+    pub fn add(&mut self, dn: &str, attributes: &[(&str, &[&str])]) -> Outcome {
+        self.call(|bytes, id| meridian_testing::slapd::encode_add(bytes, id, dn, attributes))
+    }
+
     /// Adds an `account` entry `uid=<uid>,<parent>`.
     pub fn add_account(&mut self, parent: &str, uid: &str) -> Outcome {
         self.call(|bytes, id| {
