@@ -6,6 +6,9 @@
 //! not run (written to the standard error itself, which the harness
 //! does not capture).
 
+// Test support: a failed mount fails the test that asked for it.
+#![allow(clippy::expect_used, clippy::panic)]
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
