@@ -71,18 +71,21 @@ fn a_node_is_added_promoted_given_the_lead_and_another_removed_while_writes_go_o
     // node at the address the command gives (no config names it).
     let peer = cluster.spare_peer(4);
     let ldap4 = url(&cluster, 4);
-    let (code, out) = cluster_command(
-        &url(&cluster, follower),
-        &[
-            "add-learner",
-            "--id",
-            "4",
-            "--peer",
-            &peer,
-            "--ldap",
-            &ldap4,
-        ],
-    );
+    let add_learner = |at: &str| {
+        cluster_command(
+            at,
+            &[
+                "add-learner",
+                "--id",
+                "4",
+                "--peer",
+                &peer,
+                "--ldap",
+                &ldap4,
+            ],
+        )
+    };
+    let (code, out) = add_learner(&url(&cluster, follower));
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("node 4 added as a learner"), "{out}");
     wait_for("node 4 a learner", Duration::from_secs(30), || {
@@ -90,18 +93,7 @@ fn a_node_is_added_promoted_given_the_lead_and_another_removed_while_writes_go_o
     });
     cluster.await_identical(Duration::from_secs(30));
     // Adding it again is refused, naming why.
-    let (code, out) = cluster_command(
-        &url(&cluster, leader),
-        &[
-            "add-learner",
-            "--id",
-            "4",
-            "--peer",
-            &peer,
-            "--ldap",
-            &ldap4,
-        ],
-    );
+    let (code, out) = add_learner(&url(&cluster, leader));
     assert_ne!(code, 0);
     assert!(out.contains("already a learner"), "{out}");
 

@@ -104,50 +104,45 @@ impl Addresses {
         Some((peer.strip_prefix("peer=")?, ldap.strip_prefix("ldap=")?))
     }
 
+    /// `id`'s `(peer address, LDAP URL)`: the config's, else those its
+    /// membership record carries.
+    fn lookup(&self, id: NodeId, node: Option<&BasicNode>) -> Option<(String, String)> {
+        match self.configured.iter().find(|m| m.id == id) {
+            Some(m) => Some((m.peer.clone(), m.ldap.clone())),
+            None => node
+                .and_then(Self::parse_runtime)
+                .map(|(peer, ldap)| (peer.to_owned(), ldap.to_owned())),
+        }
+    }
+
     /// Where `id` listens for peers, as this node reaches it.
     pub(crate) fn peer(&self, id: NodeId, node: Option<&BasicNode>) -> Option<String> {
-        self.configured
-            .iter()
-            .find(|m| m.id == id)
-            .map(|m| m.peer.clone())
-            .or_else(|| {
-                node.and_then(Self::parse_runtime)
-                    .map(|(p, _)| p.to_owned())
-            })
+        self.lookup(id, node).map(|(peer, _)| peer)
     }
 
     /// `id`'s LDAP URL.
     pub(crate) fn ldap(&self, id: NodeId, node: Option<&BasicNode>) -> Option<String> {
-        self.configured
-            .iter()
-            .find(|m| m.id == id)
-            .map(|m| m.ldap.clone())
-            .or_else(|| {
-                node.and_then(Self::parse_runtime)
-                    .map(|(_, l)| l.to_owned())
-            })
+        self.lookup(id, node).map(|(_, ldap)| ldap)
+    }
+
+    /// `id`'s membership record in `raft`.
+    fn record(raft: &Raft, id: NodeId) -> Option<BasicNode> {
+        let metrics = raft.metrics().borrow_watched().clone();
+        metrics
+            .membership_config
+            .membership()
+            .get_node(&id)
+            .cloned()
     }
 
     /// [`Self::peer`] with the membership record looked up in `raft`.
     pub(crate) fn peer_of(&self, raft: &Raft, id: NodeId) -> Option<String> {
-        let metrics = raft.metrics().borrow_watched().clone();
-        let node = metrics
-            .membership_config
-            .membership()
-            .get_node(&id)
-            .cloned();
-        self.peer(id, node.as_ref())
+        self.peer(id, Self::record(raft, id).as_ref())
     }
 
     /// [`Self::ldap`] with the membership record looked up in `raft`.
     pub(crate) fn ldap_of(&self, raft: &Raft, id: NodeId) -> Option<String> {
-        let metrics = raft.metrics().borrow_watched().clone();
-        let node = metrics
-            .membership_config
-            .membership()
-            .get_node(&id)
-            .cloned();
-        self.ldap(id, node.as_ref())
+        self.ldap(id, Self::record(raft, id).as_ref())
     }
 }
 
