@@ -50,6 +50,20 @@ fn voters(url: &str) -> String {
         .to_owned()
 }
 
+/// OpenLDAP's `ldapexop` sending the cluster administration operation
+/// with `command`, as the administrator or anonymously.
+fn ldapexop(url: &str, as_admin: bool, command: &str) -> std::process::Output {
+    let mut exop = Command::new("ldapexop");
+    exop.args(["-x", "-H", url]);
+    if as_admin {
+        exop.args(["-D", ADMIN_DN, "-w", ADMIN_PASSWORD]);
+    }
+    exop.arg(format!("{CLUSTER_ADMIN_OID}:{command}"))
+        .env("LDAPNOINIT", "1")
+        .output()
+        .unwrap()
+}
+
 fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;
     while !done() {
@@ -137,12 +151,7 @@ fn cluster_administration_is_the_administrators_and_says_what_is_wrong() {
     let leader = cluster.leader(Duration::from_secs(20));
     let at = url(&cluster, leader);
     // Through OpenLDAP's ldapexop, as the administrator: the status.
-    let status = Command::new("ldapexop")
-        .args(["-x", "-H", &at, "-D", ADMIN_DN, "-w", ADMIN_PASSWORD])
-        .arg(format!("{CLUSTER_ADMIN_OID}:status"))
-        .env("LDAPNOINIT", "1")
-        .output()
-        .unwrap();
+    let status = ldapexop(&at, true, "status");
     assert!(status.status.success(), "{status:?}");
     // The answer has several lines: ldapexop shows it in base64, folded.
     let shown = String::from_utf8_lossy(&status.stdout).replace("\n ", "");
@@ -155,12 +164,7 @@ fn cluster_administration_is_the_administrators_and_says_what_is_wrong() {
     assert!(text.contains("role: leader"), "{text}");
     assert!(text.contains("voters: 1 2 3"), "{text}");
     // Anonymous, and a user: refused with insufficientAccessRights (50).
-    let anonymous = Command::new("ldapexop")
-        .args(["-x", "-H", &at])
-        .arg(format!("{CLUSTER_ADMIN_OID}:transfer-leader 1"))
-        .env("LDAPNOINIT", "1")
-        .output()
-        .unwrap();
+    let anonymous = ldapexop(&at, false, "transfer-leader 1");
     let said = String::from_utf8_lossy(&anonymous.stderr);
     assert!(!anonymous.status.success());
     assert!(said.contains("Insufficient access (50)"), "{said}");
@@ -174,12 +178,7 @@ fn cluster_administration_is_the_administrators_and_says_what_is_wrong() {
     let (code, out) = cluster_command(&at, &["transfer-leader", "--id", "9"]);
     assert_ne!(code, 0);
     assert!(out.contains("not a voter"), "{out}");
-    let garbage = Command::new("ldapexop")
-        .args(["-x", "-H", &at, "-D", ADMIN_DN, "-w", ADMIN_PASSWORD])
-        .arg(format!("{CLUSTER_ADMIN_OID}:promote everyone"))
-        .env("LDAPNOINIT", "1")
-        .output()
-        .unwrap();
+    let garbage = ldapexop(&at, true, "promote everyone");
     let said = String::from_utf8_lossy(&garbage.stderr);
     assert!(!garbage.status.success());
     assert!(said.contains("Protocol error (2)"), "{said}");

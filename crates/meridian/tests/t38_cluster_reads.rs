@@ -33,6 +33,21 @@ fn compare(reader: &mut Writer1, dn: &str, value: &str, within: Duration) -> Out
     }
 }
 
+/// Compares until the node serves the read again (compareTrue), at most
+/// 20 s after its links were healed.
+fn served_once_healed(reader: &mut Writer1, dn: &str, value: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match compare(reader, dn, value, Duration::from_secs(10)) {
+            Outcome::Refused(COMPARE_TRUE, _) => return,
+            other => {
+                assert!(Instant::now() < deadline, "healed, still: {other:?}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
 #[test]
 fn linearizable_reads_at_a_follower_see_every_acknowledged_write_and_need_a_leader() {
     let mut cluster = Cluster::start(3, "reads = \"linearizable\"\nwrite_timeout_ms = 2000");
@@ -79,16 +94,7 @@ fn linearizable_reads_at_a_follower_see_every_acknowledged_write_and_need_a_lead
         other => panic!("a linearizable read at a cut-off node: {other:?}"),
     }
     cluster.heal_all();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match compare(&mut cut_off, &own, "searched", Duration::from_secs(10)) {
-            Outcome::Refused(COMPARE_TRUE, _) => break,
-            other => {
-                assert!(Instant::now() < deadline, "healed, still: {other:?}");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
-    }
+    served_once_healed(&mut cut_off, &own, "searched");
 }
 
 #[test]
@@ -118,14 +124,5 @@ fn local_reads_are_served_while_current_and_refused_busy_once_too_stale() {
     }
     // Healed, it is current again and serves.
     cluster.heal_all();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match compare(&mut cut_off, &own, "local", Duration::from_secs(10)) {
-            Outcome::Refused(COMPARE_TRUE, _) => break,
-            other => {
-                assert!(Instant::now() < deadline, "healed, still: {other:?}");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
-    }
+    served_once_healed(&mut cut_off, &own, "local");
 }
