@@ -83,7 +83,7 @@ fn a_node_is_added_promoted_given_the_lead_and_another_removed_while_writes_go_o
 
     // Added at a follower: sent on to the leader, which reaches the new
     // node at the address the command gives (no config names it).
-    let peer = cluster.spare_peer(4);
+    let peer = cluster.peer_address(4);
     let ldap4 = url(&cluster, 4);
     let add_learner = |at: &str| {
         cluster_command(
@@ -190,4 +190,50 @@ fn cluster_administration_is_the_administrators_and_says_what_is_wrong() {
     let (code, out) = cluster_command(&format!("ldap://{}", single.addr), &["status"]);
     assert_ne!(code, 0);
     assert!(out.contains("is not a cluster node"), "{out}");
+}
+
+#[test]
+fn a_node_that_lost_its_disk_rejoins_by_a_membership_change() {
+    // Snapshots often, so the log the wiped node would need is purged.
+    let mut cluster = Cluster::start(3, "snapshot_every_entries = 100");
+    let leader = cluster.leader(Duration::from_secs(20));
+    setup_base(&cluster, leader);
+    let wiped = (1..=3).find(|id| *id != leader).unwrap();
+    let mut w = Writer1::new(cluster.node(leader).ldap);
+    for n in 0..300 {
+        assert_eq!(w.add_account(PEOPLE, &format!("before-{n}")), Outcome::Ok);
+    }
+    cluster.kill(wiped);
+    for data in ["db", "raft"] {
+        std::fs::remove_dir_all(cluster.node(wiped).dir.join(data)).unwrap();
+    }
+    let at = url(&cluster, leader);
+    let id = wiped.to_string();
+    let (code, out) = cluster_command(&at, &["remove", "--id", &id]);
+    assert_eq!(code, 0, "{out}");
+    for n in 0..100 {
+        assert_eq!(w.add_account(PEOPLE, &format!("without-{n}")), Outcome::Ok);
+    }
+    // Started empty, then added and promoted as a new node would be.
+    cluster.start_node(wiped);
+    let peer = cluster.peer_address(wiped);
+    let ldap = url(&cluster, wiped);
+    let (code, out) = cluster_command(
+        &at,
+        &["add-learner", "--id", &id, "--peer", &peer, "--ldap", &ldap],
+    );
+    assert_eq!(code, 0, "{out}");
+    wait_for("the wiped node a learner", Duration::from_secs(30), || {
+        support::cluster::cluster_role(cluster.node(wiped).ldap).as_deref() == Some("learner")
+    });
+    cluster.await_identical(Duration::from_secs(60));
+    let (code, out) = cluster_command(&at, &["promote", "--id", &id]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(voters(&at), "1 2 3");
+    let mut at_wiped = Writer1::new(cluster.node(wiped).ldap);
+    assert_eq!(at_wiped.add_account(PEOPLE, "at-the-rejoined"), Outcome::Ok);
+    let dump = cluster.await_identical(Duration::from_secs(30));
+    for uid in ["before-299", "without-99", "at-the-rejoined"] {
+        assert!(dump.contains(&format!("uid={uid},")), "{uid} missing");
+    }
 }

@@ -187,13 +187,13 @@ impl Cluster {
     /// the voters' configs do not name: each spare's config names the
     /// voters and itself as a learner, so it waits to be added while
     /// the cluster runs (`meridian cluster add-learner`). The voters
-    /// reach a spare at its real peer address (`spare_peer`).
+    /// reach a spare at its real peer address (`peer_address`).
     pub fn start_with_spares(voters: usize, spares: usize) -> Cluster {
         Cluster::start_layout(voters, 0, spares, |_, _| String::new())
     }
 
-    /// Where spare `id` listens for peers.
-    pub fn spare_peer(&self, id: usize) -> String {
+    /// Where node `id` listens for peers (its real address, no proxy).
+    pub fn peer_address(&self, id: usize) -> String {
         self.peer_ports[id - 1].to_string()
     }
 
