@@ -22,21 +22,29 @@ use support::*;
 const CLUSTER_ADMIN_OID: &str = "2.25.241941608197083682915838068312096323903.5.1";
 
 /// `meridian cluster ARGS --url URL` as the administrator: exit code,
-/// stdout and stderr.
+/// stdout and stderr. Asked again while the answer is `unavailable`
+/// (52: no leader yet, as in a cluster just started), for up to 20 s.
 fn cluster_command(url: &str, args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
-        .arg("cluster")
-        .args(args)
-        .args(["--url", url, "-D", ADMIN_DN])
-        .env("MERIDIAN_ADMIN_PASSWORD", ADMIN_PASSWORD)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+            .arg("cluster")
+            .args(args)
+            .args(["--url", url, "-D", ADMIN_DN])
+            .env("MERIDIAN_ADMIN_PASSWORD", ADMIN_PASSWORD)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if text.contains("unavailable (52)") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        return (out.status.code().unwrap_or(-1), text);
+    }
 }
 
 /// The `voters:` line of a node's status.
