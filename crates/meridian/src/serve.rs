@@ -122,14 +122,16 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         let (stores, cluster) = if config.cluster.enabled() {
             let (store, proposals) = setup.open_replicated_store()?;
-            let node = crate::cluster::start_node(config, store.clone(), proposals).await?;
-            (vec![store], Some(Arc::new(node)))
+            let node =
+                Arc::new(crate::cluster::start_node(config, store.clone(), proposals).await?);
+            tokio::spawn(build_indexes_when_leading(store.clone(), Arc::clone(&node)));
+            (vec![store], Some(node))
         } else {
             let stores = setup.open_all_stores()?;
             // Indexes added to the config since the data was indexed are
             // built while the server serves (searches scan until then).
-            // The build threads end with the stores. (Not in a cluster:
-            // a build's steps would have to go through the log.)
+            // The build threads end with the stores. (In a cluster the
+            // leader builds, through the log: `build_indexes_when_leading`.)
             for store in &stores {
                 drop(store.build_indexes_online());
             }
@@ -196,6 +198,33 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     })
+}
+
+/// In a cluster: indexes added to the config (the same on every node,
+/// as the config digest makes sure) are built by the leader, its steps
+/// proposed like writes and applied on every node in log order. The
+/// build starts once this node leads and has applied every entry of
+/// earlier terms, so its range covers every entry any node applied
+/// under the old config; entries added later get their keys as they
+/// are applied. A build cut short (this node stopped leading and the
+/// steps it forwarded timed out) starts again at the next leadership;
+/// steps applied twice write the same keys.
+async fn build_indexes_when_leading(
+    store: meridian_store::Store,
+    node: Arc<meridian_replication::ClusterNode>,
+) {
+    loop {
+        node.leading_and_current().await;
+        let Some(build) = store.build_indexes_online() else {
+            return;
+        };
+        // Built (the next round finds nothing to build and ends), or cut
+        // short, which the build thread logged: tried again after a pause.
+        let finished = tokio::task::spawn_blocking(move || build.join()).await;
+        if !matches!(finished, Ok(Ok(Ok(())))) {
+            tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        }
+    }
 }
 
 /// Deletes expired dynamic entries (RFC 2589) every `every`; in a

@@ -247,3 +247,71 @@ fn a_node_that_lost_its_disk_rejoins_by_a_membership_change() {
         assert!(dump.contains(&format!("uid={uid},")), "{uid} missing");
     }
 }
+
+/// The default indexes and `description` equality.
+const WITH_DESCRIPTION: &str = "\n[storage.indexes]\nobjectClass = [\"eq\"]\nuid = [\"eq\", \"sub\"]\ncn = [\"eq\", \"sub\"]\nmail = [\"eq\"]\nentryUUID = [\"eq\"]\ndescription = [\"eq\"]\n";
+
+/// `meridian check` of node `id`'s database (the node stopped).
+fn check(cluster: &Cluster, id: usize) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["check", "--config"])
+        .arg(&cluster.node(id).config)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn an_index_added_to_every_node_is_built_by_the_leader_through_the_log() {
+    let mut cluster = Cluster::start(3, "");
+    let leader = cluster.leader(Duration::from_secs(20));
+    setup_base(&cluster, leader);
+    let mut w = Writer1::new(cluster.node(leader).ldap);
+    // More entries than one build step takes (512 IDs).
+    for n in 0..700 {
+        let uid = format!("d{n}");
+        let dn = format!("uid={uid},{PEOPLE}");
+        let description = format!("described {n}");
+        let attributes: [(&str, &[&str]); 3] = [
+            ("objectClass", &["account"]),
+            ("uid", &[&uid]),
+            ("description", &[&description]),
+        ];
+        assert_eq!(w.add(&dn, &attributes), Outcome::Ok);
+    }
+    cluster.await_identical(Duration::from_secs(30));
+    // Every node stopped, given the index, started again.
+    for id in 1..=3 {
+        cluster.kill(id);
+        let config = &cluster.node(id).config;
+        let mut text = std::fs::read_to_string(config).unwrap();
+        text.push_str(WITH_DESCRIPTION);
+        std::fs::write(config, text).unwrap();
+    }
+    for id in 1..=3 {
+        cluster.start_node(id);
+    }
+    let leader = cluster.leader(Duration::from_secs(20));
+    let log = cluster.node(leader).dir.join("serve.log");
+    wait_for("the leader's build", Duration::from_secs(60), || {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("indexes built online")
+    });
+    let mut w = Writer1::new(cluster.node(leader).ldap);
+    assert_eq!(w.add_account(PEOPLE, "after-the-build"), Outcome::Ok);
+    cluster.await_identical(Duration::from_secs(30));
+    // Every node's database holds every key of the new index, and
+    // records it built: the build's steps were applied everywhere.
+    for id in 1..=3 {
+        cluster.kill(id);
+        let (ok, out) = check(&cluster, id);
+        assert!(ok, "node {id}: {out}");
+        assert!(out.contains("indexes consistent"), "node {id}: {out}");
+    }
+}

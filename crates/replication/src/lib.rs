@@ -492,6 +492,31 @@ impl ClusterNode {
         self.raft.metrics().borrow_watched().current_leader == Some(self.me)
     }
 
+    /// Resolves once this node leads and has applied every entry
+    /// committed before its term (its term's first entry is committed
+    /// and applied here): work that only a leader proposes, and that must
+    /// see all earlier writes (the online index build's range), starts
+    /// then.
+    pub async fn leading_and_current(&self) {
+        let mut metrics = self.raft.metrics();
+        loop {
+            let leading = metrics.borrow_watched().current_leader == Some(self.me);
+            if leading
+                && self
+                    .raft
+                    .ensure_linearizable(openraft::ReadPolicy::ReadIndex)
+                    .await
+                    .is_ok()
+            {
+                return;
+            }
+            if metrics.changed().await.is_err() {
+                // The raft engine stopped: this node will not lead.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
     /// What this node knows of the cluster.
     pub fn status(&self) -> Status {
         let metrics = self.raft.metrics().borrow_watched().clone();

@@ -132,7 +132,7 @@ pub struct Node {
     pub id: usize,
     pub ldap: SocketAddr,
     pub dir: PathBuf,
-    config: PathBuf,
+    pub config: PathBuf,
     child: Option<Child>,
 }
 
@@ -287,7 +287,7 @@ impl Cluster {
             .args(["serve", "--config"])
             .arg(&node.config)
             .env("MERIDIAN_ADMIN_PASSWORD", ADMIN_PASSWORD)
-            .env("RUST_LOG", "warn,meridian_replication=info")
+            .env("RUST_LOG", "warn,meridian_replication=info,meridian_store=info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
