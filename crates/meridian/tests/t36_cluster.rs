@@ -526,34 +526,6 @@ fn an_isolated_leader_cannot_write_and_the_majority_can() {
     assert!(!dump.contains("description: minority"));
 }
 
-#[test]
-fn a_node_that_lost_its_disk_is_rebuilt_from_a_snapshot() {
-    // Snapshots every 20 entries, and the log behind them purged: a node
-    // whose data is gone can only come back from a snapshot.
-    let (mut cluster, leader) = started_with_base("snapshot_every_entries = 20");
-    let mut w = Writer1::new(cluster.node(leader).ldap);
-    let n = write_until_purged(&cluster, leader, &mut w, "s", 50);
-    let lost = if leader == 3 { 2 } else { 3 };
-    cluster.kill(lost);
-    let dir = cluster.node(lost).dir.clone();
-    for item in std::fs::read_dir(&dir).unwrap() {
-        let path = item.unwrap().path();
-        if path.is_dir() {
-            std::fs::remove_dir_all(&path).unwrap();
-        }
-    }
-    cluster.start_node(lost);
-    // Written while it rebuilds, too.
-    assert_eq!(w.add_account(PEOPLE, "after"), Outcome::Ok);
-    let dump = cluster.await_identical(Duration::from_secs(30));
-    assert!(dump.contains(&format!("uid=s{},", n - 1)) && dump.contains("uid=after,"));
-    let log = std::fs::read_to_string(dir.join("serve.log")).unwrap();
-    assert!(
-        log.contains("snapshot installed"),
-        "node {lost} came back without a snapshot:\n{log}"
-    );
-}
-
 fn verify(root: &std::path::Path) -> (i32, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
         .args(["verify", "--wait", "20", "--cluster-dir"])

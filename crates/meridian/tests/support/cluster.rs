@@ -287,7 +287,10 @@ impl Cluster {
             .args(["serve", "--config"])
             .arg(&node.config)
             .env("MERIDIAN_ADMIN_PASSWORD", ADMIN_PASSWORD)
-            .env("RUST_LOG", "warn,meridian_replication=info,meridian_store=info")
+            .env(
+                "RUST_LOG",
+                "warn,meridian_replication=info,meridian_store=info",
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
