@@ -43,8 +43,16 @@ struct Replace {
     completed: Instant,
 }
 
-/// What one reader saw: `(node whose entry, invoked, completed, value)`.
-type Reads = Vec<(usize, Instant, Instant, Option<String>)>;
+/// One read of a writer's entry: whose (its node), when, what it saw.
+struct ReadRecord {
+    of: usize,
+    invoked: Instant,
+    completed: Instant,
+    description: Option<String>,
+    csn: Option<String>,
+}
+
+type Reads = Vec<ReadRecord>;
 
 /// A writer at `node`: adds `uid=w<node>-<n>` and, after each add,
 /// replaces the description of `uid=own<node>` with a unique value,
@@ -289,8 +297,17 @@ fn reader(addr: std::net::SocketAddr, writers: usize, stop: Arc<AtomicBool>) -> 
         }
         let of = n % writers + 1;
         let invoked = Instant::now();
-        match r.read(&format!("uid=own{of},{PEOPLE}"), "description") {
-            Ok(value) => reads.push((of, invoked, Instant::now(), value)),
+        match r.read_many(
+            &format!("uid=own{of},{PEOPLE}"),
+            &["description", "entryCSN"],
+        ) {
+            Ok(mut values) => reads.push(ReadRecord {
+                of,
+                invoked,
+                completed: Instant::now(),
+                csn: values.pop().flatten(),
+                description: values.pop().flatten(),
+            }),
             // Refused (no leader confirmed it) or no answer: it saw
             // nothing, and says nothing of the register.
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
@@ -378,21 +395,59 @@ fn check_after(cluster: &mut Cluster, (records, reads): &(Vec<Record>, Reads)) {
                 .collect(),
             reads: reads
                 .iter()
-                .filter(|(of, ..)| *of == node)
-                .map(|(_, invoked, completed, value)| HistoryRead {
-                    invoked: *invoked,
-                    completed: *completed,
-                    saw: index(value),
-                    by: format!("a read of {value:?}"),
+                .filter(|r| r.of == node)
+                .map(|r| HistoryRead {
+                    invoked: r.invoked,
+                    completed: r.completed,
+                    saw: index(&r.description),
+                    by: format!("a read of {:?}", r.description),
                 })
                 .collect(),
         };
+        // entryCSN rises with each write: one CSN per value read, and a
+        // later write's above an earlier one's.
+        let mut csns = std::collections::BTreeMap::new();
+        for r in reads.iter().filter(|r| r.of == node) {
+            let (Some(csn), n) = (&r.csn, index(&r.description)) else {
+                continue;
+            };
+            let known = csns.entry(n).or_insert_with(|| csn.clone());
+            assert_eq!(
+                known, csn,
+                "uid=own{node}: write {n} read with two entryCSNs"
+            );
+        }
+        for (earlier, later) in csns.iter().zip(csns.iter().skip(1)) {
+            assert!(
+                earlier.1 < later.1,
+                "uid=own{node}: write {} has entryCSN {}, not above write {}'s {}",
+                later.0,
+                later.1,
+                earlier.0,
+                earlier.1
+            );
+        }
         let now = final_reader
             .read(&format!("uid=own{node},{PEOPLE}"), "description")
             .unwrap_or_else(|e| panic!("reading node {node}'s final value: {e:?}"));
         if let Err(violation) = history.check(index(&now)) {
             panic!("uid=own{node}'s history is not linearizable: {violation}");
         }
+    }
+    // Every node's database is consistent (`meridian check`, stopped).
+    for id in 1..=cluster.nodes.len() {
+        cluster.kill(id);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
+            .args(["check", "--config"])
+            .arg(&cluster.node(id).config)
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "meridian check of node {id}: {said}");
     }
 }
 

@@ -576,18 +576,29 @@ impl Writer1 {
     /// Reads `attribute` of `dn` (a base search): its first value, `None`
     /// when it has none; `Err` with the outcome when the search failed.
     pub fn read(&mut self, dn: &str, attribute: &str) -> Result<Option<String>, Outcome> {
+        self.read_many(dn, &[attribute])
+            .map(|mut values| values.swap_remove(0))
+    }
+
+    /// Reads `attributes` of `dn` in one base search: the first value of
+    /// each, in order, `None` where it has none.
+    pub fn read_many(
+        &mut self,
+        dn: &str,
+        attributes: &[&str],
+    ) -> Result<Vec<Option<String>>, Outcome> {
         let id = self.next_id;
         self.next_id += 1;
         let Some(client) = self.connected() else {
             return Err(Outcome::Unknown);
         };
         let mut bytes = Vec::new();
-        encode_base_search(&mut bytes, id, dn, attribute);
+        encode_base_search(&mut bytes, id, dn, attributes);
         if client.stream.write_all(&bytes).is_err() {
             self.client = None;
             return Err(Outcome::Unknown);
         }
-        let mut value = None;
+        let mut values = vec![None; attributes.len()];
         loop {
             let pdu = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| client.read_pdu()))
                 .ok()
@@ -601,16 +612,18 @@ impl Writer1 {
             };
             match &message.op {
                 ProtocolOp::SearchResultEntry(entry) => {
-                    value = entry
-                        .attributes
-                        .iter()
-                        .find(|a| a.ty.eq_ignore_ascii_case(attribute.as_bytes()))
-                        .and_then(|a| a.values.iter().next())
-                        .map(|v| String::from_utf8_lossy(v).into_owned());
+                    for (value, wanted) in values.iter_mut().zip(attributes) {
+                        *value = entry
+                            .attributes
+                            .iter()
+                            .find(|a| a.ty.eq_ignore_ascii_case(wanted.as_bytes()))
+                            .and_then(|a| a.values.iter().next())
+                            .map(|v| String::from_utf8_lossy(v).into_owned());
+                    }
                 }
                 ProtocolOp::SearchResultDone(done) => {
                     return match done.code.0 {
-                        0 => Ok(value),
+                        0 => Ok(values),
                         code => Err(Outcome::Refused(
                             i64::from(code),
                             String::from_utf8_lossy(done.message).into_owned(),
@@ -640,9 +653,9 @@ impl Writer1 {
     }
 }
 
-/// A base-scope SearchRequest for one attribute of `dn`, filter
+/// A base-scope SearchRequest for `attributes` of `dn`, filter
 /// `(objectClass=*)`.
-pub fn encode_base_search(bytes: &mut Vec<u8>, id: i32, dn: &str, attribute: &str) {
+pub fn encode_base_search(bytes: &mut Vec<u8>, id: i32, dn: &str, attributes: &[&str]) {
     let mut w = Writer::new(bytes);
     let message = w.start(Tag::SEQUENCE);
     w.integer(Tag::INTEGER, i64::from(id));
@@ -654,9 +667,11 @@ pub fn encode_base_search(bytes: &mut Vec<u8>, id: i32, dn: &str, attribute: &st
     w.integer(Tag::INTEGER, 0);
     w.boolean(Tag::BOOLEAN, false);
     w.octets(Tag::context(7, false), b"objectClass");
-    let attributes = w.start(Tag::SEQUENCE);
-    w.octets(Tag::OCTET_STRING, attribute.as_bytes());
-    w.end(attributes);
+    let list = w.start(Tag::SEQUENCE);
+    for attribute in attributes {
+        w.octets(Tag::OCTET_STRING, attribute.as_bytes());
+    }
+    w.end(list);
     w.end(request);
     w.end(message);
 }
