@@ -273,7 +273,7 @@ impl FilterAttrs {
 
     fn collect(&mut self, filter: &Filter<'_>, schema: &Schema) {
         let mut name = |attr: &[u8]| {
-            if let Ok(desc) = Description::parse(attr, schema)
+            if let Ok(desc) = Description::parse_selector(attr, schema)
                 && !self.attrs.contains(&desc.attr)
             {
                 self.attrs.push(desc.attr);

@@ -42,6 +42,10 @@ const FILTERS: &[&str] = &[
     "(!(objectClass=posixAccount))",
     "(member=UID=USER00,OU=PEOPLE,DC=EXAMPLE,DC=COM)",
     "(cn;lang-de=*)",
+    "(cn;lang-=*)",
+    "(cn;lang-de-=*)",
+    "(cn;lang-d-=*)",
+    "(name;lang-=herr*)",
     "(ou:dn:=people)",
     "(nosuch=x)",
     "(|(nosuch=x)(uid=user09))",
@@ -187,6 +191,7 @@ fn searches_agree_with_slapd() {
                     &["cn", "sn", "uid", "mail"][..],
                     &["1.1"][..],
                     &["objectClass", "member"][..],
+                    &["cn;lang-", "sn"][..],
                     &[][..],
                 ] {
                     let theirs = theirs_conn.search(base, scope, filter, attrs);

@@ -18,7 +18,7 @@ use std::cmp::Ordering;
 
 use meridian_proto::{Filter, Substring};
 
-use crate::entry::{Description, Entry};
+use crate::entry::{Description, Entry, option_covers};
 use crate::prep::Part;
 use crate::rules::{Norm, RuleInfo, RuleKind, substrings_match};
 use crate::schema::{AttrId, Schema};
@@ -154,7 +154,7 @@ impl CompiledFilter {
 
 /// Compiles one filter; `slots` numbers the attribute items.
 fn compile(filter: &Filter<'_>, schema: &Schema, slots: &mut usize) -> Node {
-    let desc = |attr: &[u8]| Description::parse(attr, schema).ok();
+    let desc = |attr: &[u8]| Description::parse_selector(attr, schema).ok();
     let mut wanted = |d: Description| {
         *slots += 1;
         Wanted {
@@ -384,7 +384,11 @@ impl Wanted {
         match name {
             AttrName::Resolved(d) => {
                 schema.family(self.desc.attr).contains(&d.attr)
-                    && self.desc.options.iter().all(|o| d.options.contains(o))
+                    && self
+                        .desc
+                        .options
+                        .iter()
+                        .all(|w| d.options.iter().any(|o| option_covers(w, o)))
             }
             AttrName::Raw(raw) => {
                 let mut parts = raw.split(|b| *b == b';');
@@ -397,12 +401,13 @@ impl Wanted {
                     return false;
                 }
                 // Every option asked for must be on the attribute.
-                let options: Vec<&[u8]> = parts.collect();
-                self.desc.options.iter().all(|want| {
-                    options
-                        .iter()
-                        .any(|o| o.eq_ignore_ascii_case(want.as_bytes()))
-                })
+                let options: Vec<String> = parts
+                    .map(|o| String::from_utf8_lossy(o).to_ascii_lowercase())
+                    .collect();
+                self.desc
+                    .options
+                    .iter()
+                    .all(|want| options.iter().any(|o| option_covers(want, o)))
             }
         }
     }

@@ -28,7 +28,7 @@ impl Selection {
                 b"+" => selection.all_operational = true,
                 b"1.1" => continue,
                 _ => {
-                    if let Ok(desc) = Description::parse(name, schema) {
+                    if let Ok(desc) = Description::parse_selector(name, schema) {
                         selection.named.push(desc);
                     }
                 }

@@ -162,7 +162,7 @@ impl Planner<'_> {
             }
             Filter::Equality(ava) => self.equality(ava.attr, ava.value),
             Filter::Present(attr) => {
-                let Ok(desc) = Description::parse(attr, self.schema) else {
+                let Ok(desc) = Description::parse_selector(attr, self.schema) else {
                     // present on an unknown type is FALSE for every entry.
                     return Ok(Plan::Ids(Vec::new()));
                 };
@@ -177,7 +177,7 @@ impl Planner<'_> {
                 Ok(Plan::Ids(acc))
             }
             Filter::Substrings(s) => {
-                let Ok(desc) = Description::parse(s.attr, self.schema) else {
+                let Ok(desc) = Description::parse_selector(s.attr, self.schema) else {
                     return Ok(Plan::All);
                 };
                 let Some(family) = self.indexed_family(desc.attr, IndexKind::Sub) else {
@@ -231,7 +231,7 @@ impl Planner<'_> {
     /// asserted type's rule, so the index serves only when each type of
     /// the family orders by that same rule.
     fn ordering(&self, attr: &[u8], value: &[u8], side: Side) -> Result<Plan, StoreError> {
-        let Ok(desc) = Description::parse(attr, self.schema) else {
+        let Ok(desc) = Description::parse_selector(attr, self.schema) else {
             // Undefined for every entry.
             return Ok(Plan::Ids(Vec::new()));
         };
@@ -279,7 +279,7 @@ impl Planner<'_> {
     }
 
     fn equality(&self, attr: &[u8], value: &[u8]) -> Result<Plan, StoreError> {
-        let Ok(desc) = Description::parse(attr, self.schema) else {
+        let Ok(desc) = Description::parse_selector(attr, self.schema) else {
             // Undefined for every entry.
             return Ok(Plan::Ids(Vec::new()));
         };

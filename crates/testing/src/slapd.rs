@@ -281,7 +281,13 @@ pub fn people() -> Vec<(String, Attrs)> {
             attrs.push(("homeDirectory", vec![format!("/home/{uid}")]));
         }
         if i % 4 == 1 {
-            attrs.push(("cn;lang-de", vec![format!("Herr {last}")]));
+            // Options come back lower-cased and sorted, however written.
+            let german = if i % 8 == 5 {
+                "cn;LANG-De"
+            } else {
+                "cn;lang-de"
+            };
+            attrs.push((german, vec![format!("Herr {last}")]));
             attrs.push(("description", vec![format!("Member of team {}", i % 3)]));
         }
         if i % 5 == 2 {

@@ -8,15 +8,47 @@ use super::*;
 pub struct Description {
     /// The attribute type.
     pub attr: AttrId,
-    /// Options, lower-cased and sorted (`binary`, `lang-de`).
+    /// Options, lower-cased and sorted (`binary`, `lang-de`); in a
+    /// filter or an attribute list, also language ranges (`lang-en-`).
     pub options: Vec<String>,
 }
 
+/// Whether an attribute's option `have` is what a filter or attribute
+/// list's option `wanted` asks for: the same option, or, for a language
+/// range (RFC 3866 section 2.2: a language tag option ending in `-`),
+/// the tag it names or any tag below it (`lang-en-` covers `lang-en`
+/// and `lang-en-us`; `lang-` covers every language tag). Both lower-case.
+pub fn option_covers(wanted: &str, have: &str) -> bool {
+    match wanted.strip_suffix('-') {
+        Some(tag) if wanted.starts_with("lang-") => {
+            have.starts_with(wanted) || (have == tag && tag != "lang")
+        }
+        _ => have == wanted,
+    }
+}
+
 impl Description {
-    /// Parses `type;option;...`. Unknown types are undefinedAttributeType;
-    /// options other than `binary` and language tags are refused the same
-    /// way, as slapd does without extra configuration.
+    /// Parses `type;option;...` of a stored attribute. Unknown types are
+    /// undefinedAttributeType; options other than `binary` and language
+    /// tags are refused the same way, as slapd does without extra
+    /// configuration (a language range among them: it selects, it does
+    /// not name a value's language).
     pub fn parse(text: &[u8], schema: &Schema) -> Result<Description, ModelError> {
+        let desc = Self::parse_selector(text, schema)?;
+        if let Some(range) = desc.options.iter().find(|o| o.ends_with('-')) {
+            return Err(ModelError::new(
+                ResultCode::UNDEFINED_ATTRIBUTE_TYPE,
+                format!(
+                    "attribute option {range:?} is a language range (RFC 3866), which selects attributes in filters and attribute lists but cannot name a stored one"
+                ),
+            ));
+        }
+        Ok(desc)
+    }
+
+    /// Parses `type;option;...` as a filter or an attribute list names
+    /// attributes: as [`Description::parse`], language ranges allowed.
+    pub fn parse_selector(text: &[u8], schema: &Schema) -> Result<Description, ModelError> {
         let text = std::str::from_utf8(text).map_err(|_| {
             ModelError::new(
                 ResultCode::UNDEFINED_ATTRIBUTE_TYPE,
@@ -58,7 +90,10 @@ impl Description {
     /// option of `wanted` present here).
     pub fn is_matched_by(&self, wanted: &Description, schema: &Schema) -> bool {
         schema.is_subtype(self.attr, wanted.attr)
-            && wanted.options.iter().all(|o| self.options.contains(o))
+            && wanted
+                .options
+                .iter()
+                .all(|w| self.options.iter().any(|o| option_covers(w, o)))
     }
 }
 
@@ -120,11 +155,15 @@ impl RecentDescriptions {
         schema: &Schema,
     ) -> Result<(Description, AttrName), ModelError> {
         if let Some((desc, primary)) = self.0.get(position, name) {
-            return Ok((desc.clone(), AttrName::spelled(name, *primary)));
+            return Ok((
+                desc.clone(),
+                AttrName::spelled(&spelling(name, desc), *primary),
+            ));
         }
         let desc = Description::parse(name.as_bytes(), schema)?;
         let primary = AttrName::is_primary(name, &desc, schema);
         self.0.remember(position, name, (desc.clone(), primary));
-        Ok((desc, AttrName::spelled(name, primary)))
+        let spelled = AttrName::spelled(&spelling(name, &desc), primary);
+        Ok((desc, spelled))
     }
 }

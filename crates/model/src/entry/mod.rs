@@ -42,7 +42,7 @@ pub struct AttrName(Option<Box<str>>);
 impl AttrName {
     /// The name `text` of an attribute described by `desc`.
     pub fn new(text: &str, desc: &Description, schema: &Schema) -> AttrName {
-        Self::spelled(text, Self::is_primary(text, desc, schema))
+        Self::spelled(&spelling(text, desc), Self::is_primary(text, desc, schema))
     }
 
     /// `text`, which is its type's primary name if `primary`.
@@ -62,6 +62,27 @@ impl AttrName {
     /// The spelling, when it is not the primary name of the type.
     pub fn given(&self) -> Option<&str> {
         self.0.as_deref()
+    }
+}
+
+/// How an attribute written `text` is spelled back to clients: the type
+/// as written, then its options as slapd returns them, lower-cased and
+/// sorted (`CN;Lang-DE;binary` is returned `CN;binary;lang-de`).
+fn spelling<'t>(text: &'t str, desc: &Description) -> std::borrow::Cow<'t, str> {
+    if desc.options.is_empty() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let ty = text.split(';').next().unwrap_or_default();
+    let mut spelled = String::with_capacity(text.len());
+    spelled.push_str(ty);
+    for option in &desc.options {
+        spelled.push(';');
+        spelled.push_str(option);
+    }
+    if spelled == text {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(spelled)
     }
 }
 
@@ -657,6 +678,44 @@ mod tests {
         let e = entry(&s, "uid=jdoe,dc=x", PERSON);
         assert_eq!(e.matching(&name, &s).count(), 3); // cn, sn, cn;lang-de
         assert_eq!(e.matching(&cn_de, &s).count(), 1);
+    }
+
+    #[test]
+    fn language_ranges_select_every_tag_below_them_and_name_nothing_stored() {
+        let s = Schema::builtin().unwrap();
+        let sel = |text: &str| Description::parse_selector(text.as_bytes(), &s).unwrap();
+        let stored = |text: &str| Description::parse(text.as_bytes(), &s).unwrap();
+        let (en, en_us, de) = (
+            stored("cn;lang-en"),
+            stored("cn;lang-en-US"),
+            stored("cn;lang-de"),
+        );
+        let plain = stored("cn");
+        for (range, matched) in [
+            ("cn;lang-en-", [true, true, false, false]),
+            ("cn;lang-", [true, true, true, false]),
+            ("cn;lang-e-", [false, false, false, false]),
+            ("name;lang-en-us-", [false, true, false, false]),
+        ] {
+            let wanted = sel(range);
+            let got = [&en, &en_us, &de, &plain].map(|d| d.is_matched_by(&wanted, &s));
+            assert_eq!(got, matched, "{range}");
+        }
+        let err = Description::parse(b"cn;lang-en-", &s).unwrap_err();
+        assert_eq!(err.code, ResultCode::UNDEFINED_ATTRIBUTE_TYPE);
+        assert!(err.message.contains("language range"), "{}", err.message);
+    }
+
+    #[test]
+    fn options_are_spelled_lower_case_and_sorted_the_type_as_written() {
+        let s = Schema::builtin().unwrap();
+        let e = entry(
+            &s,
+            "uid=jdoe,dc=x",
+            &with(("CN;Lang-EN;BINARY", &["Johnny"])),
+        );
+        let names: Vec<&str> = e.attributes.iter().map(|a| a.name(&s)).collect();
+        assert!(names.contains(&"CN;binary;lang-en"), "{names:?}");
     }
 
     #[test]
