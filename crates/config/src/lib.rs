@@ -259,6 +259,10 @@ pub struct DirectoryConfig {
     /// Accept userPassword values stored without a scheme (clear text) at
     /// bind. Off: clear-text values never authenticate.
     pub allow_cleartext_passwords: bool,
+    /// On a successful simple bind whose password matched a stored value
+    /// in another scheme than `{ARGON2}` (migrated `{MD5}`, `{SSHA}`,
+    /// `{CRYPT}`, clear text), replace that value by its `{ARGON2}` hash.
+    pub rehash_on_bind: bool,
     /// Most entries one search returns to anyone but the administrator
     /// (all pages of a paged search together); a client may ask for less.
     pub size_limit: usize,
@@ -486,6 +490,7 @@ impl Default for DirectoryConfig {
             data_dir: PathBuf::from("./meridian-data"),
             schema_files: Vec::new(),
             allow_cleartext_passwords: false,
+            rehash_on_bind: false,
             // slapd's defaults.
             size_limit: 500,
             time_limit_secs: 3600,

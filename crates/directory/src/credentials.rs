@@ -129,6 +129,53 @@ impl Directory {
         ))
     }
 
+    /// With `directory.rehash_on_bind`: the modify that replaces
+    /// `stored`, the userPassword value a bind of `dn` with `password`
+    /// just matched, by its `{ARGON2}` hash, when `stored` is in another
+    /// scheme (migrated `{MD5}`, `{SSHA}`, crypt, clear text); `None`
+    /// otherwise. The old value is deleted by its exact bytes and the
+    /// hash added in one modify, so a password changed since the bind
+    /// checked it is left alone (the delete finds nothing and the whole
+    /// modify fails). The password policy's change time and history are
+    /// not touched: the password is the same. CPU-heavy (one Argon2
+    /// hash): call it off the async workers.
+    pub fn rehash_on_bind(&self, dn: &Arc<Dn>, stored: &[u8], password: &[u8]) -> Option<Command> {
+        if !self.rehashes(stored) {
+            return None;
+        }
+        let hashed = match password::hash(password, self.limits.password_hash) {
+            Ok(hashed) => hashed,
+            Err(e) => {
+                tracing::warn!(dn = %dn.original(), "rehashing a password at bind: {e}");
+                return None;
+            }
+        };
+        let changes = vec![
+            Modification {
+                op: ModOp::Delete,
+                attr: USER_PASSWORD.into(),
+                values: vec![stored.to_vec()],
+            },
+            Modification {
+                op: ModOp::Add,
+                attr: USER_PASSWORD.into(),
+                values: vec![hashed],
+            },
+        ];
+        Some(Command::Modify {
+            dn: (**dn).clone(),
+            changes,
+            operational: self.operational_changes(&Identity::User(Arc::clone(dn))),
+            permissive: false,
+        })
+    }
+
+    /// Whether a bind that matches `stored` rehashes it
+    /// ([`Directory::rehash_on_bind`]): cheap, no hash computed.
+    pub fn rehashes(&self, stored: &[u8]) -> bool {
+        self.limits.rehash_on_bind && !password::is_scheme(stored, b"ARGON2")
+    }
+
     /// Replaces clear-text userPassword values in a command by their
     /// `{ARGON2}` hash, and for a modify checks the new password against
     /// the entry's history and records the history

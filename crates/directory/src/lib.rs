@@ -113,6 +113,9 @@ pub struct Limits {
     pub dynamic: dynamic::DynamicTtl,
     /// The cost of the `{ARGON2}` hashes of new passwords.
     pub password_hash: password::HashCost,
+    /// Replace a stored password in another scheme by its `{ARGON2}`
+    /// hash when a bind matches it (`directory.rehash_on_bind`).
+    pub rehash_on_bind: bool,
     /// The most work a stored password hash may ask (written or verified).
     pub password_bounds: password::HashBounds,
     /// What a password a user sets must be (`[password_policy]`).
@@ -131,6 +134,7 @@ impl Default for Limits {
             max_modify_changes: 1000,
             dynamic: dynamic::DynamicTtl::default(),
             password_hash: password::HashCost::default(),
+            rehash_on_bind: false,
             password_bounds: password::HashBounds::default(),
             password_policy: policy::PasswordPolicy::default(),
         }

@@ -37,6 +37,12 @@ pub fn is_hashed(value: &[u8]) -> bool {
     value.first() == Some(&b'{') && value.iter().skip(1).take(32).any(|b| *b == b'}')
 }
 
+/// True if `value` is stored in `scheme` (`{SCHEME}...`, the scheme's
+/// name compared without regard to case).
+pub fn is_scheme(value: &[u8], scheme: &[u8]) -> bool {
+    split_scheme(value).is_some_and(|(name, _)| name.eq_ignore_ascii_case(scheme))
+}
+
 /// The cost of new Argon2id hashes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HashCost {

@@ -209,6 +209,7 @@ impl Setup {
                 max_secs: d.dynamic_max_ttl_secs,
             },
             password_hash: self.password_hash_cost(),
+            rehash_on_bind: self.config.directory.rehash_on_bind,
             password_bounds: self.password_bounds,
             password_policy: meridian_directory::policy::PasswordPolicy {
                 min_length: self.config.password_policy.min_length,

@@ -1044,3 +1044,82 @@ fn users_migrated_with_md5_hashes_bind() {
         assert_eq!(rc, 49, "{uid}: {out}");
     }
 }
+
+#[test]
+fn with_rehash_on_bind_a_migrated_hash_becomes_argon2_at_the_next_bind() {
+    let hash = |scheme: &str| {
+        let out = Command::new("slappasswd")
+            .args(["-s", "migrated", "-h", scheme])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "slappasswd missing (install slapd)");
+        text(&out.stdout).trim().to_owned()
+    };
+    let stored = |server: &Server, uid: &str| -> String {
+        let (rc, out) = tool(
+            server,
+            "ldapsearch",
+            &["-D", ADMIN_DN, "-w", ADMIN_PASSWORD],
+            &[
+                "-LLL",
+                "-o",
+                "ldif-wrap=no",
+                "-b",
+                &format!("uid={uid},dc=example,dc=com"),
+                "-s",
+                "base",
+                "userPassword",
+            ],
+            None,
+        );
+        assert_eq!(rc, 0, "{out}");
+        let encoded = out
+            .lines()
+            .find_map(|l| l.strip_prefix("userPassword:: "))
+            .unwrap_or_else(|| panic!("no userPassword in {out}"));
+        String::from_utf8(meridian_ldif::base64::decode(encoded.as_bytes()).unwrap()).unwrap()
+    };
+    for rehash in [true, false] {
+        let server = Server::start(&format!("[directory]\nrehash_on_bind = {rehash}\n"));
+        let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+        let (md5, ssha) = (hash("{MD5}"), hash("{SSHA}"));
+        let ldif = format!(
+            "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
+             dn: uid=m1,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: m1\nuserPassword: {md5}\n\n\
+             dn: uid=s1,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: s1\nuserPassword: {ssha}\n"
+        );
+        let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(&ldif));
+        assert_eq!(rc, 0, "{out}");
+        for (uid, before) in [("m1", &md5), ("s1", &ssha)] {
+            let dn = format!("uid={uid},dc=example,dc=com");
+            let bind = |password: &str| {
+                tool(
+                    &server,
+                    "ldapwhoami",
+                    &["-D", &dn, "-w", password],
+                    &[],
+                    None,
+                )
+                .0
+            };
+            // A wrong password changes nothing.
+            assert_eq!(bind("wrong"), 49);
+            assert_eq!(&stored(&server, uid), before);
+            assert_eq!(bind("migrated"), 0, "{uid}");
+            if rehash {
+                // Rehashed after the answer: wait for it.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+                while !stored(&server, uid).starts_with("{ARGON2}") {
+                    assert!(std::time::Instant::now() < deadline, "{uid} never rehashed");
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+            } else {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                assert_eq!(&stored(&server, uid), before, "rehashed with it off");
+            }
+            // The same password binds, a wrong one does not.
+            assert_eq!(bind("migrated"), 0, "{uid} after rehash");
+            assert_eq!(bind("wrong"), 49);
+        }
+    }
+}

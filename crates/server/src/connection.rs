@@ -547,7 +547,7 @@ impl RequestReader<'_> {
                 } => {
                     self.out.push(&mut self.batch);
                     let stored = target.take_passwords();
-                    let check = self.ctx.verify_password(dn.original(), stored, password);
+                    let check = self.ctx.verify_password(&dn, stored, password);
                     let verified = self
                         .guarded_bind(dn.normalized(), dn.original(), check)
                         .await;

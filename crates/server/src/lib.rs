@@ -89,14 +89,18 @@ impl ServerContext {
     /// Checks `password` against a user's stored userPassword values in
     /// the password pool. A pair verified recently is answered from the
     /// bind cache. A stored hash over `security.password_max_*` is not
-    /// computed: the bind fails and the log says why.
+    /// computed: the bind fails and the log says why. A match in a
+    /// scheme other than `{ARGON2}` is rehashed under
+    /// `directory.rehash_on_bind` ([`ServerContext::rehash`]).
     pub(crate) async fn verify_password(
         &self,
-        dn: &str,
+        user: &meridian_model::dn::Dn,
         stored: Vec<Vec<u8>>,
         password: Vec<u8>,
     ) -> bool {
-        if stored.iter().any(|v| self.bind_cache.holds(v, &password)) {
+        let dn = user.original();
+        if let Some(value) = stored.iter().find(|v| self.bind_cache.holds(v, &password)) {
+            self.rehash(user, value, &password);
             return true;
         }
         if stored.is_empty() {
@@ -127,10 +131,40 @@ impl ServerContext {
         match matched {
             Some((value, password)) => {
                 self.bind_cache.record(&value, &password);
+                self.rehash(user, &value, &password);
                 true
             }
             None => false,
         }
+    }
+
+    /// Under `directory.rehash_on_bind`, after a bind of `user` matched
+    /// `stored` with `password`: replaces `stored` by its `{ARGON2}` hash
+    /// when it is in another scheme, on a task of its own (the bind is
+    /// answered meanwhile; the hash runs in the password pool, the
+    /// modify goes through the store like any write).
+    fn rehash(&self, user: &meridian_model::dn::Dn, stored: &[u8], password: &[u8]) {
+        if !self.directory.rehashes(stored) {
+            return;
+        }
+        let (directory, pool) = (Arc::clone(&self.directory), self.password_pool.clone());
+        let (user, stored, password) = (Arc::new(user.clone()), stored.to_vec(), password.to_vec());
+        tokio::spawn(async move {
+            let hashing = Arc::clone(&directory);
+            let dn = Arc::clone(&user);
+            let command = pool
+                .run(move || hashing.rehash_on_bind(&dn, &stored, &password))
+                .await
+                .flatten();
+            if let Some(command) = command {
+                let outcome = directory.execute(command).await;
+                if outcome.code == meridian_proto::ResultCode::SUCCESS {
+                    tracing::info!(dn = %user.original(), "password rehashed to {{ARGON2}} at bind");
+                } else {
+                    tracing::debug!(dn = %user.original(), code = outcome.code.0, message = %outcome.message, "password not rehashed");
+                }
+            }
+        });
     }
 
     /// Checks the administrator's password (the bind cache first).
