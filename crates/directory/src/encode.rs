@@ -3,6 +3,7 @@
 use meridian_ber::{Tag, Writer};
 use meridian_model::Schema;
 use meridian_model::entry::Entry;
+use meridian_model::filter::ValuesFilter;
 use meridian_model::selection::Selection;
 use meridian_proto::message::tags;
 
@@ -15,6 +16,8 @@ pub struct Projection<'a> {
     pub types_only: bool,
     /// The schema (for subtype and operational decisions).
     pub schema: &'a Schema,
+    /// The matched values control's filter (RFC 3876), if given.
+    pub values: Option<&'a ValuesFilter>,
 }
 
 /// Appends a SearchResultEntry: the selected attributes of `entry` that
@@ -49,6 +52,7 @@ pub fn encode_entry_op(
         selection,
         types_only,
         schema,
+        values,
     } = projection;
     let op = w.start(tags::SEARCH_RESULT_ENTRY);
     w.octets(Tag::OCTET_STRING, entry.dn.original().as_bytes());
@@ -70,11 +74,14 @@ pub fn encode_entry_op(
         .iter()
         .filter(|a| selection.wants(a, schema) && visible(a))
     {
-        put(
-            w,
-            attribute.name(schema).as_bytes(),
-            &mut attribute.values.iter().map(Vec::as_slice),
-        );
+        let name = attribute.name(schema).as_bytes();
+        match values.map(|filter| filter.values(attribute, schema)) {
+            None => put(w, name, &mut attribute.values.iter().map(Vec::as_slice)),
+            // No value matched (or the filter does not name the type):
+            // the attribute is left out, as slapd does.
+            Some(kept) if kept.is_empty() => {}
+            Some(kept) => put(w, name, &mut kept.into_iter()),
+        }
     }
     for (name, values) in computed {
         put(w, name.as_bytes(), &mut values.iter().map(Vec::as_slice));

@@ -177,6 +177,7 @@ impl Directory {
     ) -> Vec<u8> {
         let selection = Selection::parse(attributes, &self.schema);
         let projection = Projection {
+            values: None,
             selection: &selection,
             types_only: false,
             schema: &self.schema,

@@ -145,6 +145,9 @@ pub struct SearchControls<'a> {
     pub page: Option<PageRequest<'a>>,
     /// ManageDsaIT (RFC 3296): referral objects are plain entries.
     pub manage_dsa_it: bool,
+    /// Matched values (RFC 3876): the control's value, decoded and
+    /// checked when the request was read.
+    pub matched_values: Option<&'a [u8]>,
 }
 
 /// Entries read per scope and round when a search that follows aliases
@@ -293,10 +296,30 @@ impl Directory {
         let started = *cursor.started.get_or_insert_with(|| self.clock.monotonic());
         let elapsed = |since: Instant| self.clock.monotonic().saturating_duration_since(since);
         let selection = Selection::parse(req.attributes.iter(), &self.schema);
+        let values_filter = match controls.matched_values {
+            None => None,
+            Some(value) => {
+                // Checked against server.max_ber_depth when read.
+                let depth = meridian_proto::Depth::new(1024);
+                let items =
+                    meridian_proto::controls::decode_values_return_filter(Some(value), depth)
+                        .map_err(|e| {
+                            Outcome::new(
+                                ResultCode::PROTOCOL_ERROR,
+                                format!("matched values control: {e}"),
+                            )
+                        })?;
+                Some(meridian_model::filter::ValuesFilter::compile(
+                    &items,
+                    &self.schema,
+                ))
+            }
+        };
         let projection = Projection {
             selection: &selection,
             types_only: req.types_only,
             schema: &self.schema,
+            values: values_filter.as_ref(),
         };
         let computed_wanted = |name: &str| {
             self.schema

@@ -70,6 +70,7 @@ fn run(
                 cookie,
             }),
             manage_dsa_it: false,
+            matched_values: None,
         };
         let step = d.search_step(who, &req, 2, &mut buf, controls, &mut cursor, 1 << 20);
         let mut rest = &buf[..];

@@ -437,3 +437,107 @@ fn filters_over_attributes_a_user_may_not_search_agree_with_slapd() {
         assert_eq!(meridian, slapd, "{filter}");
     }
 }
+
+/// The matched values control (RFC 3876) through `ldapsearch -E mv=`:
+/// the same entries, attributes and values as slapd, and the same
+/// refusals.
+#[test]
+fn matched_values_agree_with_slapd() {
+    let ldif = to_ldif(&people());
+    let reference = Slapd::start("matched-values", &ldif);
+    let server = Server::start("");
+    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(&ldif));
+    assert_eq!(code, 0, "{out}");
+    let run = |url: &str, dn: &str, pw: &str, control: &str, filter: &str, attrs: &[&str]| {
+        let out = Command::new("ldapsearch")
+            .args([
+                "-x",
+                "-LLL",
+                "-o",
+                "ldif-wrap=no",
+                "-H",
+                url,
+                "-D",
+                dn,
+                "-w",
+                pw,
+            ])
+            .args(["-E", control, "-b", "ou=People,dc=example,dc=com", filter])
+            .args(attrs)
+            .env("LDAPNOINIT", "1")
+            .output()
+            .unwrap();
+        let mut blocks: Vec<String> = text(&out.stdout)
+            .split("\n\n")
+            .map(|b| {
+                let mut lines: Vec<&str> = b.lines().collect();
+                lines.sort_unstable();
+                lines.join("\n")
+            })
+            .collect();
+        blocks.sort();
+        let said = text(&out.stderr);
+        // The result code, as ldapsearch names it.
+        let code = said
+            .lines()
+            .find(|l| l.starts_with("Additional information") || l.contains("("))
+            .map(str::to_owned);
+        (out.status.code(), blocks, code)
+    };
+    let theirs_url = format!("ldap://127.0.0.1:{}", reference.port);
+    let mut failures = Vec::new();
+    for (control, filter, attrs) in [
+        ("mv=(cn=John*)", "(uid=user0*)", &["cn", "sn"][..]),
+        ("mv=(cn;lang-de=*)", "(objectClass=person)", &["cn"][..]),
+        (
+            "mv=(name=*Jensen*)",
+            "(sn=Jensen)",
+            &["cn", "sn", "mail"][..],
+        ),
+        (
+            "mv=(mail=nobody@nowhere)",
+            "(uid=user01)",
+            &["mail", "uid"][..],
+        ),
+        (
+            "mv=(objectClass=posixAccount)",
+            "(uid=user0*)",
+            &["objectClass"][..],
+        ),
+        (
+            "mv=(uidNumber>=1100)",
+            "(uidNumber=*)",
+            &["uidNumber", "uid"][..],
+        ),
+        (
+            "mv=(telephoneNumber=+1 512 101 1037)",
+            "(uid=user01)",
+            &[][..],
+        ),
+        ("mv=(nosuch=x)", "(uid=user01)", &["uid"][..]),
+        ("!mv=(cn=John*)", "(uid=user01)", &["cn"][..]),
+    ] {
+        let theirs = run(
+            &theirs_url,
+            "cn=admin,dc=example,dc=com",
+            "secret",
+            control,
+            filter,
+            attrs,
+        );
+        let ours = run(
+            &server.url(),
+            ADMIN_DN,
+            ADMIN_PASSWORD,
+            control,
+            filter,
+            attrs,
+        );
+        if theirs != ours {
+            failures.push(format!(
+                "-E {control} {filter} {attrs:?}:\n  slapd    {theirs:?}\n  meridian {ours:?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

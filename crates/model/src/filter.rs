@@ -787,3 +787,75 @@ mod tests {
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 }
+
+/// The values a search returns under the matched values control (RFC
+/// 3876): each item of the ValuesReturnFilter is tested against each
+/// value of the attributes its type names (subtypes and options as in a
+/// search filter), and only the values some item matches are returned:
+/// an attribute no item names, or none of whose values match, is left
+/// out (as slapd does). An item of an unknown type, and an extensible
+/// item without a type, name nothing.
+#[derive(Debug)]
+pub struct ValuesFilter {
+    items: Vec<(Description, CompiledFilter)>,
+}
+
+impl ValuesFilter {
+    /// Compiles the items of a ValuesReturnFilter (`and`, `or` and `not`
+    /// were refused when decoding).
+    pub fn compile(items: &[Filter<'_>], schema: &Schema) -> ValuesFilter {
+        let items = items
+            .iter()
+            .filter_map(|item| {
+                let attr = match item {
+                    Filter::Equality(a)
+                    | Filter::GreaterOrEqual(a)
+                    | Filter::LessOrEqual(a)
+                    | Filter::Approx(a) => a.attr,
+                    Filter::Substrings(s) => s.attr,
+                    Filter::Present(attr) => attr,
+                    Filter::Extensible(m) => m.attr?,
+                    Filter::And(_) | Filter::Or(_) | Filter::Not(_) => return None,
+                };
+                let desc = Description::parse_selector(attr, schema).ok()?;
+                Some((desc, CompiledFilter::compile(item, schema)))
+            })
+            .collect();
+        ValuesFilter { items }
+    }
+
+    /// The values of `attribute` to return: those that some item naming
+    /// its type matches (perhaps none).
+    pub fn values<'v>(
+        &self,
+        attribute: &'v crate::entry::Attribute,
+        schema: &Schema,
+    ) -> Vec<&'v [u8]> {
+        let naming: Vec<&CompiledFilter> = self
+            .items
+            .iter()
+            .filter(|(desc, _)| attribute.desc.is_matched_by(desc, schema))
+            .map(|(_, filter)| filter)
+            .collect();
+        if naming.is_empty() {
+            return Vec::new();
+        }
+        attribute
+            .values
+            .iter()
+            .filter(|value| {
+                // The value alone, as an entry of one attribute.
+                let alone = Entry {
+                    dn: crate::dn::Dn::root(),
+                    attributes: vec![crate::entry::Attribute {
+                        desc: attribute.desc.clone(),
+                        name: attribute.name.clone(),
+                        values: std::iter::once((*value).clone()).collect(),
+                    }],
+                };
+                naming.iter().any(|filter| filter.matches(&alone, schema))
+            })
+            .map(Vec::as_slice)
+            .collect()
+    }
+}

@@ -86,6 +86,8 @@ pub mod oid {
     /// Password policy, request and response
     /// (draft-behera-ldap-password-policy).
     pub const PASSWORD_POLICY: &[u8] = b"1.3.6.1.4.1.42.2.27.8.5.1";
+    /// Matched values (RFC 3876): only the values a filter matches.
+    pub const MATCHED_VALUES: &[u8] = b"1.2.826.0.1.3344810.2.3";
 }
 
 /// Why a password policy refused a bind (draft-behera-ldap-password-
@@ -202,6 +204,41 @@ pub fn decode_assertion<'a>(value: Option<&'a [u8]>, depth: Depth) -> Result<Fil
         value.ok_or(Error::Malformed("assertion control needs a filter"))?,
         depth,
     )
+}
+
+/// Matched values control value (RFC 3876): `ValuesReturnFilter ::=
+/// SEQUENCE OF SimpleFilterItem`, each a filter item without `and`, `or`
+/// or `not` (the extensible item has no dnAttributes). At least one.
+pub fn decode_values_return_filter<'a>(
+    value: Option<&'a [u8]>,
+    depth: Depth,
+) -> Result<Vec<Filter<'a>>> {
+    let value = value.ok_or(Error::Malformed(
+        "the matched values control needs a ValuesReturnFilter",
+    ))?;
+    let mut outer = Reader::new(value);
+    let items = outer.expect(
+        Tag::SEQUENCE,
+        "expected ValuesReturnFilter, a SEQUENCE OF SimpleFilterItem",
+    )?;
+    outer.finish("trailing bytes after the ValuesReturnFilter")?;
+    let mut reader = Reader::new(items);
+    let mut filters = Vec::new();
+    while !reader.is_empty() {
+        let item = Filter::decode_checked(&mut reader, depth)?;
+        if matches!(item, Filter::And(_) | Filter::Or(_) | Filter::Not(_)) {
+            return Err(Error::Malformed(
+                "a ValuesReturnFilter holds simple items only: no and, or, not",
+            ));
+        }
+        filters.push(item);
+    }
+    if filters.is_empty() {
+        return Err(Error::Malformed(
+            "a ValuesReturnFilter holds at least one item",
+        ));
+    }
+    Ok(filters)
 }
 
 /// Pre-read and post-read request value (RFC 4527): an AttributeSelection.

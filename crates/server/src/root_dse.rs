@@ -58,6 +58,7 @@ impl PublishedEntries {
         control_oid::PROXIED_AUTHZ_V2,
         control_oid::MANAGE_DSA_IT,
         control_oid::PASSWORD_POLICY,
+        control_oid::MATCHED_VALUES,
     ];
     /// The extended operations served.
     pub(crate) const SUPPORTED_EXTENSIONS: &'static [&'static [u8]] = &[
@@ -183,6 +184,7 @@ impl PublishedEntries {
         }
         let selection = Selection::parse(request.attributes.iter(), schema);
         let projection = Projection {
+            values: None,
             selection: &selection,
             types_only: request.types_only,
             schema,

@@ -98,6 +98,15 @@ pub(super) fn check_controls(msg: &LdapMessage<'_>) -> Result<u64, (ResultCode, 
                     "the ManageDsaIT control takes no value".to_owned(),
                 ));
             }
+        } else if control.oid == control_oid::MATCHED_VALUES {
+            // Served by search (`search.rs`); RFC 3876 section 2: on any
+            // other operation, a critical one is not served.
+            if control.critical && !matches!(msg.op, ProtocolOp::SearchRequest(_)) {
+                return Err((
+                    ResultCode::UNAVAILABLE_CRITICAL_EXTENSION,
+                    "the matched values control is served with a search only".to_owned(),
+                ));
+            }
         } else if control.critical {
             return Err((
                 ResultCode::UNAVAILABLE_CRITICAL_EXTENSION,

@@ -40,9 +40,16 @@ impl Session {
                 return reply.result(search.base, ResultCode::PROTOCOL_ERROR, message.as_bytes());
             }
         };
+        let matched_values = match matched_values_request(controls, ctx) {
+            Ok(value) => value,
+            Err(message) => {
+                return reply.result(search.base, ResultCode::PROTOCOL_ERROR, message.as_bytes());
+            }
+        };
         let controls = SearchControls {
             page,
             manage_dsa_it,
+            matched_values,
         };
         // `cluster.reads`: a read that must wait runs on its own task.
         let wait = match before_read(ctx) {
@@ -124,6 +131,7 @@ pub(super) struct OwnedSearch {
     pub(super) attributes: Vec<Vec<u8>>,
     pub(super) page: Option<(i32, Vec<u8>)>,
     pub(super) manage_dsa_it: bool,
+    pub(super) matched_values: Option<Vec<u8>>,
 }
 
 impl OwnedSearch {
@@ -141,6 +149,7 @@ impl OwnedSearch {
             attributes: req.attributes.iter().map(<[u8]>::to_vec).collect(),
             page: controls.page.map(|p| (p.size, p.cookie.to_vec())),
             manage_dsa_it: controls.manage_dsa_it,
+            matched_values: controls.matched_values.map(<[u8]>::to_vec),
         }
     }
 
@@ -174,6 +183,7 @@ impl OwnedSearch {
             SearchControls {
                 page,
                 manage_dsa_it: self.manage_dsa_it,
+                matched_values: self.matched_values.as_deref(),
             },
         ))
     }
@@ -329,6 +339,24 @@ pub(super) fn paged_request<'a>(
         size: value.size,
         cookie: value.cookie,
     }))
+}
+
+/// The matched values control's value (RFC 3876), checked here so a
+/// malformed one is a protocol error before the search begins.
+fn matched_values_request<'a>(
+    controls: &meridian_proto::Seq<'a, Control<'a>>,
+    ctx: &ServerContext,
+) -> Result<Option<&'a [u8]>, String> {
+    let Some(control) = controls
+        .iter()
+        .find(|c| c.oid == control_oid::MATCHED_VALUES)
+    else {
+        return Ok(None);
+    };
+    let depth = meridian_proto::Depth::new(ctx.limits.max_depth);
+    meridian_proto::controls::decode_values_return_filter(control.value, depth)
+        .map_err(|e| format!("matched values control: {e}"))?;
+    Ok(control.value)
 }
 
 /// What `cluster.reads` asks of a read on this server: nothing (a single
