@@ -100,6 +100,19 @@ struct Rule {
 #[derive(Debug, Clone)]
 pub struct AccessRules {
     rules: Vec<Rule>,
+    /// The built-in defaults, not an operator's `[[access]]` rules.
+    builtin: bool,
+}
+
+/// What the rules decided for one access: the level, and whether an
+/// operator's rule that names the attribute decided it (what reading
+/// userPassword takes: see `rights.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// The level granted.
+    pub level: Level,
+    /// Granted by a configured rule whose `attrs` name the attribute.
+    pub named: bool,
 }
 
 /// One `[[access]]` rule as written in the config.
@@ -138,6 +151,7 @@ impl AccessRules {
                     by: vec![(Who::Users, Level::Read), (Who::Anyone, Level::None)],
                 },
             ],
+            builtin: true,
         }
     }
 
@@ -200,7 +214,10 @@ impl AccessRules {
             }
             out.push(Rule { to, attrs, by });
         }
-        Ok(AccessRules { rules: out })
+        Ok(AccessRules {
+            rules: out,
+            builtin: false,
+        })
     }
 
     /// The level `who` has on `attr` (`None`: the entry itself) of the
@@ -213,8 +230,30 @@ impl AccessRules {
         schema: &Schema,
         member: &dyn Fn(&Dn, &Dn) -> bool,
     ) -> Level {
+        self.decide(who, entry, attr, schema, member).level
+    }
+
+    /// [`AccessRules::level`], with whether an operator's rule naming
+    /// `attr` decided it.
+    pub fn decide(
+        &self,
+        who: &Identity,
+        entry: &Dn,
+        attr: Option<AttrId>,
+        schema: &Schema,
+        member: &dyn Fn(&Dn, &Dn) -> bool,
+    ) -> Decision {
+        let denied = Decision {
+            level: Level::None,
+            named: false,
+        };
         let bound = match who {
-            Identity::Admin(_) => return Level::Write,
+            Identity::Admin(_) => {
+                return Decision {
+                    level: Level::Write,
+                    named: true,
+                };
+            }
             Identity::User(dn) => Some(dn),
             Identity::Anonymous => None,
         };
@@ -241,13 +280,16 @@ impl AccessRules {
                     _ => false,
                 };
                 if matches {
-                    return *grant;
+                    return Decision {
+                        level: *grant,
+                        named: !self.builtin && !rule.attrs.is_empty(),
+                    };
                 }
             }
             // The rule decided the target; no clause matched: denied.
-            return Level::None;
+            return denied;
         }
-        Level::None
+        denied
     }
 }
 

@@ -42,8 +42,20 @@ impl Directory {
         attr: Option<AttrId>,
         groups: &Memberships,
     ) -> Level {
+        self.access_decision(who, dn, attr, groups).level
+    }
+
+    /// [`Directory::access_level`], with whether an operator's rule
+    /// naming `attr` decided it.
+    pub(crate) fn access_decision(
+        &self,
+        who: &Identity,
+        dn: &Dn,
+        attr: Option<AttrId>,
+        groups: &Memberships,
+    ) -> crate::access::Decision {
         self.access
-            .level(who, dn, attr, &self.schema, &|group, member| {
+            .decide(who, dn, attr, &self.schema, &|group, member| {
                 let mut known = groups.0.borrow_mut();
                 if let Some((_, is)) = known.iter().find(|(g, _)| g == group.normalized()) {
                     return *is;
@@ -142,7 +154,10 @@ impl Directory {
     }
 
     /// Whether `who` (not the administrator) may read `attr` of the entry
-    /// at `dn`: never userPassword, otherwise as the rules say.
+    /// at `dn`, as the rules say; userPassword only where an operator's
+    /// `[[access]]` rule naming it grants read (for migration tools and
+    /// sync agents): never by the built-in rules (which give a user write
+    /// on its own), nor by a rule without `attrs`.
     pub(crate) fn may_read_attribute(
         &self,
         who: &Identity,
@@ -150,8 +165,8 @@ impl Directory {
         attr: AttrId,
         groups: &Memberships,
     ) -> bool {
-        Some(attr) != self.user_password
-            && self.access_level(who, dn, Some(attr), groups) >= Level::Read
+        let decision = self.access_decision(who, dn, Some(attr), groups);
+        decision.level >= Level::Read && (Some(attr) != self.user_password || decision.named)
     }
 
     /// Whether `who` may read the entry at `dn` at all: what the

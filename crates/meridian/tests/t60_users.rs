@@ -1123,3 +1123,75 @@ fn with_rehash_on_bind_a_migrated_hash_becomes_argon2_at_the_next_bind() {
         }
     }
 }
+
+#[test]
+fn user_password_is_read_only_where_an_operator_rule_naming_it_grants_it() {
+    let rules = r#"
+[[access]]
+to = "*"
+attrs = ["userPassword"]
+by = [ { who = "dn:uid=sync,dc=example,dc=com", grant = "read" },
+       { who = "anonymous", grant = "auth" } ]
+
+[[access]]
+to = "*"
+by = [ { who = "users", grant = "read" } ]
+"#;
+    let ldif = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
+         dn: uid=sync,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: sync\nuserPassword: sync\n\n\
+         dn: uid=alice,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: alice\nuserPassword: alice\n";
+    let read_alice = |server: &Server, dn: &str, password: &str| {
+        let (rc, out) = tool(
+            server,
+            "ldapsearch",
+            &["-D", dn, "-w", password],
+            &[
+                "-LLL",
+                "-b",
+                "uid=alice,dc=example,dc=com",
+                "-s",
+                "base",
+                "*",
+            ],
+            None,
+        );
+        assert_eq!(rc, 0, "{out}");
+        out
+    };
+    // An operator's rule naming userPassword: the sync agent reads it,
+    // others (alice herself included, granted nothing on it) do not.
+    let server = Server::start(rules);
+    let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(ldif));
+    assert_eq!(rc, 0, "{out}");
+    let out = read_alice(&server, "uid=sync,dc=example,dc=com", "sync");
+    assert!(out.contains("userPassword:"), "the sync agent: {out}");
+    let out = read_alice(&server, "uid=alice,dc=example,dc=com", "alice");
+    assert!(
+        out.contains("uid: alice") && !out.contains("userPassword"),
+        "alice: {out}"
+    );
+    drop(server);
+
+    // The built-in rules give a user write on its own userPassword, and
+    // a rule for every attribute gives read: neither discloses it.
+    let server = Server::start(
+        "[[access]]\nto = \"*\"\nby = [ { who = \"users\", grant = \"write\" }, { who = \"anonymous\", grant = \"auth\" } ]\n",
+    );
+    let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(ldif));
+    assert_eq!(rc, 0, "{out}");
+    let out = read_alice(&server, "uid=sync,dc=example,dc=com", "sync");
+    assert!(
+        out.contains("uid: alice") && !out.contains("userPassword"),
+        "{out}"
+    );
+    drop(server);
+    let server = Server::start("");
+    let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(ldif));
+    assert_eq!(rc, 0, "{out}");
+    let out = read_alice(&server, "uid=sync,dc=example,dc=com", "sync");
+    assert!(
+        out.contains("uid: alice") && !out.contains("userPassword"),
+        "{out}"
+    );
+}
