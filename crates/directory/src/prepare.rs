@@ -211,7 +211,7 @@ impl Directory {
         } else {
             Err(Outcome::new(
                 ResultCode::ASSERTION_FAILED,
-                "the assertion control's filter is not TRUE for the entry",
+                crate::rights::ASSERTION_FAILED,
             ))
         }
     }

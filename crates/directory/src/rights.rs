@@ -265,6 +265,10 @@ impl<'f, 'a> SeenFilter<'f, 'a> {
     }
 }
 
+/// The diagnostic of an assertion control whose filter is not TRUE.
+pub(crate) const ASSERTION_FAILED: &str =
+    "the assertion control's filter is not TRUE for the entry";
+
 impl Directory {
     /// Whether `who` may attach an assertion control with `filter` to a
     /// write on `dn` (the filter is evaluated inside the write).
@@ -293,7 +297,13 @@ impl Directory {
     }
 
     /// The assertion control's filter, like a search's, needs read
-    /// access to the entry and search access to the attributes it tests.
+    /// access to the entry, and is true only through attributes the
+    /// caller may search: when one it tests is not searchable (or it
+    /// matches over every attribute), it is evaluated here with those
+    /// Undefined, as slapd does, and anything but TRUE is assertionFailed.
+    /// (A filter TRUE with some items Undefined stays TRUE whatever they
+    /// hold: the write's own evaluation, which sees every attribute,
+    /// then agrees.)
     pub(crate) fn require_filter_access(
         &self,
         who: &Identity,
@@ -302,15 +312,30 @@ impl Directory {
         groups: &Memberships,
     ) -> Result<(), Outcome> {
         self.require_visible(who, dn, None, Level::Read, groups)?;
+        if matches!(who, Identity::Admin(_)) {
+            return Ok(());
+        }
+        let searchable =
+            |attr: AttrId| self.access_level(who, dn, Some(attr), groups) >= Level::Search;
         let attrs = FilterAttrs::of(filter, &self.schema);
-        if attrs.every && !matches!(who, Identity::Admin(_)) {
-            return Err(insufficient(
-                "an extensible match over every attribute needs the administrator",
-            ));
+        if !attrs.every && attrs.attrs.iter().all(|a| searchable(*a)) {
+            return Ok(());
         }
-        for attr in attrs.attrs {
-            self.require(who, dn, Some(attr), Level::Search, groups)?;
+        let snapshot = self.store_for(dn).snapshot().map_err(Outcome::from)?;
+        let Some((_, entry)) = snapshot.get(dn).map_err(Outcome::from)? else {
+            return Err(StoreError::NoSuchObject {
+                dn: dn.original().to_owned(),
+                matched: snapshot.matched(dn).unwrap_or_default(),
+            }
+            .into());
+        };
+        let compiled = meridian_model::filter::CompiledFilter::compile(filter, &self.schema);
+        if compiled.evaluate_visible(&entry, &self.schema, &searchable)
+            == meridian_model::filter::Ternary::True
+        {
+            Ok(())
+        } else {
+            Err(Outcome::new(ResultCode::ASSERTION_FAILED, ASSERTION_FAILED))
         }
-        Ok(())
     }
 }

@@ -436,6 +436,41 @@ fn filters_over_attributes_a_user_may_not_search_agree_with_slapd() {
         let meridian = ours.search(base, Scope::Subtree, filter, &["1.1"]);
         assert_eq!(meridian, slapd, "{filter}");
     }
+    // The assertion control on a read: an attribute the reader may not
+    // search is not matched (assertionFailed where the filter needs it),
+    // never insufficientAccess.
+    let assert_read = |url: &str, filter: &str| {
+        let out = Command::new("ldapsearch")
+            .args(["-x", "-LLL", "-H", url, "-D", reader, "-w", "reader-pw"])
+            .args(["-e", &format!("assert={filter}")])
+            .args([
+                "-b",
+                "uid=bjensen,ou=People,dc=example,dc=com",
+                "-s",
+                "base",
+                "1.1",
+            ])
+            .env("LDAPNOINIT", "1")
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stdout))
+    };
+    let theirs_url = format!("ldap://127.0.0.1:{}", reference.port);
+    for filter in [
+        "(sn=Jensen)",
+        "(userPassword=hidden-1)",
+        "(|(sn=Jensen)(userPassword=hidden-1))",
+        "(&(sn=Jensen)(userPassword=hidden-1))",
+        "(!(userPassword=x))",
+        "(:caseExactMatch:=Jensen)",
+        "(|(sn=Nobody)(ou:dn:=People))",
+    ] {
+        assert_eq!(
+            assert_read(&server.url(), filter),
+            assert_read(&theirs_url, filter),
+            "assertion {filter}"
+        );
+    }
 }
 
 /// The matched values control (RFC 3876) through `ldapsearch -E mv=`:
