@@ -56,7 +56,8 @@ pub struct ClusterConfig {
     /// The leader's heartbeat interval.
     pub heartbeat_ms: u64,
     /// The least time a follower waits without a heartbeat before it
-    /// stands for election (the most is twice this).
+    /// stands for election (the most is one and a half times this, which
+    /// is also the leader lease: no vote is granted before it ends).
     pub election_timeout_ms: u64,
     /// Log entries applied since the last snapshot that make a new one;
     /// the log before a snapshot is then purged.

@@ -350,7 +350,9 @@ impl ClusterNode {
             cluster_name: "meridian".into(),
             heartbeat_interval: heartbeat,
             election_timeout_min: election,
-            election_timeout_max: election.saturating_mul(2),
+            // The leader lease is this long (openraft): a follower votes
+            // for no one until it ends, so it bounds failover from below.
+            election_timeout_max: election.saturating_add(election / 2),
             snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_every.max(1)),
             // Kept behind a snapshot, so a follower a little behind
             // catches up from the log, not a whole snapshot.
