@@ -437,17 +437,8 @@ fn check_after(cluster: &mut Cluster, (records, reads): &(Vec<Record>, Reads)) {
     // Every node's database is consistent (`meridian check`, stopped).
     for id in 1..=cluster.nodes.len() {
         cluster.kill(id);
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
-            .args(["check", "--config"])
-            .arg(&cluster.node(id).config)
-            .output()
-            .unwrap();
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "meridian check of node {id}: {said}");
+        let (ok, said) = cluster.check(id);
+        assert!(ok, "meridian check of node {id}: {said}");
     }
 }
 

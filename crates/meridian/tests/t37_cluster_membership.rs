@@ -260,21 +260,6 @@ fn a_node_that_lost_its_disk_rejoins_by_a_membership_change() {
 /// The default indexes and `description` equality.
 const WITH_DESCRIPTION: &str = "\n[storage.indexes]\nobjectClass = [\"eq\"]\nuid = [\"eq\", \"sub\"]\ncn = [\"eq\", \"sub\"]\nmail = [\"eq\"]\nentryUUID = [\"eq\"]\ndescription = [\"eq\"]\n";
 
-/// `meridian check` of node `id`'s database (the node stopped).
-fn check(cluster: &Cluster, id: usize) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
-        .args(["check", "--config"])
-        .arg(&cluster.node(id).config)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
 #[test]
 fn an_index_added_to_every_node_is_built_by_the_leader_through_the_log() {
     let mut cluster = Cluster::start(3, "");
@@ -319,7 +304,7 @@ fn an_index_added_to_every_node_is_built_by_the_leader_through_the_log() {
     // records it built: the build's steps were applied everywhere.
     for id in 1..=3 {
         cluster.kill(id);
-        let (ok, out) = check(&cluster, id);
+        let (ok, out) = cluster.check(id);
         assert!(ok, "node {id}: {out}");
         assert!(out.contains("indexes consistent"), "node {id}: {out}");
     }

@@ -1008,14 +1008,7 @@ fn users_migrated_with_md5_hashes_bind() {
     // (issue 27, defect 3: they answered 49).
     let server = Server::start("");
     let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
-    let hash = |scheme: &str| {
-        let out = Command::new("slappasswd")
-            .args(["-s", "migrated", "-h", scheme])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "slappasswd missing (install slapd)");
-        text(&out.stdout).trim().to_owned()
-    };
+    let hash = |scheme: &str| slappasswd("migrated", scheme);
     let (md5, smd5) = (hash("{MD5}"), hash("{SMD5}"));
     let ldif = format!(
         "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
@@ -1047,14 +1040,7 @@ fn users_migrated_with_md5_hashes_bind() {
 
 #[test]
 fn with_rehash_on_bind_a_migrated_hash_becomes_argon2_at_the_next_bind() {
-    let hash = |scheme: &str| {
-        let out = Command::new("slappasswd")
-            .args(["-s", "migrated", "-h", scheme])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "slappasswd missing (install slapd)");
-        text(&out.stdout).trim().to_owned()
-    };
+    let hash = |scheme: &str| slappasswd("migrated", scheme);
     let stored = |server: &Server, uid: &str| -> String {
         let (rc, out) = tool(
             server,
@@ -1194,4 +1180,15 @@ by = [ { who = "users", grant = "read" } ]
         out.contains("uid: alice") && !out.contains("userPassword"),
         "{out}"
     );
+}
+
+/// `password` hashed in `scheme` by OpenLDAP's slappasswd, as an
+/// OpenLDAP directory holds it.
+fn slappasswd(password: &str, scheme: &str) -> String {
+    let out = Command::new("slappasswd")
+        .args(["-s", password, "-h", scheme])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "slappasswd missing (install slapd)");
+    text(&out.stdout).trim().to_owned()
 }

@@ -304,6 +304,22 @@ impl Cluster {
         }
     }
 
+    /// `meridian check` of node `id`'s database (stop the node first):
+    /// whether it passed, and what it said.
+    pub fn check(&self, id: usize) -> (bool, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+            .args(["check", "--config"])
+            .arg(&self.node(id).config)
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), said)
+    }
+
     /// SIGKILL to node `id`.
     pub fn kill(&mut self, id: usize) {
         if let Some(mut child) = self.nodes[id - 1].child.take() {
