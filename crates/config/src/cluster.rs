@@ -3,12 +3,12 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::ConfigError;
 
 /// `[cluster]`: a Raft-replicated directory (docs/replication.md).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {
     /// This node's ID: one of `cluster.nodes`.
@@ -70,7 +70,7 @@ pub struct ClusterConfig {
 }
 
 /// One `[[cluster.nodes]]` entry.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterNodeConfig {
     /// Its ID, unique in the cluster, 1..=4095 (its entryCSN server ID).

@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 mod cluster;
 pub use cluster::{ClusterConfig, ClusterNodeConfig};
@@ -44,7 +44,7 @@ pub enum ConfigError {
 }
 
 /// The whole configuration.
-#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Network and per-connection limits.
@@ -67,7 +67,7 @@ pub struct Config {
 }
 
 /// One `[[access]]` rule.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct AccessRuleConfig {
     /// The entries: `*`, `base:DN`, `subtree:DN` or `children:DN`.
@@ -81,7 +81,7 @@ pub struct AccessRuleConfig {
 }
 
 /// One `by` clause of an `[[access]]` rule.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct AccessGrantConfig {
     /// `*`, `anonymous`, `users`, `self`, `dn:DN` or `group:DN`.
@@ -91,7 +91,7 @@ pub struct AccessGrantConfig {
 }
 
 /// Which storage engine holds the data.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// LMDB files under `directory.data_dir`: durable.
@@ -101,7 +101,7 @@ pub enum Backend {
 }
 
 /// When a write is acknowledged.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Durability {
     /// After its transaction is fsync'd (the default).
@@ -118,7 +118,7 @@ pub enum Durability {
 }
 
 /// Index kinds, as in OpenLDAP's `index` directive.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum IndexKind {
     /// Equality (`eq`).
@@ -134,7 +134,7 @@ pub enum IndexKind {
 }
 
 /// `[storage]`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct StorageConfig {
     /// `mdb` (durable, default) or `memory` (volatile).
@@ -191,7 +191,7 @@ impl Default for StorageConfig {
 }
 
 /// `[server]`: listening, connections and protocol limits.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
     /// Address to listen on for plain LDAP (StartTLS upgrades a
@@ -238,7 +238,7 @@ pub struct ServerConfig {
 }
 
 /// `[directory]`: what is served and who administers it.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct DirectoryConfig {
     /// The naming context (its database is `data_dir/db`).
@@ -309,7 +309,7 @@ pub struct DirectoryConfig {
 
 /// `[security]`: bounds on the work a client can make the server do
 /// through the data it writes or the binds it tries.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct SecurityConfig {
     /// Most memory (KiB) an Argon2 or yescrypt password hash may use. A
@@ -404,7 +404,7 @@ impl Default for SecurityConfig {
 
 /// `[password_policy]`: what a password a user sets must be (the
 /// administrator may set any).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct PasswordPolicyConfig {
     /// Fewest characters of a new password; 0: no minimum.
@@ -436,7 +436,7 @@ pub struct PasswordPolicyConfig {
 }
 
 /// `[log]`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct LogConfig {
     /// `tracing` filter directive, e.g. `info` or `meridian=debug`;
@@ -523,6 +523,17 @@ impl Default for LogConfig {
 }
 
 impl Config {
+    /// The configuration in effect, as TOML (every key, defaults
+    /// included), for the start-up log: the cluster secret is replaced
+    /// by a note of its length, so the text may be shown and kept.
+    pub fn effective_toml(&self) -> String {
+        let mut shown = self.clone();
+        if !shown.cluster.secret.is_empty() {
+            shown.cluster.secret = format!("(set, {} characters)", shown.cluster.secret.len());
+        }
+        toml::to_string(&shown).unwrap_or_else(|e| format!("(not shown: {e})"))
+    }
+
     /// Parses TOML text; `path` is only used in error messages.
     pub fn from_toml(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
@@ -805,6 +816,26 @@ mod tests {
         Config::default().validate().unwrap();
         assert_eq!(
             Config::from_toml("", Path::new("x.toml")).unwrap(),
+            Config::default()
+        );
+    }
+
+    #[test]
+    fn the_effective_configuration_reads_back_and_hides_the_secret() {
+        let text = "[storage.indexes]\nuid = [\"eq\", \"sub\"]\n\
+                    [[access]]\nto = \"*\"\nby = [ { who = \"users\", grant = \"read\" } ]\n\
+                    [cluster]\nnode_id = 1\nsecret = \"a-cluster-secret-of-some-length\"\n\
+                    [[cluster.nodes]]\nid = 1\npeer = \"127.0.0.1:7001\"\nldap = \"ldap://127.0.0.1:3389\"\n";
+        let config = Config::from_toml(text, Path::new("x.toml")).unwrap();
+        let shown = config.effective_toml();
+        assert!(!shown.contains("a-cluster-secret"), "{shown}");
+        assert!(shown.contains("(set, 31 characters)"), "{shown}");
+        let back = Config::from_toml(&shown, Path::new("shown.toml")).unwrap();
+        let mut expected = config.clone();
+        expected.cluster.secret = "(set, 31 characters)".into();
+        assert_eq!(back, expected);
+        assert_eq!(
+            Config::from_toml(&Config::default().effective_toml(), Path::new("d.toml")).unwrap(),
             Config::default()
         );
     }

@@ -94,6 +94,19 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         &config.directory.data_dir,
         setup.password_hash_cost(),
     )?;
+    // What this server runs with, every key (the cluster secret only
+    // by its length), one line each under `meridian::config`.
+    tracing::info!(
+        data_dir = %config.directory.data_dir.display(),
+        "starting; the effective configuration follows"
+    );
+    for line in config
+        .effective_toml()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+    {
+        tracing::info!(target: "meridian::config", "{line}");
+    }
     match &source {
         PasswordSource::Environment => {
             tracing::info!("administrator password taken from {PASSWORD_ENV}");

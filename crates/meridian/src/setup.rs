@@ -103,6 +103,12 @@ impl CommonArgs {
             .schema_files
             .extend(self.schema.iter().cloned());
         extra(&mut config);
+        // Relative to where the command was started, resolved once, so
+        // the log and every later use name the same place.
+        if config.directory.data_dir.is_relative() {
+            config.directory.data_dir = std::path::absolute(&config.directory.data_dir)
+                .context("resolving directory.data_dir")?;
+        }
         config.validate()?;
         let mut schema = Schema::builtin().context("built-in schema")?;
         for file in &config.directory.schema_files {

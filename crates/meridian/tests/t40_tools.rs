@@ -159,3 +159,39 @@ fn the_server_builds_an_added_index_while_it_serves() {
     }
     assert!(built, "the sn index was never built online");
 }
+
+#[test]
+fn serve_logs_its_effective_configuration_with_the_data_directory_made_absolute() {
+    use std::io::{BufRead, BufReader};
+    let cwd = temp_dir("relative-data-dir");
+    let mut child = Process::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir", "here"])
+        .current_dir(&cwd)
+        .env("MERIDIAN_ADMIN_PASSWORD", support::ADMIN_PASSWORD)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let absolute = cwd.join("here").display().to_string();
+    let mut seen = Vec::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let done = line.contains("meridian listening");
+        seen.push(line);
+        if done {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let log = seen.join("\n");
+    assert!(log.contains(&format!("data_dir={absolute}")), "{log}");
+    assert!(log.contains(&format!("data_dir = \"{absolute}\"")), "{log}");
+    assert!(
+        log.contains("[storage]") && log.contains("durability = \"durable\""),
+        "{log}"
+    );
+    assert!(cwd.join("here").is_dir());
+    std::fs::remove_dir_all(cwd).unwrap();
+}
