@@ -388,7 +388,7 @@ impl Wanted {
                         .desc
                         .options
                         .iter()
-                        .all(|w| d.options.iter().any(|o| option_covers(w, o)))
+                        .all(|w| d.options.iter().any(|o| option_covers(w, o.as_bytes())))
             }
             AttrName::Raw(raw) => {
                 let mut parts = raw.split(|b| *b == b';');
@@ -401,13 +401,10 @@ impl Wanted {
                     return false;
                 }
                 // Every option asked for must be on the attribute.
-                let options: Vec<String> = parts
-                    .map(|o| String::from_utf8_lossy(o).to_ascii_lowercase())
-                    .collect();
                 self.desc
                     .options
                     .iter()
-                    .all(|want| options.iter().any(|o| option_covers(want, o)))
+                    .all(|want| parts.clone().any(|o| option_covers(want, o)))
             }
         }
     }

@@ -17,13 +17,18 @@ pub struct Description {
 /// list's option `wanted` asks for: the same option, or, for a language
 /// range (RFC 3866 section 2.2: a language tag option ending in `-`),
 /// the tag it names or any tag below it (`lang-en-` covers `lang-en`
-/// and `lang-en-us`; `lang-` covers every language tag). Both lower-case.
-pub fn option_covers(wanted: &str, have: &str) -> bool {
-    match wanted.strip_suffix('-') {
-        Some(tag) if wanted.starts_with("lang-") => {
-            have.starts_with(wanted) || (have == tag && tag != "lang")
+/// and `lang-en-us`; `lang-` covers every language tag). `wanted` is
+/// lower-case (as parsed); `have` in any case (a stored record's
+/// spelling is compared as it is, without a lower-cased copy).
+pub fn option_covers(wanted: &str, have: &[u8]) -> bool {
+    let wanted = wanted.as_bytes();
+    match wanted.strip_suffix(b"-") {
+        Some(tag) if wanted.starts_with(b"lang-") => {
+            have.get(..wanted.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(wanted))
+                || (tag != b"lang" && have.eq_ignore_ascii_case(tag))
         }
-        _ => have == wanted,
+        _ => have.eq_ignore_ascii_case(wanted),
     }
 }
 
@@ -93,7 +98,7 @@ impl Description {
             && wanted
                 .options
                 .iter()
-                .all(|w| self.options.iter().any(|o| option_covers(w, o)))
+                .all(|w| self.options.iter().any(|o| option_covers(w, o.as_bytes())))
     }
 }
 
