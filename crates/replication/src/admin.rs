@@ -127,7 +127,9 @@ impl Addresses {
 
     /// `id`'s membership record in `raft`.
     fn record(raft: &Raft, id: NodeId) -> Option<BasicNode> {
-        let metrics = raft.metrics().borrow_watched().clone();
+        // Read in place: called per batch when followers refer writes.
+        let receiver = raft.metrics();
+        let metrics = receiver.borrow_watched();
         metrics
             .membership_config
             .membership()

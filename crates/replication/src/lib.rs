@@ -380,9 +380,10 @@ impl ClusterNode {
             options.config_digest.clone(),
         );
         let peer_bytes = Arc::clone(&link.sent);
-        // Peers are reached at the addresses of this node's config: the
-        // membership in the log names nodes by ID only, so each node may
-        // see the others through its own routes (a proxy in the tests).
+        // Peers are reached at the addresses of this node's config (the
+        // membership names the config's nodes by ID only, so each node may
+        // see the others through its own routes: a proxy in the tests),
+        // else at those a node added at run time carries (`admin.rs`).
         let addresses = Addresses::new(everyone.clone());
         let contacts = Arc::new(reads::Contacts::default());
         let network = network::Network {
@@ -405,7 +406,8 @@ impl ClusterNode {
             snapshots,
             addresses: addresses.clone(),
             patience: options.write_timeout,
-            contacts: Arc::clone(&contacts),
+            contacts: matches!(options.reads, ReadMode::Local { .. })
+                .then(|| Arc::clone(&contacts)),
         });
         tasks.push(tokio::spawn(peer_server::serve(listener, service)));
 
@@ -521,7 +523,9 @@ impl ClusterNode {
 
     /// What this node knows of the cluster.
     pub fn status(&self) -> Status {
-        let metrics = self.raft.metrics().borrow_watched().clone();
+        // Read in place: asked at every root DSE read.
+        let receiver = self.raft.metrics();
+        let metrics = receiver.borrow_watched();
         let role = admin::role_name(metrics.state);
         let leader_url = metrics.current_leader.and_then(|leader| {
             let node = metrics.membership_config.membership().get_node(&leader);

@@ -27,7 +27,8 @@ pub(crate) struct PeerService {
     /// How long a membership change may take (`cluster.write_timeout_ms`).
     pub(crate) patience: Duration,
     /// The leader's AppendEntries as they arrive (`cluster.reads = "local"`).
-    pub(crate) contacts: Arc<crate::reads::Contacts>,
+    /// Kept only under `cluster.reads = "local"`, which reads them.
+    pub(crate) contacts: Option<Arc<crate::reads::Contacts>>,
 }
 
 /// Accepts peers until the listener fails or the task is dropped.
@@ -74,8 +75,10 @@ async fn serve_connection(tcp: TcpStream, service: &PeerService) -> std::io::Res
                 let leader_commit = rpc.leader_commit.as_ref().map_or(0, |id| id.index);
                 match service.raft.append_entries(rpc).await {
                     Ok(response) => {
-                        if response.is_success() {
-                            service.contacts.record(leader_commit);
+                        if let Some(contacts) = &service.contacts
+                            && response.is_success()
+                        {
+                            contacts.record(leader_commit);
                         }
                         Response::Append(response)
                     }

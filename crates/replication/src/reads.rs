@@ -95,13 +95,19 @@ impl Contacts {
 /// How old this node's state is known to be at most; `None` if it was
 /// never known current.
 pub(crate) fn staleness(raft: &Raft, contacts: &Contacts) -> Option<Duration> {
-    let metrics = raft.metrics().borrow_watched().clone();
-    if metrics.state == openraft::ServerState::Leader {
-        return metrics
-            .last_quorum_acked
-            .map(|at| openraft::Instant::elapsed(&*at));
+    // Read in place: called for every read under `local`.
+    let (leading, acked, applied) = {
+        let receiver = raft.metrics();
+        let metrics = receiver.borrow_watched();
+        (
+            metrics.state == openraft::ServerState::Leader,
+            metrics.last_quorum_acked,
+            metrics.last_applied.as_ref().map_or(0, |id| id.index),
+        )
+    };
+    if leading {
+        return acked.map(|at| openraft::Instant::elapsed(&*at));
     }
-    let applied = metrics.last_applied.as_ref().map_or(0, |id| id.index);
     contacts.current_as_of(applied).map(|at| at.elapsed())
 }
 
