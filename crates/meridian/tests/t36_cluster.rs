@@ -26,6 +26,10 @@ use meridian_testing::history::{
 use support::cluster::{Cluster, Outcome, PEOPLE, Writer1, admin_at, setup_base, url};
 use support::*;
 
+/// The fault scenarios' cluster: writes wait 4 s for a leader; the
+/// readers' reads are linearizable, so their history can be checked.
+const UNDER_FAULTS: &str = "write_timeout_ms = 4000\nreads = \"linearizable\"";
+
 /// What one writer did: its adds and its replaces of its own entry's
 /// description, in order, with their outcomes.
 struct Record {
@@ -213,14 +217,6 @@ fn write_until_purged(
             );
         }
     }
-}
-
-/// Three nodes, the leader elected, the base entries added there.
-fn started_with_base(extra: &str) -> (Cluster, usize) {
-    let mut cluster = Cluster::start(3, extra);
-    let leader = cluster.leader(Duration::from_secs(20));
-    setup_base(&cluster, leader);
-    (cluster, leader)
 }
 
 #[test]
@@ -444,8 +440,7 @@ fn check_after(cluster: &mut Cluster, (records, reads): &(Vec<Record>, Reads)) {
 
 #[test]
 fn a_leader_killed_mid_load_loses_no_acknowledged_write() {
-    let (mut cluster, leader) =
-        started_with_base("write_timeout_ms = 4000\nreads = \"linearizable\"");
+    let (mut cluster, leader) = Cluster::with_base(UNDER_FAULTS);
     let records = under_load(&mut cluster, |cluster| {
         cluster.kill(leader);
         let killed_at = Instant::now();
@@ -477,8 +472,7 @@ fn a_leader_killed_mid_load_loses_no_acknowledged_write() {
 
 #[test]
 fn a_leader_paused_past_its_lease_steps_down_and_loses_nothing() {
-    let (mut cluster, leader) =
-        started_with_base("write_timeout_ms = 4000\nreads = \"linearizable\"");
+    let (mut cluster, leader) = Cluster::with_base(UNDER_FAULTS);
     let records = under_load(&mut cluster, |cluster| {
         signal(cluster.node(leader).pid(), "STOP");
         let next = cluster.leader(Duration::from_secs(20));
@@ -495,8 +489,7 @@ fn a_leader_that_cannot_send_loses_its_place_and_nothing_acknowledged() {
     // One way: the leader's own connections to the others are cut (no
     // appends, no heartbeats), theirs to it still work (their votes
     // reach it).
-    let (mut cluster, leader) =
-        started_with_base("write_timeout_ms = 4000\nreads = \"linearizable\"");
+    let (mut cluster, leader) = Cluster::with_base(UNDER_FAULTS);
     let records = under_load(&mut cluster, |cluster| {
         for to in (1..=3).filter(|to| *to != leader) {
             cluster.links[&(leader, to)].cut();
@@ -515,7 +508,7 @@ fn a_leader_that_cannot_send_loses_its_place_and_nothing_acknowledged() {
 
 #[test]
 fn slow_links_and_every_node_killed_at_once_lose_nothing_acknowledged() {
-    let (mut cluster, _) = started_with_base("write_timeout_ms = 4000\nreads = \"linearizable\"");
+    let (mut cluster, _) = Cluster::with_base(UNDER_FAULTS);
     let records = under_load(&mut cluster, |cluster| {
         for proxy in cluster.links.values() {
             proxy.delay(20);
@@ -586,7 +579,7 @@ fn verify(root: &std::path::Path) -> (i32, String) {
 
 #[test]
 fn verify_passes_identical_replicas_and_names_the_entry_that_differs() {
-    let (mut cluster, leader) = started_with_base("");
+    let (mut cluster, leader) = Cluster::with_base("");
     let mut w = Writer1::new(cluster.node(leader).ldap);
     for n in 0..50 {
         assert_eq!(w.add_account(PEOPLE, &format!("v{n}")), Outcome::Ok);
@@ -638,7 +631,7 @@ fn a_node_whose_machine_crashed_rebuilds_its_database_from_snapshot_and_log() {
     // Applied state is not synced in a cluster; after a machine crash a
     // node discards its database and rebuilds it: its own last snapshot,
     // then the log (which was synced).
-    let (mut cluster, leader) = started_with_base("snapshot_every_entries = 20");
+    let (mut cluster, leader) = Cluster::with_base("snapshot_every_entries = 20");
     let mut w = Writer1::new(cluster.node(leader).ldap);
     for n in 0..60 {
         assert_eq!(w.add_account(PEOPLE, &format!("m{n}")), Outcome::Ok);
@@ -664,7 +657,7 @@ fn a_node_whose_machine_crashed_rebuilds_its_database_from_snapshot_and_log() {
 
 #[test]
 fn followers_set_to_refer_answer_writes_with_the_leaders_url() {
-    let (cluster, leader) = started_with_base("followers = \"referral\"");
+    let (cluster, leader) = Cluster::with_base("followers = \"referral\"");
     let follower = if leader == 1 { 2 } else { 1 };
     let change = format!(
         "dn: uid=own1,{PEOPLE}\nchangetype: modify\nreplace: description\ndescription: x\n"
@@ -689,7 +682,7 @@ fn followers_set_to_refer_answer_writes_with_the_leaders_url() {
 fn a_referral_added_at_one_node_is_honoured_at_the_others() {
     // The directory learns that referral objects exist when it prepares
     // one; the other nodes learn it when they apply the add.
-    let (cluster, leader) = started_with_base("");
+    let (cluster, leader) = Cluster::with_base("");
     let referral = format!(
         "dn: ou=elsewhere,{PEOPLE}\nobjectClass: referral\nobjectClass: extensibleObject\nou: elsewhere\nref: ldap://other.example:389/ou=elsewhere,dc=example,dc=com\n"
     );
@@ -730,7 +723,7 @@ fn a_referral_added_at_one_node_is_honoured_at_the_others() {
 fn a_node_down_does_not_keep_the_log_from_being_purged() {
     // The leader's log is bounded by its snapshots even while a follower
     // is away, which then catches up from a snapshot.
-    let (mut cluster, leader) = started_with_base("snapshot_every_entries = 20");
+    let (mut cluster, leader) = Cluster::with_base("snapshot_every_entries = 20");
     let away = if leader == 3 { 2 } else { 3 };
     cluster.kill(away);
     let mut w = Writer1::new(cluster.node(leader).ldap);
@@ -880,7 +873,7 @@ fn a_learner_replicates_serves_reads_forwards_writes_and_never_votes() {
 
 #[test]
 fn with_ack_all_a_write_waits_for_every_voter() {
-    let (mut cluster, leader) = started_with_base("ack = \"all\"\nwrite_timeout_ms = 2000");
+    let (mut cluster, leader) = Cluster::with_base("ack = \"all\"\nwrite_timeout_ms = 2000");
     let follower = if leader == 1 { 2 } else { 1 };
     // Every voter up: answered, at the leader and at a follower.
     for at in [leader, follower] {

@@ -208,9 +208,7 @@ fn a_node_that_lost_its_disk_rejoins_by_a_membership_change() {
     // (Restarted empty under its old membership, a voter is not taken
     // back: it would vote without the entries it acknowledged, and
     // openraft stalls its replication when its log goes back.)
-    let mut cluster = Cluster::start(3, "snapshot_every_entries = 100");
-    let leader = cluster.leader(Duration::from_secs(20));
-    setup_base(&cluster, leader);
+    let (mut cluster, leader) = Cluster::with_base("snapshot_every_entries = 100");
     let wiped = (1..=3).find(|id| *id != leader).unwrap();
     let mut w = Writer1::new(cluster.node(leader).ldap);
     for n in 0..300 {
@@ -262,9 +260,7 @@ const WITH_DESCRIPTION: &str = "\n[storage.indexes]\nobjectClass = [\"eq\"]\nuid
 
 #[test]
 fn an_index_added_to_every_node_is_built_by_the_leader_through_the_log() {
-    let mut cluster = Cluster::start(3, "");
-    let leader = cluster.leader(Duration::from_secs(20));
-    setup_base(&cluster, leader);
+    let (mut cluster, leader) = Cluster::with_base("");
     let mut w = Writer1::new(cluster.node(leader).ldap);
     // More entries than one build step takes (512 IDs).
     for n in 0..700 {

@@ -15,7 +15,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::cluster::{Cluster, Outcome, PEOPLE, Writer1, setup_base};
+use support::cluster::{Cluster, Outcome, PEOPLE, Writer1};
 
 const COMPARE_TRUE: i64 = 6;
 
@@ -50,9 +50,7 @@ fn served_once_healed(reader: &mut Writer1, dn: &str, value: &str) {
 
 #[test]
 fn linearizable_reads_at_a_follower_see_every_acknowledged_write_and_need_a_leader() {
-    let mut cluster = Cluster::start(3, "reads = \"linearizable\"\nwrite_timeout_ms = 2000");
-    let leader = cluster.leader(Duration::from_secs(20));
-    setup_base(&cluster, leader);
+    let (cluster, leader) = Cluster::with_base("reads = \"linearizable\"\nwrite_timeout_ms = 2000");
     let follower = (1..=3).find(|id| *id != leader).unwrap();
     let own = format!("uid=own1,{PEOPLE}");
     let mut writer = Writer1::new(cluster.node(leader).ldap);
@@ -99,9 +97,7 @@ fn linearizable_reads_at_a_follower_see_every_acknowledged_write_and_need_a_lead
 
 #[test]
 fn local_reads_are_served_while_current_and_refused_busy_once_too_stale() {
-    let mut cluster = Cluster::start(3, "reads = \"local\"\nmax_staleness_ms = 1000");
-    let leader = cluster.leader(Duration::from_secs(20));
-    setup_base(&cluster, leader);
+    let (mut cluster, leader) = Cluster::with_base("reads = \"local\"\nmax_staleness_ms = 1000");
     let follower = (1..=3).find(|id| *id != leader).unwrap();
     let own = format!("uid=own1,{PEOPLE}");
     let mut writer = Writer1::new(cluster.node(leader).ldap);

@@ -1010,11 +1010,7 @@ fn users_migrated_with_md5_hashes_bind() {
     let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
     let hash = |scheme: &str| slappasswd("migrated", scheme);
     let (md5, smd5) = (hash("{MD5}"), hash("{SMD5}"));
-    let ldif = format!(
-        "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
-         dn: uid=m1,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: m1\nuserPassword: {md5}\n\n\
-         dn: uid=m2,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: m2\nuserPassword: {smd5}\n"
-    );
+    let ldif = with_accounts(&[("m1", &md5), ("m2", &smd5)]);
     let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(&ldif));
     assert_eq!(rc, 0, "{out}");
     for uid in ["m1", "m2"] {
@@ -1069,11 +1065,7 @@ fn with_rehash_on_bind_a_migrated_hash_becomes_argon2_at_the_next_bind() {
         let server = Server::start(&format!("[directory]\nrehash_on_bind = {rehash}\n"));
         let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
         let (md5, ssha) = (hash("{MD5}"), hash("{SSHA}"));
-        let ldif = format!(
-            "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
-             dn: uid=m1,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: m1\nuserPassword: {md5}\n\n\
-             dn: uid=s1,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: s1\nuserPassword: {ssha}\n"
-        );
+        let ldif = with_accounts(&[("m1", &md5), ("s1", &ssha)]);
         let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(&ldif));
         assert_eq!(rc, 0, "{out}");
         for (uid, before) in [("m1", &md5), ("s1", &ssha)] {
@@ -1123,9 +1115,7 @@ by = [ { who = "dn:uid=sync,dc=example,dc=com", grant = "read" },
 to = "*"
 by = [ { who = "users", grant = "read" } ]
 "#;
-    let ldif = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
-         dn: uid=sync,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: sync\nuserPassword: sync\n\n\
-         dn: uid=alice,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: alice\nuserPassword: alice\n";
+    let ldif = &with_accounts(&[("sync", "sync"), ("alice", "alice")]);
     let read_alice = |server: &Server, dn: &str, password: &str| {
         let (rc, out) = tool(
             server,
@@ -1191,4 +1181,17 @@ fn slappasswd(password: &str, scheme: &str) -> String {
         .unwrap();
     assert!(out.status.success(), "slappasswd missing (install slapd)");
     text(&out.stdout).trim().to_owned()
+}
+
+/// The suffix entry and, below it, one `account` per `(uid, userPassword)`.
+fn with_accounts(accounts: &[(&str, &str)]) -> String {
+    let mut ldif = String::from(
+        "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n",
+    );
+    for (uid, password) in accounts {
+        ldif.push_str(&format!(
+            "\ndn: uid={uid},dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: {uid}\nuserPassword: {password}\n"
+        ));
+    }
+    ldif
 }

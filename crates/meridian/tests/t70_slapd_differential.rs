@@ -207,34 +207,18 @@ fn searches_agree_with_slapd() {
     }
     // And through OpenLDAP's own ldapsearch, once per scope.
     for scope in ["base", "one", "sub"] {
+        let args = [
+            "-b",
+            "ou=People,dc=example,dc=com",
+            "-s",
+            scope,
+            "(objectClass=person)",
+            "cn",
+            "mail",
+        ];
         let run = |url: &str, dn: &str, pw: &str| {
-            let out = Command::new("ldapsearch")
-                .args([
-                    "-x",
-                    "-LLL",
-                    "-o",
-                    "ldif-wrap=no",
-                    "-H",
-                    url,
-                    "-D",
-                    dn,
-                    "-w",
-                    pw,
-                    "-b",
-                    "ou=People,dc=example,dc=com",
-                    "-s",
-                    scope,
-                    "(objectClass=person)",
-                    "cn",
-                    "mail",
-                ])
-                .env("LDAPNOINIT", "1")
-                .output()
-                .unwrap();
-            let mut blocks: Vec<String> =
-                text(&out.stdout).split("\n\n").map(str::to_owned).collect();
-            blocks.sort();
-            (out.status.code(), blocks)
+            let (code, blocks, _) = ldapsearch(url, dn, pw, &args);
+            (code, blocks)
         };
         assert_eq!(
             run(
@@ -484,40 +468,15 @@ fn matched_values_agree_with_slapd() {
     let (code, out) = admin_tool(&server, "ldapadd", &[], Some(&ldif));
     assert_eq!(code, 0, "{out}");
     let run = |url: &str, dn: &str, pw: &str, control: &str, filter: &str, attrs: &[&str]| {
-        let out = Command::new("ldapsearch")
-            .args([
-                "-x",
-                "-LLL",
-                "-o",
-                "ldif-wrap=no",
-                "-H",
-                url,
-                "-D",
-                dn,
-                "-w",
-                pw,
-            ])
-            .args(["-E", control, "-b", "ou=People,dc=example,dc=com", filter])
-            .args(attrs)
-            .env("LDAPNOINIT", "1")
-            .output()
-            .unwrap();
-        let mut blocks: Vec<String> = text(&out.stdout)
-            .split("\n\n")
-            .map(|b| {
-                let mut lines: Vec<&str> = b.lines().collect();
-                lines.sort_unstable();
-                lines.join("\n")
-            })
-            .collect();
-        blocks.sort();
-        let said = text(&out.stderr);
+        let mut args = vec!["-E", control, "-b", "ou=People,dc=example,dc=com", filter];
+        args.extend_from_slice(attrs);
+        let (code, blocks, said) = ldapsearch(url, dn, pw, &args);
         // The result code, as ldapsearch names it.
-        let code = said
+        let named = said
             .lines()
-            .find(|l| l.starts_with("Additional information") || l.contains("("))
+            .find(|l| l.starts_with("Additional information") || l.contains('('))
             .map(str::to_owned);
-        (out.status.code(), blocks, code)
+        (code, blocks, named)
     };
     let theirs_url = format!("ldap://127.0.0.1:{}", reference.port);
     let mut failures = Vec::new();
@@ -575,4 +534,38 @@ fn matched_values_agree_with_slapd() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `ldapsearch -x -LLL -o ldif-wrap=no -H URL -D DN -w PW ARGS...`: the
+/// exit code, the entries (each one's lines sorted, then the entries
+/// sorted: servers may return either in any order), and the standard
+/// error.
+fn ldapsearch(url: &str, dn: &str, pw: &str, args: &[&str]) -> (Option<i32>, Vec<String>, String) {
+    let out = Command::new("ldapsearch")
+        .args([
+            "-x",
+            "-LLL",
+            "-o",
+            "ldif-wrap=no",
+            "-H",
+            url,
+            "-D",
+            dn,
+            "-w",
+            pw,
+        ])
+        .args(args)
+        .env("LDAPNOINIT", "1")
+        .output()
+        .unwrap();
+    let mut blocks: Vec<String> = text(&out.stdout)
+        .split("\n\n")
+        .map(|b| {
+            let mut lines: Vec<&str> = b.lines().collect();
+            lines.sort_unstable();
+            lines.join("\n")
+        })
+        .collect();
+    blocks.sort();
+    (out.status.code(), blocks, text(&out.stderr))
 }

@@ -271,6 +271,15 @@ impl Cluster {
         cluster
     }
 
+    /// Three nodes with `extra` in their `[cluster]`, the leader elected
+    /// and the base entries added there: the cluster and its leader.
+    pub fn with_base(extra: &str) -> (Cluster, usize) {
+        let mut cluster = Cluster::start(3, extra);
+        let leader = cluster.leader(Duration::from_secs(20));
+        setup_base(&cluster, leader);
+        (cluster, leader)
+    }
+
     pub fn node(&self, id: usize) -> &Node {
         &self.nodes[id - 1]
     }
