@@ -93,6 +93,16 @@ fn writer(cluster_ldap: std::net::SocketAddr, node: usize, stop: Arc<AtomicBool>
     record
 }
 
+/// `attributes` of the entry `dn` read by ldapsearch at `url` as the
+/// administrator (the search must succeed): its LDIF.
+fn read_base(url: &str, dn: &str, attributes: &[&str]) -> String {
+    let mut args = vec!["-LLL", "-b", dn, "-s", "base"];
+    args.extend_from_slice(attributes);
+    let (code, out) = admin_at(url, "ldapsearch", &args, None);
+    assert_eq!(code, 0, "{out}");
+    out
+}
+
 /// The outcomes a fault may give a write: success, `unavailable` (52)
 /// after the write timeout, or no answer (the node died). Anything else
 /// is a failure of the system.
@@ -155,13 +165,7 @@ fn check_records(cluster: &Cluster, at: usize, records: &[Record]) {
         // One writer per DN, one write at a time: the final value is the
         // last acknowledged one or one tried after it without an answer.
         let own = format!("uid=own{},{PEOPLE}", record.node);
-        let (code, text) = admin_at(
-            &url,
-            "ldapsearch",
-            &["-LLL", "-b", &own, "-s", "base", "description"],
-            None,
-        );
-        assert_eq!(code, 0, "{text}");
+        let text = read_base(&url, &own, &["description"]);
         let value = text
             .lines()
             .find_map(|l| l.strip_prefix("description: "))
@@ -235,21 +239,11 @@ fn writes_at_any_node_are_replicated_and_read_back_where_written() {
         let (code, out) = admin_at(&url, "ldapmodify", &[], Some(&change));
         assert_eq!(code, 0, "ldapmodify at node {id}: {out}");
         // Read back on the node written to: never older than the write.
-        let (code, out) = admin_at(
+        let out = read_base(
             &url,
-            "ldapsearch",
-            &[
-                "-LLL",
-                "-b",
-                &format!("uid=own1,{PEOPLE}"),
-                "-s",
-                "base",
-                "description",
-                "entryCSN",
-            ],
-            None,
+            &format!("uid=own1,{PEOPLE}"),
+            &["description", "entryCSN"],
         );
-        assert_eq!(code, 0, "{out}");
         assert!(
             out.contains(&format!("description: from node {id}")),
             "node {id}: {out}"
@@ -841,20 +835,11 @@ fn a_learner_replicates_serves_reads_forwards_writes_and_never_votes() {
     );
     let (code, out) = admin_at(&url(&cluster, 4), "ldapmodify", &[], Some(&change));
     assert_eq!(code, 0, "{out}");
-    let (code, out) = admin_at(
+    let out = read_base(
         &url(&cluster, 4),
-        "ldapsearch",
-        &[
-            "-LLL",
-            "-b",
-            &format!("uid=own1,{PEOPLE}"),
-            "-s",
-            "base",
-            "description",
-        ],
-        None,
+        &format!("uid=own1,{PEOPLE}"),
+        &["description"],
     );
-    assert_eq!(code, 0, "{out}");
     assert!(out.contains("via the learner"), "{out}");
     cluster.await_identical(Duration::from_secs(20));
     // Without it the voters go on; with the leader gone too, the two
