@@ -281,6 +281,16 @@ pub struct DirectoryConfig {
     /// changes would hold the writer, and every write behind it, for
     /// minutes. Many values in one change are not limited by this.
     pub max_modify_changes: usize,
+    /// Most keys a server-side sort (RFC 2891) may have; more is refused
+    /// (unwillingToPerform in the sort response), as slapd's
+    /// `sssvlv-maxkeys`.
+    pub sort_max_keys: usize,
+    /// Memory, in bytes, that the sort keys of every sorted search
+    /// (server-side sort, virtual list view) in progress may hold
+    /// together. A sort that would need more is answered
+    /// adminLimitExceeded in its sort response: unsorted results under a
+    /// non-critical control, none under a critical one.
+    pub sort_memory_bytes: usize,
     /// Who may act as another user with the proxied authorization control
     /// (RFC 4370), besides the administrator: `dn:DN` or `group:DN`
     /// (members by `member`/`uniqueMember`). Nobody may assume the
@@ -499,6 +509,10 @@ impl Default for DirectoryConfig {
             lookthrough_limit: 2_000_000,
             max_filter_items: 4096,
             max_modify_changes: 1000,
+            // slapd's sssvlv default.
+            sort_max_keys: 5,
+            // About two million entries sorted by one short key.
+            sort_memory_bytes: 256 << 20,
             proxy_authorizers: Vec::new(),
             // OpenLDAP's dds defaults: a day by default, a year at most.
             dynamic_default_ttl_secs: 86_400,
@@ -608,7 +622,7 @@ impl Config {
                 ),
             );
         }
-        let ranges: [(&'static str, usize, usize, usize); 10] = [
+        let ranges: [(&'static str, usize, usize, usize); 12] = [
             ("server.max_connections", s.max_connections, 1, 1_000_000),
             (
                 "server.max_outstanding_per_connection",
@@ -650,6 +664,18 @@ impl Config {
                 self.directory.max_modify_changes,
                 1,
                 1_000_000,
+            ),
+            (
+                "directory.sort_max_keys",
+                self.directory.sort_max_keys,
+                1,
+                64,
+            ),
+            (
+                "directory.sort_memory_bytes",
+                self.directory.sort_memory_bytes,
+                1 << 20,
+                1 << 40,
             ),
         ];
         for (key, value, min, max) in ranges {

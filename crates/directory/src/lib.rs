@@ -37,10 +37,12 @@ mod proxy;
 mod referral;
 mod rights;
 mod search;
+pub mod sort;
 
 pub use credentials::PasswordChange;
 pub use outcome::Outcome;
-pub use search::{PageRequest, SearchControls, SearchCursor, Step};
+pub use search::{PageRequest, SearchControls, SearchCursor, SearchDone, Step, VlvAnswer};
+pub use sort::ControlValue;
 
 use credentials::*;
 use prepare::*;
@@ -109,6 +111,11 @@ pub struct Limits {
     pub search_step_time: Duration,
     /// Most changes one modify makes (`directory.max_modify_changes`).
     pub max_modify_changes: usize,
+    /// Most keys one server-side sort may have (`directory.sort_max_keys`).
+    pub sort_max_keys: usize,
+    /// Memory the sort keys of every sorted search in progress may hold
+    /// together (`directory.sort_memory_bytes`).
+    pub sort_memory_bytes: usize,
     /// Dynamic entries' TTL bounds.
     pub dynamic: dynamic::DynamicTtl,
     /// The cost of the `{ARGON2}` hashes of new passwords.
@@ -132,6 +139,9 @@ impl Default for Limits {
             max_filter_items: 4096,
             search_step_time: search::STEP_TIME,
             max_modify_changes: 1000,
+            // slapd's sssvlv default.
+            sort_max_keys: 5,
+            sort_memory_bytes: 256 << 20,
             dynamic: dynamic::DynamicTtl::default(),
             password_hash: password::HashCost::default(),
             rehash_on_bind: false,
@@ -173,6 +183,8 @@ pub struct Directory {
     may_have_dynamic: std::sync::atomic::AtomicBool,
     /// Whether referral objects and aliases may exist.
     presence: presence::Presence,
+    /// What sorted searches in progress hold (`limits.sort_memory_bytes`).
+    sort_budget: Arc<sort::SortBudget>,
 }
 
 impl Directory {
@@ -202,6 +214,7 @@ impl Directory {
             proxy_authorizers: Vec::new(),
             may_have_dynamic: std::sync::atomic::AtomicBool::new(may_have_dynamic),
             presence,
+            sort_budget: sort::SortBudget::new(limits.sort_memory_bytes),
             schema,
         }
     }

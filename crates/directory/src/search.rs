@@ -16,10 +16,14 @@ use crate::encode::{Projection, encode_entry};
 use crate::presence::Special;
 use crate::referral::{encode_reference, is_referral};
 use crate::rights::SeenFilter;
+use crate::sort::{
+    Collected, ControlValue, SortPlan, SortRefusal, Sorted, Window, decode_page_cookie,
+    encode_page_cookie,
+};
 use crate::{Directory, Identity, Memberships, Outcome};
 
 /// Where a streamed search stands between steps.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct SearchCursor {
     /// Which of the searched naming contexts (a position in their list).
     context: Option<usize>,
@@ -29,6 +33,33 @@ pub struct SearchCursor {
     examined: u64,
     /// When the first step began (the time limit counts from there).
     started: Option<Instant>,
+    /// A sorted search's matches: being gathered, then being sent.
+    sorted: Option<SortPhase>,
+    /// A sort that could not be done (the budget ran out while gathering)
+    /// under a non-critical control: the search runs again unsorted and
+    /// its result says why.
+    unsorted: Option<SortRefusal>,
+}
+
+/// Where a sorted search stands between steps.
+#[derive(Debug)]
+enum SortPhase {
+    /// The matches' keys found so far.
+    Gathering(Collected),
+    /// The matches in order; those from `next` to `end` are still to be
+    /// sent.
+    Sending(Sending),
+}
+
+#[derive(Debug)]
+struct Sending {
+    collected: Collected,
+    next: usize,
+    end: usize,
+    /// Entries sent by this request (not counting earlier pages).
+    sent: usize,
+    /// The VLV response, for a VLV request.
+    vlv: Option<VlvAnswer>,
 }
 
 impl SearchCursor {
@@ -40,6 +71,8 @@ impl SearchCursor {
             sent: 0,
             examined: 0,
             started: None,
+            sorted: None,
+            unsorted: None,
         }
     }
 }
@@ -53,11 +86,49 @@ impl Default for SearchCursor {
 /// What one [`Directory::search_step`] did.
 #[derive(Debug)]
 pub enum Step {
-    /// The search is over: the SearchResultDone's result and, for a paged
-    /// search, the cookie to return.
-    Done(Outcome, Option<Vec<u8>>),
+    /// The search is over: what its SearchResultDone says.
+    Done(SearchDone),
     /// The byte budget is spent; call again with the same cursor.
     More,
+}
+
+/// The SearchResultDone of a search: its result and response controls.
+#[derive(Debug)]
+pub struct SearchDone {
+    /// The result.
+    pub outcome: Outcome,
+    /// The paged results response (RFC 2696): the estimated number of
+    /// entries still to come (0: no estimate) and the cookie (empty
+    /// after the last page).
+    pub page: Option<(i32, Vec<u8>)>,
+    /// The sort response (RFC 2891): sortResult, and the attribute it is
+    /// about.
+    pub sort: Option<(ResultCode, Option<Vec<u8>>)>,
+    /// The virtual list view response.
+    pub vlv: Option<VlvAnswer>,
+}
+
+impl SearchDone {
+    /// A result without response controls.
+    pub fn new(outcome: Outcome) -> Self {
+        SearchDone {
+            outcome,
+            page: None,
+            sort: None,
+            vlv: None,
+        }
+    }
+}
+
+/// The values of a virtual list view response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VlvAnswer {
+    /// The target's position (1 is the first entry).
+    pub target_position: u32,
+    /// The number of entries in the list.
+    pub content_count: u32,
+    /// virtualListViewResult.
+    pub result: ResultCode,
 }
 
 /// The paged results control of a search request (RFC 2696).
@@ -116,9 +187,10 @@ fn decode_cookie(cookie: &[u8], fingerprint: u64) -> Option<PagePosition> {
     (word(2)? == fingerprint).then_some(position)
 }
 
-/// FNV-1a over what defines a search (base, scope, filter, attributes),
-/// so a cookie cannot be replayed against a different one.
-fn fingerprint(req: &SearchRequest<'_>) -> u64 {
+/// FNV-1a over what defines a search (base, scope, filter, attributes,
+/// and the sort if it is sorted), so a cookie cannot be replayed against
+/// a different one.
+fn fingerprint(req: &SearchRequest<'_>, sort: Option<&[u8]>) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |bytes: &[u8]| {
         for b in bytes {
@@ -135,6 +207,10 @@ fn fingerprint(req: &SearchRequest<'_>) -> u64 {
     for a in req.attributes.iter() {
         eat(a);
     }
+    if let Some(sort) = sort {
+        eat(b"sorted by");
+        eat(sort);
+    }
     h
 }
 
@@ -148,6 +224,90 @@ pub struct SearchControls<'a> {
     /// Matched values (RFC 3876): the control's value, decoded and
     /// checked when the request was read.
     pub matched_values: Option<&'a [u8]>,
+    /// Server-side sort (RFC 2891).
+    pub sort: Option<ControlValue<'a>>,
+    /// Virtual list view (draft-ietf-ldapext-ldapv3-vlv-09).
+    pub vlv: Option<ControlValue<'a>>,
+}
+
+/// How a search is sorted.
+enum Sorting<'a> {
+    /// Not asked to be.
+    No,
+    /// Asked, but not possible under a non-critical control: unsorted,
+    /// and the sort response says why.
+    Refused(SortRefusal),
+    /// Sorted by the plan, the whole list or a VLV window of it.
+    Yes(SortPlan, Option<meridian_proto::sorting::VlvRequest<'a>>),
+}
+
+/// What every entry a search sends needs: who asks, what they asked
+/// for, and what decides whether they may see an entry.
+struct Output<'s> {
+    who: &'s Identity,
+    admin: bool,
+    groups: &'s Memberships,
+    message_id: i32,
+    projection: Projection<'s>,
+    computed: Computed,
+    filter_attrs: &'s FilterAttrs,
+    visible_filter: &'s SeenFilter<'s, 's>,
+}
+
+/// The computed operational attributes a search asked for.
+#[derive(Debug, Clone, Copy)]
+struct Computed {
+    entry_dn: bool,
+    has_subordinates: bool,
+    num_subordinates: bool,
+    subschema_subentry: bool,
+}
+
+impl Computed {
+    fn wanted(selection: &Selection, schema: &meridian_model::Schema) -> Self {
+        let wanted = |name: &str| {
+            schema
+                .attribute_id(name)
+                .is_some_and(|id| selection.names(id, schema))
+        };
+        Computed {
+            entry_dn: wanted("entryDN"),
+            has_subordinates: wanted("hasSubordinates"),
+            num_subordinates: wanted("numSubordinates"),
+            subschema_subentry: wanted("subschemaSubentry"),
+        }
+    }
+}
+
+/// What bounds the sending of a sorted search's matches.
+#[derive(Debug, Clone, Copy)]
+struct SendLimits {
+    size_limit: usize,
+    /// Entries sent on earlier pages (they count against the size limit).
+    earlier_pages: usize,
+    byte_budget: usize,
+}
+
+fn size_limit_reached(size_limit: usize) -> Outcome {
+    Outcome::new(
+        ResultCode::SIZE_LIMIT_EXCEEDED,
+        format!("size limit of {size_limit} entries reached"),
+    )
+}
+
+/// A critical sort that cannot be done: unavailableCriticalExtension
+/// and no entries, the sort response saying why (RFC 2891 section 2).
+fn sort_unavailable(refusal: SortRefusal) -> SearchDone {
+    SearchDone {
+        sort: Some((refusal.code, refusal.attr)),
+        ..SearchDone::new(Outcome::new(
+            ResultCode::UNAVAILABLE_CRITICAL_EXTENSION,
+            format!(
+                "the critical sort control cannot be honoured: {}",
+                refusal.message
+            ),
+        ))
+    }
 }
 
 /// Entries read per scope and round when a search that follows aliases
@@ -184,7 +344,10 @@ impl Directory {
     ) -> Step {
         self.search_inner(who, req, message_id, buf, controls, cursor, byte_budget)
             .unwrap_or_else(|e| {
-                Step::Done(self.disclose(who, e), controls.page.map(|_| Vec::new()))
+                Step::Done(SearchDone {
+                    page: controls.page.map(|_| (0, Vec::new())),
+                    ..SearchDone::new(self.disclose(who, e))
+                })
             })
     }
 
@@ -200,6 +363,12 @@ impl Directory {
         byte_budget: usize,
     ) -> Result<Step, Outcome> {
         let page = controls.page;
+        let done_paged = |outcome: Outcome| {
+            Ok(Step::Done(SearchDone {
+                page: page.map(|_| (0, Vec::new())),
+                ..SearchDone::new(outcome)
+            }))
+        };
         let admin = matches!(who, Identity::Admin(_));
         if !admin {
             let items = req.filter.items();
@@ -214,6 +383,10 @@ impl Directory {
                 ));
             }
         }
+        let sorting = match self.sorting(controls, cursor) {
+            Ok(sorting) => sorting,
+            Err(done) => return Ok(Step::Done(done)),
+        };
         let mut base = self.dn(req.base)?;
         if matches!(req.deref, DerefAliases::FindingBase | DerefAliases::Always)
             && self.presence.may_hold(Special::Alias)
@@ -224,7 +397,7 @@ impl Directory {
         if !controls.manage_dsa_it {
             let home = self.store_for(&base).snapshot().map_err(Outcome::from)?;
             if let Some(referral) = self.referral_at(&home, &base, Some(req.scope))? {
-                return Ok(Step::Done(referral, page.map(|_| Vec::new())));
+                return done_paged(referral);
             }
         }
         // The naming contexts searched: the base's, or every one in turn
@@ -259,26 +432,43 @@ impl Directory {
             (false, true) => client_time,
             (false, false) => client_time.min(self.limits.time_limit),
         };
-        // Paging: resume after the cookie's entry, stop after one page.
-        let fingerprint = fingerprint(req);
-        let (resume, page_size) = match page {
-            None => (None, None),
+        // Paging: resume after the cookie's entry, stop after one page. A
+        // sorted search's cookie holds the last entry's sort keys.
+        let plan = match &sorting {
+            Sorting::Yes(plan, _) => Some(plan),
+            Sorting::No | Sorting::Refused(_) => None,
+        };
+        let fingerprint = fingerprint(req, plan.and(controls.sort).and_then(|c| c.value));
+        let not_this_search = || {
+            Outcome::new(
+                ResultCode::UNWILLING_TO_PERFORM,
+                "the paged results cookie does not belong to this search",
+            )
+        };
+        let (resume, sorted_resume, page_size) = match page {
+            None => (None, None, None),
             Some(p) if p.size <= 0 => {
                 // Size 0 ends a paged search (RFC 2696 section 3).
-                return Ok(Step::Done(Outcome::success(), Some(Vec::new())));
+                return done_paged(Outcome::success());
             }
             Some(p) => {
-                let resume = if p.cookie.is_empty() {
-                    None
-                } else {
-                    Some(decode_cookie(p.cookie, fingerprint).ok_or_else(|| {
-                        Outcome::new(
-                            ResultCode::UNWILLING_TO_PERFORM,
-                            "the paged results cookie does not belong to this search",
-                        )
-                    })?)
-                };
-                (resume, Some(usize::try_from(p.size).unwrap_or(usize::MAX)))
+                let size = Some(usize::try_from(p.size).unwrap_or(usize::MAX));
+                match plan {
+                    _ if p.cookie.is_empty() => (None, None, size),
+                    None => (
+                        Some(decode_cookie(p.cookie, fingerprint).ok_or_else(not_this_search)?),
+                        None,
+                        size,
+                    ),
+                    Some(plan) => (
+                        None,
+                        Some(
+                            decode_page_cookie(p.cookie, fingerprint, plan.len())
+                                .ok_or_else(not_this_search)?,
+                        ),
+                        size,
+                    ),
+                }
             }
         };
         // A continuation resumes after the last entry it sent; entry-ID
@@ -289,7 +479,11 @@ impl Directory {
             .unwrap_or(0);
         let mut after = cursor.after.or(resume.map(|r| r.last)).unwrap_or(0);
         // Entries sent on earlier pages count against the size limit.
-        let earlier_pages = resume.map_or(0, |r| usize::try_from(r.total).unwrap_or(usize::MAX));
+        let earlier_pages = match (&resume, &sorted_resume) {
+            (Some(r), _) => usize::try_from(r.total).unwrap_or(usize::MAX),
+            (None, Some((total, _))) => usize::try_from(*total).unwrap_or(usize::MAX),
+            (None, None) => 0,
+        };
         let mut last_sent: Option<meridian_store::EntryId> = None;
         let mut more = false;
         let mut out_of_budget = false;
@@ -315,25 +509,54 @@ impl Directory {
                 ))
             }
         };
-        let projection = Projection {
-            selection: &selection,
-            types_only: req.types_only,
-            schema: &self.schema,
-            values: values_filter.as_ref(),
+        let output = Output {
+            who,
+            admin,
+            groups,
+            message_id,
+            projection: Projection {
+                selection: &selection,
+                types_only: req.types_only,
+                schema: &self.schema,
+                values: values_filter.as_ref(),
+            },
+            computed: Computed::wanted(&selection, &self.schema),
+            filter_attrs: &filter_attrs,
+            visible_filter: &visible_filter,
         };
-        let computed_wanted = |name: &str| {
-            self.schema
-                .attribute_id(name)
-                .is_some_and(|id| selection.names(id, &self.schema))
+        // A sorted search whose matches are all gathered sends them.
+        if let (Some(_), Some(SortPhase::Sending(_))) = (plan, &cursor.sorted) {
+            let Some(SortPhase::Sending(sending)) = cursor.sorted.take() else {
+                unreachable!("matched above");
+            };
+            let limits = SendLimits {
+                size_limit,
+                earlier_pages,
+                byte_budget,
+            };
+            return self.send_sorted(
+                &output,
+                sending,
+                &contexts,
+                buf,
+                limits,
+                cursor,
+                fingerprint,
+                page_size,
+            );
+        }
+        let mut gathering: Option<Collected> = match (plan, cursor.sorted.take()) {
+            (Some(_), Some(SortPhase::Gathering(collected))) => Some(collected),
+            (Some(_), _) => Some(Collected::new(&self.sort_budget)),
+            (None, _) => None,
         };
-        let want_entry_dn = computed_wanted("entryDN");
-        let want_has = computed_wanted("hasSubordinates");
-        let want_num = computed_wanted("numSubordinates");
-        let want_subschema = computed_wanted("subschemaSubentry");
+        let mut sort_stop: Option<SortRefusal> = None;
         // Referral objects in scope become continuation references,
         // whatever the filter says (as in slapd): they are candidates too.
+        // A later page of a sorted search sent them with its first.
         let references = !controls.manage_dsa_it
             && req.scope != Scope::Base
+            && sorted_resume.is_none()
             && self.presence.may_hold(Special::Referral);
         let either: [Filter<'_>; 2];
         let filter = if references {
@@ -370,6 +593,7 @@ impl Directory {
                 }
                 DerefAliases::Never | DerefAliases::FindingBase => None,
             };
+            let context = u32::try_from(position).unwrap_or(u32::MAX);
             let mut emit = |id: EntryId, entry: &Entry| -> bool {
                 if references && is_referral(entry, &self.schema) {
                     if !admin && self.access_level(who, &entry.dn, None, groups) < Level::Read {
@@ -387,7 +611,18 @@ impl Directory {
                 // through attributes the caller may not search, is passed
                 // over as if it did not match: nothing about it is
                 // revealed.
-                if !admin && !self.may_see(who, entry, &filter_attrs, &visible_filter, groups) {
+                if !self.may_output(&output, entry) {
+                    return true;
+                }
+                if let (Some(collected), Some(plan)) = (gathering.as_mut(), plan) {
+                    let keys = plan.keys_of(entry, &self.schema, |attr| {
+                        admin || self.may_read_attribute(who, &entry.dn, attr, groups)
+                    });
+                    if let Err(refusal) = collected.push(Sorted { keys, context, id }) {
+                        sort_stop = Some(refusal);
+                        return false;
+                    }
+                    last_sent = Some(id);
                     return true;
                 }
                 if buf.len() >= byte_budget {
@@ -399,10 +634,7 @@ impl Directory {
                     return false;
                 }
                 if earlier_pages.saturating_add(sent) >= size_limit {
-                    stopped = Some(Outcome::new(
-                        ResultCode::SIZE_LIMIT_EXCEEDED,
-                        format!("size limit of {size_limit} entries reached"),
-                    ));
+                    stopped = Some(size_limit_reached(size_limit));
                     return false;
                 }
                 if elapsed(started) > time_limit {
@@ -412,43 +644,7 @@ impl Directory {
                     ));
                     return false;
                 }
-                let mut computed: Vec<(&str, Vec<Vec<u8>>)> = Vec::new();
-                if want_entry_dn {
-                    computed.push(("entryDN", vec![entry.dn.original().as_bytes().to_vec()]));
-                }
-                if want_has || want_num {
-                    // Only the children the caller could find: counting
-                    // the others would reveal that they exist.
-                    let ids = snapshot.children(Some(id)).unwrap_or_default();
-                    let visible = |child: &meridian_store::EntryId| {
-                        admin
-                            || snapshot.dn_of(*child).is_ok_and(|dn| {
-                                self.access_level(who, &dn, None, groups) >= Level::Read
-                            })
-                    };
-                    let children = if want_num {
-                        ids.iter().filter(|c| visible(c)).count()
-                    } else {
-                        usize::from(ids.iter().any(visible))
-                    };
-                    if want_has {
-                        let v: &[u8] = if children > 0 { b"TRUE" } else { b"FALSE" };
-                        computed.push(("hasSubordinates", vec![v.to_vec()]));
-                    }
-                    if want_num {
-                        computed.push(("numSubordinates", vec![children.to_string().into_bytes()]));
-                    }
-                }
-                if want_subschema {
-                    computed.push((
-                        "subschemaSubentry",
-                        vec![meridian_model::subschema::SUBSCHEMA_DN.as_bytes().to_vec()],
-                    ));
-                }
-                let visible = |a: &meridian_model::entry::Attribute| {
-                    admin || self.may_read_attribute(who, &entry.dn, a.desc.attr, groups)
-                };
-                encode_entry(buf, message_id, entry, projection, visible, &computed);
+                self.encode_match(&output, &snapshot, id, entry, buf);
                 sent += 1;
                 last_sent = Some(id);
                 true
@@ -501,6 +697,9 @@ impl Directory {
                     self.search_merged(&snapshot, roots, &filter, after, &mut examine, &mut emit)?;
                 }
             }
+            if let Some(refusal) = sort_stop.take() {
+                return Ok(self.sort_overflow(refusal, &sorting, controls, cursor));
+            }
             if let Some(outcome) = work_stop.take() {
                 stopped.get_or_insert(outcome);
             }
@@ -511,6 +710,7 @@ impl Directory {
                 cursor.after = last_examined.or(Some(after));
                 cursor.sent = sent;
                 cursor.examined = examined;
+                cursor.sorted = gathering.map(SortPhase::Gathering);
                 return Ok(Step::More);
             }
             if out_of_budget || more || stopped.is_some() {
@@ -530,11 +730,93 @@ impl Directory {
             cursor.context = Some(position);
             cursor.after = Some(last);
             cursor.sent = sent;
+            cursor.sorted = gathering.map(SortPhase::Gathering);
             return Ok(Step::More);
         }
-        let cookie = page_size.map(|_| {
+        if let (Some(mut collected), Some(plan)) = (gathering, plan) {
+            if let Some(outcome) = stopped {
+                // A limit cut the gathering short (RFC 2891: the sort
+                // result says so too).
+                let code = outcome.code;
+                return Ok(Step::Done(SearchDone {
+                    page: page.map(|_| (0, Vec::new())),
+                    sort: Some((code, None)),
+                    vlv: match &sorting {
+                        Sorting::Yes(_, Some(_)) => Some(VlvAnswer {
+                            target_position: 0,
+                            content_count: 0,
+                            result: code,
+                        }),
+                        _ => None,
+                    },
+                    ..SearchDone::new(outcome)
+                }));
+            }
+            collected.sort(plan);
+            let count = collected.items.len();
+            let (start, end, vlv) = match &sorting {
+                Sorting::Yes(_, Some(vlv)) => {
+                    let window = Window::of(plan, &collected.items, vlv, &self.schema);
+                    let answer = VlvAnswer {
+                        target_position: window.target_position,
+                        content_count: window.content_count,
+                        result: window.result,
+                    };
+                    if window.result != ResultCode::SUCCESS {
+                        return Ok(Step::Done(SearchDone {
+                            sort: Some((ResultCode::SUCCESS, None)),
+                            vlv: Some(answer),
+                            ..SearchDone::new(Outcome::new(
+                                ResultCode::VIRTUAL_LIST_VIEW_ERROR,
+                                match window.result {
+                                    ResultCode::OFFSET_RANGE_ERROR => format!(
+                                        "the virtual list view's offset is outside the list of {count} entries"
+                                    ),
+                                    _ => "the virtual list view's target value is not one the first sort key's matching rule can read".to_owned(),
+                                },
+                            ))
+                        }));
+                    }
+                    (window.start, window.end, Some(answer))
+                }
+                _ => {
+                    let start = match &sorted_resume {
+                        Some((_, last)) => collected.after(plan, last),
+                        None => 0,
+                    };
+                    let end = match page_size {
+                        Some(p) => start.saturating_add(p).min(count),
+                        None => count,
+                    };
+                    (start, end, None)
+                }
+            };
+            let sending = Sending {
+                collected,
+                next: start,
+                end,
+                sent: 0,
+                vlv,
+            };
+            let limits = SendLimits {
+                size_limit,
+                earlier_pages,
+                byte_budget,
+            };
+            return self.send_sorted(
+                &output,
+                sending,
+                &contexts,
+                buf,
+                limits,
+                cursor,
+                fingerprint,
+                page_size,
+            );
+        }
+        let page = page_size.map(|_| {
             if more {
-                encode_cookie(
+                let cookie = encode_cookie(
                     PagePosition {
                         context: u32::try_from(position).unwrap_or(u32::MAX),
                         last,
@@ -542,12 +824,278 @@ impl Directory {
                             .unwrap_or(u64::MAX),
                     },
                     fingerprint,
-                )
+                );
+                (0, cookie)
             } else {
-                Vec::new()
+                (0, Vec::new())
             }
         });
-        Ok(Step::Done(stopped.unwrap_or_else(Outcome::success), cookie))
+        Ok(Step::Done(SearchDone {
+            page,
+            sort: match sorting {
+                Sorting::Refused(refusal) => Some((refusal.code, refusal.attr)),
+                Sorting::No | Sorting::Yes(..) => None,
+            },
+            ..SearchDone::new(stopped.unwrap_or_else(Outcome::success))
+        }))
+    }
+
+    /// How the search's controls ask it to be sorted; `Err`: the search's
+    /// answer without searching (a malformed control, a VLV request that
+    /// cannot be served, a critical sort that cannot be done).
+    #[allow(
+        clippy::result_large_err,
+        reason = "once per search step, and the answer is moved on whole"
+    )]
+    fn sorting<'c>(
+        &self,
+        controls: SearchControls<'c>,
+        cursor: &SearchCursor,
+    ) -> Result<Sorting<'c>, SearchDone> {
+        let vlv = match controls.vlv {
+            None => None,
+            Some(control) => Some(
+                meridian_proto::sorting::VlvRequest::decode(control.value).map_err(|e| {
+                    SearchDone::new(Outcome::new(
+                        ResultCode::PROTOCOL_ERROR,
+                        format!("virtual list view control: {e}"),
+                    ))
+                })?,
+            ),
+        };
+        let vlv_error = |result: ResultCode, message: String| SearchDone {
+            vlv: Some(VlvAnswer {
+                target_position: 0,
+                content_count: 0,
+                result,
+            }),
+            ..SearchDone::new(Outcome::new(ResultCode::VIRTUAL_LIST_VIEW_ERROR, message))
+        };
+        if vlv.is_some() && controls.page.is_some() {
+            return Err(SearchDone::new(Outcome::new(
+                ResultCode::UNWILLING_TO_PERFORM,
+                "the virtual list view and paged results controls cannot be used together",
+            )));
+        }
+        let Some(sort) = controls.sort else {
+            return match vlv {
+                None => Ok(Sorting::No),
+                Some(_) => Err(vlv_error(
+                    ResultCode::SORT_CONTROL_MISSING,
+                    "a virtual list view needs the server-side sort control (RFC 2891) too"
+                        .to_owned(),
+                )),
+            };
+        };
+        if let Some(refusal) = &cursor.unsorted {
+            return Ok(Sorting::Refused(refusal.clone()));
+        }
+        match SortPlan::resolve(sort.value, &self.schema, self.limits.sort_max_keys) {
+            Ok(plan) => Ok(Sorting::Yes(plan, vlv)),
+            Err(None) => Err(SearchDone::new(Outcome::new(
+                ResultCode::PROTOCOL_ERROR,
+                "the server-side sort control's value is not a SortKeyList (RFC 2891)",
+            ))),
+            Err(Some(refusal)) if vlv.is_some() => Err(SearchDone {
+                sort: Some((refusal.code, refusal.attr.clone())),
+                ..vlv_error(refusal.code, refusal.message)
+            }),
+            Err(Some(refusal)) if sort.critical => Err(sort_unavailable(refusal)),
+            Err(Some(refusal)) => Ok(Sorting::Refused(refusal)),
+        }
+    }
+
+    /// The sort budget ran out while gathering: a critical sort or a
+    /// VLV request ends there; a non-critical sort starts the search
+    /// again unsorted (RFC 2891 section 2).
+    fn sort_overflow(
+        &self,
+        refusal: SortRefusal,
+        sorting: &Sorting<'_>,
+        controls: SearchControls<'_>,
+        cursor: &mut SearchCursor,
+    ) -> Step {
+        let critical = controls.sort.is_some_and(|c| c.critical);
+        if let Sorting::Yes(_, Some(_)) = sorting {
+            return Step::Done(SearchDone {
+                sort: Some((refusal.code, None)),
+                vlv: Some(VlvAnswer {
+                    target_position: 0,
+                    content_count: 0,
+                    result: refusal.code,
+                }),
+                ..SearchDone::new(Outcome::new(
+                    ResultCode::VIRTUAL_LIST_VIEW_ERROR,
+                    refusal.message,
+                ))
+            });
+        }
+        if critical {
+            return Step::Done(SearchDone {
+                page: controls.page.map(|_| (0, Vec::new())),
+                ..sort_unavailable(refusal)
+            });
+        }
+        *cursor = SearchCursor {
+            started: cursor.started,
+            examined: cursor.examined,
+            unsorted: Some(refusal),
+            ..SearchCursor::new()
+        };
+        Step::More
+    }
+
+    /// Sends the gathered matches from `sending.next` to `sending.end`, in
+    /// order, each read again (one deleted since is passed over), until
+    /// the byte budget is spent ([`Step::More`]) or they are all sent.
+    #[allow(clippy::too_many_arguments)]
+    fn send_sorted(
+        &self,
+        output: &Output<'_>,
+        mut sending: Sending,
+        contexts: &[&meridian_store::Store],
+        buf: &mut Vec<u8>,
+        limits: SendLimits,
+        cursor: &mut SearchCursor,
+        fingerprint: u64,
+        page_size: Option<usize>,
+    ) -> Result<Step, Outcome> {
+        let mut snapshots: Vec<Option<meridian_store::Snapshot<'_>>> =
+            contexts.iter().map(|_| None).collect();
+        let mut stopped = None;
+        while sending.next < sending.end {
+            if buf.len() >= limits.byte_budget {
+                cursor.sorted = Some(SortPhase::Sending(sending));
+                return Ok(Step::More);
+            }
+            if limits.earlier_pages.saturating_add(sending.sent) >= limits.size_limit {
+                stopped = Some(size_limit_reached(limits.size_limit));
+                break;
+            }
+            let Some(item) = sending.collected.items.get(sending.next) else {
+                break;
+            };
+            let context = item.context as usize;
+            let (Some(store), Some(slot)) = (contexts.get(context), snapshots.get_mut(context))
+            else {
+                break;
+            };
+            if slot.is_none() {
+                *slot = Some(store.snapshot().map_err(Outcome::from)?);
+            }
+            if let Some(snapshot) = slot.as_ref()
+                && let Some(entry) = snapshot.entry_if_present(item.id).map_err(Outcome::from)?
+                && self.may_output(output, &entry)
+            {
+                self.encode_match(output, snapshot, item.id, &entry, buf);
+                sending.sent += 1;
+            }
+            sending.next += 1;
+        }
+        let count = sending.collected.items.len();
+        let page = page_size.map(|_| {
+            let last = sending
+                .next
+                .checked_sub(1)
+                .and_then(|i| sending.collected.items.get(i));
+            match last {
+                Some(last) if sending.next < count && stopped.is_none() => {
+                    let total = limits.earlier_pages.saturating_add(sending.sent);
+                    let cookie = encode_page_cookie(
+                        fingerprint,
+                        u64::try_from(total).unwrap_or(u64::MAX),
+                        last,
+                    );
+                    // The estimate slapd gives: the entries still to come.
+                    (
+                        i32::try_from(count - sending.next).unwrap_or(i32::MAX),
+                        cookie,
+                    )
+                }
+                _ => (0, Vec::new()),
+            }
+        });
+        Ok(Step::Done(SearchDone {
+            outcome: stopped.unwrap_or_else(Outcome::success),
+            page,
+            sort: Some((ResultCode::SUCCESS, None)),
+            vlv: sending.vlv,
+        }))
+    }
+
+    /// Whether `entry` may be sent to the caller at all (see `may_see`).
+    fn may_output(&self, output: &Output<'_>, entry: &Entry) -> bool {
+        output.admin
+            || self.may_see(
+                output.who,
+                entry,
+                output.filter_attrs,
+                output.visible_filter,
+                output.groups,
+            )
+    }
+
+    /// Appends `entry` as a SearchResultEntry: the attributes the caller
+    /// asked for and may read, and the computed ones it asked for.
+    fn encode_match(
+        &self,
+        output: &Output<'_>,
+        snapshot: &meridian_store::Snapshot<'_>,
+        id: EntryId,
+        entry: &Entry,
+        buf: &mut Vec<u8>,
+    ) {
+        let Output {
+            who,
+            admin,
+            groups,
+            computed: wanted,
+            ..
+        } = *output;
+        let mut computed: Vec<(&str, Vec<Vec<u8>>)> = Vec::new();
+        if wanted.entry_dn {
+            computed.push(("entryDN", vec![entry.dn.original().as_bytes().to_vec()]));
+        }
+        if wanted.has_subordinates || wanted.num_subordinates {
+            // Only the children the caller could find: counting the
+            // others would reveal that they exist.
+            let ids = snapshot.children(Some(id)).unwrap_or_default();
+            let visible = |child: &meridian_store::EntryId| {
+                admin
+                    || snapshot
+                        .dn_of(*child)
+                        .is_ok_and(|dn| self.access_level(who, &dn, None, groups) >= Level::Read)
+            };
+            let children = if wanted.num_subordinates {
+                ids.iter().filter(|c| visible(c)).count()
+            } else {
+                usize::from(ids.iter().any(visible))
+            };
+            if wanted.has_subordinates {
+                let v: &[u8] = if children > 0 { b"TRUE" } else { b"FALSE" };
+                computed.push(("hasSubordinates", vec![v.to_vec()]));
+            }
+            if wanted.num_subordinates {
+                computed.push(("numSubordinates", vec![children.to_string().into_bytes()]));
+            }
+        }
+        if wanted.subschema_subentry {
+            computed.push((
+                "subschemaSubentry",
+                vec![meridian_model::subschema::SUBSCHEMA_DN.as_bytes().to_vec()],
+            ));
+        }
+        let visible = |a: &meridian_model::entry::Attribute| {
+            admin || self.may_read_attribute(who, &entry.dn, a.desc.attr, groups)
+        };
+        encode_entry(
+            buf,
+            output.message_id,
+            entry,
+            output.projection,
+            visible,
+            &computed,
+        );
     }
 
     /// Runs a search over several scopes (the base's and those of the

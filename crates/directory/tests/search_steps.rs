@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use meridian_directory::clock::SystemClock;
 use meridian_directory::{
-    Directory, Identity, Limits, PageRequest, SearchControls, SearchCursor, Step,
+    Directory, Identity, Limits, PageRequest, SearchControls, SearchCursor, SearchDone, Step,
 };
 use meridian_model::dn::Dn;
 use meridian_proto::{
@@ -69,8 +69,7 @@ fn run(
                 size: *size,
                 cookie,
             }),
-            manage_dsa_it: false,
-            matched_values: None,
+            ..SearchControls::default()
         };
         let step = d.search_step(who, &req, 2, &mut buf, controls, &mut cursor, 1 << 20);
         let mut rest = &buf[..];
@@ -84,7 +83,14 @@ fn run(
         }
         match step {
             Step::More => continue,
-            Step::Done(outcome, cookie) => return (dns, outcome.code, steps, cookie),
+            Step::Done(done) => {
+                return (
+                    dns,
+                    done.outcome.code,
+                    steps,
+                    done.page.map(|(_, cookie)| cookie),
+                );
+            }
         }
     }
 }
@@ -211,7 +217,7 @@ async fn a_search_through_aliases_is_bound_by_the_lookthrough_limit() {
     let mut buf = Vec::new();
     let controls = SearchControls::default();
     match d.search_step(&user, &req, 2, &mut buf, controls, &mut cursor, 1 << 20) {
-        Step::Done(outcome, _) => {
+        Step::Done(SearchDone { outcome, .. }) => {
             assert_eq!(
                 outcome.code,
                 ResultCode::ADMIN_LIMIT_EXCEEDED,

@@ -209,6 +209,8 @@ impl Setup {
             max_filter_items: d.max_filter_items,
             search_step_time: meridian_directory::Limits::default().search_step_time,
             max_modify_changes: d.max_modify_changes,
+            sort_max_keys: d.sort_max_keys,
+            sort_memory_bytes: d.sort_memory_bytes,
             dynamic: meridian_directory::dynamic::DynamicTtl {
                 default_secs: d.dynamic_default_ttl_secs,
                 min_secs: d.dynamic_min_ttl_secs,

@@ -83,6 +83,10 @@ pub mod oid {
     pub const SORT_REQUEST: &[u8] = b"1.2.840.113556.1.4.473";
     /// Server-side sort response (RFC 2891).
     pub const SORT_RESPONSE: &[u8] = b"1.2.840.113556.1.4.474";
+    /// Virtual list view request (draft-ietf-ldapext-ldapv3-vlv-09).
+    pub const VLV_REQUEST: &[u8] = b"2.16.840.1.113730.3.4.9";
+    /// Virtual list view response (draft-ietf-ldapext-ldapv3-vlv-09).
+    pub const VLV_RESPONSE: &[u8] = b"2.16.840.1.113730.3.4.10";
     /// Password policy, request and response
     /// (draft-behera-ldap-password-policy).
     pub const PASSWORD_POLICY: &[u8] = b"1.3.6.1.4.1.42.2.27.8.5.1";
@@ -131,7 +135,10 @@ impl PolicyResponse {
     }
 }
 
-fn sequence_reader<'a>(value: Option<&'a [u8]>, what: &'static str) -> Result<Reader<'a>> {
+pub(crate) fn sequence_reader<'a>(
+    value: Option<&'a [u8]>,
+    what: &'static str,
+) -> Result<Reader<'a>> {
     let value = value.ok_or(Error::Malformed(what))?;
     let mut outer = Reader::new(value);
     let body = outer.expect(Tag::SEQUENCE, what)?;

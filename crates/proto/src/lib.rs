@@ -23,6 +23,7 @@ mod limits;
 pub mod message;
 mod result;
 mod seq;
+pub mod sorting;
 
 pub use controls::Control;
 pub use filter::{Ava, Filter, MatchingRuleAssertion, Substring, SubstringFilter};

@@ -58,6 +58,8 @@ result_codes! {
     UNAVAILABLE = 52, "unavailable";
     UNWILLING_TO_PERFORM = 53, "unwillingToPerform";
     LOOP_DETECT = 54, "loopDetect";
+    SORT_CONTROL_MISSING = 60, "sortControlMissing";
+    OFFSET_RANGE_ERROR = 61, "offsetRangeError";
     NAMING_VIOLATION = 64, "namingViolation";
     OBJECT_CLASS_VIOLATION = 65, "objectClassViolation";
     NOT_ALLOWED_ON_NON_LEAF = 66, "notAllowedOnNonLeaf";
@@ -65,6 +67,7 @@ result_codes! {
     ENTRY_ALREADY_EXISTS = 68, "entryAlreadyExists";
     OBJECT_CLASS_MODS_PROHIBITED = 69, "objectClassModsProhibited";
     AFFECTS_MULTIPLE_DSAS = 71, "affectsMultipleDSAs";
+    VIRTUAL_LIST_VIEW_ERROR = 76, "virtualListViewError";
     OTHER = 80, "other";
     CANCELED = 118, "canceled";
     NO_SUCH_OPERATION = 119, "noSuchOperation";

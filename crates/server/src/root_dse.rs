@@ -59,6 +59,8 @@ impl PublishedEntries {
         control_oid::MANAGE_DSA_IT,
         control_oid::PASSWORD_POLICY,
         control_oid::MATCHED_VALUES,
+        control_oid::SORT_REQUEST,
+        control_oid::VLV_REQUEST,
     ];
     /// The extended operations served.
     pub(crate) const SUPPORTED_EXTENSIONS: &'static [&'static [u8]] = &[

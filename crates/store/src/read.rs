@@ -149,6 +149,12 @@ impl<'s> Snapshot<'s> {
         apply::tree::load(&self.resolver(), id, None)
     }
 
+    /// The entry `id`, `None` if there is none (an ID learned in an
+    /// earlier snapshot may name an entry deleted since).
+    pub fn entry_if_present(&self, id: EntryId) -> Result<Option<Entry>, StoreError> {
+        apply::tree::load_if_present(&self.resolver(), id)
+    }
+
     /// The deepest existing ancestor of a missing `dn` (matchedDN).
     pub fn matched(&self, dn: &Dn) -> Result<String, StoreError> {
         apply::tree::matched(&self.txn, &self.inner.dbs, dn)

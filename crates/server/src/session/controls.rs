@@ -98,13 +98,20 @@ pub(super) fn check_controls(msg: &LdapMessage<'_>) -> Result<u64, (ResultCode, 
                     "the ManageDsaIT control takes no value".to_owned(),
                 ));
             }
-        } else if control.oid == control_oid::MATCHED_VALUES {
-            // Served by search (`search.rs`); RFC 3876 section 2: on any
-            // other operation, a critical one is not served.
+        } else if control.oid == control_oid::MATCHED_VALUES
+            || control.oid == control_oid::SORT_REQUEST
+            || control.oid == control_oid::VLV_REQUEST
+        {
+            // Served by search (`search.rs`, the directory's `sort.rs`);
+            // on any other operation a critical one is not served (RFC
+            // 3876 section 2, RFC 2891 section 1.1).
             if control.critical && !matches!(msg.op, ProtocolOp::SearchRequest(_)) {
                 return Err((
                     ResultCode::UNAVAILABLE_CRITICAL_EXTENSION,
-                    "the matched values control is served with a search only".to_owned(),
+                    format!(
+                        "control {} is served with a search only",
+                        String::from_utf8_lossy(control.oid)
+                    ),
                 ));
             }
         } else if control.critical {

@@ -33,7 +33,8 @@ use std::time::Instant;
 
 use meridian_ber::Tag;
 use meridian_directory::{
-    Directory, Identity, Outcome, PageRequest, SearchControls, SearchCursor, Step,
+    ControlValue, Directory, Identity, Outcome, PageRequest, SearchControls, SearchCursor,
+    SearchDone, Step,
 };
 use meridian_model::dn::Dn;
 use meridian_proto::controls::{

@@ -51,10 +51,10 @@ impl Reply<'_> {
         self.done(dn, outcome.code)
     }
 
-    /// A SearchResultDone carrying the paged results response control.
-    pub(super) fn outcome_with_page(self, dn: &[u8], outcome: &Outcome, cookie: &[u8]) -> Action {
-        encode_search_done(&mut self.batch.bytes, self.id, outcome, Some(cookie));
-        self.done(dn, outcome.code)
+    /// A SearchResultDone with its response controls.
+    pub(super) fn search_done(self, dn: &[u8], done: &SearchDone) -> Action {
+        encode_search_done(&mut self.batch.bytes, self.id, done);
+        self.done(dn, done.outcome.code)
     }
 
     pub(super) fn result(self, dn: &[u8], code: ResultCode, message: &[u8]) -> Action {

@@ -23,6 +23,9 @@ impl Session {
             Ok(dn) => dn,
             Err(e) => return reply.result(search.base, e.code, e.message.as_bytes()),
         };
+        // The root DSE and the subschema entry: a list of one, which the
+        // sort and VLV controls leave as it is (as slapd, whose sssvlv
+        // overlay serves databases only).
         if let (Scope::Base, Some(entry)) = (search.scope, ctx.published.lookup(&base, &ctx.schema))
         {
             ctx.published.search(
@@ -47,6 +50,8 @@ impl Session {
             }
         };
         let controls = SearchControls {
+            sort: request_control(controls, control_oid::SORT_REQUEST),
+            vlv: request_control(controls, control_oid::VLV_REQUEST),
             page,
             manage_dsa_it,
             matched_values,
@@ -88,10 +93,7 @@ impl Session {
             SEARCH_STEP_BYTES,
         );
         match step {
-            Step::Done(outcome, Some(cookie)) => {
-                reply.outcome_with_page(search.base, &outcome, &cookie)
-            }
-            Step::Done(outcome, None) => reply.outcome(search.base, &outcome),
+            Step::Done(done) => reply.search_done(search.base, &done),
             Step::More => {
                 let stream = StreamedSearch {
                     request: OwnedSearch::new(search, controls),
@@ -132,6 +134,30 @@ pub(super) struct OwnedSearch {
     pub(super) page: Option<(i32, Vec<u8>)>,
     pub(super) manage_dsa_it: bool,
     pub(super) matched_values: Option<Vec<u8>>,
+    pub(super) sort: Option<OwnedControl>,
+    pub(super) vlv: Option<OwnedControl>,
+}
+
+/// A request control copied out of the read buffer.
+pub(super) struct OwnedControl {
+    critical: bool,
+    value: Option<Vec<u8>>,
+}
+
+impl OwnedControl {
+    fn new(control: ControlValue<'_>) -> Self {
+        OwnedControl {
+            critical: control.critical,
+            value: control.value.map(<[u8]>::to_vec),
+        }
+    }
+
+    fn borrow(&self) -> ControlValue<'_> {
+        ControlValue {
+            critical: self.critical,
+            value: self.value.as_deref(),
+        }
+    }
 }
 
 impl OwnedSearch {
@@ -150,6 +176,8 @@ impl OwnedSearch {
             page: controls.page.map(|p| (p.size, p.cookie.to_vec())),
             manage_dsa_it: controls.manage_dsa_it,
             matched_values: controls.matched_values.map(<[u8]>::to_vec),
+            sort: controls.sort.map(OwnedControl::new),
+            vlv: controls.vlv.map(OwnedControl::new),
         }
     }
 
@@ -184,6 +212,8 @@ impl OwnedSearch {
                 page,
                 manage_dsa_it: self.manage_dsa_it,
                 matched_values: self.matched_values.as_deref(),
+                sort: self.sort.as_ref().map(OwnedControl::borrow),
+                vlv: self.vlv.as_ref().map(OwnedControl::borrow),
             },
         ))
     }
@@ -222,12 +252,12 @@ impl StreamedSearch {
         if let Some(wait) = self.wait.take()
             && let Err(answer) = wait.await
         {
-            let outcome = Outcome::new(answer.code, answer.message);
+            let done = SearchDone::new(Outcome::new(answer.code, answer.message));
             let mut batch = ResponseBatch::default();
-            encode_search_done(&mut batch.bytes, self.id, &outcome, None);
+            encode_search_done(&mut batch.bytes, self.id, &done);
             batch.completed = 1;
             self.outbound.push(&mut batch);
-            return Some(outcome.code);
+            return Some(done.outcome.code);
         }
         loop {
             if !self.outbound.wait_room(SEARCH_ROOM_BYTES).await {
@@ -245,15 +275,15 @@ impl StreamedSearch {
                     return None;
                 }
                 Some(Stop::Cancel) => {
-                    let outcome = Outcome::new(
+                    let done = SearchDone::new(Outcome::new(
                         ResultCode::CANCELED,
                         "canceled by the client's Cancel request (RFC 3909)",
-                    );
+                    ));
                     let mut batch = ResponseBatch::default();
-                    encode_search_done(&mut batch.bytes, self.id, &outcome, None);
+                    encode_search_done(&mut batch.bytes, self.id, &done);
                     batch.completed = 1;
                     self.outbound.push(&mut batch);
-                    return Some(outcome.code);
+                    return Some(done.outcome.code);
                 }
             }
             let mut batch = ResponseBatch::default();
@@ -275,52 +305,90 @@ impl StreamedSearch {
                     // let the worker serve other connections before the next.
                     tokio::task::yield_now().await;
                 }
-                Some(Step::Done(outcome, cookie)) => {
-                    encode_search_done(&mut batch.bytes, self.id, &outcome, cookie.as_deref());
+                Some(Step::Done(done)) => {
+                    encode_search_done(&mut batch.bytes, self.id, &done);
                     batch.completed = 1;
                     self.outbound.push(&mut batch);
-                    return Some(outcome.code);
+                    return Some(done.outcome.code);
                 }
                 None => {
-                    let outcome = Outcome::new(ResultCode::OTHER, "search state lost");
-                    encode_search_done(&mut batch.bytes, self.id, &outcome, None);
+                    let done =
+                        SearchDone::new(Outcome::new(ResultCode::OTHER, "search state lost"));
+                    encode_search_done(&mut batch.bytes, self.id, &done);
                     batch.completed = 1;
                     self.outbound.push(&mut batch);
-                    return Some(outcome.code);
+                    return Some(done.outcome.code);
                 }
             }
         }
     }
 }
 
-/// Appends a SearchResultDone, with the paged results response control
-/// when `cookie` is given.
-pub(super) fn encode_search_done(
-    buf: &mut Vec<u8>,
-    id: i32,
-    outcome: &Outcome,
-    cookie: Option<&[u8]>,
-) {
-    let mut value = Vec::new();
-    if let Some(cookie) = cookie {
-        PagedResults { size: 0, cookie }.encode(&mut value);
+/// Appends a SearchResultDone with the response controls `done` holds:
+/// paged results (RFC 2696), sort (RFC 2891), virtual list view.
+pub(super) fn encode_search_done(buf: &mut Vec<u8>, id: i32, done: &SearchDone) {
+    use meridian_proto::sorting::{SortResult, VlvResponse};
+    let mut page_value = Vec::new();
+    if let Some((size, cookie)) = &done.page {
+        PagedResults {
+            size: *size,
+            cookie,
+        }
+        .encode(&mut page_value);
     }
-    let control = [Control {
-        oid: control_oid::PAGED_RESULTS,
-        critical: false,
-        value: Some(&value),
-    }];
-    let urls = referral_urls(outcome);
+    let mut sort_value = Vec::new();
+    if let Some((code, attr)) = &done.sort {
+        SortResult {
+            code: *code,
+            attr: attr.as_deref(),
+        }
+        .encode(&mut sort_value);
+    }
+    let mut vlv_value = Vec::new();
+    if let Some(vlv) = &done.vlv {
+        VlvResponse {
+            target_position: vlv.target_position,
+            content_count: vlv.content_count,
+            result: vlv.result,
+            context: None,
+        }
+        .encode(&mut vlv_value);
+    }
+    let mut controls: Vec<Control<'_>> = Vec::with_capacity(3);
+    for (present, oid, value) in [
+        (done.sort.is_some(), control_oid::SORT_RESPONSE, &sort_value),
+        (done.vlv.is_some(), control_oid::VLV_RESPONSE, &vlv_value),
+        (done.page.is_some(), control_oid::PAGED_RESULTS, &page_value),
+    ] {
+        if present {
+            controls.push(Control {
+                oid,
+                critical: false,
+                value: Some(value),
+            });
+        }
+    }
+    let urls = referral_urls(&done.outcome);
     LdapMessage {
         message_id: id,
-        op: ProtocolOp::SearchResultDone(ldap_result(outcome, &urls)),
-        controls: meridian_proto::Seq::from_items(if cookie.is_some() {
-            &control[..]
-        } else {
-            &[]
-        }),
+        op: ProtocolOp::SearchResultDone(ldap_result(&done.outcome, &urls)),
+        controls: meridian_proto::Seq::from_items(&controls),
     }
     .encode(buf);
+}
+
+/// A request control by OID, if the request carries it.
+fn request_control<'a>(
+    controls: &meridian_proto::Seq<'a, Control<'a>>,
+    oid: &[u8],
+) -> Option<ControlValue<'a>> {
+    controls
+        .iter()
+        .find(|c| c.oid == oid)
+        .map(|c| ControlValue {
+            critical: c.critical,
+            value: c.value,
+        })
 }
 
 /// The paged results control of a request, if any.

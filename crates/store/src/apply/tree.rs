@@ -105,6 +105,18 @@ pub(crate) fn load(
     codec::decode_as(bytes, names, found_by)
 }
 
+/// The entry `id`, `None` if there is none: an ID learned in an earlier
+/// snapshot may name an entry deleted since.
+pub(crate) fn load_if_present(
+    names: &Resolver<'_, '_>,
+    id: EntryId,
+) -> Result<Option<Entry>, StoreError> {
+    match names.dbs.id2entry.get(names.txn, &keys::id_key(id))? {
+        Some(bytes) => codec::decode_as(bytes, names, None).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// The ID of the parent of the existing entry `dn` (the root for a
 /// suffix entry).
 pub(super) fn parent_id_of(
