@@ -437,8 +437,14 @@ impl Window {
                 None => return refused(ResultCode::INAPPROPRIATE_MATCHING),
             },
         };
-        let before = vlv.before as usize;
         let after = vlv.after as usize;
+        // Past the end (no value at or after the target's): the window
+        // still ends with the last entry, as slapd's does.
+        let before = if target > count {
+            (vlv.before as usize).max(1)
+        } else {
+            vlv.before as usize
+        };
         // 0-based: the target is at target - 1.
         let start = target.saturating_sub(1).saturating_sub(before).min(count);
         let end = target
@@ -685,6 +691,8 @@ mod tests {
         assert_eq!(window(at(0, 1, "coz")), (3, 5, 4, ResultCode::SUCCESS));
         // Past every value: the target is one past the end.
         assert_eq!(window(at(1, 1, "zzz")), (6, 7, 8, ResultCode::SUCCESS));
+        assert_eq!(window(at(0, 2, "zzz")), (6, 7, 8, ResultCode::SUCCESS));
+        assert_eq!(window(at(3, 0, "zzz")), (4, 7, 8, ResultCode::SUCCESS));
         assert_eq!(Window::of(&plan, &[], &by(1, 1, 1, 0), &schema).start, 0);
     }
 
