@@ -78,3 +78,62 @@ def test_post_read_proxied_authorization_and_refresh(server, strategy):
     assert r["responseValue"] == bytes([0x30, 4, 0x81, 2]) + (300).to_bytes(2, "big"), r
     r = wait(admin, admin.extended(REFRESH, tlv(0x30, tlv(0x80, SUFFIX.encode()) + bytes([0x81, 1, 60]))))
     assert r["result"] == 65, r  # objectClassViolation: not a dynamic entry
+
+
+SORT_REQUEST = "1.2.840.113556.1.4.473"
+SORT_RESPONSE = "1.2.840.113556.1.4.474"
+VLV_REQUEST = "2.16.840.1.113730.3.4.9"
+VLV_RESPONSE = "2.16.840.1.113730.3.4.10"
+
+
+def sort_keys(*keys):
+    """SortKeyList ::= SEQUENCE OF SEQUENCE { attributeType,
+    orderingRule [0] OPTIONAL, reverseOrder [1] BOOLEAN DEFAULT FALSE }."""
+    body = b""
+    for name, reverse in keys:
+        key = tlv(0x04, name.encode()) + (tlv(0x81, b"\xff") if reverse else b"")
+        body += tlv(0x30, key)
+    return tlv(0x30, body)
+
+
+def test_server_side_sort_and_virtual_list_view(server):
+    """RFC 2891 and the VLV draft as an address book uses them: people
+    sorted by cn (which has no ORDERING rule: sorted by its equality
+    rule), then a window of three around the fourth."""
+    host, port = server
+    admin = connect(host, port, SYNC)
+    assert admin.add(SUFFIX, ["dcObject", "organization"], {"dc": "example", "o": "x"})
+    names = ["Mallory Jones", "alice Smith", "Bob Stone", "carol White", "Dave Brown", "Eve Black"]
+    for i, name in enumerate(names):
+        assert admin.add(f"uid=p{i},{SUFFIX}", ["inetOrgPerson"],
+                         {"uid": f"p{i}", "cn": name, "sn": name.split()[1]})
+    by_cn = sorted(names, key=str.lower)
+
+    admin.search(SUFFIX, "(objectClass=person)", attributes=["cn"],
+                 controls=[(SORT_REQUEST, True, sort_keys(("cn", False)))])
+    assert admin.result["result"] == 0, admin.result
+    assert [e["attributes"]["cn"][0] for e in admin.response] == by_cn
+    # sortResult success: SEQUENCE { ENUMERATED 0 }.
+    assert response_control(admin.result, SORT_RESPONSE) == bytes([0x30, 3, 0x0A, 1, 0])
+
+    admin.search(SUFFIX, "(objectClass=person)", attributes=["cn"],
+                 controls=[(SORT_REQUEST, True, sort_keys(("cn", True)))])
+    assert [e["attributes"]["cn"][0] for e in admin.response] == by_cn[::-1]
+
+    # VLV: beforeCount 1, afterCount 1, byOffset { offset 4, contentCount 0 }.
+    vlv = tlv(0x30, tlv(0x02, b"\x01") + tlv(0x02, b"\x01")
+              + tlv(0xA0, tlv(0x02, b"\x04") + tlv(0x02, b"\x00")))
+    admin.search(SUFFIX, "(objectClass=person)", attributes=["cn"],
+                 controls=[(SORT_REQUEST, True, sort_keys(("cn", False))), (VLV_REQUEST, True, vlv)])
+    assert admin.result["result"] == 0, admin.result
+    assert [e["attributes"]["cn"][0] for e in admin.response] == by_cn[2:5]
+    # targetPosition 4, contentCount 6, success.
+    assert response_control(admin.result, VLV_RESPONSE) == tlv(
+        0x30, tlv(0x02, b"\x04") + tlv(0x02, b"\x06") + tlv(0x0A, b"\x00"))
+
+    # A sort on an attribute type the schema does not know, critical:
+    # unavailableCriticalExtension (12) and no entries (RFC 2891 section 2).
+    admin.search(SUFFIX, "(objectClass=person)", attributes=["cn"],
+                 controls=[(SORT_REQUEST, True, sort_keys(("noSuchType", False)))])
+    assert admin.result["result"] == 12, admin.result
+    assert admin.response == []
