@@ -244,7 +244,11 @@ pub struct DirectoryConfig {
     /// The naming context (its database is `data_dir/db`).
     pub suffix: String,
     /// More naming contexts, each with its own database in
-    /// `data_dir/contexts/<suffix>`. None may be at or under another.
+    /// `data_dir/contexts/<suffix>`. One inside another's tree is glued
+    /// below it, as slapd's subordinate databases: searches of the outer
+    /// tree walk it too, an entry cannot move between the two
+    /// (affectsMultipleDSAs), and only the outer is listed in the root
+    /// DSE's namingContexts.
     pub additional_suffixes: Vec<String>,
     /// The administrator, who bypasses access control.
     pub admin_dn: String,

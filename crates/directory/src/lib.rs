@@ -259,15 +259,51 @@ impl Directory {
     }
 
     /// The naming context holding `dn`, by position in [`Self::stores`]:
-    /// the one whose suffix it is at or under, else the first (whose
-    /// store then answers noSuchObject as a single context would).
+    /// the one with the deepest suffix it is at or under (a context
+    /// inside another holds its own subtree, as slapd's subordinate
+    /// databases do), else the first (whose store then answers
+    /// noSuchObject as a single context would).
     fn context_of(&self, dn: &Dn) -> usize {
         if self.more.is_empty() {
             return 0;
         }
         self.stores()
-            .position(|store| store.suffixes().iter().any(|s| dn.is_within(s)))
-            .unwrap_or(0)
+            .enumerate()
+            .filter_map(|(i, store)| {
+                let depth = store
+                    .suffixes()
+                    .iter()
+                    .filter(|s| dn.is_within(s))
+                    .map(Dn::rdn_count)
+                    .max()?;
+                Some((depth, std::cmp::Reverse(i)))
+            })
+            .max()
+            .map_or(0, |(_, std::cmp::Reverse(i))| i)
+    }
+
+    /// The naming contexts inside another one's tree (glued below it):
+    /// each one's store and suffix, strictly below `dn`.
+    pub(crate) fn contexts_below(&self, dn: &Dn) -> Vec<(&Store, &Dn)> {
+        if self.more.is_empty() {
+            return Vec::new();
+        }
+        self.stores()
+            .flat_map(|store| {
+                store
+                    .suffixes()
+                    .iter()
+                    .filter(|s| s.is_descendant_of(dn))
+                    .map(move |s| (store, s))
+            })
+            .collect()
+    }
+
+    /// Whether a naming context's suffix lies inside another context's
+    /// tree: a subordinate context, glued below its superior.
+    pub fn is_subordinate(&self, suffix: &Dn) -> bool {
+        self.stores()
+            .any(|store| store.suffixes().iter().any(|s| suffix.is_descendant_of(s)))
     }
 
     /// The store holding `dn` (see [`Self::context_of`]).

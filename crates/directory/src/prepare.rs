@@ -170,11 +170,47 @@ impl Directory {
         }
         let groups = &Memberships::default();
         self.require_visible(who, &dn, None, Level::Write, groups)?;
+        if let Some(glued) = self.glued_below(&dn)? {
+            // A naming context glued below is another database's tree:
+            // the entry is not a leaf, and a subtree delete would span
+            // two databases.
+            return Err(if subtree {
+                Outcome::new(
+                    ResultCode::AFFECTS_MULTIPLE_DSAS,
+                    format!(
+                        "the naming context {} below {} is its own database: delete its tree first",
+                        glued.original(),
+                        dn.original()
+                    ),
+                )
+            } else {
+                Outcome::new(
+                    ResultCode::NOT_ALLOWED_ON_NON_LEAF,
+                    format!(
+                        "{} has the naming context {} below it",
+                        dn.original(),
+                        glued.original()
+                    ),
+                )
+            });
+        }
         Ok(if subtree {
             Command::DeleteSubtree { dn }
         } else {
             Command::Delete { dn }
         })
+    }
+
+    /// The suffix of a naming context glued below `dn` whose suffix
+    /// entry exists, if there is one.
+    fn glued_below(&self, dn: &Dn) -> Result<Option<Dn>, Outcome> {
+        for (store, suffix) in self.contexts_below(dn) {
+            let snapshot = store.snapshot().map_err(Outcome::from)?;
+            if snapshot.id(suffix).map_err(Outcome::from)?.is_some() {
+                return Ok(Some(suffix.clone()));
+            }
+        }
+        Ok(None)
     }
 
     /// The assertion control (RFC 4528) for reads: TRUE for the entry at
@@ -320,6 +356,16 @@ impl Directory {
             Some(s) => Some(Box::new(self.dn(s)?)),
             None => None,
         };
+        if let Some(glued) = self.glued_below(&dn)? {
+            return Err(Outcome::new(
+                ResultCode::AFFECTS_MULTIPLE_DSAS,
+                format!(
+                    "the naming context {} below {} is its own database and would move with it",
+                    glued.original(),
+                    dn.original()
+                ),
+            ));
+        }
         if let Some(superior) = &new_superior {
             // Moving an entry writes below its new parent.
             self.require(who, superior, None, Level::Write, groups)?;

@@ -241,6 +241,70 @@ enum Sorting<'a> {
     Yes(SortPlan, Option<meridian_proto::sorting::VlvRequest<'a>>),
 }
 
+/// One naming context a search walks, with the base and scope it is
+/// searched with there.
+struct Searched<'d> {
+    store: &'d meridian_store::Store,
+    base: meridian_model::dn::Dn,
+    scope: Scope,
+}
+
+impl Directory {
+    /// The naming contexts a search of `base` with `scope` walks, in a
+    /// fixed order (a page cookie names one by its position): the
+    /// base's own, then the contexts glued below it that the scope
+    /// reaches (a subtree search walks each one's whole tree, a one-level
+    /// search takes the suffix entries of those directly below). A
+    /// search of the root with a wider scope walks every context, one
+    /// level only the top ones.
+    fn searched_contexts(&self, base: &meridian_model::dn::Dn, scope: Scope) -> Vec<Searched<'_>> {
+        if base.is_root() && scope != Scope::Base {
+            return self
+                .stores()
+                .filter(|store| {
+                    scope != Scope::OneLevel
+                        || !store.suffixes().iter().all(|s| self.is_subordinate(s))
+                })
+                .map(|store| Searched {
+                    store,
+                    base: base.clone(),
+                    scope,
+                })
+                .collect();
+        }
+        let mut contexts = vec![Searched {
+            store: self.store_for(base),
+            base: base.clone(),
+            scope,
+        }];
+        match scope {
+            Scope::Base => {}
+            Scope::OneLevel => contexts.extend(
+                self.contexts_below(base)
+                    .into_iter()
+                    .filter(|(_, suffix)| suffix.is_child_of(base))
+                    .map(|(store, suffix)| Searched {
+                        store,
+                        base: suffix.clone(),
+                        scope: Scope::Base,
+                    }),
+            ),
+            Scope::Subtree | Scope::Subordinate => {
+                contexts.extend(
+                    self.contexts_below(base)
+                        .into_iter()
+                        .map(|(store, suffix)| Searched {
+                            store,
+                            base: suffix.clone(),
+                            scope: Scope::Subtree,
+                        }),
+                );
+            }
+        }
+        contexts
+    }
+}
+
 /// What every entry a search sends needs: who asks, what they asked
 /// for, and what decides whether they may see an entry.
 struct Output<'s> {
@@ -400,13 +464,11 @@ impl Directory {
                 return done_paged(referral);
             }
         }
-        // The naming contexts searched: the base's, or every one in turn
-        // for a search of the whole tree (the root with a wider scope).
-        let contexts: Vec<&meridian_store::Store> = if base.is_root() && req.scope != Scope::Base {
-            self.stores().collect()
-        } else {
-            vec![self.store_for(&base)]
-        };
+        // The naming contexts searched, each with the base and scope it
+        // is searched with: the base's, and those glued below the base
+        // within the scope; or, for a search of the whole tree (the root
+        // with a wider scope), every one in turn.
+        let contexts = self.searched_contexts(&base, req.scope);
         let groups = &Memberships::default();
         if !admin && !base.is_root() {
             // As in slapd, the base itself needs search access.
@@ -585,11 +647,12 @@ impl Directory {
         let mut work_stop: Option<Outcome> = None;
         let mut step_over = false;
         let mut last_examined: Option<EntryId> = None;
-        while let Some(store) = contexts.get(position) {
+        while let Some(searched) = contexts.get(position) {
+            let (store, context_base, scope) = (searched.store, &searched.base, searched.scope);
             let snapshot = store.snapshot().map_err(Outcome::from)?;
             let roots = match req.deref {
                 DerefAliases::InSearching | DerefAliases::Always => {
-                    self.alias_roots(&snapshot, &base, req.scope)?
+                    self.alias_roots(&snapshot, context_base, scope)?
                 }
                 DerefAliases::Never | DerefAliases::FindingBase => None,
             };
@@ -685,8 +748,8 @@ impl Directory {
             match &roots {
                 None => {
                     snapshot.search_examining(
-                        &base,
-                        req.scope,
+                        context_base,
+                        scope,
                         &filter,
                         Some(after),
                         &mut examine,
@@ -953,7 +1016,7 @@ impl Directory {
         &self,
         output: &Output<'_>,
         mut sending: Sending,
-        contexts: &[&meridian_store::Store],
+        contexts: &[Searched<'_>],
         buf: &mut Vec<u8>,
         limits: SendLimits,
         cursor: &mut SearchCursor,
@@ -976,12 +1039,12 @@ impl Directory {
                 break;
             };
             let context = item.context as usize;
-            let (Some(store), Some(slot)) = (contexts.get(context), snapshots.get_mut(context))
+            let (Some(searched), Some(slot)) = (contexts.get(context), snapshots.get_mut(context))
             else {
                 break;
             };
             if slot.is_none() {
-                *slot = Some(store.snapshot().map_err(Outcome::from)?);
+                *slot = Some(searched.store.snapshot().map_err(Outcome::from)?);
             }
             if let Some(snapshot) = slot.as_ref()
                 && let Some(entry) = snapshot.entry_if_present(item.id).map_err(Outcome::from)?
@@ -1066,10 +1129,23 @@ impl Directory {
                         .dn_of(*child)
                         .is_ok_and(|dn| self.access_level(who, &dn, None, groups) >= Level::Read)
             };
+            // With the suffix entries of naming contexts glued directly
+            // below.
+            let glued = self
+                .contexts_below(&entry.dn)
+                .into_iter()
+                .filter(|(store, suffix)| {
+                    suffix.is_child_of(&entry.dn)
+                        && (admin || self.access_level(who, suffix, None, groups) >= Level::Read)
+                        && store
+                            .snapshot()
+                            .is_ok_and(|s| s.id(suffix).is_ok_and(|id| id.is_some()))
+                })
+                .count();
             let children = if wanted.num_subordinates {
-                ids.iter().filter(|c| visible(c)).count()
+                ids.iter().filter(|c| visible(c)).count() + glued
             } else {
-                usize::from(ids.iter().any(visible))
+                usize::from(glued > 0 || ids.iter().any(visible))
             };
             if wanted.has_subordinates {
                 let v: &[u8] = if children > 0 { b"TRUE" } else { b"FALSE" };

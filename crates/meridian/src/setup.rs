@@ -122,12 +122,11 @@ impl CommonArgs {
         for text in &config.directory.additional_suffixes {
             let dn = Dn::parse(text.as_bytes(), &schema)
                 .map_err(|e| anyhow::anyhow!("config key `directory.additional_suffixes`: {e}"))?;
-            if let Some(other) = suffixes
-                .iter()
-                .find(|s| dn.is_within(s) || s.is_within(&dn))
-            {
+            // A context inside another's tree is glued below it (slapd's
+            // subordinate databases); the same suffix twice is a mistake.
+            if let Some(other) = suffixes.iter().find(|s| dn.same_entry(s)) {
                 anyhow::bail!(
-                    "config key `directory.additional_suffixes`: {:?} is at or under {:?} or holds it; naming contexts may not nest",
+                    "config key `directory.additional_suffixes`: {:?} names the naming context {:?} again",
                     dn.original(),
                     other.original()
                 );

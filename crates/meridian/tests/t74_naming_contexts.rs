@@ -183,25 +183,206 @@ fn each_naming_context_has_its_own_database() {
     meridian(&["check", "--suffix", "dc=corp,dc=net"]);
 }
 
+const GLUED: &str = "cn=Everyone,ou=Groups,dc=example,dc=com";
+
+const GLUED_DATA: &str = "\
+dn: dc=example,dc=com
+objectClass: dcObject
+objectClass: organization
+dc: example
+o: Example
+
+dn: ou=Groups,dc=example,dc=com
+objectClass: organizationalUnit
+ou: Groups
+
+dn: cn=Staff,ou=Groups,dc=example,dc=com
+objectClass: organizationalRole
+cn: Staff
+
+dn: cn=Everyone,ou=Groups,dc=example,dc=com
+objectClass: organizationalRole
+cn: Everyone
+
+dn: cn=a,cn=Everyone,ou=Groups,dc=example,dc=com
+objectClass: organizationalRole
+cn: a
+
+dn: cn=b,cn=Everyone,ou=Groups,dc=example,dc=com
+objectClass: organizationalRole
+cn: b
+";
+
+/// A context inside another's tree is glued below it, as slapd's
+/// subordinate databases: the same searches give the same entries as
+/// slapd with `cn=Everyone,ou=Groups` a subordinate database, entries
+/// cannot move between the two, and each has its own database.
 #[test]
-fn nested_naming_contexts_are_refused() {
-    let dir = temp_dir("nested");
-    let config = dir.join("nested.toml");
-    std::fs::write(
-        &config,
-        "[directory]\nadditional_suffixes = [\"ou=inner,dc=example,dc=com\"]\n",
-    )
-    .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
-        .args(["check", "--config"])
-        .arg(&config)
+fn a_context_inside_another_is_glued_below_it_as_in_slapd() {
+    use meridian_testing::slapd::{Extra, Slapd};
+    let reference = Slapd::start_with(
+        "glued",
+        GLUED_DATA,
+        &Extra {
+            subordinate: Some(GLUED),
+            ..Extra::default()
+        },
+    );
+    let server = Server::start(&format!(
+        "[directory]\nadditional_suffixes = [\"{GLUED}\"]\n"
+    ));
+    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(GLUED_DATA));
+    assert_eq!(rc, 0, "{out}");
+    let theirs = format!("ldap://127.0.0.1:{}", reference.port);
+    let bind_theirs = ["-D", "cn=admin,dc=example,dc=com", "-w", "secret"];
+    let bind_ours = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let search = |url: &str, bind: &[&str], args: &[&str]| {
+        let mut all = vec!["-LLL", "-o", "ldif-wrap=no"];
+        all.extend_from_slice(args);
+        let (rc, out) = tool_at(url, "ldapsearch", bind, &all, None);
+        let mut lines: Vec<String> = out
+            .lines()
+            .filter(|l| l.contains(": ") && !l.starts_with('#'))
+            .map(str::to_lowercase)
+            .collect();
+        lines.sort();
+        (rc, lines)
+    };
+    for args in [
+        &["-b", "dc=example,dc=com", "(objectClass=*)", "1.1"][..],
+        &[
+            "-b",
+            "ou=Groups,dc=example,dc=com",
+            "-s",
+            "one",
+            "(objectClass=*)",
+            "1.1",
+        ],
+        &[
+            "-b",
+            "ou=Groups,dc=example,dc=com",
+            "-s",
+            "base",
+            "(objectClass=*)",
+            "hasSubordinates",
+        ],
+        &["-b", GLUED, "-s", "sub", "(cn=a)", "1.1"],
+        &["-b", GLUED, "-s", "one", "(objectClass=*)", "1.1"],
+        &["-b", "dc=example,dc=com", "(cn=b)", "1.1"],
+        &[
+            "-b",
+            "ou=Groups,dc=example,dc=com",
+            "-E",
+            "pr=2/noprompt",
+            "(objectClass=*)",
+            "1.1",
+        ],
+        &[
+            "-b",
+            "dc=example,dc=com",
+            "-E",
+            "sss=cn:caseIgnoreOrderingMatch",
+            "(cn=*)",
+            "1.1",
+        ],
+        &["-b", "", "-s", "base", "namingContexts"],
+    ] {
+        let slapd = search(&theirs, &bind_theirs, args);
+        assert_eq!(search(&server.url(), &bind_ours, args), slapd, "{args:?}");
+    }
+    // Writes: each entry to its own database; nothing moves between them.
+    let write = |url: &str, bind: &[&str], tool: &str, args: &[&str], stdin: Option<&str>| {
+        tool_at(url, tool, bind, args, stdin).0
+    };
+    for (tool, args, stdin) in [
+        ("ldapdelete", vec!["ou=Groups,dc=example,dc=com"], None),
+        ("ldapdelete", vec![GLUED], None),
+        (
+            "ldapmodrdn",
+            vec![
+                "-s",
+                "cn=Staff,ou=Groups,dc=example,dc=com",
+                "cn=a,cn=Everyone,ou=Groups,dc=example,dc=com",
+                "cn=a",
+            ],
+            None,
+        ),
+        (
+            "ldapmodrdn",
+            vec![
+                "-s",
+                GLUED,
+                "cn=Staff,ou=Groups,dc=example,dc=com",
+                "cn=Staff",
+            ],
+            None,
+        ),
+        (
+            "ldapadd",
+            vec![],
+            Some(
+                "dn: cn=c,cn=Everyone,ou=Groups,dc=example,dc=com\nobjectClass: organizationalRole\ncn: c\n",
+            ),
+        ),
+        (
+            "ldapmodrdn",
+            vec!["cn=c,cn=Everyone,ou=Groups,dc=example,dc=com", "cn=d"],
+            None,
+        ),
+    ] {
+        let slapd = write(&theirs, &bind_theirs, tool, &args, stdin);
+        let ours = write(&server.url(), &bind_ours, tool, &args, stdin);
+        assert_eq!(ours, slapd, "{tool} {args:?}");
+    }
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &["-LLL", "-b", "dc=example,dc=com", "(cn=d)", "1.1"],
+        None,
+    );
+    assert_eq!((rc, dns(&out)), (0, vec![format!("cn=d,{GLUED}")]));
+    // Deliberate differences: slapd renames an entry that has a glued
+    // context below it (leaving that context under a parent that no
+    // longer exists) and refuses the subtree delete control there as
+    // unavailable; Meridian answers affectsMultipleDSAs to both.
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapmodrdn",
+        &["ou=Groups,dc=example,dc=com", "ou=Teams"],
+        None,
+    );
+    assert_eq!(rc, 71, "{out}");
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapdelete",
+        &[
+            "-e",
+            "!1.2.840.113556.1.4.805",
+            "ou=Groups,dc=example,dc=com",
+        ],
+        None,
+    );
+    assert_eq!(rc, 71, "{out}");
+    // The glued context's entries are in its own database.
+    let mut server = server;
+    assert!(server.terminate().success());
+    let export = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["export", "--no-operational", "--suffix", GLUED, "--config"])
+        .arg(server.data_dir.join("test-config.toml"))
         .arg("--data-dir")
-        .arg(&dir)
+        .arg(&server.data_dir)
         .output()
         .unwrap();
-    assert!(!out.status.success());
-    let message = text(&out.stderr);
-    assert!(message.contains("may not nest"), "{message}");
+    assert!(export.status.success(), "{}", text(&export.stderr));
+    assert_eq!(
+        dns(&text(&export.stdout)),
+        [
+            GLUED.to_owned(),
+            format!("cn=a,{GLUED}"),
+            format!("cn=b,{GLUED}"),
+            format!("cn=d,{GLUED}"),
+        ]
+    );
 }
 
 /// Contexts whose DNs differ only in characters a folder name cannot

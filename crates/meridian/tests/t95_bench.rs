@@ -134,7 +134,7 @@ fn every_seed_scenario_runs_against_meridian_and_slapd() {
     let dds = slapd::Extra {
         global: "moduleload dds\n",
         database: "overlay dds\ndds-max-ttl 1d\ndds-default-ttl 1h\n",
-        ldaps: false,
+        ..slapd::Extra::default()
     };
     let slapds: HashMap<&str, slapd::Slapd> = sets
         .iter()

@@ -281,7 +281,7 @@ impl Server {
                 max_depth: s.max_ber_depth,
             },
             published: root_dse::PublishedEntries::new(
-                &naming_contexts(config),
+                &naming_contexts(&directory),
                 &schema,
                 tls.is_some(),
                 certificate_map.is_some(),
@@ -505,9 +505,13 @@ fn seconds(secs: u64) -> Option<Duration> {
 
 /// Over the connection limit: tell the client why, then close.
 /// Every naming context the config serves, the first first.
-fn naming_contexts(config: &Config) -> Vec<String> {
-    std::iter::once(&config.directory.suffix)
-        .chain(&config.directory.additional_suffixes)
-        .cloned()
+/// The root DSE's namingContexts: every context's suffix but those glued
+/// inside another's tree (as slapd leaves its subordinate databases out).
+fn naming_contexts(directory: &Directory) -> Vec<String> {
+    directory
+        .stores()
+        .flat_map(|store| store.suffixes())
+        .filter(|suffix| !directory.is_subordinate(suffix))
+        .map(|suffix| suffix.original().to_owned())
         .collect()
 }

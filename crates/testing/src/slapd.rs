@@ -33,6 +33,9 @@ pub struct Extra<'a> {
     pub database: &'a str,
     /// Listen on `ldaps://` instead of `ldap://`.
     pub ldaps: bool,
+    /// The suffix of a subordinate database glued below the main one
+    /// (slapd's `subordinate`), with its own files.
+    pub subordinate: Option<&'a str>,
 }
 
 /// A running slapd, killed (and its files removed) when dropped.
@@ -65,6 +68,7 @@ impl Slapd {
             global,
             database,
             ldaps,
+            subordinate,
         } = *extra;
         let slapd = Path::new("/usr/sbin/slapd");
         assert!(
@@ -74,9 +78,21 @@ impl Slapd {
         let dir = std::env::temp_dir().join(format!("meridian-slapd-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("db")).unwrap();
+        // A subordinate database comes before its superior.
+        let glued = match subordinate {
+            Some(suffix) => {
+                std::fs::create_dir_all(dir.join("sub")).unwrap();
+                format!(
+                    "database mdb\nsuffix \"{suffix}\"\nsubordinate\nrootdn \"cn=admin,{SUFFIX}\"\n\
+                     directory {d}/sub\nmaxsize 104857600\n",
+                    d = dir.display()
+                )
+            }
+            None => String::new(),
+        };
         let conf = format!(
             "include {s}/core.schema\ninclude {s}/cosine.schema\ninclude {s}/inetorgperson.schema\ninclude {s}/nis.schema\n\
-             modulepath /usr/lib/ldap\nmoduleload back_mdb\n{global}pidfile {d}/slapd.pid\n\
+             modulepath /usr/lib/ldap\nmoduleload back_mdb\n{global}pidfile {d}/slapd.pid\n{glued}\
              database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"cn=admin,{SUFFIX}\"\nrootpw secret\ndirectory {d}/db\nmaxsize 104857600\n\
              {database}",
             s = schema_dir().display(),
