@@ -172,6 +172,20 @@ fn split_scheme(stored: &[u8]) -> Option<(Vec<u8>, &[u8])> {
     ))
 }
 
+/// Whether checking a password against `stored` is deliberately slow:
+/// `{ARGON2}`, `{PBKDF2-*}` and `{CRYPT}` (whose rounds may be many) are;
+/// the digest schemes (`{SSHA}`, `{SHA256}`, `{MD5}` ...) and clear text
+/// cost about a microsecond. The server checks the cheap ones where the
+/// bind is read and sends only the slow ones to its password pool.
+pub fn is_slow(stored: &[u8]) -> bool {
+    match split_scheme(stored) {
+        Some((scheme, _)) => {
+            scheme == b"ARGON2" || scheme == b"CRYPT" || scheme.starts_with(b"PBKDF2")
+        }
+        None => false,
+    }
+}
+
 /// Whether a stored value may be kept and checked: clear text (no
 /// scheme) always may; a hash only if its scheme is known, it is well
 /// formed, and its cost is within `bounds`. `Err` says why not, in words
