@@ -445,6 +445,29 @@ mod tests {
     }
 
     #[test]
+    fn only_the_deliberately_slow_schemes_are_slow() {
+        for slow in [
+            &b"{ARGON2}$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA"[..],
+            b"{argon2}x",
+            b"{CRYPT}$6$salt$hash",
+            b"{PBKDF2-SHA256}10000$c2FsdA$aGFzaA",
+        ] {
+            assert!(is_slow(slow), "{}", String::from_utf8_lossy(slow));
+        }
+        for cheap in [
+            &b"{SSHA}abcd"[..],
+            b"{SHA256}abcd",
+            b"{SSHA512}abcd",
+            b"{MD5}abcd",
+            b"{SMD5}abcd",
+            b"clear text",
+            b"{UNKNOWN}x",
+        ] {
+            assert!(!is_slow(cheap), "{}", String::from_utf8_lossy(cheap));
+        }
+    }
+
+    #[test]
     fn md5_and_sha384_schemes_of_migrated_data_verify() {
         // Made with Python's hashlib for "secret" and the salt "saltsalt".
         for stored in [
