@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# Side by side with OpenLDAP's slapd, through a third-party client: the
+# UnboundID LDAP SDK's SearchRate, ModRate, SearchAndModRate and AuthRate,
+# and `meridian bench`. Both servers hold the same users (objectClass and
+# uid indexed on both, slapd 2.5 back-mdb with default durability,
+# Meridian in its default configuration); each workload runs against
+# slapd, Meridian, slapd, Meridian, and the table gives both runs of each.
+#
+#   bench/compare/compare.sh            # full: 1,000,000 users, 30 s a run
+#   bench/compare/compare.sh --smoke    # 2,000 users, 2 s a run (a minute)
+#   ENTRIES=200000 SECONDS_PER_RUN=10 INTERVALS=1 bench/compare/compare.sh
+#   MERIDIAN_BIN=target/debug/meridian bench/compare/compare.sh --smoke
+#
+# On a fresh Debian machine it installs what it needs (slapd, ldap-utils,
+# a Java runtime, Maven) and fetches the SDK's jar from Maven Central into
+# target/test-tools (where scripts/test.sh keeps it too). Servers listen
+# on 127.0.0.1 and are stopped at the end. The table is written to
+# target/compare/RESULTS.md. A run that measures nothing (a client error)
+# fails the script: the smoke mode checks the comparison works, in CI.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+ENTRIES=${ENTRIES:-1000000}
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-30}
+INTERVALS=${INTERVALS:-2}
+if [ "${1:-}" = "--smoke" ]; then
+    ENTRIES=2000
+    SECONDS_PER_RUN=1
+    INTERVALS=1
+fi
+SDK_VERSION=7.0.3
+WORK=$PWD/target/compare
+SLAPD_PORT=${SLAPD_PORT:-3901}
+MERIDIAN_PORT=${MERIDIAN_PORT:-3902}
+mkdir -p "$WORK"
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+need_packages=()
+[ -x /usr/sbin/slapd ] || need_packages+=(slapd)
+command -v ldapsearch >/dev/null || need_packages+=(ldap-utils)
+command -v java >/dev/null || need_packages+=(default-jre-headless)
+command -v mvn >/dev/null || need_packages+=(maven)
+if [ ${#need_packages[@]} -gt 0 ]; then
+    echo "== installing ${need_packages[*]}"
+    # Debian starts a slapd daemon when it installs one; none is wanted.
+    created_policy=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
+        as_root chmod 755 /usr/sbin/policy-rc.d
+        created_policy=1
+    fi
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_packages[@]}" >/dev/null
+    if [ -n "$created_policy" ]; then as_root rm -f /usr/sbin/policy-rc.d; fi
+fi
+JAR=$PWD/target/test-tools/unboundid-ldapsdk-$SDK_VERSION.jar
+if [ ! -s "$JAR" ]; then
+    echo "== fetching the UnboundID LDAP SDK $SDK_VERSION"
+    mkdir -p "$PWD/target/test-tools"
+    mvn -q dependency:copy -Dartifact="com.unboundid:unboundid-ldapsdk:$SDK_VERSION" \
+        -DoutputDirectory="$PWD/target/test-tools"
+fi
+
+if [ -n "${MERIDIAN_BIN:-}" ]; then
+    MERIDIAN=$(realpath "$MERIDIAN_BIN")
+else
+    echo "== building meridian (release)"
+    cargo build -q --release -p meridian
+    MERIDIAN=$PWD/target/release/meridian
+fi
+
+echo "== $ENTRIES users"
+python3 bench/compare/gen_users.py "$ENTRIES" > "$WORK/users.ldif"
+SCHEMA=/etc/ldap/schema
+rm -rf "$WORK/slapd" "$WORK/meridian"
+mkdir -p "$WORK/slapd/db" "$WORK/meridian"
+cat > "$WORK/slapd/slapd.conf" <<CONF
+include $SCHEMA/core.schema
+include $SCHEMA/cosine.schema
+include $SCHEMA/inetorgperson.schema
+include $SCHEMA/nis.schema
+modulepath /usr/lib/ldap
+moduleload back_mdb
+pidfile $WORK/slapd/slapd.pid
+database mdb
+suffix "dc=example,dc=com"
+rootdn "cn=admin,dc=example,dc=com"
+rootpw secret
+directory $WORK/slapd/db
+maxsize 17179869184
+index objectClass eq
+index uid eq
+CONF
+cat > "$WORK/meridian/meridian.toml" <<CONF
+[storage.indexes]
+objectClass = ["eq"]
+uid = ["eq"]
+CONF
+t0=$(date +%s.%N)
+/usr/sbin/slapadd -q -f "$WORK/slapd/slapd.conf" -l "$WORK/users.ldif"
+t1=$(date +%s.%N)
+"$MERIDIAN" import --config "$WORK/meridian/meridian.toml" --data-dir "$WORK/meridian/data" \
+    -i "$WORK/users.ldif" >/dev/null
+t2=$(date +%s.%N)
+load_slapd=$(python3 -c "print(f'{$t1-$t0:.1f} s')")
+load_meridian=$(python3 -c "print(f'{$t2-$t1:.1f} s')")
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+/usr/sbin/slapd -f "$WORK/slapd/slapd.conf" -h "ldap://127.0.0.1:$SLAPD_PORT/" -d 0 \
+    >"$WORK/slapd/log" 2>&1 &
+pids+=($!)
+MERIDIAN_ADMIN_PASSWORD=secret RUST_LOG=warn "$MERIDIAN" serve --listen "127.0.0.1:$MERIDIAN_PORT" \
+    --config "$WORK/meridian/meridian.toml" --data-dir "$WORK/meridian/data" \
+    >"$WORK/meridian/log" 2>&1 &
+pids+=($!)
+for port in "$SLAPD_PORT" "$MERIDIAN_PORT"; do
+    for _ in $(seq 100); do
+        ldapsearch -x -H "ldap://127.0.0.1:$port" -b "" -s base >/dev/null 2>&1 && break
+        sleep 0.2
+    done
+done
+disk_slapd=$(du -sh "$WORK/slapd/db" | cut -f1)
+disk_meridian=$(du -sh "$WORK/meridian/data" | cut -f1)
+
+LAST=$((ENTRIES - 1))
+USER_DN="uid=user0,ou=People,dc=example,dc=com"
+ADMIN_DN="cn=admin,dc=example,dc=com"
+# One run of an SDK tool: its overall operations per second. The tools
+# print a line per interval, the overall rates in the last one: column 4
+# (ModRate, AuthRate), 5 (SearchRate, which also prints entries per
+# search), 6 and 8 (SearchAndModRate's searches and modifies).
+sdk() {
+    local tool=$1 port=$2; shift 2
+    java -cp "$JAR" "com.unboundid.ldap.sdk.examples.$tool" -h 127.0.0.1 -p "$port" \
+        -i "$SECONDS_PER_RUN" -I "$INTERVALS" --warmUpIntervals 1 "$@" 2>&1 \
+        | awk -v tool="$tool" '
+            $1 ~ /^[0-9.]+$/ && NF >= 5 { last = $0 }
+            END {
+                n = split(last, f, " ")
+                if (tool == "SearchAndModRate") printf "%.0f", f[6] + f[8]
+                else if (tool == "SearchRate") printf "%.0f", f[5]
+                else printf "%.0f", f[4]
+            }'
+}
+# meridian bench: total operations per second.
+mbench() {
+    local port=$1 scenario=$2
+    "$MERIDIAN" bench run --url "ldap://127.0.0.1:$port" -D "$ADMIN_DN" -w secret \
+        --duration "$SECONDS_PER_RUN" --warmup 1 "$scenario" 2>&1 \
+        | awk '$1 == "total" { printf "%.0f", $3 }'
+}
+cat > "$WORK/pipelined-base.toml" <<CONF
+name = "pipelined-base"
+description = "base searches of random users, 8 sessions x 1000 outstanding"
+[target]
+url = "ldap://127.0.0.1:$MERIDIAN_PORT"
+[load]
+sessions = 8
+depth = 1000
+[keys]
+distribution = "uniform"
+min = 0
+max = $LAST
+[[operation]]
+name = "base"
+kind = "search"
+dn = "uid=user{key},ou=People,dc=example,dc=com"
+scope = "base"
+filter = "(objectClass=*)"
+CONF
+cat > "$WORK/pipelined-modify.toml" <<CONF
+name = "pipelined-modify"
+description = "modifies of random users, 8 sessions x 1000 outstanding"
+[target]
+url = "ldap://127.0.0.1:$MERIDIAN_PORT"
+[load]
+sessions = 8
+depth = 1000
+[keys]
+distribution = "uniform"
+min = 0
+max = $LAST
+[[operation]]
+name = "modify"
+kind = "modify"
+dn = "uid=user{key},ou=People,dc=example,dc=com"
+changes = [{ type = "replace", attribute = "description", values = ["{alnum:12}"] }]
+CONF
+
+RANGE="[0-$LAST]"
+declare -A workloads=(
+    ["base search, 8 threads"]="sdk SearchRate PORT -D $USER_DN -w secret -b uid=user$RANGE,ou=People,dc=example,dc=com -s base -f (objectClass=*) -t 8"
+    ["subtree (uid=...), 8 threads"]="sdk SearchRate PORT -D $USER_DN -w secret -b ou=People,dc=example,dc=com -s sub -f (uid=user$RANGE) -t 8"
+    ["simple bind as users ({SSHA}), 32 threads"]="sdk AuthRate PORT -b uid=user$RANGE,ou=People,dc=example,dc=com -C secret --bindOnly -t 32"
+    ["modify, 8 threads"]="sdk ModRate PORT -D $ADMIN_DN -w secret -b uid=user$RANGE,ou=People,dc=example,dc=com -A description -t 8"
+    ["modify, 32 threads"]="sdk ModRate PORT -D $ADMIN_DN -w secret -b uid=user$RANGE,ou=People,dc=example,dc=com -A description -t 32"
+    ["search+modify 50/50, 16 threads"]="sdk SearchAndModRate PORT -D $ADMIN_DN -w secret -b ou=People,dc=example,dc=com -s sub -f (uid=user$RANGE) -m description -t 16"
+    ["meridian bench pipelined base search, 8 x 1000"]="mbench PORT $WORK/pipelined-base.toml"
+    ["meridian bench pipelined modify, 8 x 1000"]="mbench PORT $WORK/pipelined-modify.toml"
+)
+order=(
+    "base search, 8 threads"
+    "subtree (uid=...), 8 threads"
+    "simple bind as users ({SSHA}), 32 threads"
+    "modify, 8 threads"
+    "modify, 32 threads"
+    "search+modify 50/50, 16 threads"
+    "meridian bench pipelined base search, 8 x 1000"
+    "meridian bench pipelined modify, 8 x 1000"
+)
+run_on() {
+    local port=$1 command=${2//PORT/$1}
+    # Word splitting is wanted: the command line is a list of words.
+    # shellcheck disable=SC2086
+    set -f; $command; set +f
+}
+
+results=$WORK/RESULTS.md
+{
+    echo "# slapd and Meridian side by side ($(date -u +%Y-%m-%d), $(nproc) CPUs)"
+    echo
+    echo "$ENTRIES users, $SECONDS_PER_RUN s per measured interval, $INTERVALS intervals after one of warm-up;"
+    echo "each workload run against slapd, Meridian, slapd, Meridian. Clients: UnboundID LDAP SDK $SDK_VERSION"
+    echo "tools and \`meridian bench\`, on the same machine as the servers."
+    echo
+    echo "| workload | slapd (ops/s) | Meridian (ops/s) | ratio |"
+    echo "|---|---|---|---|"
+} > "$results"
+for name in "${order[@]}"; do
+    echo "== $name"
+    s1=$(run_on "$SLAPD_PORT" "${workloads[$name]}")
+    m1=$(run_on "$MERIDIAN_PORT" "${workloads[$name]}")
+    s2=$(run_on "$SLAPD_PORT" "${workloads[$name]}")
+    m2=$(run_on "$MERIDIAN_PORT" "${workloads[$name]}")
+    for figure in "$s1" "$m1" "$s2" "$m2"; do
+        # A run that measured nothing (a client error, a refused bind)
+        # is a broken comparison, not a figure.
+        if ! [ "${figure:-0}" -gt 0 ] 2>/dev/null; then
+            echo "$name: a run measured nothing (slapd $s1 / $s2, meridian $m1 / $m2)" >&2
+            exit 1
+        fi
+    done
+    ratio=$(python3 -c "s=min($s1,$s2) or 1; m=min($m1,$m2); M=max($m1,$m2); S=max($s1,$s2) or 1; print(f'{m/S:.1f}-{M/s:.1f}x')")
+    echo "| $name | $s1 / $s2 | $m1 / $m2 | $ratio |" | tee -a "$results"
+done
+{
+    echo "| load ($ENTRIES users): slapadd -q / meridian import | $load_slapd | $load_meridian | |"
+    echo "| disk after the load | $disk_slapd | $disk_meridian | |"
+} | tee -a "$results"
+echo
+echo "table written to $results"
