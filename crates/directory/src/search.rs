@@ -106,6 +106,8 @@ pub struct SearchDone {
     pub sort: Option<(ResultCode, Option<Vec<u8>>)>,
     /// The virtual list view response.
     pub vlv: Option<VlvAnswer>,
+    /// Entries this request sent (for the access log).
+    pub entries: u64,
 }
 
 impl SearchDone {
@@ -116,6 +118,7 @@ impl SearchDone {
             page: None,
             sort: None,
             vlv: None,
+            entries: 0,
         }
     }
 }
@@ -895,6 +898,7 @@ impl Directory {
         });
         Ok(Step::Done(SearchDone {
             page,
+            entries: u64::try_from(sent).unwrap_or(u64::MAX),
             sort: match sorting {
                 Sorting::Refused(refusal) => Some((refusal.code, refusal.attr)),
                 Sorting::No | Sorting::Yes(..) => None,
@@ -1083,6 +1087,7 @@ impl Directory {
             page,
             sort: Some((ResultCode::SUCCESS, None)),
             vlv: sending.vlv,
+            entries: u64::try_from(sending.sent).unwrap_or(u64::MAX),
         }))
     }
 

@@ -208,5 +208,21 @@ fn a_streamed_search_gets_its_access_log_line() {
         .find(|l| l.contains("meridian::access") && l.contains("msgid=2"))
         .unwrap_or_else(|| panic!("no access line for the streamed search:\n{log}"));
     assert!(line.contains("SRCH") && line.contains("result=0"), "{line}");
+    // Issue 29: the entries it returned, and the client's address on the
+    // connection's first and last lines.
+    assert!(
+        line.contains(&format!("nentries={}", ENTRIES + 1)),
+        "{line}"
+    );
+    let connect = log
+        .lines()
+        .find(|l| l.contains("meridian::access") && l.contains("CONNECT"))
+        .unwrap_or_else(|| panic!("no CONNECT line:\n{log}"));
+    assert!(connect.contains("from=127.0.0.1:"), "{connect}");
+    let close = log
+        .lines()
+        .find(|l| l.contains("meridian::access") && l.contains("CLOSE"))
+        .unwrap_or_else(|| panic!("no CLOSE line:\n{log}"));
+    assert!(close.contains("from=127.0.0.1:"), "{close}");
     std::fs::remove_dir_all(data).unwrap();
 }

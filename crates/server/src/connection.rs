@@ -193,6 +193,11 @@ pub(crate) async fn serve_connection(
         plain_io(stream, &ctx)
     };
     tracing::debug!(conn = conn_id, %peer, tls = over_tls, "connection opened");
+    if ctx.access_log {
+        // The client's address is on this line only; the operations'
+        // lines name the connection.
+        tracing::info!(target: "meridian::access", conn = conn_id, op = "CONNECT", from = %peer, tls = over_tls);
+    }
     // Timeouts of the network layer, never stored (likewise below).
     #[allow(clippy::disallowed_methods)]
     let opened = Instant::now();
@@ -250,6 +255,20 @@ pub(crate) async fn serve_connection(
     // Responses already produced are flushed before the socket closes.
     if let Some(writer) = reader.writer.take() {
         writer.finish().await;
+    }
+    if ctx.access_log {
+        let reason = match &end {
+            End::Eof => "client closed",
+            End::Unbind => "unbind",
+            End::Idle => "idle",
+            End::Slow(_) => "too slow",
+            End::Shutdown => "shutdown",
+            End::Protocol(_) => "protocol error",
+            End::Io(_) => "read failed",
+            End::WriterGone => "write failed",
+            End::StartTls | End::HandshakeFailed => "TLS handshake failed",
+        };
+        tracing::info!(target: "meridian::access", conn = conn_id, op = "CLOSE", from = %peer, reason);
     }
 }
 

@@ -29,6 +29,31 @@ pub(super) fn log_access(
     }
 }
 
+/// The access log line of a search: [`log_access`]'s, with the number of
+/// entries it returned (`done` is `None` for an abandoned search).
+#[allow(clippy::disallowed_methods)]
+pub(super) fn log_search(
+    enabled: bool,
+    conn: u64,
+    id: i32,
+    base: &[u8],
+    done: Option<&SearchDone>,
+    started: Instant,
+) {
+    if enabled {
+        tracing::info!(
+            target: "meridian::access",
+            conn,
+            msgid = id,
+            op = "SRCH",
+            dn = %String::from_utf8_lossy(base),
+            result = done.map_or(-1, |d| i64::from(d.outcome.code.0)),
+            nentries = done.map_or(0, |d| d.entries),
+            etime_us = started.elapsed().as_micros() as u64,
+        );
+    }
+}
+
 /// Encodes the final response of one operation and logs it.
 pub(super) struct Reply<'a> {
     pub(super) ctx: &'a ServerContext,
@@ -54,7 +79,16 @@ impl Reply<'_> {
     /// A SearchResultDone with its response controls.
     pub(super) fn search_done(self, dn: &[u8], done: &SearchDone) -> Action {
         encode_search_done(&mut self.batch.bytes, self.id, done);
-        self.done(dn, done.outcome.code)
+        self.batch.completed += 1;
+        log_search(
+            self.ctx.access_log,
+            self.session_conn,
+            self.id,
+            dn,
+            Some(done),
+            self.started,
+        );
+        Action::Responded
     }
 
     pub(super) fn result(self, dn: &[u8], code: ResultCode, message: &[u8]) -> Action {

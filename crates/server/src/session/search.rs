@@ -241,14 +241,14 @@ impl StreamedSearch {
         let in_flight = Arc::clone(&self.in_flight);
         let (access_log, conn, id, started) = (self.access_log, self.conn, self.id, self.started);
         let base = self.request.base.clone();
-        let code = self.steps().await;
+        let done = self.steps().await;
         in_flight.finish();
-        log_access(access_log, conn, id, "SRCH", &base, code, started);
+        log_search(access_log, conn, id, &base, done.as_ref(), started);
     }
 
-    /// Runs the search to its end: its result code, `None` if it sent no
-    /// final response (abandoned, or the connection closed).
-    pub(super) async fn steps(mut self) -> Option<ResultCode> {
+    /// Runs the search to its end: its SearchResultDone, `None` if it
+    /// sent none (abandoned, or the connection closed).
+    pub(super) async fn steps(mut self) -> Option<SearchDone> {
         if let Some(wait) = self.wait.take()
             && let Err(answer) = wait.await
         {
@@ -257,7 +257,7 @@ impl StreamedSearch {
             encode_search_done(&mut batch.bytes, self.id, &done);
             batch.completed = 1;
             self.outbound.push(&mut batch);
-            return Some(done.outcome.code);
+            return Some(done);
         }
         loop {
             if !self.outbound.wait_room(SEARCH_ROOM_BYTES).await {
@@ -283,7 +283,7 @@ impl StreamedSearch {
                     encode_search_done(&mut batch.bytes, self.id, &done);
                     batch.completed = 1;
                     self.outbound.push(&mut batch);
-                    return Some(done.outcome.code);
+                    return Some(done);
                 }
             }
             let mut batch = ResponseBatch::default();
@@ -309,7 +309,7 @@ impl StreamedSearch {
                     encode_search_done(&mut batch.bytes, self.id, &done);
                     batch.completed = 1;
                     self.outbound.push(&mut batch);
-                    return Some(done.outcome.code);
+                    return Some(done);
                 }
                 None => {
                     let done =
@@ -317,7 +317,7 @@ impl StreamedSearch {
                     encode_search_done(&mut batch.bytes, self.id, &done);
                     batch.completed = 1;
                     self.outbound.push(&mut batch);
-                    return Some(done.outcome.code);
+                    return Some(done);
                 }
             }
         }
