@@ -1,6 +1,7 @@
 //! The `meridian` command: serve, the integrity tools (check, reindex,
-//! repair), bulk import and export, and the toolkit (gen, bench).
+//! repair), bulk import and export, backup, and the toolkit (gen, bench).
 
+mod backup;
 mod bench;
 mod cluster;
 mod export;
@@ -91,6 +92,8 @@ enum Command {
     Import(import::ImportArgs),
     /// Write the directory as LDIF (from a stopped or a running server's database).
     Export(export::ExportArgs),
+    /// Copy a naming context's database, compacted (beside a running server too).
+    Backup(backup::BackupArgs),
     /// Accept what an incomplete load left: check, reindex, mark complete.
     Repair(tools::RepairArgs),
     /// Generate test entries from a template or a seed model, as LDIF or BER.
@@ -111,6 +114,7 @@ fn main() -> ExitCode {
         Command::Reindex(args) => tools::reindex(args),
         Command::Import(args) => import::run(args),
         Command::Export(args) => export::run(args),
+        Command::Backup(args) => backup::run(args),
         Command::Repair(args) => tools::repair(args),
         Command::Gen(args) => bench::generate(args),
         Command::Bench(args) => bench::run(args),

@@ -650,3 +650,68 @@ fn a_stopped_load_ends_even_while_a_fifo_stays_open() {
     drop(writer);
     std::fs::remove_dir_all(work).unwrap();
 }
+
+/// `meridian backup` beside a running server (durable and journal modes):
+/// the copy holds what was written before it and not what came after, and
+/// a server started on it (the copy as `db/data.mdb`) serves it and
+/// `meridian check` passes.
+#[test]
+fn a_backup_of_a_running_server_restores_to_what_it_held() {
+    for durability in ["durable", "journal"] {
+        let config = format!("[storage]\ndurability = \"{durability}\"\n");
+        let dir = temp_dir("backup");
+        let mut server = Server::start_with(&config, Some(ADMIN_PASSWORD), Some(dir.to_path_buf()));
+        let mut ldif = BASE.to_owned();
+        for i in 0..200 {
+            ldif.push_str(&person(&format!("before{i}")));
+        }
+        let (rc, out) = support::admin_tool(&server, "ldapadd", &[], Some(&ldif));
+        assert_eq!(rc, 0, "{out}");
+        let copy = dir.join("backup.mdb");
+        let config_path = dir.join("test-config.toml");
+        let config_arg = config_path.to_str().unwrap();
+        let (ok, out, err) = meridian(
+            &[
+                "backup",
+                "--config",
+                config_arg,
+                "-o",
+                copy.to_str().unwrap(),
+            ],
+            &dir,
+        );
+        assert!(ok, "{durability}: {err}");
+        assert!(out.contains("202 entries"), "{out}");
+        // A second backup to the same file is refused, not overwritten.
+        let (ok, _, err) = meridian(
+            &[
+                "backup",
+                "--config",
+                config_arg,
+                "-o",
+                copy.to_str().unwrap(),
+            ],
+            &dir,
+        );
+        assert!(!ok && err.contains("exists"), "{err}");
+        let (rc, out) = support::admin_tool(&server, "ldapadd", &[], Some(&person("after")));
+        assert_eq!(rc, 0, "{out}");
+        assert!(server.terminate().success());
+
+        let restored = temp_dir("restored");
+        std::fs::create_dir_all(restored.join("db")).unwrap();
+        std::fs::copy(&copy, restored.join("db/data.mdb")).unwrap();
+        std::fs::write(restored.join("test-config.toml"), &config).unwrap();
+        let restored_config = restored.join("test-config.toml");
+        let (ok, _, err) = meridian(
+            &["check", "--config", restored_config.to_str().unwrap()],
+            &restored,
+        );
+        assert!(ok, "{durability}: check of the copy: {err}");
+        let server =
+            Server::start_with(&config, Some(ADMIN_PASSWORD), Some(restored.to_path_buf()));
+        assert_eq!(count(&server, "(uid=before*)"), 200, "{durability}");
+        assert_eq!(count(&server, "(uid=after)"), 0, "{durability}");
+        // (Each server removes its data directory when dropped.)
+    }
+}

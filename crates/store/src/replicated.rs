@@ -146,21 +146,27 @@ pub(crate) struct InstallJob {
 
 impl Store {
     /// Copies the database, compacted, to a new file at `path` (0600,
+    /// synced), from one read transaction: a consistent copy, made beside
+    /// a running server too (`meridian backup`). The copy is a
+    /// `data.mdb` a store opens as it is.
+    pub fn copy_to(&self, path: &Path) -> Result<(), StoreError> {
+        // The copy is a read transaction: the map must not move under it.
+        let _no_resize = self.inner.hold_map();
+        let mut copy = crate::private::create_file(path)
+            .map_err(|e| StoreError::io("create", path.display(), &e))?;
+        self.inner
+            .env
+            .copy_to_file(&mut copy, CompactionOption::Enabled)?;
+        copy.sync_all()
+            .map_err(|e| StoreError::io("sync", path.display(), &e))
+    }
+
+    /// Copies the database, compacted, to a new file at `path` (0600,
     /// synced): a snapshot for a replica. Returns the marker the copy
     /// holds, which says exactly what it contains (the copy is one read
     /// transaction, the marker read from the copy itself).
     pub fn copy_for_snapshot(&self, path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
-        {
-            // The copy is a read transaction: the map must not move under it.
-            let _no_resize = self.inner.hold_map();
-            let mut copy = crate::private::create_file(path)
-                .map_err(|e| StoreError::io("create", path.display(), &e))?;
-            self.inner
-                .env
-                .copy_to_file(&mut copy, CompactionOption::Enabled)?;
-            copy.sync_all()
-                .map_err(|e| StoreError::io("sync", path.display(), &e))?;
-        }
+        self.copy_to(path)?;
         let (env, meta) = open_copy(path)?;
         let rtxn = env.read_txn()?;
         Ok(meta.get(&rtxn, APPLIED_MARKER)?.map(<[u8]>::to_vec))
