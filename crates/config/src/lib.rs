@@ -200,6 +200,11 @@ pub struct ServerConfig {
     /// Address to listen on for LDAP over TLS (`ldaps://`); empty: none.
     /// Needs `security.tls_certificate_file` and `security.tls_key_file`.
     pub listen_tls: String,
+    /// Address of the HTTP endpoint of metrics (`GET /metrics`, in the
+    /// Prometheus text format), `/healthz` and `/readyz`; empty: none.
+    /// The metrics say what the directory does, not what it holds; keep
+    /// the address on a private network all the same.
+    pub metrics_listen: String,
     /// Connections served at once; one more gets a Notice of Disconnection
     /// (busy) and is closed.
     pub max_connections: usize,
@@ -465,6 +470,7 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: "127.0.0.1:3389".into(),
             listen_tls: String::new(),
+            metrics_listen: String::new(),
             // Each connection costs a few KiB when idle; 10,000 covers the
             // 5,000 connections of seed 003 with room to spare.
             max_connections: 10_000,

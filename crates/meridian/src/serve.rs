@@ -37,6 +37,10 @@ pub(crate) struct ServeArgs {
     /// Administrator DN (`directory.admin_dn`).
     #[arg(long)]
     admin_dn: Option<String>,
+    /// Address of the HTTP endpoint of metrics, /healthz and /readyz,
+    /// e.g. 127.0.0.1:9389 (`server.metrics_listen`).
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<String>,
 }
 
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -47,6 +51,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         tls_cert,
         tls_key,
         admin_dn,
+        metrics,
     } = args;
     let setup = common.load(|config| {
         if let Some(listen) = listen {
@@ -63,6 +68,9 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         if let Some(admin_dn) = admin_dn {
             config.directory.admin_dn = admin_dn;
+        }
+        if let Some(metrics) = metrics {
+            config.server.metrics_listen = metrics;
         }
     })?;
     let config = &setup.config;
@@ -201,6 +209,11 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             let tls_addr = tls_addr?;
             tracing::info!(%tls_addr, "meridian listening for LDAP over TLS");
             println!("meridian listening for ldaps on {tls_addr}");
+        }
+        if let Some(metrics_addr) = server.local_metrics_addr() {
+            let metrics_addr = metrics_addr?;
+            tracing::info!(%metrics_addr, "metrics, /healthz and /readyz over HTTP");
+            println!("meridian metrics on http://{metrics_addr}/metrics");
         }
         println!("meridian listening on {addr}");
         std::io::stdout().flush()?;

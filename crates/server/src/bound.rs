@@ -21,6 +21,8 @@ use crate::tls::{ClientAuth, Tls};
 pub struct Bound {
     pub(crate) listener: TcpListener,
     pub(crate) tls_listener: Option<TcpListener>,
+    /// `server.metrics_listen`.
+    pub(crate) metrics_listener: Option<TcpListener>,
     pub(crate) tls: Option<Arc<Tls>>,
     pub(crate) certificate_map: Option<CertificateMap>,
 }
@@ -51,6 +53,15 @@ impl Bound {
                 (listener, tls_listener)
             }
         };
+        let metrics_listener = match config.server.metrics_listen.as_str() {
+            "" => None,
+            text => {
+                let addr: SocketAddr = text.parse().map_err(|e| {
+                    StartError::Address(format!("server.metrics_listen {text:?}: {e}"))
+                })?;
+                Some(listen(addr).map_err(|source| StartError::Bind { addr, source })?)
+            }
+        };
         if tls_listener.is_some() && tls.is_none() {
             return Err(StartError::Config(
                 "server.listen_tls needs security.tls_certificate_file and security.tls_key_file"
@@ -60,6 +71,7 @@ impl Bound {
         Ok(Bound {
             listener,
             tls_listener,
+            metrics_listener,
             tls,
             certificate_map,
         })

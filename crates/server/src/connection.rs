@@ -193,6 +193,7 @@ pub(crate) async fn serve_connection(
         plain_io(stream, &ctx)
     };
     tracing::debug!(conn = conn_id, %peer, tls = over_tls, "connection opened");
+    crate::metrics::connection(true);
     if ctx.access_log {
         // The client's address is on this line only; the operations'
         // lines name the connection.
@@ -256,6 +257,7 @@ pub(crate) async fn serve_connection(
     if let Some(writer) = reader.writer.take() {
         writer.finish().await;
     }
+    crate::metrics::connection(false);
     if ctx.access_log {
         let reason = match &end {
             End::Eof => "client closed",
@@ -380,6 +382,7 @@ impl RequestReader<'_> {
         }
         let (delay, locked) = guard.failed(dn_key, peer.ip());
         tracing::warn!(target: "meridian::auth", conn, %peer, dn = dn_shown, "bind failed: invalid credentials");
+        crate::metrics::failed_bind();
         match locked {
             Some(bind_guard::Locked::Dn) => tracing::warn!(
                 target: "meridian::auth",
@@ -672,7 +675,10 @@ impl RequestReader<'_> {
         match result {
             None => Some(expired),
             Some(Ok(0)) => Some(End::Eof),
-            Some(Ok(_)) => None,
+            Some(Ok(n)) => {
+                crate::metrics::received(n);
+                None
+            }
             Some(Err(e)) => Some(End::Io(e)),
         }
     }

@@ -13,6 +13,7 @@ mod bound;
 mod cluster_hooks;
 mod connection;
 mod inflight;
+mod metrics;
 mod outbound;
 mod password_pool;
 mod root_dse;
@@ -232,6 +233,8 @@ pub struct Server {
     listener: TcpListener,
     /// `server.listen_tls`: every connection starts with a handshake.
     tls_listener: Option<TcpListener>,
+    /// `server.metrics_listen`: the HTTP endpoint of metrics.
+    metrics_listener: Option<TcpListener>,
     ctx: Arc<ServerContext>,
     max_connections: usize,
     max_connections_per_ip: usize,
@@ -264,6 +267,7 @@ impl Server {
         let Bound {
             listener,
             tls_listener,
+            metrics_listener,
             tls,
             certificate_map,
         } = bound;
@@ -276,6 +280,7 @@ impl Server {
         };
         let listener = tokio_listener(listener)?;
         let tls_listener = tls_listener.map(tokio_listener).transpose()?;
+        let metrics_listener = metrics_listener.map(tokio_listener).transpose()?;
         if let Ok(addr) = listener.local_addr()
             && !addr.ip().is_loopback()
             && !sec.require_tls
@@ -325,6 +330,7 @@ impl Server {
         Ok(Server {
             listener,
             tls_listener,
+            metrics_listener,
             ctx: Arc::new(ctx),
             max_connections: s.max_connections,
             max_connections_per_ip: s.max_connections_per_ip,
@@ -372,6 +378,11 @@ impl Server {
         self.tls_listener.as_ref().map(TcpListener::local_addr)
     }
 
+    /// The metrics endpoint's address (`server.metrics_listen`), if any.
+    pub fn local_metrics_addr(&self) -> Option<std::io::Result<SocketAddr>> {
+        self.metrics_listener.as_ref().map(TcpListener::local_addr)
+    }
+
     /// What reloads the certificate and key while the server runs.
     pub fn reloader(&self) -> Reloader {
         Reloader(self.ctx.tls.clone())
@@ -380,7 +391,7 @@ impl Server {
     /// Accepts connections until `shutdown` resolves, then stops accepting,
     /// lets every connection finish its in-flight operations and flush its
     /// responses (up to `server.shutdown_grace_secs`), and returns.
-    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+    pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         let (stop_tx, stop_rx) = watch::channel(false);
         let admission = Arc::new(admission::Admission::new(
             self.max_connections,
@@ -389,6 +400,10 @@ impl Server {
         let next_id = AtomicU64::new(1);
         let mut connections = JoinSet::new();
         let watcher = self.reloader().watch_files();
+        let metrics = self
+            .metrics_listener
+            .take()
+            .map(|listener| tokio::spawn(metrics::serve(listener, Arc::clone(&self.ctx))));
         tokio::pin!(shutdown);
         loop {
             let accept_tls = async {
@@ -433,6 +448,9 @@ impl Server {
         }
         if let Some(watcher) = watcher {
             watcher.abort();
+        }
+        if let Some(metrics) = metrics {
+            metrics.abort();
         }
         tracing::info!(
             open = connections.len(),

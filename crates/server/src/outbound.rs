@@ -228,6 +228,7 @@ impl Outbound {
             let written = async {
                 if !chunk.is_empty() {
                     socket.write_all(&chunk).await?;
+                    crate::metrics::sent(chunk.len());
                     // A TLS stream holds records until flushed.
                     socket.flush().await?;
                 }

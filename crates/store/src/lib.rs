@@ -92,6 +92,25 @@ pub(crate) struct Answer {
     pub(crate) spent: Command,
 }
 
+/// What the writer measures, for the metrics endpoint.
+#[derive(Debug)]
+pub struct WriterStats {
+    /// Commands in each committed write transaction.
+    pub batch_commands: meridian_metrics::Histogram,
+    /// Each write transaction, from its first command applied to its
+    /// commit made durable (the fsyncs included).
+    pub transaction_seconds: meridian_metrics::Histogram,
+}
+
+impl Default for WriterStats {
+    fn default() -> Self {
+        WriterStats {
+            batch_commands: meridian_metrics::Histogram::new(meridian_metrics::SIZES),
+            transaction_seconds: meridian_metrics::Histogram::new(meridian_metrics::SECONDS),
+        }
+    }
+}
+
 pub(crate) struct Inner {
     pub(crate) env: Env<WithoutTls>,
     pub(crate) dbs: Dbs,
@@ -114,6 +133,8 @@ pub(crate) struct Inner {
     pub(crate) disk_full: std::sync::atomic::AtomicBool,
     /// Commits done, for observability and tests.
     pub(crate) commits: AtomicU64,
+    /// Commands per commit and the time of each write transaction.
+    pub(crate) stats: WriterStats,
     /// Attribute names by number as of the last commit (`names.rs`);
     /// replaced, never changed in place, when a commit adds names.
     names: RwLock<Arc<names::NameTable>>,
@@ -407,6 +428,7 @@ impl Store {
             refused: Mutex::new(None),
             disk_full: std::sync::atomic::AtomicBool::new(false),
             commits: AtomicU64::new(0),
+            stats: WriterStats::default(),
             names: RwLock::new(Arc::new(name_table)),
             memory_dir: memory,
             map_file,
@@ -529,6 +551,24 @@ impl Store {
     /// Write transactions committed since the store was opened.
     pub fn commits(&self) -> u64 {
         self.inner.commits.load(Ordering::Relaxed)
+    }
+
+    /// What the writer measures: commands per commit, the time of each
+    /// write transaction, whether writes are refused.
+    pub fn stats(&self) -> &WriterStats {
+        &self.inner.stats
+    }
+
+    /// Whether writes are being refused (after an I/O failure, or while
+    /// the disk is full): what a health check asks.
+    pub fn refuses_writes(&self) -> bool {
+        self.inner.disk_full.load(Ordering::Relaxed)
+            || self
+                .inner
+                .refused
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .is_some()
     }
 
     /// The current map size in bytes.

@@ -353,10 +353,17 @@ fn commit_once(
         Journaling::Live { batch, .. } => Some(batch.mark()),
         _ => None,
     };
+    // A measurement for the metrics, never stored.
+    #[allow(clippy::disallowed_methods)]
+    let began = std::time::Instant::now();
     let committed = try_commit(inner, &ctx, commands, journaling);
     match (&committed, journaling, mark) {
         (Ok(_), _, _) => {
             inner.commits.fetch_add(1, Ordering::Relaxed);
+            #[allow(clippy::disallowed_methods)]
+            let took = began.elapsed();
+            inner.stats.transaction_seconds.observe_duration(took);
+            inner.stats.batch_commands.observe(commands.len() as f64);
             note_commit(inner);
             if let Some(table) = attempt.names.committed(&inner.schema) {
                 inner.publish_names(table);

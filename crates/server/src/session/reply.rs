@@ -16,6 +16,8 @@ pub(super) fn log_access(
     code: Option<ResultCode>,
     started: Instant,
 ) {
+    let took = started.elapsed();
+    crate::metrics::operation(op, code, took);
     if enabled {
         tracing::info!(
             target: "meridian::access",
@@ -24,7 +26,7 @@ pub(super) fn log_access(
             op,
             dn = %String::from_utf8_lossy(dn),
             result = code.map_or(-1, |c| i64::from(c.0)),
-            etime_us = started.elapsed().as_micros() as u64,
+            etime_us = took.as_micros() as u64,
         );
     }
 }
@@ -40,6 +42,9 @@ pub(super) fn log_search(
     done: Option<&SearchDone>,
     started: Instant,
 ) {
+    let took = started.elapsed();
+    crate::metrics::operation("SRCH", done.map(|d| d.outcome.code), took);
+    crate::metrics::search_entries(done.map_or(0, |d| d.entries));
     if enabled {
         tracing::info!(
             target: "meridian::access",
@@ -49,7 +54,7 @@ pub(super) fn log_search(
             dn = %String::from_utf8_lossy(base),
             result = done.map_or(-1, |d| i64::from(d.outcome.code.0)),
             nentries = done.map_or(0, |d| d.entries),
-            etime_us = started.elapsed().as_micros() as u64,
+            etime_us = took.as_micros() as u64,
         );
     }
 }

@@ -1,0 +1,152 @@
+//! The metrics endpoint (`--metrics`, `server.metrics_listen`): what the
+//! server did shows in `/metrics` in the Prometheus text format, with the
+//! access log's operations and result codes; `/healthz` and `/readyz`
+//! answer; bad requests get HTTP errors, never a hang.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod support;
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use support::*;
+
+/// One HTTP exchange: the status line and the body.
+fn http(addr: SocketAddr, request: &[u8]) -> (String, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream.write_all(request).unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let answer = text(&answer);
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    (
+        head.lines().next().unwrap_or("").to_owned(),
+        body.to_owned(),
+    )
+}
+
+fn get(addr: SocketAddr, path: &str) -> (String, String) {
+    http(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+    )
+}
+
+/// The value of the sample `name{labels}` (exactly as written).
+fn sample(page: &str, series: &str) -> f64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in:\n{page}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn metrics_show_what_the_server_did() {
+    let server = Server::start_with_args("", &["--metrics", "127.0.0.1:0"]);
+    let metrics: SocketAddr = server
+        .stdout_lines
+        .iter()
+        .find_map(|l| l.strip_prefix("meridian metrics on http://"))
+        .and_then(|l| l.strip_suffix("/metrics"))
+        .expect("the metrics address on stdout")
+        .parse()
+        .unwrap();
+    let ldif = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
+                dn: cn=a,dc=example,dc=com\nobjectClass: device\ncn: a\n";
+    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(ldif));
+    assert_eq!(rc, 0, "{out}");
+    for _ in 0..3 {
+        let (rc, out) = admin_tool(
+            &server,
+            "ldapsearch",
+            &["-LLL", "-b", "dc=example,dc=com", "(objectClass=*)", "1.1"],
+            None,
+        );
+        assert_eq!(rc, 0, "{out}");
+    }
+    let (rc, _) = tool(
+        &server,
+        "ldapwhoami",
+        &["-D", ADMIN_DN, "-w", "wrong"],
+        &[],
+        None,
+    );
+    assert_eq!(rc, 49);
+
+    let (status, page) = get(metrics, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK", "{page}");
+    assert!(
+        page.contains("# TYPE meridian_operations_total counter"),
+        "{page}"
+    );
+    assert!(sample(&page, "meridian_operations_total{op=\"SRCH\",result=\"0\"}") >= 3.0);
+    assert!(sample(&page, "meridian_operations_total{op=\"ADD\",result=\"0\"}") >= 2.0);
+    assert!(
+        sample(
+            &page,
+            "meridian_operations_total{op=\"BIND\",result=\"49\"}"
+        ) >= 1.0
+    );
+    assert!(sample(&page, "meridian_failed_binds_total") >= 1.0);
+    assert!(sample(&page, "meridian_search_entries_total") >= 6.0);
+    assert!(
+        sample(
+            &page,
+            "meridian_operation_duration_seconds_count{op=\"SRCH\"}"
+        ) >= 3.0
+    );
+    assert!(
+        sample(
+            &page,
+            "meridian_operation_duration_seconds_bucket{op=\"SRCH\",le=\"+Inf\"}"
+        ) >= 3.0
+    );
+    assert!(sample(&page, "meridian_connections_total") >= 5.0);
+    assert!(sample(&page, "meridian_received_bytes_total") > 0.0);
+    assert!(sample(&page, "meridian_sent_bytes_total") > 0.0);
+    let suffix = "{suffix=\"dc=example,dc=com\"}";
+    assert!(sample(&page, &format!("meridian_write_transactions_total{suffix}")) >= 1.0);
+    assert!(sample(&page, &format!("meridian_entries{suffix}")) >= 2.0);
+    assert_eq!(
+        sample(&page, &format!("meridian_writes_refused{suffix}")),
+        0.0
+    );
+    assert!(
+        sample(
+            &page,
+            "meridian_write_batch_commands_count{suffix=\"dc=example,dc=com\"}"
+        ) >= 1.0
+    );
+
+    assert_eq!(
+        get(metrics, "/healthz"),
+        ("HTTP/1.1 200 OK".into(), "ok\n".into())
+    );
+    assert_eq!(get(metrics, "/readyz").0, "HTTP/1.1 200 OK");
+    assert_eq!(get(metrics, "/nothing").0, "HTTP/1.1 404 Not Found");
+    assert_eq!(
+        http(metrics, b"POST /metrics HTTP/1.1\r\n\r\n").0,
+        "HTTP/1.1 405 Method Not Allowed"
+    );
+    // A head that never ends is cut off at its bound, not read forever.
+    let mut endless = b"GET /metrics HTTP/1.1\r\n".to_vec();
+    endless.extend(std::iter::repeat_n(b'x', 16 * 1024));
+    assert_eq!(
+        http(metrics, &endless).0,
+        "HTTP/1.1 431 Request Header Fields Too Large"
+    );
+    // And the LDAP side is unaffected.
+    let (rc, out) = admin_tool(&server, "ldapwhoami", &[], None);
+    assert_eq!(rc, 0, "{out}");
+}
