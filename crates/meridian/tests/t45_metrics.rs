@@ -150,3 +150,91 @@ fn metrics_show_what_the_server_did() {
     let (rc, out) = admin_tool(&server, "ldapwhoami", &[], None);
     assert_eq!(rc, 0, "{out}");
 }
+
+/// cn=Monitor: the same figures as entries, in slapd's back-monitor
+/// layout and types, for the administrator only.
+#[test]
+fn cn_monitor_shows_the_figures_to_the_administrator() {
+    let server = Server::start("");
+    let ldif = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n";
+    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(ldif));
+    assert_eq!(rc, 0, "{out}");
+    for _ in 0..3 {
+        let (rc, out) = admin_tool(
+            &server,
+            "ldapsearch",
+            &["-LLL", "-b", "dc=example,dc=com", "1.1"],
+            None,
+        );
+        assert_eq!(rc, 0, "{out}");
+    }
+    let monitor = |args: &[&str]| {
+        let mut all = vec!["-LLL", "-o", "ldif-wrap=no"];
+        all.extend_from_slice(args);
+        admin_tool(&server, "ldapsearch", &all, None)
+    };
+    // The containers a slapd script reads.
+    let (rc, out) = monitor(&["-b", "cn=Monitor", "-s", "one", "(objectClass=*)", "1.1"]);
+    assert_eq!(rc, 0, "{out}");
+    for container in [
+        "Connections",
+        "Operations",
+        "Statistics",
+        "Databases",
+        "Time",
+    ] {
+        assert!(
+            out.contains(&format!("dn: cn={container},cn=Monitor")),
+            "{out}"
+        );
+    }
+    // Operations: the counters are operational, asked for by name or +.
+    let (rc, out) = monitor(&[
+        "-b",
+        "cn=Search,cn=Operations,cn=Monitor",
+        "-s",
+        "base",
+        "(objectClass=monitorOperation)",
+        "monitorOpCompleted",
+        "monitorOpInitiated",
+    ]);
+    assert_eq!(rc, 0, "{out}");
+    let completed: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("monitorOpCompleted: "))
+        .unwrap_or_else(|| panic!("{out}"))
+        .parse()
+        .unwrap();
+    assert!(completed >= 3, "{out}");
+    // A filter on a counter, over the subtree.
+    let (rc, out) = monitor(&["-b", "cn=Monitor", "(monitorCounter>=1)", "monitorCounter"]);
+    assert_eq!(rc, 0, "{out}");
+    assert!(
+        out.contains("dn: cn=Total,cn=Connections,cn=Monitor"),
+        "{out}"
+    );
+    let (rc, out) = monitor(&[
+        "-b",
+        "cn=Databases,cn=Monitor",
+        "-s",
+        "one",
+        "namingContexts",
+    ]);
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("namingContexts: dc=example,dc=com"), "{out}");
+    // The root DSE says where it is, as slapd's does.
+    let (rc, out) = monitor(&["-b", "", "-s", "base", "monitorContext"]);
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("monitorContext: cn=Monitor"), "{out}");
+    // Anyone else finds nothing there.
+    let (rc, out) = tool(
+        &server,
+        "ldapsearch",
+        &[],
+        &["-LLL", "-b", "cn=Monitor", "-s", "base"],
+        None,
+    );
+    assert_eq!(rc, 32, "{out}");
+    let (rc, _) = monitor(&["-b", "cn=Nothing,cn=Monitor", "-s", "base"]);
+    assert_eq!(rc, 32);
+}

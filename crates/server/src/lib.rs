@@ -14,6 +14,7 @@ mod cluster_hooks;
 mod connection;
 mod inflight;
 mod metrics;
+mod monitor;
 mod outbound;
 mod password_pool;
 mod root_dse;

@@ -4,14 +4,13 @@
 //! context accepts writes, 503 with the reason otherwise) and `GET
 //! /readyz` (200 once serving).
 //!
-//! The counts are process-wide atomics, recorded only once a metrics
-//! listener is started ([`enable`]): a server without one pays a relaxed
-//! load per operation. (Tests that run several servers in one process
-//! share them.) Every operation is recorded where its access log line is
-//! written (`session/reply.rs`), so the two always agree.
+//! The counts are process-wide atomics, always recorded (a few relaxed
+//! additions per operation, BENCHMARKS.md), read by this endpoint and by
+//! `cn=Monitor` (`monitor.rs`). Tests that run several servers in one
+//! process share them. Every operation is recorded where its access log
+//! line is written (`session/reply.rs`), so the two always agree.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use meridian_metrics::{Counter, Exposition, Gauge, Histogram, SECONDS};
@@ -48,7 +47,6 @@ impl OpMetrics {
 }
 
 struct ServerMetrics {
-    enabled: AtomicBool,
     ops: [OpMetrics; OPS.len()],
     connections_open: Gauge,
     connections: Counter,
@@ -59,7 +57,6 @@ struct ServerMetrics {
 }
 
 static METRICS: ServerMetrics = ServerMetrics {
-    enabled: AtomicBool::new(false),
     ops: [const { OpMetrics::new() }; OPS.len()],
     connections_open: Gauge::new(),
     connections: Counter::new(),
@@ -69,21 +66,54 @@ static METRICS: ServerMetrics = ServerMetrics {
     failed_binds: Counter::new(),
 };
 
-fn on() -> bool {
-    METRICS.enabled.load(Ordering::Relaxed)
+/// When the server started (for cn=Monitor's cn=Start,cn=Time).
+static STARTED: std::sync::OnceLock<std::time::SystemTime> = std::sync::OnceLock::new();
+
+/// Notes the server's start time (the first call wins).
+pub(crate) fn started() -> std::time::SystemTime {
+    // The start time shown in cn=Monitor, a wall-clock fact.
+    #[allow(clippy::disallowed_methods)]
+    *STARTED.get_or_init(std::time::SystemTime::now)
 }
 
-/// Starts recording (a metrics listener is about to serve them).
-pub(crate) fn enable() {
-    METRICS.enabled.store(true, Ordering::Relaxed);
+/// An operation's counts: answered, and without a response.
+pub(crate) struct OpCounts {
+    pub(crate) name: &'static str,
+    pub(crate) answered: u64,
+    pub(crate) unanswered: u64,
+}
+
+/// What cn=Monitor shows.
+pub(crate) struct Figures {
+    pub(crate) ops: Vec<OpCounts>,
+    pub(crate) connections_open: i64,
+    pub(crate) connections: u64,
+    pub(crate) bytes_sent: u64,
+    pub(crate) search_entries: u64,
+}
+
+/// The counts as they are now.
+pub(crate) fn figures() -> Figures {
+    Figures {
+        ops: OPS
+            .iter()
+            .zip(&METRICS.ops)
+            .map(|(name, m)| OpCounts {
+                name,
+                answered: m.by_code.iter().map(Counter::get).sum(),
+                unanswered: m.unanswered.get(),
+            })
+            .collect(),
+        connections_open: METRICS.connections_open.get(),
+        connections: METRICS.connections.get(),
+        bytes_sent: METRICS.bytes_sent.get(),
+        search_entries: METRICS.search_entries.get(),
+    }
 }
 
 /// One operation answered with `code` (`None`: no response) after
 /// `took`.
 pub(crate) fn operation(op: &str, code: Option<ResultCode>, took: Duration) {
-    if !on() {
-        return;
-    }
     let Some(m) = OPS
         .iter()
         .position(|o| *o == op)
@@ -105,42 +135,32 @@ pub(crate) fn operation(op: &str, code: Option<ResultCode>, took: Duration) {
 
 /// Entries a search returned.
 pub(crate) fn search_entries(n: u64) {
-    if on() {
-        METRICS.search_entries.add(n);
-    }
+    METRICS.search_entries.add(n);
 }
 
 /// A simple bind refused for its credentials.
 pub(crate) fn failed_bind() {
-    if on() {
-        METRICS.failed_binds.inc();
-    }
+    METRICS.failed_binds.inc();
 }
 
 /// A connection opened (`true`) or closed.
 pub(crate) fn connection(opened: bool) {
-    if on() {
-        if opened {
-            METRICS.connections.inc();
-            METRICS.connections_open.add(1);
-        } else {
-            METRICS.connections_open.add(-1);
-        }
+    if opened {
+        METRICS.connections.inc();
+        METRICS.connections_open.add(1);
+    } else {
+        METRICS.connections_open.add(-1);
     }
 }
 
 /// Bytes read from clients.
 pub(crate) fn received(n: usize) {
-    if on() {
-        METRICS.bytes_received.add(n as u64);
-    }
+    METRICS.bytes_received.add(n as u64);
 }
 
 /// Bytes written to clients.
 pub(crate) fn sent(n: usize) {
-    if on() {
-        METRICS.bytes_sent.add(n as u64);
-    }
+    METRICS.bytes_sent.add(n as u64);
 }
 
 /// The `/metrics` page.
@@ -271,7 +291,6 @@ const MAX_CONCURRENT: usize = 16;
 
 /// Serves the endpoint on `listener` until the process ends.
 pub(crate) async fn serve(listener: TcpListener, ctx: Arc<ServerContext>) {
-    enable();
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT));
     loop {
         let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {

@@ -92,6 +92,11 @@ impl PublishedEntries {
             // RFC 2589: where dynamic entries may be created.
             ("dynamicSubtrees", suffixes.to_vec()),
             ("subschemaSubentry", vec![SUBSCHEMA_DN.to_owned()]),
+            // As slapd's: where the monitoring entries are.
+            (
+                "monitorContext",
+                vec![crate::monitor::MONITOR_DN.to_owned()],
+            ),
             ("supportedLDAPVersion", vec!["3".into()]),
             ("supportedControl", text(Self::SUPPORTED_CONTROLS)),
             ("supportedExtension", {
@@ -195,7 +200,7 @@ impl PublishedEntries {
     }
 }
 
-fn build(
+pub(crate) fn build(
     dn: &[u8],
     attrs: &[(&str, Vec<String>)],
     schema: &Schema,

@@ -186,8 +186,9 @@ pub struct Schema {
 }
 
 impl Schema {
-    /// The built-in schema: system, core, cosine, inetorgperson, nis and
-    /// dynamicObject, as `crates/model/schema/README.md` describes.
+    /// The built-in schema: system, core, cosine, inetorgperson, nis,
+    /// dynamicObject and cn=Monitor's types, as
+    /// `crates/model/schema/README.md` describes.
     pub fn builtin() -> Result<Schema, SchemaError> {
         let mut schema = Schema::default();
         for (name, text) in BUILTIN {
@@ -429,7 +430,7 @@ fn with_lower_case<R>(name: &str, f: impl FnOnce(&str) -> Option<R>) -> Option<R
 }
 
 /// The built-in schema files, in load order.
-const BUILTIN: [(&str, &str); 5] = [
+const BUILTIN: [(&str, &str); 6] = [
     ("system.schema", include_str!("../../schema/system.schema")),
     ("core.schema", include_str!("../../schema/core.schema")),
     ("cosine.schema", include_str!("../../schema/cosine.schema")),
@@ -438,6 +439,10 @@ const BUILTIN: [(&str, &str); 5] = [
         include_str!("../../schema/inetorgperson.schema"),
     ),
     ("nis.schema", include_str!("../../schema/nis.schema")),
+    (
+        "monitor.schema",
+        include_str!("../../schema/monitor.schema"),
+    ),
 ];
 
 /// Rules by name or OID, for loaders.

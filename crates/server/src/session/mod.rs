@@ -57,6 +57,7 @@ use self::search::*;
 use self::writes::*;
 use crate::ServerContext;
 use crate::inflight::{InFlight, Kind, Running, Stop};
+use crate::monitor;
 use crate::outbound::{Outbound, ResponseBatch};
 
 /// What the connection must do after [`Session::handle`].

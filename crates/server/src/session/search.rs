@@ -23,6 +23,17 @@ impl Session {
             Ok(dn) => dn,
             Err(e) => return reply.result(search.base, e.code, e.message.as_bytes()),
         };
+        if monitor::holds(&base, &ctx.schema) {
+            let (code, message) = monitor::search(
+                &ctx.directory,
+                &self.identity,
+                search,
+                &base,
+                reply.id,
+                &mut reply.batch.bytes,
+            );
+            return reply.result(search.base, code, message.as_bytes());
+        }
         // The root DSE and the subschema entry: a list of one, which the
         // sort and VLV controls leave as it is (as slapd, whose sssvlv
         // overlay serves databases only).
