@@ -6,6 +6,7 @@ mod bench;
 mod cluster;
 mod export;
 mod import;
+mod migrate;
 mod privileges;
 mod serve;
 mod setup;
@@ -104,6 +105,8 @@ enum Command {
     Cluster(cluster::ClusterArgs),
     /// Compare the replicas of a cluster by digests; name any differing DN.
     Verify(verify::VerifyArgs),
+    /// Write a Meridian configuration from OpenLDAP's slapd.conf or slapd.d.
+    Migrate(migrate::MigrateArgs),
 }
 
 fn main() -> ExitCode {
@@ -120,6 +123,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Migrate(args) => migrate::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,427 @@
+//! `meridian migrate`: an OpenLDAP server's configuration, `slapd.conf`
+//! or `slapd.d` (cn=config), written as a Meridian configuration:
+//! suffixes, the administrator's DN, indexes, schema files (the built-in
+//! ones recognised and left out, the others referenced), limits, TLS
+//! files, and access rules translated where they mean the same. Every
+//! directive it could not translate is listed with where it is and why;
+//! the data follows with `slapcat | meridian import` (docs/operations.md).
+
+mod acl;
+mod read;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::Args;
+
+use read::{Database, Directive, SlapdConfig};
+
+/// Flags of `meridian migrate`.
+#[derive(Debug, Args)]
+pub(crate) struct MigrateArgs {
+    /// The OpenLDAP configuration: a slapd.conf file or a slapd.d folder.
+    #[arg(long, value_name = "PATH")]
+    from: PathBuf,
+    /// Write the Meridian configuration here (it must not exist) instead
+    /// of to standard output.
+    #[arg(short = 'o', long)]
+    output: Option<PathBuf>,
+}
+
+pub(crate) fn run(args: MigrateArgs) -> anyhow::Result<()> {
+    let slapd = if args.from.is_dir() {
+        read::slapd_d(&args.from)?
+    } else {
+        read::slapd_conf(&args.from)?
+    };
+    let migration = translate(&slapd);
+    // What it wrote must load: the same check `serve` makes.
+    meridian_config::Config::from_toml(&migration.toml, Path::new("(migrated)")).map_err(|e| {
+        anyhow::anyhow!("the translated configuration does not load ({e}); please report this")
+    })?;
+    match &args.output {
+        Some(path) => {
+            if path.exists() {
+                anyhow::bail!(
+                    "{} exists; the configuration is written to a new file",
+                    path.display()
+                );
+            }
+            std::fs::write(path, &migration.toml)
+                .with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("wrote {}", path.display());
+        }
+        None => print!("{}", migration.toml),
+    }
+    if migration.notes.is_empty() {
+        eprintln!("every directive was translated");
+    } else {
+        eprintln!(
+            "{} directive(s) were not translated or need your attention:",
+            migration.notes.len()
+        );
+        for note in &migration.notes {
+            eprintln!("  {note}");
+        }
+    }
+    Ok(())
+}
+
+/// The configuration written, and what did not translate.
+pub(crate) struct Migration {
+    pub(crate) toml: String,
+    pub(crate) notes: Vec<String>,
+}
+
+/// Schema files Meridian has built in, by the name slapd knows them.
+const BUILT_IN_SCHEMA: &[&str] = &["core", "cosine", "inetorgperson", "nis"];
+
+/// Directives that need no counterpart: where slapd keeps its own files
+/// and threads, which modules it loads.
+const NOT_NEEDED: &[&str] = &[
+    "pidfile",
+    "argsfile",
+    "modulepath",
+    "moduleload",
+    "threads",
+    "toolthreads",
+    "tool-threads",
+    "loglevel",
+    "directory",
+    "checkpoint",
+    "lastmod",
+    "dbnosync",
+    "envflags",
+    "mode",
+    "objectclass",
+    "cn",
+    "database",
+    "dbdirectory",
+    "monitoring",
+    "overlay",
+];
+
+fn translate(slapd: &SlapdConfig) -> Migration {
+    let mut notes: Vec<String> = Vec::new();
+    let mut note = |origin: &str, what: String| notes.push(format!("{origin}: {what}"));
+    let mut directory = String::new();
+    let mut server = String::new();
+    let mut security = String::new();
+    let mut storage = String::new();
+    let mut indexes: Vec<(String, Vec<String>)> = Vec::new();
+    let mut rules: Vec<String> = Vec::new();
+
+    // Schema.
+    let mut schema_files = Vec::new();
+    for (path, origin) in &slapd.schema {
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // slapd.d names them cn={0}core.ldif.
+        let bare = stem
+            .rsplit('}')
+            .next()
+            .unwrap_or(&stem)
+            .to_ascii_lowercase();
+        if !BUILT_IN_SCHEMA.contains(&bare.as_str()) {
+            schema_files.push(path.display().to_string());
+            let _ = origin;
+        }
+    }
+
+    // The naming contexts: the mdb (or hdb, bdb) databases.
+    let data: Vec<&Database> = slapd
+        .databases
+        .iter()
+        .filter(|d| matches!(d.kind.as_str(), "mdb" | "hdb" | "bdb"))
+        .collect();
+    let frontend: Vec<&Directive> = slapd
+        .databases
+        .iter()
+        .filter(|d| d.kind == "frontend")
+        .flat_map(|d| d.directives.iter())
+        .chain(slapd.global.iter())
+        .collect();
+    for db in &slapd.databases {
+        if !matches!(
+            db.kind.as_str(),
+            "mdb" | "hdb" | "bdb" | "frontend" | "config"
+        ) {
+            note(
+                &db.origin,
+                format!(
+                    "database {}: not translated (Meridian serves its naming contexts from LMDB; \
+                     cn=Monitor is built in)",
+                    db.kind
+                ),
+            );
+        }
+    }
+    let suffix_of = |db: &Database| db.first("suffix").map(str::to_owned);
+    match data.first().and_then(|db| suffix_of(db)) {
+        Some(suffix) => {
+            let _ = writeln!(directory, "suffix = {}", acl::quote(&suffix));
+        }
+        None => note(
+            "(configuration)",
+            "no mdb database with a suffix: the default suffix is kept".to_owned(),
+        ),
+    }
+    let more: Vec<String> = data
+        .iter()
+        .skip(1)
+        .filter_map(|db| suffix_of(db))
+        .map(|s| acl::quote(&s))
+        .collect();
+    if !more.is_empty() {
+        let _ = writeln!(directory, "additional_suffixes = [{}]", more.join(", "));
+    }
+    if let Some(rootdn) = data.iter().find_map(|db| db.first("rootdn")) {
+        let _ = writeln!(directory, "admin_dn = {}", acl::quote(rootdn));
+    }
+    for (i, db) in data.iter().enumerate() {
+        if i > 0
+            && let (Some(theirs), Some(first)) = (
+                db.first("rootdn"),
+                data.first().and_then(|d| d.first("rootdn")),
+            )
+            && !theirs.eq_ignore_ascii_case(first)
+        {
+            note(
+                &db.origin,
+                format!(
+                    "rootdn {theirs}: Meridian has one administrator, {first}; give this one rights with an [[access]] rule"
+                ),
+            );
+        }
+        for d in &db.directives {
+            match d.name.as_str() {
+                "suffix" | "rootdn" | "subordinate" => {}
+                "rootpw" => {
+                    let value = d.args.first().map(String::as_str).unwrap_or_default();
+                    note(
+                        &d.origin,
+                        if value.starts_with('{') {
+                            "rootpw is a hash: Meridian keeps the administrator's password as {ARGON2} \
+                             only; start it once with MERIDIAN_ADMIN_PASSWORD set to the password"
+                                .to_owned()
+                        } else {
+                            "rootpw: start Meridian once with MERIDIAN_ADMIN_PASSWORD set to it \
+                             (Meridian stores only its {ARGON2} hash)"
+                                .to_owned()
+                        },
+                    );
+                }
+                "index" => index(d, &mut indexes, &mut note),
+                "sizelimit" => limit(d, "size_limit", &mut directory, &mut note),
+                "timelimit" => limit(d, "time_limit_secs", &mut directory, &mut note),
+                "maxsize" => {
+                    if let Some(bytes) = d.args.first().and_then(|v| v.parse::<u64>().ok()) {
+                        let _ = writeln!(storage, "map_size_bytes = {bytes}");
+                    }
+                }
+                "access" => match acl::translate(&d.args) {
+                    Ok(rule) => rules.push(rule.toml()),
+                    Err(why) => note(&d.origin, format!("access not translated: {why}")),
+                },
+                name if NOT_NEEDED.contains(&name) => {}
+                name => note(&d.origin, format!("{name}: no Meridian counterpart")),
+            }
+        }
+        for (overlay, _) in &db.overlays {
+            let what = match overlay.as_str() {
+                "dds" => "built in (dynamicObject, Refresh; directory.dynamic_* keys)".to_owned(),
+                "sssvlv" => "built in (server-side sort and VLV; directory.sort_* keys)".to_owned(),
+                "ppolicy" => {
+                    "set [password_policy] from the policy entry's pwd* attributes by hand \
+                              (lockout, max age, history, safe modify; the same state attributes)"
+                        .to_owned()
+                }
+                other => format!("overlay {other} has no Meridian counterpart"),
+            };
+            note(&db.origin, format!("overlay {overlay}: {what}"));
+        }
+    }
+    // Global and frontend directives.
+    for d in &frontend {
+        match d.name.as_str() {
+            "include" => {}
+            "serverid" => {
+                if let Some(id) = d.args.first().and_then(|v| v.parse::<u32>().ok()) {
+                    let _ = writeln!(directory, "server_id = {id}");
+                }
+            }
+            "sizelimit" => limit(d, "size_limit", &mut directory, &mut note),
+            "timelimit" => limit(d, "time_limit_secs", &mut directory, &mut note),
+            "tlscertificatefile" => tls(d, "tls_certificate_file", &mut security),
+            "tlscertificatekeyfile" => tls(d, "tls_key_file", &mut security),
+            "tlscacertificatefile" => tls(d, "tls_ca_file", &mut security),
+            "tlsverifyclient" => {
+                let mode = match d.args.first().map(String::as_str) {
+                    Some("never") => "none",
+                    Some("allow" | "try") => "optional",
+                    Some("demand" | "hard" | "true") => "required",
+                    _ => "none",
+                };
+                let _ = writeln!(security, "client_certificates = \"{mode}\"");
+            }
+            "access" => {
+                let target = d.args.get(1).map(String::as_str).unwrap_or_default();
+                if d.args.get(1..3).is_some_and(|w| {
+                    let w: Vec<&str> = w.iter().map(String::as_str).collect();
+                    matches!(
+                        w.as_slice(),
+                        ["dn.exact=" | "dn.base=", _]
+                            | ["dn.base=cn=Subschema" | "dn.exact=cn=Subschema", _]
+                    )
+                }) || target == "dn.exact="
+                    || target == "dn.base="
+                    || target.eq_ignore_ascii_case("dn.base=cn=Subschema")
+                {
+                    note(
+                        &d.origin,
+                        "access to the root DSE or cn=Subschema: Meridian serves both to anyone"
+                            .to_owned(),
+                    );
+                    continue;
+                }
+                // slapd checks the frontend's rules after each database's.
+                match acl::translate(&d.args) {
+                    Ok(rule) => rules.push(rule.toml()),
+                    Err(why) => note(&d.origin, format!("access not translated: {why}")),
+                }
+            }
+            name if NOT_NEEDED.contains(&name) => {}
+            "security" | "require" | "disallow" | "allow" => {
+                note(
+                    &d.origin,
+                    format!("{}: see security.require_tls and [security]", d.name),
+                );
+            }
+            name => note(&d.origin, format!("{name}: no Meridian counterpart")),
+        }
+    }
+
+    let mut toml = String::new();
+    let _ = writeln!(
+        toml,
+        "# Written by `meridian migrate` from an OpenLDAP configuration. Every key\n\
+         # not set here keeps its default (contrib/meridian.toml lists them all).\n"
+    );
+    if !server.is_empty() {
+        let _ = writeln!(toml, "[server]\n{server}");
+    }
+    server.clear();
+    if !schema_files.is_empty() {
+        let files: Vec<String> = schema_files.iter().map(|f| acl::quote(f)).collect();
+        let _ = writeln!(directory, "schema_files = [{}]", files.join(", "));
+    }
+    let _ = writeln!(toml, "[directory]\n{directory}");
+    if !storage.is_empty() || !indexes.is_empty() {
+        let _ = writeln!(toml, "[storage]\n{storage}");
+    }
+    if !indexes.is_empty() {
+        let _ = writeln!(toml, "[storage.indexes]");
+        for (attr, kinds) in &indexes {
+            let kinds: Vec<String> = kinds.iter().map(|k| acl::quote(k)).collect();
+            let _ = writeln!(toml, "{attr} = [{}]", kinds.join(", "));
+        }
+        toml.push('\n');
+    }
+    if !security.is_empty() {
+        let _ = writeln!(toml, "[security]\n{security}");
+    }
+    for rule in &rules {
+        let _ = writeln!(toml, "{rule}");
+    }
+    Migration { toml, notes }
+}
+
+/// `index cn,uid eq,sub`: each attribute's index kinds, merged.
+fn index(
+    d: &Directive,
+    indexes: &mut Vec<(String, Vec<String>)>,
+    note: &mut impl FnMut(&str, String),
+) {
+    let Some(attrs) = d.args.first() else {
+        return;
+    };
+    let kinds = d.args.get(1).map_or("eq", String::as_str);
+    let mut ours = Vec::new();
+    for kind in kinds.split(',') {
+        let kind = match kind {
+            "eq" | "equality" => "eq",
+            "pres" | "present" => "pres",
+            "sub" | "substr" | "subinitial" | "subany" | "subfinal" | "substring" => "sub",
+            other => {
+                note(
+                    &d.origin,
+                    format!("index type {other}: Meridian indexes eq, pres, sub and ord"),
+                );
+                continue;
+            }
+        };
+        if !ours.contains(&kind) {
+            ours.push(kind);
+        }
+    }
+    for attr in attrs.split(',').filter(|a| !a.is_empty()) {
+        if attr == "default" {
+            note(
+                &d.origin,
+                "index default: name each attribute's index types".to_owned(),
+            );
+            continue;
+        }
+        match indexes
+            .iter_mut()
+            .find(|(a, _)| a.eq_ignore_ascii_case(attr))
+        {
+            Some((_, kinds)) => {
+                for kind in &ours {
+                    if !kinds.iter().any(|k| k == kind) {
+                        kinds.push((*kind).to_owned());
+                    }
+                }
+            }
+            None => indexes.push((
+                attr.to_owned(),
+                ours.iter().map(|k| (*k).to_owned()).collect(),
+            )),
+        }
+    }
+}
+
+/// `sizelimit 500` or `sizelimit size.soft=500 ...`: the soft (or only)
+/// number.
+fn limit(d: &Directive, key: &str, out: &mut String, note: &mut impl FnMut(&str, String)) {
+    let number = d.args.iter().find_map(|a| {
+        let value = a.rsplit('=').next().unwrap_or(a);
+        if a.contains('=') && !a.contains("soft") && d.args.len() > 1 {
+            return None;
+        }
+        value.parse::<u64>().ok()
+    });
+    match number {
+        Some(n) if n > 0 => {
+            let _ = writeln!(out, "{key} = {n}");
+        }
+        _ => note(
+            &d.origin,
+            format!(
+                "{} {}: not translated (Meridian's limits bind everyone but the administrator; \
+                 `unlimited` is its default for the administrator)",
+                d.name,
+                d.args.join(" ")
+            ),
+        ),
+    }
+}
+
+fn tls(d: &Directive, key: &str, out: &mut String) {
+    if let Some(path) = d.args.first() {
+        let _ = writeln!(out, "{key} = {}", acl::quote(path));
+    }
+}

@@ -1,0 +1,209 @@
+//! `meridian migrate`: Debian's default slapd.d and a hand-written
+//! slapd.conf with access rules become Meridian configurations that load
+//! and behave as the originals where they translate; what does not
+//! translate is listed with where it is.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use support::*;
+
+/// `meridian migrate --from PATH`: the configuration and the notes.
+fn migrate(from: &Path) -> (String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["migrate", "--from"])
+        .arg(from)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    (text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn debians_default_slapd_d_translates_and_serves_as_it_did() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/debian-slapd.d");
+    let (config, notes) = migrate(&fixture);
+    for line in [
+        "suffix = \"dc=nodomain\"",
+        "admin_dn = \"cn=admin,dc=nodomain\"",
+        "objectClass = [\"eq\"]",
+        "uidNumber = [\"eq\"]",
+        "memberUid = [\"eq\"]",
+        "attrs = [\"userPassword\"]",
+        "{ who = \"anonymous\", grant = \"auth\" }",
+    ] {
+        assert!(config.contains(line), "no {line:?} in:\n{config}");
+    }
+    // The built-in schemas are left out; the rootpw hash and the
+    // peercred rule are explained, with where they are.
+    assert!(!config.contains("schema_files"), "{config}");
+    assert!(
+        notes.contains("olcRootPW") && notes.contains("MERIDIAN_ADMIN_PASSWORD"),
+        "{notes}"
+    );
+    assert!(notes.contains("frontend.ldif: olcAccess"), "{notes}");
+
+    // Served: anyone reads entries (Debian's `to * by * read`), nobody
+    // reads userPassword but its owner, who may change it.
+    let server = Server::start(&config);
+    let ldif = "dn: dc=nodomain\nobjectClass: dcObject\nobjectClass: organization\ndc: nodomain\no: x\n\n\
+                dn: uid=u,dc=nodomain\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: u\nuserPassword: u-pw\n";
+    let (rc, out) = tool(
+        &server,
+        "ldapadd",
+        &["-D", "cn=admin,dc=nodomain", "-w", ADMIN_PASSWORD],
+        &[],
+        Some(ldif),
+    );
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = tool(
+        &server,
+        "ldapsearch",
+        &[],
+        &[
+            "-LLL",
+            "-b",
+            "dc=nodomain",
+            "(uid=u)",
+            "uid",
+            "userPassword",
+        ],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(
+        out.contains("uid: u") && !out.contains("userPassword"),
+        "{out}"
+    );
+    let (rc, out) = tool(
+        &server,
+        "ldappasswd",
+        &["-D", "uid=u,dc=nodomain", "-w", "u-pw"],
+        &["-s", "new-pw"],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+}
+
+#[test]
+fn a_slapd_conf_with_access_rules_translates_what_it_can() {
+    let dir = temp_dir("migrate");
+    let conf = dir.join("slapd.conf");
+    std::fs::write(
+        &conf,
+        r#"# A hand-written slapd.conf.
+include /etc/ldap/schema/core.schema
+include /etc/ldap/schema/cosine.schema
+include /etc/ldap/schema/inetorgperson.schema
+include /etc/ldap/schema/misc.schema
+pidfile /var/run/slapd/slapd.pid
+modulepath /usr/lib/ldap
+moduleload back_mdb
+sizelimit 200
+timelimit 60
+TLSCertificateFile /etc/ldap/tls/server.pem
+TLSCertificateKeyFile /etc/ldap/tls/server.key
+TLSVerifyClient never
+
+database mdb
+suffix "dc=example,dc=com"
+rootdn "cn=Manager,dc=example,dc=com"
+rootpw secret
+directory /var/lib/ldap
+index objectClass eq
+index uid,cn eq,sub
+index mail eq,approx
+access to attrs=userPassword
+    by self write
+    by anonymous auth
+    by * none
+access to dn.subtree="ou=People,dc=example,dc=com" attrs=telephoneNumber
+    by self write
+    by group.exact="cn=HR,ou=Groups,dc=example,dc=com" write
+    by users read
+access to dn.one="ou=Groups,dc=example,dc=com" by * read
+access to filter=(objectClass=secret) by * none
+access to *
+    by dn.exact="cn=Reader,dc=example,dc=com" read
+    by users read
+    by * none
+overlay memberof
+overlay ppolicy
+
+database mdb
+suffix "o=other"
+rootdn "cn=Manager,dc=example,dc=com"
+directory /var/lib/ldap-other
+
+database monitor
+"#,
+    )
+    .unwrap();
+    let (config, notes) = migrate(&conf);
+    for line in [
+        "suffix = \"dc=example,dc=com\"",
+        "additional_suffixes = [\"o=other\"]",
+        "admin_dn = \"cn=Manager,dc=example,dc=com\"",
+        "size_limit = 200",
+        "time_limit_secs = 60",
+        "schema_files = [\"/etc/ldap/schema/misc.schema\"]",
+        "uid = [\"eq\", \"sub\"]",
+        "cn = [\"eq\", \"sub\"]",
+        "mail = [\"eq\"]",
+        "tls_certificate_file = \"/etc/ldap/tls/server.pem\"",
+        "client_certificates = \"none\"",
+        "to = \"subtree:ou=People,dc=example,dc=com\"",
+        "{ who = \"group:cn=HR,ou=Groups,dc=example,dc=com\", grant = \"write\" }",
+        "{ who = \"dn:cn=Reader,dc=example,dc=com\", grant = \"read\" }",
+    ] {
+        assert!(config.contains(line), "no {line:?} in:\n{config}");
+    }
+    // Each directive left out is named with its line.
+    let name = conf.display().to_string();
+    for (line, says) in [
+        (22, "approx"),
+        (31, "dn.one"),
+        (32, "filter"),
+        (18, "rootpw"),
+    ] {
+        assert!(
+            notes.contains(&format!("{name}:{line}:")) && notes.contains(says),
+            "no note for line {line} ({says}):\n{notes}"
+        );
+    }
+    assert!(notes.contains("overlay memberof"), "{notes}");
+    assert!(
+        notes.contains("overlay ppolicy") && notes.contains("[password_policy]"),
+        "{notes}"
+    );
+    assert!(notes.contains("database monitor"), "{notes}");
+    // The rules keep their order: userPassword first, the catch-all last.
+    let first = config.find("attrs = [\"userPassword\"]").unwrap();
+    let last = config.find("dn:cn=Reader").unwrap();
+    assert!(first < last, "{config}");
+    // Written to a file, it is refused over an existing one.
+    let out = dir.join("meridian.toml");
+    let run = |path: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_meridian"))
+            .args(["migrate", "--from"])
+            .arg(&conf)
+            .arg("-o")
+            .arg(path)
+            .output()
+            .unwrap()
+    };
+    assert!(run(&out).status.success());
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), config);
+    let again = run(&out);
+    assert!(!again.status.success() && text(&again.stderr).contains("exists"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
