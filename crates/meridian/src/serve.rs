@@ -53,29 +53,31 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         admin_dn,
         metrics,
     } = args;
-    let setup = common.load(|config| {
-        if let Some(listen) = listen {
-            config.server.listen = listen;
+    // The flags override the file, at start and at each SIGHUP's reread.
+    let overrides = move |config: &mut meridian_config::Config| {
+        if let Some(listen) = &listen {
+            config.server.listen.clone_from(listen);
         }
-        if let Some(listen_tls) = listen_tls {
-            config.server.listen_tls = listen_tls;
+        if let Some(listen_tls) = &listen_tls {
+            config.server.listen_tls.clone_from(listen_tls);
         }
-        if let Some(cert) = tls_cert {
-            config.security.tls_certificate_file = Some(cert);
+        if let Some(cert) = &tls_cert {
+            config.security.tls_certificate_file = Some(cert.clone());
         }
-        if let Some(key) = tls_key {
-            config.security.tls_key_file = Some(key);
+        if let Some(key) = &tls_key {
+            config.security.tls_key_file = Some(key.clone());
         }
-        if let Some(admin_dn) = admin_dn {
-            config.directory.admin_dn = admin_dn;
+        if let Some(admin_dn) = &admin_dn {
+            config.directory.admin_dn.clone_from(admin_dn);
         }
-        if let Some(metrics) = metrics {
-            config.server.metrics_listen = metrics;
+        if let Some(metrics) = &metrics {
+            config.server.metrics_listen.clone_from(metrics);
         }
-    })?;
+    };
+    let setup = common.load(&overrides)?;
     let config = &setup.config;
     let schema = &setup.schema;
-    init_logging(&config.log.level)?;
+    let log_filter = init_logging(&config.log.level)?;
     crate::no_huge_pages();
 
     // What may need privileges first: the sockets (ports below 1024, or
@@ -217,7 +219,13 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         println!("meridian listening on {addr}");
         std::io::stdout().flush()?;
-        tokio::spawn(reload_on_sighup(server.reloader()));
+        let rereads = Rereads {
+            common: common.clone(),
+            overrides: Box::new(overrides),
+            running: config.clone(),
+            log_filter,
+        };
+        tokio::spawn(reload_on_sighup(server.reloader(), rereads));
         server.run(shutdown_signal()).await;
         if let Some(node) = cluster {
             node.shutdown().await;
@@ -275,28 +283,134 @@ async fn sweep_dynamic_entries(
     }
 }
 
-fn init_logging(level: &str) -> anyhow::Result<()> {
-    let filter = match std::env::var("RUST_LOG") {
-        Ok(env) if !env.is_empty() => tracing_subscriber::EnvFilter::try_new(env),
-        // openraft narrates every vote and heartbeat at info: its
-        // warnings and errors are what an operator needs, unless the
-        // level names it.
-        _ if !level.contains("openraft") => {
-            tracing_subscriber::EnvFilter::try_new(format!("{level},openraft=warn"))
-        }
-        _ => tracing_subscriber::EnvFilter::try_new(level),
-    }
-    .with_context(|| format!("log.level: {level:?} is not a valid filter"))?;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    Ok(())
+/// What changes the log filter while the server runs (`None`: RUST_LOG
+/// set it, and it wins over the file).
+type LogFilter = Option<
+    tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, tracing_subscriber::Registry>,
+>;
+
+/// `log.level` as a filter.
+fn log_filter(level: &str) -> anyhow::Result<tracing_subscriber::EnvFilter> {
+    // openraft narrates every vote and heartbeat at info: its warnings
+    // and errors are what an operator needs, unless the level names it.
+    let text = if level.contains("openraft") {
+        level.to_owned()
+    } else {
+        format!("{level},openraft=warn")
+    };
+    tracing_subscriber::EnvFilter::try_new(text)
+        .with_context(|| format!("log.level: {level:?} is not a valid filter"))
 }
 
-/// Reloads what can be reloaded (the TLS certificate and key) on SIGHUP.
-async fn reload_on_sighup(reloader: meridian_server::Reloader) {
+fn init_logging(level: &str) -> anyhow::Result<LogFilter> {
+    use tracing_subscriber::prelude::*;
+    let from_env = std::env::var("RUST_LOG").ok().filter(|e| !e.is_empty());
+    let filter = match &from_env {
+        Some(env) => tracing_subscriber::EnvFilter::try_new(env)
+            .with_context(|| format!("RUST_LOG: {env:?} is not a valid filter"))?,
+        None => log_filter(level)?,
+    };
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        )
+        .init();
+    Ok(from_env.is_none().then_some(handle))
+}
+
+/// What a SIGHUP rereads the configuration with, and the configuration
+/// running.
+struct Rereads {
+    common: CommonArgs,
+    overrides: Box<dyn Fn(&mut meridian_config::Config) + Send>,
+    running: meridian_config::Config,
+    log_filter: LogFilter,
+}
+
+impl Rereads {
+    /// Rereads the file: sets the new log level, and logs which other
+    /// keys changed (they take effect at the next start). The TLS
+    /// certificate and key are reloaded by the caller.
+    fn reread(&mut self) {
+        let setup = match self.common.load(&*self.overrides) {
+            Ok(setup) => setup,
+            Err(e) => {
+                tracing::warn!(error = %e, "SIGHUP: the configuration no longer loads; nothing but the certificates reloaded");
+                return;
+            }
+        };
+        let new = setup.config;
+        let mut changed = changed_keys(&self.running, &new);
+        if new.log.level != self.running.log.level {
+            changed.retain(|k| k != "log.level");
+            match (&self.log_filter, log_filter(&new.log.level)) {
+                (Some(handle), Ok(filter)) => match handle.reload(filter) {
+                    Ok(()) => {
+                        tracing::info!(level = %new.log.level, "SIGHUP: log.level reloaded");
+                        self.running.log.level = new.log.level.clone();
+                    }
+                    Err(e) => tracing::warn!(error = %e, "SIGHUP: log.level not reloaded"),
+                },
+                (None, _) => {
+                    tracing::info!("SIGHUP: log.level changed, but RUST_LOG sets the filter")
+                }
+                (_, Err(e)) => tracing::warn!(error = %e, "SIGHUP: log.level not reloaded"),
+            }
+        }
+        if changed.is_empty() {
+            tracing::info!("SIGHUP: no other key changed");
+        } else {
+            tracing::warn!(
+                keys = %changed.join(", "),
+                "SIGHUP: these keys changed and take effect at the next start (reloaded: log.level, the TLS certificate and key)"
+            );
+        }
+    }
+}
+
+/// The keys (`section.key`) whose values differ between two
+/// configurations, as their effective TOML shows them.
+fn changed_keys(old: &meridian_config::Config, new: &meridian_config::Config) -> Vec<String> {
+    fn lines(config: &meridian_config::Config) -> Vec<(String, String)> {
+        let mut section = String::new();
+        let mut out = Vec::new();
+        for line in config.effective_toml().lines() {
+            if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                section = header.trim_matches(['[', ']']).to_owned();
+            } else if let Some((key, value)) = line.split_once(" = ") {
+                let name = if section.is_empty() {
+                    key.to_owned()
+                } else {
+                    format!("{section}.{key}")
+                };
+                out.push((name, value.to_owned()));
+            }
+        }
+        out
+    }
+    let (old, new) = (lines(old), lines(new));
+    let mut changed: Vec<String> = new
+        .iter()
+        .filter(|(k, v)| !old.iter().any(|(ok, ov)| ok == k && ov == v))
+        .map(|(k, _)| k.clone())
+        .chain(
+            old.iter()
+                .filter(|(k, _)| !new.iter().any(|(nk, _)| nk == k))
+                .map(|(k, _)| k.clone()),
+        )
+        .collect();
+    changed.sort();
+    changed.dedup();
+    changed
+}
+
+/// On SIGHUP: reloads the TLS certificate and key and the log level, and
+/// says which other changed keys need a restart.
+async fn reload_on_sighup(reloader: meridian_server::Reloader, mut rereads: Rereads) {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hangup = match signal(SignalKind::hangup()) {
         Ok(s) => s,
@@ -308,6 +422,7 @@ async fn reload_on_sighup(reloader: meridian_server::Reloader) {
     while hangup.recv().await.is_some() {
         tracing::info!("SIGHUP received: reloading");
         reloader.reload();
+        rereads.reread();
     }
 }
 

@@ -14,7 +14,7 @@ use meridian_store::{Store, StoreOptions, WriterLock};
 
 /// Flags shared by every subcommand that opens the directory. Each overrides the
 /// config key it names, so a throwaway setup needs no file at all.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct CommonArgs {
     /// TOML config file (every key has a default; see docs/configuration.md).
     #[arg(long, short = 'c')]

@@ -1,0 +1,96 @@
+//! SIGHUP: the configuration file is read again; `log.level` takes
+//! effect at once, and the other keys that changed are named in the log
+//! as taking effect at the next start (the TLS certificate's reload is
+//! tested in t33).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod support;
+
+use std::io::BufRead as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+#[test]
+fn sighup_reloads_the_log_level_and_names_what_needs_a_restart() {
+    let dir = temp_dir("reload");
+    let config = dir.join("meridian.toml");
+    std::fs::write(&config, "[log]\nlevel = \"warn\"\n").unwrap();
+    let log = dir.join("server.log");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .env("MERIDIAN_ADMIN_PASSWORD", ADMIN_PASSWORD)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let addr: std::net::SocketAddr = loop {
+        let line = lines.next().unwrap().unwrap();
+        if let Some(addr) = line.strip_prefix("meridian listening on ") {
+            break addr.parse().unwrap();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    let url = format!("ldap://{addr}");
+    let whoami = || {
+        let (code, _) = tool_at(&url, "ldapwhoami", &[], &[], None);
+        assert_eq!(code, 0);
+    };
+    // At warn, an operation writes no access line (info).
+    whoami();
+    std::fs::write(
+        &config,
+        "[log]\nlevel = \"info\"\n[directory]\nsize_limit = 42\n",
+    )
+    .unwrap();
+    support::signal(server.id(), "HUP");
+    let read = || std::fs::read_to_string(&log).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !read().contains("SIGHUP: these keys changed") {
+        assert!(
+            Instant::now() < deadline,
+            "no reload in the log:\n{}",
+            read()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = read();
+    assert!(text.contains("log.level reloaded"), "{text}");
+    let changed = text
+        .lines()
+        .find(|l| l.contains("SIGHUP: these keys changed"))
+        .unwrap();
+    let keys = changed.split("keys=").nth(1).unwrap_or_default();
+    assert!(keys.contains("directory.size_limit"), "{changed}");
+    assert!(!keys.contains("log.level"), "{changed}");
+    assert!(
+        !text.contains("meridian::access"),
+        "an access line at warn:\n{text}"
+    );
+    // At info now: the next operation is in the access log.
+    whoami();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !read().contains("meridian::access") {
+        assert!(
+            Instant::now() < deadline,
+            "no access line after the reload:\n{}",
+            read()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    support::signal(server.id(), "TERM");
+    server.wait().unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+}
