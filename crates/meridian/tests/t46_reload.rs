@@ -9,6 +9,8 @@
     clippy::panic,
     clippy::indexing_slicing
 )]
+// Deadlines of the waits for the server's log, not measurements.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 
