@@ -463,6 +463,16 @@ pub struct LogConfig {
     pub level: String,
     /// One line per operation (target `meridian::access`).
     pub access: bool,
+    /// Where the log goes: empty for standard error, else a file, renamed
+    /// to `FILE.1` (`.2`, ...) when it reaches `file_max_bytes`.
+    pub file: String,
+    /// Size at which the log file is rotated.
+    pub file_max_bytes: u64,
+    /// Rotated files kept (`FILE.1` .. `FILE.N`); older ones are removed.
+    pub file_keep: u32,
+    /// Lines waiting for the writer; past it new lines are dropped (and
+    /// counted in the log) rather than make an operation wait.
+    pub queue_lines: usize,
 }
 
 impl Default for ServerConfig {
@@ -542,6 +552,10 @@ impl Default for LogConfig {
         LogConfig {
             level: "info".into(),
             access: true,
+            file: String::new(),
+            file_max_bytes: 100 << 20,
+            file_keep: 5,
+            queue_lines: 65_536,
         }
     }
 }
@@ -632,7 +646,7 @@ impl Config {
                 ),
             );
         }
-        let ranges: [(&'static str, usize, usize, usize); 12] = [
+        let ranges: [(&'static str, usize, usize, usize); 13] = [
             ("server.max_connections", s.max_connections, 1, 1_000_000),
             (
                 "server.max_outstanding_per_connection",
@@ -687,6 +701,7 @@ impl Config {
                 1 << 20,
                 1 << 40,
             ),
+            ("log.queue_lines", self.log.queue_lines, 16, 16_777_216),
         ];
         for (key, value, min, max) in ranges {
             if value < min || value > max {

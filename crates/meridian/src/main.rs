@@ -6,6 +6,7 @@ mod bench;
 mod cluster;
 mod export;
 mod import;
+mod logging;
 mod migrate;
 mod privileges;
 mod serve;

@@ -77,7 +77,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let setup = common.load(&overrides)?;
     let config = &setup.config;
     let schema = &setup.schema;
-    let log_filter = init_logging(&config.log.level)?;
+    let log_filter = crate::logging::init(&config.log)?;
     crate::no_huge_pages();
 
     // What may need privileges first: the sockets (ports below 1024, or
@@ -283,52 +283,13 @@ async fn sweep_dynamic_entries(
     }
 }
 
-/// What changes the log filter while the server runs (`None`: RUST_LOG
-/// set it, and it wins over the file).
-type LogFilter = Option<
-    tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, tracing_subscriber::Registry>,
->;
-
-/// `log.level` as a filter.
-fn log_filter(level: &str) -> anyhow::Result<tracing_subscriber::EnvFilter> {
-    // openraft narrates every vote and heartbeat at info: its warnings
-    // and errors are what an operator needs, unless the level names it.
-    let text = if level.contains("openraft") {
-        level.to_owned()
-    } else {
-        format!("{level},openraft=warn")
-    };
-    tracing_subscriber::EnvFilter::try_new(text)
-        .with_context(|| format!("log.level: {level:?} is not a valid filter"))
-}
-
-fn init_logging(level: &str) -> anyhow::Result<LogFilter> {
-    use tracing_subscriber::prelude::*;
-    let from_env = std::env::var("RUST_LOG").ok().filter(|e| !e.is_empty());
-    let filter = match &from_env {
-        Some(env) => tracing_subscriber::EnvFilter::try_new(env)
-            .with_context(|| format!("RUST_LOG: {env:?} is not a valid filter"))?,
-        None => log_filter(level)?,
-    };
-    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
-    tracing_subscriber::registry()
-        .with(filter)
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
-        )
-        .init();
-    Ok(from_env.is_none().then_some(handle))
-}
-
 /// What a SIGHUP rereads the configuration with, and the configuration
 /// running.
 struct Rereads {
     common: CommonArgs,
     overrides: Box<dyn Fn(&mut meridian_config::Config) + Send>,
     running: meridian_config::Config,
-    log_filter: LogFilter,
+    log_filter: crate::logging::LogFilter,
 }
 
 impl Rereads {
@@ -347,7 +308,7 @@ impl Rereads {
         let mut changed = changed_keys(&self.running, &new);
         if new.log.level != self.running.log.level {
             changed.retain(|k| k != "log.level");
-            match (&self.log_filter, log_filter(&new.log.level)) {
+            match (&self.log_filter, crate::logging::filter(&new.log.level)) {
                 (Some(handle), Ok(filter)) => match handle.reload(filter) {
                     Ok(()) => {
                         tracing::info!(level = %new.log.level, "SIGHUP: log.level reloaded");
