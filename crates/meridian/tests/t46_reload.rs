@@ -96,3 +96,68 @@ fn sighup_reloads_the_log_level_and_names_what_needs_a_restart() {
     server.wait().unwrap();
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Starts `meridian serve` with `config` written to a file and RUST_LOG
+/// unset (the support harness sets it); the process and its address.
+fn serve_unfiltered(dir: &std::path::Path, config: &str) -> (std::process::Child, String) {
+    let path = dir.join("meridian.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .env("MERIDIAN_ADMIN_PASSWORD", ADMIN_PASSWORD)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().unwrap().unwrap();
+        if let Some(addr) = line.strip_prefix("meridian listening on ") {
+            break addr.to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (server, format!("ldap://{addr}"))
+}
+
+/// `log.file`: the log goes to the file (0600), rotated by size.
+#[test]
+fn the_log_goes_to_a_file_rotated_by_size() {
+    let dir = temp_dir("logfile");
+    let file = dir.join("meridian.log");
+    let (mut server, url) = serve_unfiltered(
+        &dir,
+        &format!(
+            "[log]\nfile = \"{}\"\nfile_max_bytes = 4096\nfile_keep = 2\n",
+            file.display()
+        ),
+    );
+    for _ in 0..40 {
+        let (rc, out) = tool_at(&url, "ldapwhoami", &[], &[], None);
+        assert_eq!(rc, 0, "{out}");
+    }
+    let rotated = dir.join("meridian.log.1");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !rotated.exists() {
+        assert!(Instant::now() < deadline, "the log was not rotated");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let current = std::fs::read_to_string(&file).unwrap();
+    let older = std::fs::read_to_string(&rotated).unwrap();
+    assert!(older.len() <= 4096 && current.len() <= 4096);
+    assert!(
+        format!("{older}{current}").contains("meridian::access"),
+        "{older}{current}"
+    );
+    assert!(!dir.join("meridian.log.3").exists());
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    support::signal(server.id(), "TERM");
+    server.wait().unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+}
