@@ -6,10 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-as_root() {
-    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
-}
-
 # OpenLDAP's client tools drive the integration tests; its server, slapd,
 # is the reference the model is cross-checked against (the tests start
 # their own slapd on a private 127.0.0.1 port).
@@ -18,20 +14,9 @@ command -v ldapsearch >/dev/null && command -v ldapwhoami >/dev/null || missing+
 [ -x /usr/sbin/slapd ] && [ -e /etc/ldap/schema/core.schema ] || missing+=(slapd)
 # `openssl passwd` makes {CRYPT} hashes for the password tests.
 command -v openssl >/dev/null || missing+=(openssl)
-if [ "${#missing[@]}" -gt 0 ]; then
-    echo "== installing ${missing[*]}"
-    # Debian starts a daemon when slapd is installed; the tests need none.
-    # policy-rc.d tells invoke-rc.d not to (only if we created it).
-    created_policy=""
-    if [ ! -e /usr/sbin/policy-rc.d ]; then
-        printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
-        as_root chmod 755 /usr/sbin/policy-rc.d
-        created_policy=1
-    fi
-    as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
-    if [ -n "$created_policy" ]; then as_root rm -f /usr/sbin/policy-rc.d; fi
-fi
+# shellcheck source=scripts/install-packages.sh
+source scripts/install-packages.sh
+install_packages "${missing[@]}"
 
 if ! python3 -c 'import ldap3, pytest' 2>/dev/null; then
     echo "== installing ldap3 and pytest"
@@ -47,9 +32,7 @@ UNBOUNDID_VERSION=7.0.3
 UNBOUNDID_JAR="$PWD/target/test-tools/unboundid-ldapsdk-$UNBOUNDID_VERSION.jar"
 if [ ! -f "$UNBOUNDID_JAR" ]; then
     if ! command -v java >/dev/null || ! command -v keytool >/dev/null || ! command -v mvn >/dev/null; then
-        echo "== installing Java and Maven"
-        as_root apt-get update -qq
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless maven
+        install_packages default-jre-headless maven
     fi
     echo "== fetching the UnboundID LDAP SDK $UNBOUNDID_VERSION"
     mkdir -p "$PWD/target/test-tools"

@@ -34,25 +34,14 @@ SLAPD_PORT=${SLAPD_PORT:-3901}
 MERIDIAN_PORT=${MERIDIAN_PORT:-3902}
 mkdir -p "$WORK"
 
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 need_packages=()
 [ -x /usr/sbin/slapd ] || need_packages+=(slapd)
 command -v ldapsearch >/dev/null || need_packages+=(ldap-utils)
 command -v java >/dev/null || need_packages+=(default-jre-headless)
 command -v mvn >/dev/null || need_packages+=(maven)
-if [ ${#need_packages[@]} -gt 0 ]; then
-    echo "== installing ${need_packages[*]}"
-    # Debian starts a slapd daemon when it installs one; none is wanted.
-    created_policy=""
-    if [ ! -e /usr/sbin/policy-rc.d ]; then
-        printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
-        as_root chmod 755 /usr/sbin/policy-rc.d
-        created_policy=1
-    fi
-    as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_packages[@]}" >/dev/null
-    if [ -n "$created_policy" ]; then as_root rm -f /usr/sbin/policy-rc.d; fi
-fi
+# shellcheck source=scripts/install-packages.sh
+source scripts/install-packages.sh
+install_packages "${need_packages[@]}"
 JAR=$PWD/target/test-tools/unboundid-ldapsdk-$SDK_VERSION.jar
 if [ ! -s "$JAR" ]; then
     echo "== fetching the UnboundID LDAP SDK $SDK_VERSION"
@@ -151,9 +140,12 @@ mbench() {
         --duration "$SECONDS_PER_RUN" --warmup 1 "$scenario" 2>&1 \
         | awk '$1 == "total" { printf "%.0f", $3 }'
 }
-cat > "$WORK/pipelined-base.toml" <<CONF
-name = "pipelined-base"
-description = "base searches of random users, 8 sessions x 1000 outstanding"
+# A `meridian bench` scenario of random users, 8 sessions x 1000
+# outstanding: NAME, DESCRIPTION, then the operation's own lines.
+scenario() {
+    cat > "$WORK/$1.toml" <<CONF
+name = "$1"
+description = "$2, 8 sessions x 1000 outstanding"
 [target]
 url = "ldap://127.0.0.1:$MERIDIAN_PORT"
 [load]
@@ -164,30 +156,18 @@ distribution = "uniform"
 min = 0
 max = $LAST
 [[operation]]
-name = "base"
+$3
+CONF
+}
+scenario pipelined-base "base searches of random users" 'name = "base"
 kind = "search"
 dn = "uid=user{key},ou=People,dc=example,dc=com"
 scope = "base"
-filter = "(objectClass=*)"
-CONF
-cat > "$WORK/pipelined-modify.toml" <<CONF
-name = "pipelined-modify"
-description = "modifies of random users, 8 sessions x 1000 outstanding"
-[target]
-url = "ldap://127.0.0.1:$MERIDIAN_PORT"
-[load]
-sessions = 8
-depth = 1000
-[keys]
-distribution = "uniform"
-min = 0
-max = $LAST
-[[operation]]
-name = "modify"
+filter = "(objectClass=*)"'
+scenario pipelined-modify "modifies of random users" 'name = "modify"
 kind = "modify"
 dn = "uid=user{key},ou=People,dc=example,dc=com"
-changes = [{ type = "replace", attribute = "description", values = ["{alnum:12}"] }]
-CONF
+changes = [{ type = "replace", attribute = "description", values = ["{alnum:12}"] }]'
 
 RANGE="[0-$LAST]"
 declare -A workloads=(

@@ -346,13 +346,16 @@ impl Computed {
     }
 }
 
-/// What bounds the sending of a sorted search's matches.
+/// What bounds the sending of a sorted search's matches, and what its
+/// page cookie needs.
 #[derive(Debug, Clone, Copy)]
 struct SendLimits {
     size_limit: usize,
     /// Entries sent on earlier pages (they count against the size limit).
     earlier_pages: usize,
     byte_budget: usize,
+    fingerprint: u64,
+    page_size: Option<usize>,
 }
 
 fn size_limit_reached(size_limit: usize) -> Outcome {
@@ -589,26 +592,19 @@ impl Directory {
             filter_attrs: &filter_attrs,
             visible_filter: &visible_filter,
         };
+        let limits = SendLimits {
+            size_limit,
+            earlier_pages,
+            byte_budget,
+            fingerprint,
+            page_size,
+        };
         // A sorted search whose matches are all gathered sends them.
         if let (Some(_), Some(SortPhase::Sending(_))) = (plan, &cursor.sorted) {
             let Some(SortPhase::Sending(sending)) = cursor.sorted.take() else {
                 unreachable!("matched above");
             };
-            let limits = SendLimits {
-                size_limit,
-                earlier_pages,
-                byte_budget,
-            };
-            return self.send_sorted(
-                &output,
-                sending,
-                &contexts,
-                buf,
-                limits,
-                cursor,
-                fingerprint,
-                page_size,
-            );
+            return self.send_sorted(&output, sending, &contexts, buf, limits, cursor);
         }
         let mut gathering: Option<Collected> = match (plan, cursor.sorted.take()) {
             (Some(_), Some(SortPhase::Gathering(collected))) => Some(collected),
@@ -864,21 +860,7 @@ impl Directory {
                 sent: 0,
                 vlv,
             };
-            let limits = SendLimits {
-                size_limit,
-                earlier_pages,
-                byte_budget,
-            };
-            return self.send_sorted(
-                &output,
-                sending,
-                &contexts,
-                buf,
-                limits,
-                cursor,
-                fingerprint,
-                page_size,
-            );
+            return self.send_sorted(&output, sending, &contexts, buf, limits, cursor);
         }
         let page = page_size.map(|_| {
             if more {
@@ -1015,7 +997,6 @@ impl Directory {
     /// Sends the gathered matches from `sending.next` to `sending.end`, in
     /// order, each read again (one deleted since is passed over), until
     /// the byte budget is spent ([`Step::More`]) or they are all sent.
-    #[allow(clippy::too_many_arguments)]
     fn send_sorted(
         &self,
         output: &Output<'_>,
@@ -1024,8 +1005,6 @@ impl Directory {
         buf: &mut Vec<u8>,
         limits: SendLimits,
         cursor: &mut SearchCursor,
-        fingerprint: u64,
-        page_size: Option<usize>,
     ) -> Result<Step, Outcome> {
         let mut snapshots: Vec<Option<meridian_store::Snapshot<'_>>> =
             contexts.iter().map(|_| None).collect();
@@ -1060,7 +1039,7 @@ impl Directory {
             sending.next += 1;
         }
         let count = sending.collected.items.len();
-        let page = page_size.map(|_| {
+        let page = limits.page_size.map(|_| {
             let last = sending
                 .next
                 .checked_sub(1)
@@ -1069,7 +1048,7 @@ impl Directory {
                 Some(last) if sending.next < count && stopped.is_none() => {
                     let total = limits.earlier_pages.saturating_add(sending.sent);
                     let cookie = encode_page_cookie(
-                        fingerprint,
+                        limits.fingerprint,
                         u64::try_from(total).unwrap_or(u64::MAX),
                         last,
                     );

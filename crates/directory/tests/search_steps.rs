@@ -20,10 +20,7 @@ use meridian_directory::{
     Directory, Identity, Limits, PageRequest, SearchControls, SearchCursor, SearchDone, Step,
 };
 use meridian_model::dn::Dn;
-use meridian_proto::{
-    DecodeLimits, Depth, DerefAliases, Filter, LdapMessage, ProtocolOp, ResultCode, Scope,
-    SearchRequest, Seq,
-};
+use meridian_proto::{Depth, DerefAliases, Filter, ResultCode, Scope, SearchRequest, Seq};
 use support::{ADMIN_DN, add};
 
 /// No attributes (`1.1`): the tests look at DNs only.
@@ -72,15 +69,7 @@ fn run(
             ..SearchControls::default()
         };
         let step = d.search_step(who, &req, 2, &mut buf, controls, &mut cursor, 1 << 20);
-        let mut rest = &buf[..];
-        while !rest.is_empty() {
-            let len = meridian_ber::frame::pdu_length(rest, 1 << 20).unwrap();
-            let msg = LdapMessage::decode(&rest[..len], &DecodeLimits::default()).unwrap();
-            if let ProtocolOp::SearchResultEntry(e) = msg.op {
-                dns.push(String::from_utf8_lossy(e.dn).into_owned());
-            }
-            rest = &rest[len..];
-        }
+        dns.extend(support::entry_dns(&buf));
         match step {
             Step::More => continue,
             Step::Done(done) => {

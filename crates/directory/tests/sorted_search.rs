@@ -22,10 +22,7 @@ use meridian_directory::{
 };
 use meridian_model::dn::Dn;
 use meridian_proto::sorting::{SortKey, VlvRequest, VlvTarget, encode_sort_request};
-use meridian_proto::{
-    DecodeLimits, Depth, DerefAliases, Filter, LdapMessage, ProtocolOp, ResultCode, Scope,
-    SearchRequest, Seq,
-};
+use meridian_proto::{Depth, DerefAliases, Filter, ResultCode, Scope, SearchRequest, Seq};
 use support::{ADMIN_DN, add};
 
 static NO_ATTRIBUTES: [&[u8]; 1] = [b"1.1"];
@@ -92,15 +89,7 @@ fn run(
         assert!(steps < 100_000, "the search makes no progress");
         let mut buf = Vec::new();
         let step = d.search_step(who, &req, 2, &mut buf, controls, &mut cursor, budget);
-        let mut rest = &buf[..];
-        while !rest.is_empty() {
-            let len = meridian_ber::frame::pdu_length(rest, 1 << 20).unwrap();
-            let msg = LdapMessage::decode(&rest[..len], &DecodeLimits::default()).unwrap();
-            if let ProtocolOp::SearchResultEntry(e) = msg.op {
-                dns.push(String::from_utf8_lossy(e.dn).into_owned());
-            }
-            rest = &rest[len..];
-        }
+        dns.extend(support::entry_dns(&buf));
         match step {
             Step::More => continue,
             Step::Done(done) => return (dns, done, steps),

@@ -75,3 +75,24 @@ pub async fn add(d: &Directory, who: &Identity, dn: &str, attrs: &[(&str, &[&str
         Err(outcome) => outcome.code,
     }
 }
+
+/// The DNs of the SearchResultEntry messages in `buf` (what one search
+/// step appended), in order.
+#[allow(
+    dead_code,
+    reason = "not every test file that shares this module searches"
+)]
+pub fn entry_dns(buf: &[u8]) -> Vec<String> {
+    let mut dns = Vec::new();
+    let mut rest = buf;
+    while !rest.is_empty() {
+        let len = meridian_ber::frame::pdu_length(rest, 1 << 20).unwrap();
+        let (pdu, tail) = rest.split_at(len);
+        let msg = LdapMessage::decode(pdu, &DecodeLimits::default()).unwrap();
+        if let ProtocolOp::SearchResultEntry(e) = msg.op {
+            dns.push(String::from_utf8_lossy(e.dn).into_owned());
+        }
+        rest = tail;
+    }
+    dns
+}
