@@ -24,28 +24,12 @@ use support::*;
 fn sighup_reloads_the_log_level_and_names_what_needs_a_restart() {
     let dir = temp_dir("reload");
     let config = dir.join("meridian.toml");
-    std::fs::write(&config, "[log]\nlevel = \"warn\"\n").unwrap();
     let log = dir.join("server.log");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_meridian"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .env("MERIDIAN_ADMIN_PASSWORD", ADMIN_PASSWORD)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(server.stdout.take().unwrap()).lines();
-    let addr: std::net::SocketAddr = loop {
-        let line = lines.next().unwrap().unwrap();
-        if let Some(addr) = line.strip_prefix("meridian listening on ") {
-            break addr.parse().unwrap();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    let url = format!("ldap://{addr}");
+    let (mut server, url) = serve_unfiltered(
+        &dir,
+        "[log]\nlevel = \"warn\"\n",
+        std::fs::File::create(&log).unwrap().into(),
+    );
     let whoami = || {
         let (code, _) = tool_at(&url, "ldapwhoami", &[], &[], None);
         assert_eq!(code, 0);
@@ -97,9 +81,14 @@ fn sighup_reloads_the_log_level_and_names_what_needs_a_restart() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// Starts `meridian serve` with `config` written to a file and RUST_LOG
-/// unset (the support harness sets it); the process and its address.
-fn serve_unfiltered(dir: &std::path::Path, config: &str) -> (std::process::Child, String) {
+/// Starts `meridian serve` with `config` written to `dir/meridian.toml`,
+/// RUST_LOG unset (the support harness sets it) and its standard error
+/// to `stderr`; the process and its URL.
+fn serve_unfiltered(
+    dir: &std::path::Path,
+    config: &str,
+    stderr: Stdio,
+) -> (std::process::Child, String) {
     let path = dir.join("meridian.toml");
     std::fs::write(&path, config).unwrap();
     let mut server = Command::new(env!("CARGO_BIN_EXE_meridian"))
@@ -110,7 +99,7 @@ fn serve_unfiltered(dir: &std::path::Path, config: &str) -> (std::process::Child
         .env("MERIDIAN_ADMIN_PASSWORD", ADMIN_PASSWORD)
         .env_remove("RUST_LOG")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let mut lines = std::io::BufReader::new(server.stdout.take().unwrap()).lines();
@@ -135,6 +124,7 @@ fn the_log_goes_to_a_file_rotated_by_size() {
             "[log]\nfile = \"{}\"\nfile_max_bytes = 4096\nfile_keep = 2\n",
             file.display()
         ),
+        Stdio::null(),
     );
     for _ in 0..40 {
         let (rc, out) = tool_at(&url, "ldapwhoami", &[], &[], None);

@@ -177,44 +177,43 @@ pub(crate) fn slapd_d(dir: &Path) -> anyhow::Result<SlapdConfig> {
         let origin = file.display().to_string();
         config.schema.push((file, origin));
     }
-    let mut databases: Vec<PathBuf> = list(&sub)?
-        .into_iter()
-        .filter(|p| file_name(p).starts_with("olcDatabase="))
-        .collect();
-    databases.sort_by_key(|p| ordinal(p));
-    for file in databases {
-        let kind = file_name(&file)
-            .trim_start_matches("olcDatabase=")
-            .trim_end_matches(".ldif")
-            .split('}')
-            .next_back()
-            .unwrap_or_default()
-            .to_owned();
+    for (file, kind) in entries_named(&sub, "olcDatabase=")? {
         let mut db = Database {
             kind,
             directives: directives_of(&file)?,
             overlays: Vec::new(),
             origin: file.display().to_string(),
         };
-        let folder = file.with_extension("");
-        let mut overlays: Vec<PathBuf> = list(&folder)?
-            .into_iter()
-            .filter(|p| file_name(p).starts_with("olcOverlay="))
-            .collect();
-        overlays.sort_by_key(|p| ordinal(p));
-        for overlay in overlays {
-            let name = file_name(&overlay)
-                .trim_start_matches("olcOverlay=")
-                .trim_end_matches(".ldif")
-                .split('}')
-                .next_back()
-                .unwrap_or_default()
-                .to_owned();
+        for (overlay, name) in entries_named(&file.with_extension(""), "olcOverlay=")? {
             db.overlays.push((name, directives_of(&overlay)?));
         }
         config.databases.push(db);
     }
     Ok(config)
+}
+
+/// The cn=config entries of `dir` whose file names start with `prefix`
+/// (`olcDatabase=`), in their `{n}` order, each with the name after the
+/// order (`mdb` of `olcDatabase={1}mdb.ldif`).
+fn entries_named(dir: &Path, prefix: &str) -> anyhow::Result<Vec<(PathBuf, String)>> {
+    let mut files: Vec<PathBuf> = list(dir)?
+        .into_iter()
+        .filter(|p| file_name(p).starts_with(prefix))
+        .collect();
+    files.sort_by_key(|p| ordinal(p));
+    Ok(files
+        .into_iter()
+        .map(|file| {
+            let name = file_name(&file)
+                .trim_start_matches(prefix)
+                .trim_end_matches(".ldif")
+                .rsplit('}')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            (file, name)
+        })
+        .collect())
 }
 
 /// The `.ldif` files of a directory (none if it does not exist).
