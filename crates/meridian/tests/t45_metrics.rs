@@ -75,6 +75,19 @@ fn metrics_show_what_the_server_did() {
         );
         assert_eq!(rc, 0, "{out}");
     }
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &[
+            "-LLL",
+            "-b",
+            "dc=example,dc=com",
+            "(objectClass=device)",
+            "1.1",
+        ],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
     let (rc, _) = tool(
         &server,
         "ldapwhoami",
@@ -128,6 +141,30 @@ fn metrics_show_what_the_server_did() {
             "meridian_write_batch_commands_count{suffix=\"dc=example,dc=com\"}"
         ) >= 1.0
     );
+
+    // (objectClass=*) walks the tree; (objectClass=device) uses the
+    // objectClass index (searched below, before the page was read).
+    assert!(
+        sample(
+            &page,
+            "meridian_searches_total{suffix=\"dc=example,dc=com\",plan=\"scan\"}"
+        ) >= 3.0
+    );
+    assert!(
+        sample(
+            &page,
+            "meridian_searches_total{suffix=\"dc=example,dc=com\",plan=\"index\"}"
+        ) >= 1.0
+    );
+    // The text format: each family announced once, its samples together.
+    let mut families: Vec<&str> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    let count = families.len();
+    families.dedup();
+    assert_eq!(families.len(), count, "a family announced twice:\n{page}");
 
     assert_eq!(
         get(metrics, "/healthz"),

@@ -239,46 +239,78 @@ fn page(ctx: &ServerContext) -> String {
         &[],
         METRICS.failed_binds.get(),
     );
-    for store in ctx.directory.stores() {
-        let suffix = store.suffixes().first().map_or("", |s| s.original());
-        let labels = [("suffix", suffix)];
-        let stats = store.stats();
+    // Per naming context, one family at a time (the text format wants a
+    // family's samples together).
+    let stores: Vec<(&str, &meridian_store::Store)> = ctx
+        .directory
+        .stores()
+        .map(|store| (store.suffixes().first().map_or("", |s| s.original()), store))
+        .collect();
+    for (suffix, store) in &stores {
         page.histogram(
             "meridian_write_batch_commands",
             "Commands committed in one write transaction (group commit)",
-            &labels,
-            &stats.batch_commands,
+            &[("suffix", suffix)],
+            &store.stats().batch_commands,
         );
+    }
+    for (suffix, store) in &stores {
         page.histogram(
             "meridian_write_transaction_duration_seconds",
             "Write transactions, from the first command applied to the commit made durable",
-            &labels,
-            &stats.transaction_seconds,
+            &[("suffix", suffix)],
+            &store.stats().transaction_seconds,
         );
+    }
+    for (suffix, store) in &stores {
         page.counter(
             "meridian_write_transactions_total",
             "Write transactions committed",
-            &labels,
+            &[("suffix", suffix)],
             store.commits(),
         );
+    }
+    for (suffix, store) in &stores {
+        for (plan, counter) in [
+            ("index", &store.stats().searches_indexed),
+            ("scan", &store.stats().searches_scanned),
+        ] {
+            page.counter(
+                "meridian_searches_total",
+                "One-level and subtree searches by how their candidates were found",
+                &[("suffix", suffix), ("plan", plan)],
+                counter.get(),
+            );
+        }
+    }
+    for (suffix, store) in &stores {
         page.gauge(
             "meridian_database_map_bytes",
             "The LMDB map's size (address space reserved for the database)",
-            &labels,
+            &[("suffix", suffix)],
             store.map_size() as f64,
         );
+    }
+    for (suffix, store) in &stores {
         page.gauge(
             "meridian_writes_refused",
             "1 while the naming context refuses writes (disk full, I/O failure)",
-            &labels,
+            &[("suffix", suffix)],
             f64::from(u8::from(store.refuses_writes())),
         );
+    }
+    for (suffix, store) in &stores {
         let entries = store
             .snapshot()
             .ok()
             .and_then(|s| s.len().ok())
             .unwrap_or(0);
-        page.gauge("meridian_entries", "Entries held", &labels, entries as f64);
+        page.gauge(
+            "meridian_entries",
+            "Entries held",
+            &[("suffix", suffix)],
+            entries as f64,
+        );
     }
     page.finish()
 }

@@ -100,6 +100,11 @@ pub struct WriterStats {
     /// Each write transaction, from its first command applied to its
     /// commit made durable (the fsyncs included).
     pub transaction_seconds: meridian_metrics::Histogram,
+    /// Searches (one level or subtree, counted at their first step in
+    /// this store) whose candidates came from an index.
+    pub searches_indexed: meridian_metrics::Counter,
+    /// Those that walked their scope, entry by entry.
+    pub searches_scanned: meridian_metrics::Counter,
 }
 
 impl Default for WriterStats {
@@ -107,6 +112,8 @@ impl Default for WriterStats {
         WriterStats {
             batch_commands: meridian_metrics::Histogram::new(meridian_metrics::SIZES),
             transaction_seconds: meridian_metrics::Histogram::new(meridian_metrics::SECONDS),
+            searches_indexed: meridian_metrics::Counter::new(),
+            searches_scanned: meridian_metrics::Counter::new(),
         }
     }
 }

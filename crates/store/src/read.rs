@@ -389,6 +389,14 @@ impl<'s> Snapshot<'s> {
             indexed: matches!(plan, Plan::Ids(_)),
             ..SearchReport::default()
         };
+        if scope != Scope::Base && after.is_none_or(|a| a == 0) {
+            let stats = &self.inner.stats;
+            if report.indexed {
+                stats.searches_indexed.inc();
+            } else {
+                stats.searches_scanned.inc();
+            }
+        }
         // A subtree search of the root, or of the only naming context,
         // covers every entry in the store.
         let covers_store = scope == Scope::Subtree
