@@ -143,7 +143,7 @@ impl Directory {
         if !self.rehashes(stored) {
             return None;
         }
-        let hashed = match password::hash(password, self.limits.password_hash) {
+        let hashed = match password::hash(password, self.limits().password_hash) {
             Ok(hashed) => hashed,
             Err(e) => {
                 tracing::warn!(dn = %dn.original(), "rehashing a password at bind: {e}");
@@ -173,7 +173,7 @@ impl Directory {
     /// Whether a bind that matches `stored` rehashes it
     /// ([`Directory::rehash_on_bind`]): cheap, no hash computed.
     pub fn rehashes(&self, stored: &[u8]) -> bool {
-        self.limits.rehash_on_bind && !password::is_scheme(stored, b"ARGON2")
+        self.limits().rehash_on_bind && !password::is_scheme(stored, b"ARGON2")
     }
 
     /// Replaces clear-text userPassword values in a command by their
@@ -187,7 +187,7 @@ impl Directory {
         let hash_all = |values: &mut [Vec<u8>]| -> Result<(), Outcome> {
             for v in values.iter_mut() {
                 if !password::is_hashed(v) {
-                    *v = password::hash(v, self.limits.password_hash).map_err(|e| {
+                    *v = password::hash(v, self.limits().password_hash).map_err(|e| {
                         Outcome::new(ResultCode::OTHER, format!("hashing a password: {e}"))
                     })?;
                 }
@@ -284,7 +284,7 @@ impl Directory {
         // with it, the old password is needed; without, a bound user may
         // change its own without it. An old password given is checked.
         let own = matches!(who, Identity::User(dn) if dn.same_entry(&target));
-        if own && old.is_none() && self.limits.password_policy.safe_modify {
+        if own && old.is_none() && self.limits().password_policy.safe_modify {
             return Err(Outcome::new(
                 ResultCode::UNWILLING_TO_PERFORM,
                 "changing your own password needs the old one (oldPasswd; password_policy.safe_modify)",
@@ -324,8 +324,8 @@ impl Directory {
                 operational.push(self.password_changed_now());
                 operational
             },
-            cost: self.limits.password_hash,
-            bounds: self.limits.password_bounds,
+            cost: self.limits().password_hash,
+            bounds: self.limits().password_bounds,
         })
     }
 
@@ -361,13 +361,13 @@ impl Directory {
         who: &Identity,
         values: impl IntoIterator<Item = V>,
     ) -> Result<(), Outcome> {
-        let policy = &self.limits.password_policy;
+        let policy = &self.limits().password_policy;
         let checked = !matches!(who, Identity::Admin(_));
         let refused = |why: String| Outcome::new(ResultCode::CONSTRAINT_VIOLATION, why);
         for value in values {
             let value = value.as_ref();
             if password::is_hashed(value) {
-                password::check_stored(value, &self.limits.password_bounds).map_err(refused)?;
+                password::check_stored(value, &self.limits().password_bounds).map_err(refused)?;
                 if checked && policy.checks_quality() {
                     return Err(refused(
                         "a hashed password cannot be checked against the password policy (password_policy.min_length, min_classes): send it in clear text over TLS".into(),
@@ -403,7 +403,7 @@ impl Directory {
                         stored.get_or_init(|| found)
                     }
                 };
-                let bounds = self.limits.password_bounds;
+                let bounds = self.limits().password_bounds;
                 if let Some(matched) = stored
                     .iter()
                     .find(|s| password::verify(s, value, true, &bounds).matched())
@@ -417,7 +417,7 @@ impl Directory {
 
     /// The most work a stored password hash may ask (`security.password_max_*`).
     pub fn password_bounds(&self) -> password::HashBounds {
-        self.limits.password_bounds
+        self.limits().password_bounds
     }
 
     /// Whether an attribute description as a client wrote it

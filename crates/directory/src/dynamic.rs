@@ -120,7 +120,7 @@ impl Directory {
         }
         self.may_have_dynamic
             .store(true, std::sync::atomic::Ordering::Release);
-        for (name, value) in self.ttl_attributes(self.limits.dynamic.default_secs) {
+        for (name, value) in self.ttl_attributes(self.limits().dynamic.default_secs) {
             let desc = Description::parse(name.as_bytes(), &self.schema)?;
             if entry.get(desc.attr).is_none() {
                 entry.attributes.push(meridian_model::entry::Attribute {
@@ -229,7 +229,7 @@ impl Directory {
                 ),
             ));
         }
-        let granted = self.limits.dynamic.grant(requested);
+        let granted = self.limits().dynamic.grant(requested);
         let operational = self
             .ttl_attributes(granted)
             .into_iter()

@@ -163,8 +163,10 @@ pub struct Directory {
     admin: Dn,
     clock: Arc<dyn Clock>,
     csn: CsnSource,
-    limits: Limits,
-    access: AccessRules,
+    /// Limits and access rules: replaced whole by [`Directory::reload`]
+    /// (SIGHUP) while every check reads them without a lock.
+    limits: arc_swap::ArcSwap<Limits>,
+    access: arc_swap::ArcSwap<AccessRules>,
     /// userPassword's ID, looked up once: it is checked on every
     /// attribute a search returns and every write that may need hashing.
     user_password: Option<AttrId>,
@@ -199,8 +201,8 @@ impl Directory {
             admin,
             clock,
             csn: CsnSource::new(0),
-            limits,
-            access: AccessRules::default_rules(&schema),
+            limits: arc_swap::ArcSwap::from_pointee(limits),
+            access: arc_swap::ArcSwap::from_pointee(AccessRules::default_rules(&schema)),
             user_password: schema.attribute_id(USER_PASSWORD),
             dynamic_object: schema.class_id(dynamic::DYNAMIC_OBJECT),
             new_entry_attributes: NEW_ENTRY_ATTRIBUTES
@@ -230,7 +232,7 @@ impl Directory {
     /// The same directory under configured access rules instead of the
     /// defaults.
     pub fn with_access(mut self, access: AccessRules) -> Self {
-        self.access = access;
+        self.access = arc_swap::ArcSwap::from_pointee(access);
         self
     }
 
@@ -246,6 +248,22 @@ impl Directory {
         }
         self.more.extend(stores);
         self
+    }
+
+    /// The limits in force.
+    pub(crate) fn limits(&self) -> arc_swap::Guard<Arc<Limits>> {
+        self.limits.load()
+    }
+
+    /// Replaces the limits and the access rules (`None`: the built-in
+    /// ones) while the directory serves: operations that began keep what
+    /// they read, the next ones read the new. The sort memory budget keeps
+    /// the size it started with.
+    pub fn reload(&self, limits: Limits, access: Option<AccessRules>) {
+        self.limits.store(Arc::new(limits));
+        self.access.store(Arc::new(
+            access.unwrap_or_else(|| AccessRules::default_rules(&self.schema)),
+        ));
     }
 
     /// The first naming context's store.

@@ -190,7 +190,7 @@ impl Directory {
         let passwords = values_of(self.user_password)
             .map(|v| v.to_vec())
             .unwrap_or_default();
-        let policy = &self.limits.password_policy;
+        let policy = &self.limits().password_policy;
         let has_password = !passwords.is_empty();
         if policy.lockout_failures == 0 && policy.max_age.is_zero() {
             return Ok(Some(BindTarget {
@@ -254,7 +254,7 @@ impl Directory {
         new: &[u8],
         check: bool,
     ) -> Result<Option<meridian_store::OperationalAttribute>, Outcome> {
-        let keep = self.limits.password_policy.history;
+        let keep = self.limits().password_policy.history;
         if keep == 0 {
             return Ok(None);
         }
@@ -270,7 +270,7 @@ impl Directory {
         let current = values(self.user_password);
         let older = values(self.policy_types.history);
         if check {
-            let bounds = self.limits.password_bounds;
+            let bounds = self.limits().password_bounds;
             let used = current
                 .iter()
                 .map(Vec::as_slice)
@@ -309,7 +309,7 @@ impl Directory {
         changes: &[meridian_model::modify::Modification],
     ) -> Result<(), Outcome> {
         let own = matches!(who, Identity::User(me) if me.same_entry(dn));
-        if !own || !self.limits.password_policy.safe_modify {
+        if !own || !self.limits().password_policy.safe_modify {
             return Ok(());
         }
         let deletes_old = changes.iter().any(|c| {
@@ -327,8 +327,8 @@ impl Directory {
     }
 
     /// The password policy.
-    pub fn password_policy(&self) -> &PasswordPolicy {
-        &self.limits.password_policy
+    pub fn password_policy(&self) -> PasswordPolicy {
+        self.limits().password_policy
     }
 
     /// `pwdChangedTime` = now, for a write that sets a password.
@@ -359,7 +359,7 @@ impl Directory {
     /// at `password_policy.lockout_failures`; `None` when lockout is off
     /// or the entry is locked already.
     pub fn bind_failed(&self, dn: &Dn, target: &BindTarget) -> Option<Command> {
-        let policy = &self.limits.password_policy;
+        let policy = &self.limits().password_policy;
         // No entry, or none with a password: nothing to count.
         if policy.lockout_failures == 0 || target.locked || !target.has_password {
             return None;

@@ -273,7 +273,7 @@ impl Directory {
         let mut changes = Vec::new();
         let mut touches_object_class = false;
         let mut touches_password = false;
-        let most = self.limits.max_modify_changes;
+        let most = self.limits().max_modify_changes;
         for (i, change) in req.changes.iter().enumerate() {
             if i == most {
                 return Err(Outcome::new(

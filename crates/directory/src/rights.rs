@@ -55,6 +55,7 @@ impl Directory {
         groups: &Memberships,
     ) -> crate::access::Decision {
         self.access
+            .load()
             .decide(who, dn, attr, &self.schema, &|group, member| {
                 let mut known = groups.0.borrow_mut();
                 if let Some((_, is)) = known.iter().find(|(g, _)| g == group.normalized()) {

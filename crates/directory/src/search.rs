@@ -442,7 +442,7 @@ impl Directory {
         let admin = matches!(who, Identity::Admin(_));
         if !admin {
             let items = req.filter.items();
-            let most = self.limits.max_filter_items;
+            let most = self.limits().max_filter_items;
             if items > most {
                 return Err(Outcome::new(
                     ResultCode::ADMIN_LIMIT_EXCEEDED,
@@ -489,16 +489,16 @@ impl Directory {
         let client_size = usize::try_from(req.size_limit).unwrap_or(usize::MAX);
         let size_limit = match (client_size, admin) {
             (0, true) => usize::MAX,
-            (0, false) => self.limits.size_limit,
+            (0, false) => self.limits().size_limit,
             (n, true) => n,
-            (n, false) => n.min(self.limits.size_limit),
+            (n, false) => n.min(self.limits().size_limit),
         };
         let client_time = Duration::from_secs(u64::try_from(req.time_limit).unwrap_or(0));
         let time_limit = match (client_time.is_zero(), admin) {
             (true, true) => Duration::MAX,
-            (true, false) => self.limits.time_limit,
+            (true, false) => self.limits().time_limit,
             (false, true) => client_time,
-            (false, false) => client_time.min(self.limits.time_limit),
+            (false, false) => client_time.min(self.limits().time_limit),
         };
         // Paging: resume after the cookie's entry, stop after one page. A
         // sorted search's cookie holds the last entry's sort keys.
@@ -638,7 +638,7 @@ impl Directory {
         let lookthrough = if admin {
             u64::MAX
         } else {
-            self.limits.lookthrough_limit
+            self.limits().lookthrough_limit
         };
         let step_started = self.clock.monotonic();
         let mut examined = cursor.examined;
@@ -735,7 +735,7 @@ impl Directory {
                         ));
                         return false;
                     }
-                    if steps && elapsed(step_started) >= self.limits.search_step_time {
+                    if steps && elapsed(step_started) >= self.limits().search_step_time {
                         step_over = true;
                         return false;
                     }
@@ -939,7 +939,7 @@ impl Directory {
         if let Some(refusal) = &cursor.unsorted {
             return Ok(Sorting::Refused(refusal.clone()));
         }
-        match SortPlan::resolve(sort.value, &self.schema, self.limits.sort_max_keys) {
+        match SortPlan::resolve(sort.value, &self.schema, self.limits().sort_max_keys) {
             Ok(plan) => Ok(Sorting::Yes(plan, vlv)),
             Err(None) => Err(SearchDone::new(Outcome::new(
                 ResultCode::PROTOCOL_ERROR,

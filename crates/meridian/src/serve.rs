@@ -185,6 +185,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             .with_proxy_authorizers(&config.directory.proxy_authorizers)
             .map_err(anyhow::Error::msg)?;
         let directory = Arc::new(directory);
+        let directory_for_reload = Arc::clone(&directory);
         if let Some(node) = &cluster {
             let observer = Arc::downgrade(&directory);
             node.observe_applied(move |commands| {
@@ -224,6 +225,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             overrides: Box::new(overrides),
             running: config.clone(),
             log_filter,
+            directory: Arc::clone(&directory_for_reload),
         };
         tokio::spawn(reload_on_sighup(server.reloader(), rereads));
         server.run(shutdown_signal()).await;
@@ -290,12 +292,44 @@ struct Rereads {
     overrides: Box<dyn Fn(&mut meridian_config::Config) + Send>,
     running: meridian_config::Config,
     log_filter: crate::logging::LogFilter,
+    directory: Arc<Directory>,
+}
+
+/// Keys a SIGHUP applies at once besides `log.level`: the access rules
+/// and what [`Setup::directory_limits`] builds the directory's limits
+/// from. (`directory.sort_memory_bytes` is not among them: the budget
+/// keeps its size.)
+const RELOADED: &[&str] = &[
+    "access",
+    "directory.size_limit",
+    "directory.time_limit_secs",
+    "directory.lookthrough_limit",
+    "directory.max_filter_items",
+    "directory.max_modify_changes",
+    "directory.sort_max_keys",
+    "directory.dynamic_default_ttl_secs",
+    "directory.dynamic_min_ttl_secs",
+    "directory.dynamic_max_ttl_secs",
+    "directory.password_hash_memory_kib",
+    "directory.password_hash_iterations",
+    "directory.rehash_on_bind",
+    "security.password_max_",
+    "password_policy.",
+];
+
+fn reloaded(key: &str) -> bool {
+    RELOADED.iter().any(|r| {
+        key == *r
+            || (r.ends_with(['.', '_']) && key.starts_with(r))
+            || key.starts_with(&format!("{r}."))
+    })
 }
 
 impl Rereads {
-    /// Rereads the file: sets the new log level, and logs which other
-    /// keys changed (they take effect at the next start). The TLS
-    /// certificate and key are reloaded by the caller.
+    /// Rereads the file: sets the new log level, access rules and
+    /// limits, and logs which other keys changed (they take effect at the
+    /// next start). The TLS certificate and key are reloaded by the
+    /// caller.
     fn reread(&mut self) {
         let setup = match self.common.load(&*self.overrides) {
             Ok(setup) => setup,
@@ -304,8 +338,8 @@ impl Rereads {
                 return;
             }
         };
-        let new = setup.config;
-        let mut changed = changed_keys(&self.running, &new);
+        let new = &setup.config;
+        let mut changed = changed_keys(&self.running, new);
         if new.log.level != self.running.log.level {
             changed.retain(|k| k != "log.level");
             match (&self.log_filter, crate::logging::filter(&new.log.level)) {
@@ -322,12 +356,54 @@ impl Rereads {
                 (_, Err(e)) => tracing::warn!(error = %e, "SIGHUP: log.level not reloaded"),
             }
         }
+        if changed.iter().any(|k| reloaded(k)) {
+            let access = if new.access.is_empty() {
+                Ok(None)
+            } else {
+                access_rules(new, self.directory.schema()).map(Some)
+            };
+            match access {
+                Ok(access) => {
+                    self.directory.reload(setup.directory_limits(), access);
+                    let keys: Vec<&String> = changed.iter().filter(|k| reloaded(k)).collect();
+                    tracing::info!(keys = ?keys, "SIGHUP: access rules and limits reloaded");
+                    changed.retain(|k| !reloaded(k));
+                    let running = &mut self.running;
+                    running.access.clone_from(&new.access);
+                    running.password_policy = new.password_policy.clone();
+                    let (d, n) = (&mut running.directory, &new.directory);
+                    d.size_limit = n.size_limit;
+                    d.time_limit_secs = n.time_limit_secs;
+                    d.lookthrough_limit = n.lookthrough_limit;
+                    d.max_filter_items = n.max_filter_items;
+                    d.max_modify_changes = n.max_modify_changes;
+                    d.sort_max_keys = n.sort_max_keys;
+                    d.dynamic_default_ttl_secs = n.dynamic_default_ttl_secs;
+                    d.dynamic_min_ttl_secs = n.dynamic_min_ttl_secs;
+                    d.dynamic_max_ttl_secs = n.dynamic_max_ttl_secs;
+                    d.password_hash_memory_kib = n.password_hash_memory_kib;
+                    d.password_hash_iterations = n.password_hash_iterations;
+                    d.rehash_on_bind = n.rehash_on_bind;
+                    let (s, n) = (&mut running.security, &new.security);
+                    s.password_max_memory_kib = n.password_max_memory_kib;
+                    s.password_max_iterations = n.password_max_iterations;
+                    s.password_max_lanes = n.password_max_lanes;
+                    s.password_max_pbkdf2_rounds = n.password_max_pbkdf2_rounds;
+                    s.password_max_crypt_sha_rounds = n.password_max_crypt_sha_rounds;
+                    s.password_max_bcrypt_cost = n.password_max_bcrypt_cost;
+                }
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "SIGHUP: the access rules are refused; rules and limits unchanged"
+                ),
+            }
+        }
         if changed.is_empty() {
             tracing::info!("SIGHUP: no other key changed");
         } else {
             tracing::warn!(
                 keys = %changed.join(", "),
-                "SIGHUP: these keys changed and take effect at the next start (reloaded: log.level, the TLS certificate and key)"
+                "SIGHUP: these keys changed and take effect at the next start (reloaded: log.level, access rules and limits, the TLS certificate and key)"
             );
         }
     }

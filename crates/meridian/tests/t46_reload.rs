@@ -1,7 +1,7 @@
-//! SIGHUP: the configuration file is read again; `log.level` takes
-//! effect at once, and the other keys that changed are named in the log
-//! as taking effect at the next start (the TLS certificate's reload is
-//! tested in t33).
+//! SIGHUP: the configuration file is read again; `log.level`, the access
+//! rules and the limits take effect at once, and the other keys that
+//! changed are named in the log as taking effect at the next start (the
+//! TLS certificate's reload is tested in t33). And `log.file`.
 
 #![allow(
     clippy::unwrap_used,
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use support::*;
 
 #[test]
-fn sighup_reloads_the_log_level_and_names_what_needs_a_restart() {
+fn sighup_reloads_rules_limits_and_the_log_level_and_names_what_needs_a_restart() {
     let dir = temp_dir("reload");
     let config = dir.join("meridian.toml");
     let log = dir.join("server.log");
@@ -36,9 +36,28 @@ fn sighup_reloads_the_log_level_and_names_what_needs_a_restart() {
     };
     // At warn, an operation writes no access line (info).
     whoami();
+    // Under the built-in rules anonymous clients read nothing.
+    let base = "dc=example,dc=com";
+    let ldif = format!(
+        "dn: {base}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n"
+    );
+    let bind = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let (code, out) = tool_at(&url, "ldapadd", &bind, &[], Some(&ldif));
+    assert_eq!(code, 0, "{out}");
+    let anonymous_read = || {
+        tool_at(
+            &url,
+            "ldapsearch",
+            &[],
+            &["-LLL", "-b", base, "-s", "base", "1.1"],
+            None,
+        )
+    };
+    assert_eq!(anonymous_read().0, 32);
     std::fs::write(
         &config,
-        "[log]\nlevel = \"info\"\n[directory]\nsize_limit = 42\n",
+        "[log]\nlevel = \"info\"\n[directory]\nsize_limit = 42\n[server]\nmax_connections = 500\n\
+         [[access]]\nto = \"*\"\nby = [ { who = \"*\", grant = \"read\" } ]\n",
     )
     .unwrap();
     support::signal(server.id(), "HUP");
@@ -59,8 +78,23 @@ fn sighup_reloads_the_log_level_and_names_what_needs_a_restart() {
         .find(|l| l.contains("SIGHUP: these keys changed"))
         .unwrap();
     let keys = changed.split("keys=").nth(1).unwrap_or_default();
-    assert!(keys.contains("directory.size_limit"), "{changed}");
-    assert!(!keys.contains("log.level"), "{changed}");
+    assert!(keys.contains("server.max_connections"), "{changed}");
+    assert!(
+        !keys.contains("log.level") && !keys.contains("size_limit"),
+        "{changed}"
+    );
+    let reloaded = text
+        .lines()
+        .find(|l| l.contains("SIGHUP: access rules and limits reloaded"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        reloaded.contains("directory.size_limit") && reloaded.contains("access"),
+        "{reloaded}"
+    );
+    // The new rules apply to the next operation.
+    let (code, out) = anonymous_read();
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(&format!("dn: {base}")), "{out}");
     assert!(
         !text.contains("meridian::access"),
         "an access line at warn:\n{text}"

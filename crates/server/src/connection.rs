@@ -582,7 +582,7 @@ impl RequestReader<'_> {
                     let answer = BindAnswer {
                         verified: verified && !expired,
                         policy: wants_policy.then(|| PolicyResponse {
-                            expires_in: verified.then(|| target.expiry_warning(policy)).flatten(),
+                            expires_in: verified.then(|| target.expiry_warning(&policy)).flatten(),
                             error: expired.then_some(PolicyError::PasswordExpired),
                         }),
                     };
