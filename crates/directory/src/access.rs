@@ -243,6 +243,31 @@ impl AccessRules {
         schema: &Schema,
         member: &dyn Fn(&Dn, &Dn) -> bool,
     ) -> Decision {
+        self.decide_among(who, entry, attr, schema, member, false)
+    }
+
+    /// [`AccessRules::decide`] by the rules that name a DN (`base:`,
+    /// `subtree:`, `children:`) only: what opens the server's own
+    /// subtrees (cn=Monitor), which a catch-all `to = "*"` must not.
+    pub fn decide_named(
+        &self,
+        who: &Identity,
+        entry: &Dn,
+        schema: &Schema,
+        member: &dyn Fn(&Dn, &Dn) -> bool,
+    ) -> Decision {
+        self.decide_among(who, entry, None, schema, member, true)
+    }
+
+    fn decide_among(
+        &self,
+        who: &Identity,
+        entry: &Dn,
+        attr: Option<AttrId>,
+        schema: &Schema,
+        member: &dyn Fn(&Dn, &Dn) -> bool,
+        named_only: bool,
+    ) -> Decision {
         let denied = Decision {
             level: Level::None,
             named: false,
@@ -259,7 +284,7 @@ impl AccessRules {
         };
         for rule in &self.rules {
             let target = match &rule.to {
-                Target::Any => true,
+                Target::Any => !named_only,
                 Target::Base(d) => d.same_entry(entry),
                 Target::Subtree(d) => entry.is_within(d),
                 Target::Children(d) => entry.is_descendant_of(d),

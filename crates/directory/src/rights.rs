@@ -60,10 +60,12 @@ impl Directory {
         attr: Option<AttrId>,
         groups: &Memberships,
     ) -> crate::access::Decision {
-        groups
-            .1
-            .get_or_init(|| self.access.load_full())
-            .decide(who, dn, attr, &self.schema, &|group, member| {
+        groups.1.get_or_init(|| self.access.load_full()).decide(
+            who,
+            dn,
+            attr,
+            &self.schema,
+            &|group, member| {
                 let mut known = groups.0.borrow_mut();
                 if let Some((_, is)) = known.iter().find(|(g, _)| g == group.normalized()) {
                     return *is;
@@ -71,7 +73,8 @@ impl Directory {
                 let is = self.is_member(group, member);
                 known.push((group.normalized().to_owned(), is));
                 is
-            })
+            },
+        )
     }
 
     /// Refuses with insufficientAccessRights, saying what was missing,
@@ -175,6 +178,24 @@ impl Directory {
     ) -> bool {
         let decision = self.access_decision(who, dn, Some(attr), groups);
         decision.level >= Level::Read && (Some(attr) != self.user_password || decision.named)
+    }
+
+    /// Whether `who` may read the server's own subtree at `dn`
+    /// (cn=Monitor): the administrator, and whom a rule naming that
+    /// subtree grants `read` (a catch-all `to = "*"` does not count: what
+    /// the server shows of itself stays the administrator's unless an
+    /// operator opens it).
+    pub fn may_read_named(&self, who: &Identity, dn: &Dn) -> bool {
+        if matches!(who, Identity::Admin(_)) {
+            return true;
+        }
+        self.access
+            .load()
+            .decide_named(who, dn, &self.schema, &|group, member| {
+                self.is_member(group, member)
+            })
+            .level
+            >= Level::Read
     }
 
     /// Whether `who` may read the entry at `dn` at all: what the

@@ -275,3 +275,36 @@ fn cn_monitor_shows_the_figures_to_the_administrator() {
     let (rc, _) = monitor(&["-b", "cn=Nothing,cn=Monitor", "-s", "base"]);
     assert_eq!(rc, 32);
 }
+
+/// An operator opens cn=Monitor to a monitoring account with a rule
+/// naming it; a catch-all rule does not open it.
+#[test]
+fn cn_monitor_opens_to_whom_a_rule_naming_it_grants_read() {
+    let server = Server::start(
+        "[[access]]\nto = \"*\"\nattrs = [\"userPassword\"]\nby = [ { who = \"anonymous\", grant = \"auth\" } ]\n\
+         [[access]]\nto = \"subtree:cn=Monitor\"\n\
+         by = [ { who = \"dn:uid=ops,dc=example,dc=com\", grant = \"read\" } ]\n\
+         [[access]]\nto = \"*\"\nby = [ { who = \"users\", grant = \"read\" } ]\n",
+    );
+    let ldif = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
+                dn: uid=ops,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: ops\nuserPassword: ops-pw\n\n\
+                dn: uid=other,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: other\nuserPassword: other-pw\n";
+    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(ldif));
+    assert_eq!(rc, 0, "{out}");
+    let read_as = |uid: &str| {
+        let dn = format!("uid={uid},dc=example,dc=com");
+        let password = format!("{uid}-pw");
+        tool(
+            &server,
+            "ldapsearch",
+            &["-D", &dn, "-w", &password],
+            &["-LLL", "-b", "cn=Monitor", "-s", "one", "1.1"],
+            None,
+        )
+    };
+    let (rc, out) = read_as("ops");
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("dn: cn=Operations,cn=Monitor"), "{out}");
+    let (rc, out) = read_as("other");
+    assert_eq!(rc, 32, "{out}");
+}

@@ -4,8 +4,9 @@
 //! `cn=Time`, with slapd's object classes and attribute types), so that
 //! monitoring scripts written for slapd work. The entries are built for
 //! each search from the counts of `metrics.rs` and the stores; they are
-//! the administrator's to read (anyone else finds nothing there), and
-//! never written.
+//! the administrator's to read, and whom an `[[access]]` rule naming the
+//! subtree (`subtree:cn=Monitor`) grants read (a catch-all `to = "*"`
+//! does not open it; anyone else finds nothing there); never written.
 
 use meridian_directory::{Directory, Identity};
 use meridian_model::Schema;
@@ -57,9 +58,10 @@ pub(crate) fn search(
             format!("no such entry: {}", base.original()),
         )
     };
-    if !matches!(who, Identity::Admin(_)) {
+    let root = Dn::parse(MONITOR_DN.as_bytes(), schema).ok();
+    if !root.is_some_and(|root| directory.may_read_named(who, &root)) {
         // As if it were not there: what it would show is the
-        // administrator's to see.
+        // administrator's to see, or whom a rule naming it allows.
         return no_such();
     }
     let entries = entries(directory);
