@@ -279,7 +279,10 @@ async fn sweep_dynamic_entries(
         }
         match directory.sweep_expired().await {
             Ok(0) => {}
-            Ok(n) => tracing::info!(deleted = n, "expired dynamic entries deleted"),
+            Ok(n) => {
+                meridian_server::metrics::swept(u64::try_from(n).unwrap_or(u64::MAX));
+                tracing::info!(deleted = n, "expired dynamic entries deleted");
+            }
             Err(e) => tracing::warn!(error = %e.message, "sweeping dynamic entries failed"),
         }
     }

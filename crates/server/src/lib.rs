@@ -13,7 +13,7 @@ mod bound;
 mod cluster_hooks;
 mod connection;
 mod inflight;
-mod metrics;
+pub mod metrics;
 mod monitor;
 mod outbound;
 mod password_pool;

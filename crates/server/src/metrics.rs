@@ -54,6 +54,7 @@ struct ServerMetrics {
     bytes_sent: Counter,
     search_entries: Counter,
     failed_binds: Counter,
+    swept: Counter,
 }
 
 static METRICS: ServerMetrics = ServerMetrics {
@@ -64,6 +65,7 @@ static METRICS: ServerMetrics = ServerMetrics {
     bytes_sent: Counter::new(),
     search_entries: Counter::new(),
     failed_binds: Counter::new(),
+    swept: Counter::new(),
 };
 
 /// When the server started (for cn=Monitor's cn=Start,cn=Time).
@@ -136,6 +138,11 @@ pub(crate) fn operation(op: &str, code: Option<ResultCode>, took: Duration) {
 /// Entries a search returned.
 pub(crate) fn search_entries(n: u64) {
     METRICS.search_entries.add(n);
+}
+
+/// Expired dynamic entries the sweeper deleted.
+pub fn swept(n: u64) {
+    METRICS.swept.add(n);
 }
 
 /// A simple bind refused for its credentials.
@@ -232,6 +239,12 @@ fn page(ctx: &ServerContext) -> String {
         "Entries returned by searches",
         &[],
         METRICS.search_entries.get(),
+    );
+    page.counter(
+        "meridian_swept_entries_total",
+        "Expired dynamic entries (RFC 2589) the sweeper deleted",
+        &[],
+        METRICS.swept.get(),
     );
     page.counter(
         "meridian_failed_binds_total",
