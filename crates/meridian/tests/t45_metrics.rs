@@ -135,6 +135,12 @@ fn metrics_show_what_the_server_did() {
         sample(&page, &format!("meridian_writes_refused{suffix}")),
         0.0
     );
+    assert!(sample(&page, &format!("meridian_database_file_bytes{suffix}")) > 0.0);
+    assert!(sample(&page, &format!("meridian_database_map_used_bytes{suffix}")) > 0.0);
+    assert_eq!(
+        sample(&page, &format!("meridian_journal_bytes{suffix}")),
+        0.0
+    );
     assert!(
         sample(
             &page,

@@ -306,6 +306,31 @@ fn page(ctx: &ServerContext) -> String {
     }
     for (suffix, store) in &stores {
         page.gauge(
+            "meridian_database_map_used_bytes",
+            "Bytes of the LMDB map in use (up to the last page written)",
+            &[("suffix", suffix)],
+            store.map_used_bytes() as f64,
+        );
+    }
+    let disk: Vec<(u64, u64)> = stores.iter().map(|(_, s)| s.disk_bytes()).collect();
+    for ((suffix, _), (data, _)) in stores.iter().zip(&disk) {
+        page.gauge(
+            "meridian_database_file_bytes",
+            "Bytes of the database file on disk",
+            &[("suffix", suffix)],
+            *data as f64,
+        );
+    }
+    for ((suffix, _), (_, journal)) in stores.iter().zip(&disk) {
+        page.gauge(
+            "meridian_journal_bytes",
+            "Bytes of the journal's files (durability = \"journal\"; else 0)",
+            &[("suffix", suffix)],
+            *journal as f64,
+        );
+    }
+    for (suffix, store) in &stores {
+        page.gauge(
             "meridian_writes_refused",
             "1 while the naming context refuses writes (disk full, I/O failure)",
             &[("suffix", suffix)],

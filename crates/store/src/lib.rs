@@ -578,6 +578,27 @@ impl Store {
                 .is_some()
     }
 
+    /// Bytes on disk: the database file, and its journal's files (with
+    /// `durability = "journal"`; 0 otherwise). For the metrics endpoint.
+    pub fn disk_bytes(&self) -> (u64, u64) {
+        let path = self.inner.env.path();
+        let data = std::fs::metadata(path.join("data.mdb")).map_or(0, |m| m.len());
+        let journal = std::fs::read_dir(journal::dir_of(path)).map_or(0, |files| {
+            files
+                .filter_map(|f| f.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        });
+        (data, journal)
+    }
+
+    /// Bytes of the map in use: up to the last page written.
+    pub fn map_used_bytes(&self) -> u64 {
+        let _map = self.inner.hold_map();
+        let pages = u64::try_from(self.inner.env.info().last_page_number).unwrap_or(u64::MAX);
+        pages.saturating_add(1) * u64::from(self.inner.env.stat().page_size)
+    }
+
     /// The current map size in bytes.
     pub fn map_size(&self) -> usize {
         let _map = self.inner.hold_map();
