@@ -257,6 +257,12 @@ pub struct DirectoryConfig {
     pub additional_suffixes: Vec<String>,
     /// The administrator, who bypasses access control.
     pub admin_dn: String,
+    /// The administrator's password as a hash with its scheme
+    /// (`{SSHA}...`, `{ARGON2}...`: any a bind verifies), as slapd's
+    /// `rootpw` holds it; `meridian migrate` carries it over. Empty: the
+    /// hash in `data_dir/admin.secret` (generated at the first start) or
+    /// `MERIDIAN_ADMIN_PASSWORD`, which wins over both.
+    pub admin_password_hash: String,
     /// This server's ID in entryCSNs (OpenLDAP's serverID), 0..=4095:
     /// servers whose writes meet must have different ones.
     pub server_id: u16,
@@ -516,6 +522,7 @@ impl Default for DirectoryConfig {
             suffix: "dc=example,dc=com".into(),
             additional_suffixes: Vec::new(),
             admin_dn: "cn=admin,dc=example,dc=com".into(),
+            admin_password_hash: String::new(),
             server_id: 0,
             data_dir: PathBuf::from("./meridian-data"),
             schema_files: Vec::new(),
@@ -568,6 +575,15 @@ impl Config {
         let mut shown = self.clone();
         if !shown.cluster.secret.is_empty() {
             shown.cluster.secret = format!("(set, {} characters)", shown.cluster.secret.len());
+        }
+        if let Some(scheme) = shown
+            .directory
+            .admin_password_hash
+            .split_inclusive('}')
+            .next()
+            .filter(|_| !shown.directory.admin_password_hash.is_empty())
+        {
+            shown.directory.admin_password_hash = format!("{scheme}(set)");
         }
         toml::to_string(&shown).unwrap_or_else(|e| format!("(not shown: {e})"))
     }

@@ -101,8 +101,10 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         &admin_dn,
         &config.directory.admin_dn,
         env_password,
+        Some(config.directory.admin_password_hash.as_str()),
         &config.directory.data_dir,
         setup.password_hash_cost(),
+        setup.password_bounds(),
     )?;
     // What this server runs with, every key (the cluster secret only
     // by its length), one line each under `meridian::config`.
@@ -120,6 +122,9 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     match &source {
         PasswordSource::Environment => {
             tracing::info!("administrator password taken from {PASSWORD_ENV}");
+        }
+        PasswordSource::Configured => {
+            tracing::info!("administrator password hash taken from directory.admin_password_hash");
         }
         PasswordSource::Stored(path) => {
             tracing::info!(path = %path.display(), "administrator password hash loaded");

@@ -193,6 +193,11 @@ impl Setup {
             .map_err(|e| anyhow::anyhow!("config key `directory.admin_dn`: {e}"))
     }
 
+    /// The bounds on a stored password hash's cost (`security.password_max_*`).
+    pub(crate) fn password_bounds(&self) -> HashBounds {
+        self.password_bounds
+    }
+
     /// The directory's limits and password cost from the config (serve
     /// and import alike: an import hashes clear-text passwords and gives
     /// dynamic entries their TTL as the server would).

@@ -43,12 +43,12 @@ fn debians_default_slapd_d_translates_and_serves_as_it_did() {
     ] {
         assert!(config.contains(line), "no {line:?} in:\n{config}");
     }
-    // The built-in schemas are left out; the rootpw hash and the
-    // peercred rule are explained, with where they are.
+    // The built-in schemas are left out; the rootpw hash is carried
+    // over; the peercred rule is explained, with where it is.
     assert!(!config.contains("schema_files"), "{config}");
     assert!(
-        notes.contains("olcRootPW") && notes.contains("MERIDIAN_ADMIN_PASSWORD"),
-        "{notes}"
+        config.contains("admin_password_hash = \"{SSHA}"),
+        "{config}"
     );
     assert!(notes.contains("frontend.ldif: olcAccess"), "{notes}");
 
@@ -202,8 +202,57 @@ database monitor
             .unwrap()
     };
     assert!(run(&out).status.success());
-    assert_eq!(std::fs::read_to_string(&out).unwrap(), config);
+    // (The same but for the clear-text rootpw's {ARGON2} hash, salted
+    // afresh each time.)
+    let without_hash = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with("admin_password_hash"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(
+        without_hash(&std::fs::read_to_string(&out).unwrap()),
+        without_hash(&config)
+    );
     let again = run(&out);
     assert!(!again.status.success() && text(&again.stderr).contains("exists"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// slapd's rootpw, a hash, is carried over: the administrator binds with
+/// the same password, with no MERIDIAN_ADMIN_PASSWORD and nothing generated.
+#[test]
+fn the_rootpw_hash_is_carried_over_and_binds() {
+    let dir = temp_dir("rootpw");
+    let conf = dir.join("slapd.conf");
+    // {SSHA} of "secret" (salt "salt").
+    std::fs::write(
+        &conf,
+        "database mdb\nsuffix \"dc=example,dc=com\"\nrootdn \"cn=Manager,dc=example,dc=com\"\n\
+         rootpw {SSHA}gVK8WC9YyFT1gMsQHTGCgT3sSv5zYWx0\n",
+    )
+    .unwrap();
+    let (config, notes) = migrate(&conf);
+    assert!(!notes.contains("rootpw"), "{notes}");
+    let server = Server::start_with(&config, None, None);
+    let bind = ["-D", "cn=Manager,dc=example,dc=com", "-w", "secret"];
+    let (rc, out) = tool(&server, "ldapwhoami", &bind, &[], None);
+    assert_eq!(rc, 0, "{out}");
+    let wrong = ["-D", "cn=Manager,dc=example,dc=com", "-w", "wrong"];
+    assert_eq!(tool(&server, "ldapwhoami", &wrong, &[], None).0, 49);
+    assert!(!server.data_dir.join("admin.secret").exists());
+    // A clear-text rootpw is written as its {ARGON2} hash, never as it is.
+    std::fs::write(
+        &conf,
+        "database mdb\nsuffix \"dc=example,dc=com\"\nrootpw clear-text-pw\n",
+    )
+    .unwrap();
+    let (config, notes) = migrate(&conf);
+    assert!(
+        config.contains("admin_password_hash = \"{ARGON2}$argon2id$"),
+        "{config}"
+    );
+    assert!(!config.contains("clear-text-pw"), "{config}");
+    assert!(notes.contains("written as its {ARGON2} hash"), "{notes}");
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use argon2::password_hash::PasswordHash;
-use meridian_directory::password::{HashCost, argon2_phc};
+use meridian_directory::password::{HashBounds, HashCost, argon2_phc};
 use meridian_model::dn::Dn;
 
 /// The environment variable that sets the administrator's password.
@@ -25,6 +25,9 @@ const SCHEME: &str = "{ARGON2}";
 pub enum PasswordSource {
     /// `MERIDIAN_ADMIN_PASSWORD`.
     Environment,
+    /// `directory.admin_password_hash` (a hash carried over, as slapd's
+    /// `rootpw`).
+    Configured,
     /// A hash stored by an earlier start.
     Stored(PathBuf),
     /// Generated now; the caller shows it once.
@@ -54,6 +57,9 @@ pub enum AdminError {
         /// The file.
         path: PathBuf,
     },
+    /// `directory.admin_password_hash` is not a hash this server checks.
+    #[error("directory.admin_password_hash: {0}")]
+    BadConfiguredHash(String),
     /// Hashing failed (no randomness, or bad parameters).
     #[error("cannot hash the administrator password: {0}")]
     Hash(String),
@@ -64,19 +70,25 @@ pub enum AdminError {
 pub struct AdminCredentials {
     dn: String,
     dn_key: String,
+    /// As userPassword holds it: `{ARGON2}$argon2id$...`, or the scheme
+    /// of a hash carried over (`{SSHA}...`).
     hash: Arc<str>,
+    bounds: HashBounds,
 }
 
 impl AdminCredentials {
-    /// Sets up the credentials: from `env_password` if given, else from the
-    /// stored hash in `data_dir`, else a new random password whose hash is
-    /// stored there.
+    /// Sets up the credentials: from `env_password` if given, else from
+    /// `configured` (`directory.admin_password_hash`: a hash in any scheme
+    /// a bind verifies, within `bounds`), else from the stored hash in
+    /// `data_dir`, else a new random password whose hash is stored there.
     pub fn load(
         admin_dn: &Dn,
         admin_dn_text: &str,
         env_password: Option<String>,
+        configured: Option<&str>,
         data_dir: &Path,
         cost: HashCost,
+        bounds: HashBounds,
     ) -> Result<(AdminCredentials, PasswordSource), AdminError> {
         let io = |path: &Path| {
             let path = path.to_owned();
@@ -88,22 +100,31 @@ impl AdminCredentials {
                 hash_password(password.as_bytes(), cost)?,
                 PasswordSource::Environment,
             )
+        } else if let Some(stored) = configured.filter(|h| !h.is_empty()) {
+            if !stored.starts_with('{') {
+                return Err(AdminError::BadConfiguredHash(
+                    "a hash with its scheme ({SSHA}..., {ARGON2}...), never the password itself"
+                        .to_owned(),
+                ));
+            }
+            meridian_directory::password::check_stored(stored.as_bytes(), &bounds)
+                .map_err(AdminError::BadConfiguredHash)?;
+            (stored.to_owned(), PasswordSource::Configured)
         } else if secret.exists() {
             let stored = std::fs::read_to_string(&secret).map_err(io(&secret))?;
-            let hash = stored
-                .trim()
+            let stored = stored.trim();
+            stored
                 .strip_prefix(SCHEME)
                 .filter(|h| PasswordHash::new(h).is_ok())
                 .ok_or_else(|| AdminError::BadHash {
                     path: secret.clone(),
-                })?
-                .to_owned();
-            (hash, PasswordSource::Stored(secret))
+                })?;
+            (stored.to_owned(), PasswordSource::Stored(secret))
         } else {
             let password = meridian_directory::password::generate().map_err(AdminError::Hash)?;
             let hash = hash_password(password.as_bytes(), cost)?;
             std::fs::create_dir_all(data_dir).map_err(io(data_dir))?;
-            write_private(&secret, &format!("{SCHEME}{hash}\n")).map_err(io(&secret))?;
+            write_private(&secret, &format!("{hash}\n")).map_err(io(&secret))?;
             (
                 hash,
                 PasswordSource::Generated {
@@ -117,6 +138,7 @@ impl AdminCredentials {
                 dn: admin_dn_text.to_owned(),
                 dn_key: admin_dn.normalized().to_owned(),
                 hash: hash.into(),
+                bounds,
             },
             source,
         ))
@@ -145,12 +167,24 @@ impl AdminCredentials {
     /// Verifies `password`; false on any failure. Slow by design (Argon2):
     /// the server runs it in its password pool.
     pub fn verify(&self, password: &[u8]) -> bool {
-        meridian_directory::password::argon2_matches(&self.hash, password)
+        matches!(
+            meridian_directory::password::verify(
+                self.hash.as_bytes(),
+                password,
+                false,
+                &self.bounds
+            ),
+            meridian_directory::password::Verdict::Matched
+        )
     }
 }
 
+/// `{ARGON2}` and the PHC string of `password`'s hash.
 fn hash_password(password: &[u8], cost: HashCost) -> Result<String, AdminError> {
-    argon2_phc(password, cost).map_err(AdminError::Hash)
+    Ok(format!(
+        "{SCHEME}{}",
+        argon2_phc(password, cost).map_err(AdminError::Hash)?
+    ))
 }
 
 fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
@@ -184,8 +218,10 @@ mod tests {
             &dn(),
             "cn=admin,dc=example,dc=com",
             None,
+            None,
             &dir,
             HashCost::default(),
+            HashBounds::default(),
         )
         .unwrap();
         let PasswordSource::Generated { password, path } = source else {
@@ -201,8 +237,10 @@ mod tests {
             &dn(),
             "cn=admin,dc=example,dc=com",
             None,
+            None,
             &dir,
             HashCost::default(),
+            HashBounds::default(),
         )
         .unwrap();
         assert!(matches!(source, PasswordSource::Stored(_)));
@@ -217,8 +255,10 @@ mod tests {
             &dn(),
             "cn=admin,dc=example,dc=com",
             Some("s3cret".into()),
+            Some("{SSHA}ignored"),
             &dir,
             HashCost::default(),
+            HashBounds::default(),
         )
         .unwrap();
         assert_eq!(source, PasswordSource::Environment);
@@ -228,5 +268,42 @@ mod tests {
             "commonName=admin,0.9.2342.19200300.100.1.25=example,dc=com"
         )));
         assert!(!creds.is_admin_dn(&parse("cn=other,dc=example,dc=com")));
+    }
+
+    #[tokio::test]
+    async fn a_configured_hash_is_used_as_slapds_rootpw_is() {
+        let dir = std::env::temp_dir().join("meridian-admin-configured");
+        // {SSHA} of "secret" with the salt "salt" (slappasswd's form).
+        let ssha = "{SSHA}gVK8WC9YyFT1gMsQHTGCgT3sSv5zYWx0";
+        let (creds, source) = AdminCredentials::load(
+            &dn(),
+            "cn=admin,dc=example,dc=com",
+            None,
+            Some(ssha),
+            &dir,
+            HashCost::default(),
+            HashBounds::default(),
+        )
+        .unwrap();
+        assert_eq!(source, PasswordSource::Configured);
+        assert!(creds.verify(b"secret"));
+        assert!(!creds.verify(b"wrong"));
+        assert!(!dir.exists(), "nothing written");
+        // The password itself, or a hash no bind could check, is refused.
+        for bad in ["secret", "{SSHA}not-base64!", "{NOSUCH}abc"] {
+            let refused = AdminCredentials::load(
+                &dn(),
+                "cn=admin,dc=example,dc=com",
+                None,
+                Some(bad),
+                &dir,
+                HashCost::default(),
+                HashBounds::default(),
+            );
+            assert!(
+                matches!(refused, Err(AdminError::BadConfiguredHash(_))),
+                "{bad}"
+            );
+        }
     }
 }

@@ -199,21 +199,54 @@ fn translate(slapd: &SlapdConfig) -> Migration {
         for d in &db.directives {
             match d.name.as_str() {
                 "suffix" | "rootdn" | "subordinate" => {}
-                "rootpw" => {
+                "rootpw" if i == 0 => {
                     let value = d.args.first().map(String::as_str).unwrap_or_default();
-                    note(
-                        &d.origin,
-                        if value.starts_with('{') {
-                            "rootpw is a hash: Meridian keeps the administrator's password as {ARGON2} \
-                             only; start it once with MERIDIAN_ADMIN_PASSWORD set to the password"
-                                .to_owned()
-                        } else {
-                            "rootpw: start Meridian once with MERIDIAN_ADMIN_PASSWORD set to it \
-                             (Meridian stores only its {ARGON2} hash)"
-                                .to_owned()
-                        },
-                    );
+                    let bounds = meridian_directory::password::HashBounds::default();
+                    if value.starts_with('{') {
+                        match meridian_directory::password::check_stored(value.as_bytes(), &bounds)
+                        {
+                            // Carried over as it is: binds check it in its scheme.
+                            Ok(()) => {
+                                let _ = writeln!(
+                                    directory,
+                                    "admin_password_hash = {}",
+                                    acl::quote(value)
+                                );
+                            }
+                            Err(why) => note(
+                                &d.origin,
+                                format!(
+                                    "rootpw not carried over ({why}); set the password with MERIDIAN_ADMIN_PASSWORD"
+                                ),
+                            ),
+                        }
+                    } else {
+                        // A clear-text rootpw: written as its {ARGON2} hash,
+                        // never as it is.
+                        match meridian_directory::password::argon2_phc(
+                            value.as_bytes(),
+                            meridian_directory::password::HashCost::default(),
+                        ) {
+                            Ok(phc) => {
+                                let _ = writeln!(
+                                    directory,
+                                    "admin_password_hash = {}",
+                                    acl::quote(&format!("{{ARGON2}}{phc}"))
+                                );
+                                note(
+                                    &d.origin,
+                                    "rootpw was clear text: written as its {ARGON2} hash"
+                                        .to_owned(),
+                                );
+                            }
+                            Err(e) => note(&d.origin, format!("rootpw not carried over: {e}")),
+                        }
+                    }
                 }
+                "rootpw" => note(
+                    &d.origin,
+                    "rootpw of a further database: Meridian has one administrator".to_owned(),
+                ),
                 "index" => index(d, &mut indexes, &mut note),
                 "sizelimit" => limit(d, "size_limit", &mut directory, &mut note),
                 "timelimit" => limit(d, "time_limit_secs", &mut directory, &mut note),
