@@ -126,6 +126,8 @@ fn metrics_show_what_the_server_did() {
         ) >= 3.0
     );
     assert!(sample(&page, "meridian_connections_total") >= 5.0);
+    // Every operation answered and its connection gone: nothing left over.
+    assert_eq!(sample(&page, "meridian_operations_outstanding"), 0.0);
     assert!(sample(&page, "meridian_received_bytes_total") > 0.0);
     assert!(sample(&page, "meridian_sent_bytes_total") > 0.0);
     let suffix = "{suffix=\"dc=example,dc=com\"}";

@@ -49,6 +49,7 @@ impl OpMetrics {
 struct ServerMetrics {
     ops: [OpMetrics; OPS.len()],
     connections_open: Gauge,
+    outstanding: Gauge,
     connections: Counter,
     bytes_received: Counter,
     bytes_sent: Counter,
@@ -60,6 +61,7 @@ struct ServerMetrics {
 static METRICS: ServerMetrics = ServerMetrics {
     ops: [const { OpMetrics::new() }; OPS.len()],
     connections_open: Gauge::new(),
+    outstanding: Gauge::new(),
     connections: Counter::new(),
     bytes_received: Counter::new(),
     bytes_sent: Counter::new(),
@@ -160,6 +162,12 @@ pub(crate) fn connection(opened: bool) {
     }
 }
 
+/// Operations begun (`n` > 0) or ended (`n` < 0): read and not yet
+/// answered on the wire.
+pub(crate) fn outstanding(n: i64) {
+    METRICS.outstanding.add(n);
+}
+
 /// Bytes read from clients.
 pub(crate) fn received(n: usize) {
     METRICS.bytes_received.add(n as u64);
@@ -215,6 +223,12 @@ fn page(ctx: &ServerContext) -> String {
         "Client connections open",
         &[],
         METRICS.connections_open.get() as f64,
+    );
+    page.gauge(
+        "meridian_operations_outstanding",
+        "Operations read and not yet answered on the wire",
+        &[],
+        METRICS.outstanding.get() as f64,
     );
     page.counter(
         "meridian_connections_total",

@@ -33,6 +33,10 @@ pub(crate) struct Outbound {
     permits: Semaphore,
     max_outstanding: u64,
     hold_for: Duration,
+    /// Permits taken and not yet given back: this connection's share of
+    /// the metrics' outstanding operations, taken back from them when
+    /// the connection goes (whatever its operations became).
+    outstanding: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -77,6 +81,14 @@ impl ResponseBatch {
     }
 }
 
+impl Drop for Outbound {
+    fn drop(&mut self) {
+        // Operations the connection took with it leave the count.
+        let left = *self.outstanding.get_mut();
+        crate::metrics::outstanding(-(left as i64));
+    }
+}
+
 impl Outbound {
     pub(crate) fn new(max_outstanding: usize, hold_for: Duration) -> Self {
         Outbound {
@@ -86,6 +98,25 @@ impl Outbound {
             permits: Semaphore::new(max_outstanding),
             max_outstanding: max_outstanding as u64,
             hold_for,
+            outstanding: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Counts `n` operations begun (`true`) or ended.
+    fn count(&self, begun: bool, n: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let n = n as u64;
+        if begun {
+            self.outstanding.fetch_add(n, Relaxed);
+            crate::metrics::outstanding(n as i64);
+        } else {
+            // Never below zero: a response without a permit (the Notice
+            // of Disconnection) counts nothing.
+            let ended = self
+                .outstanding
+                .fetch_update(Relaxed, Relaxed, |o| Some(o.saturating_sub(n)))
+                .map_or(0, |before| before.min(n));
+            crate::metrics::outstanding(-(ended as i64));
         }
     }
 
@@ -100,6 +131,7 @@ impl Outbound {
         match self.permits.try_acquire() {
             Ok(permit) => {
                 permit.forget();
+                self.count(true, 1);
                 true
             }
             Err(_) => false,
@@ -111,6 +143,7 @@ impl Outbound {
         match self.permits.acquire().await {
             Ok(permit) => {
                 permit.forget();
+                self.count(true, 1);
                 true
             }
             Err(_) => false,
@@ -147,6 +180,7 @@ impl Outbound {
     /// Gives back permits for requests that turned out to need no response
     /// (abandon, unbind).
     pub(crate) fn release(&self, n: usize) {
+        self.count(false, n);
         self.permits.add_permits(n);
     }
 
@@ -247,6 +281,7 @@ impl Outbound {
             } else {
                 chunk.clear();
             }
+            self.count(false, completed);
             self.permits.add_permits(completed);
             self.room.notify_waiters();
             if closing {
