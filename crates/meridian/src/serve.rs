@@ -147,7 +147,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         runtime.worker_threads(config.server.worker_threads);
     }
     let runtime = runtime.build().context("cannot start the async runtime")?;
-    runtime.block_on(async {
+    let served = runtime.block_on(async {
         let (stores, cluster) = if config.cluster.enabled() {
             let (store, proposals) = setup.open_replicated_store()?;
             let node =
@@ -238,7 +238,10 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             node.shutdown().await;
         }
         anyhow::Ok(())
-    })
+    });
+    // The log's last lines (the shutdown's) are written before the exit.
+    crate::logging::finish();
+    served
 }
 
 /// In a cluster: indexes added to the config (the same on every node,
