@@ -85,6 +85,8 @@ pub(crate) struct ServerContext {
     pub(crate) certificate_map: Option<CertificateMap>,
     /// Cluster administration, when this server is a cluster node.
     pub(crate) cluster_hooks: Option<cluster_hooks::ClusterHook>,
+    /// `cn=Monitor`, parsed once.
+    pub(crate) monitor_root: Option<meridian_model::dn::Dn>,
 }
 
 impl ServerContext {
@@ -263,6 +265,7 @@ impl Server {
         directory: Arc<Directory>,
     ) -> Result<Server, StartError> {
         let schema = Arc::clone(directory.schema());
+        let monitor_root = monitor::root(&schema);
         let s = &config.server;
         let sec = &config.security;
         let Bound {
@@ -327,6 +330,7 @@ impl Server {
             require_tls: sec.require_tls,
             certificate_map,
             cluster_hooks: None,
+            monitor_root,
         };
         Ok(Server {
             listener,

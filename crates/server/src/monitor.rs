@@ -36,9 +36,15 @@ const OPERATION_NAMES: [(&str, &str); 10] = [
     ("EXT", "Extended"),
 ];
 
-/// Whether `base` is in the cn=Monitor subtree.
-pub(crate) fn holds(base: &Dn, schema: &Schema) -> bool {
-    Dn::parse(MONITOR_DN.as_bytes(), schema).is_ok_and(|root| base.is_within(&root))
+/// The subtree's root as a DN, parsed once when the server starts (every
+/// search asks [`holds`] of its base).
+pub(crate) fn root(schema: &Schema) -> Option<Dn> {
+    Dn::parse(MONITOR_DN.as_bytes(), schema).ok()
+}
+
+/// Whether `base` is in the cn=Monitor subtree whose root is `root`.
+pub(crate) fn holds(base: &Dn, root: Option<&Dn>) -> bool {
+    root.is_some_and(|root| base.is_within(root))
 }
 
 /// Answers a search whose base is in cn=Monitor: the entries matching
@@ -48,6 +54,7 @@ pub(crate) fn search(
     who: &Identity,
     request: &SearchRequest<'_>,
     base: &Dn,
+    monitor_root: Option<&Dn>,
     message_id: i32,
     buf: &mut Vec<u8>,
 ) -> (ResultCode, String) {
@@ -58,8 +65,7 @@ pub(crate) fn search(
             format!("no such entry: {}", base.original()),
         )
     };
-    let root = Dn::parse(MONITOR_DN.as_bytes(), schema).ok();
-    if !root.is_some_and(|root| directory.may_read_named(who, &root)) {
+    if !monitor_root.is_some_and(|root| directory.may_read_named(who, root)) {
         // As if it were not there: what it would show is the
         // administrator's to see, or whom a rule naming it allows.
         return no_such();

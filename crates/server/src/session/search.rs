@@ -23,12 +23,13 @@ impl Session {
             Ok(dn) => dn,
             Err(e) => return reply.result(search.base, e.code, e.message.as_bytes()),
         };
-        if monitor::holds(&base, &ctx.schema) {
+        if monitor::holds(&base, ctx.monitor_root.as_ref()) {
             let (code, message) = monitor::search(
                 &ctx.directory,
                 &self.identity,
                 search,
                 &base,
+                ctx.monitor_root.as_ref(),
                 reply.id,
                 &mut reply.batch.bytes,
             );
