@@ -248,7 +248,7 @@ enum Sorting<'a> {
 /// searched with there.
 struct Searched<'d> {
     store: &'d meridian_store::Store,
-    base: meridian_model::dn::Dn,
+    base: &'d meridian_model::dn::Dn,
     scope: Scope,
 }
 
@@ -260,7 +260,11 @@ impl Directory {
     /// search takes the suffix entries of those directly below). A
     /// search of the root with a wider scope walks every context, one
     /// level only the top ones.
-    fn searched_contexts(&self, base: &meridian_model::dn::Dn, scope: Scope) -> Vec<Searched<'_>> {
+    fn searched_contexts<'d>(
+        &'d self,
+        base: &'d meridian_model::dn::Dn,
+        scope: Scope,
+    ) -> Vec<Searched<'d>> {
         if base.is_root() && scope != Scope::Base {
             return self
                 .stores()
@@ -268,16 +272,12 @@ impl Directory {
                     scope != Scope::OneLevel
                         || !store.suffixes().iter().all(|s| self.is_subordinate(s))
                 })
-                .map(|store| Searched {
-                    store,
-                    base: base.clone(),
-                    scope,
-                })
+                .map(|store| Searched { store, base, scope })
                 .collect();
         }
         let mut contexts = vec![Searched {
             store: self.store_for(base),
-            base: base.clone(),
+            base,
             scope,
         }];
         match scope {
@@ -288,7 +288,7 @@ impl Directory {
                     .filter(|(_, suffix)| suffix.is_child_of(base))
                     .map(|(store, suffix)| Searched {
                         store,
-                        base: suffix.clone(),
+                        base: suffix,
                         scope: Scope::Base,
                     }),
             ),
@@ -298,7 +298,7 @@ impl Directory {
                         .into_iter()
                         .map(|(store, suffix)| Searched {
                             store,
-                            base: suffix.clone(),
+                            base: suffix,
                             scope: Scope::Subtree,
                         }),
                 );
@@ -647,7 +647,7 @@ impl Directory {
         let mut step_over = false;
         let mut last_examined: Option<EntryId> = None;
         while let Some(searched) = contexts.get(position) {
-            let (store, context_base, scope) = (searched.store, &searched.base, searched.scope);
+            let (store, context_base, scope) = (searched.store, searched.base, searched.scope);
             let snapshot = store.snapshot().map_err(Outcome::from)?;
             let roots = match req.deref {
                 DerefAliases::InSearching | DerefAliases::Always => {
