@@ -228,7 +228,8 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         let rereads = Rereads {
             common: common.clone(),
             overrides: Box::new(overrides),
-            running: config.clone(),
+            started: config.clone(),
+            applied_level: config.log.level.clone(),
             log_filter,
             directory: Arc::clone(&directory_for_reload),
         };
@@ -296,12 +297,15 @@ async fn sweep_dynamic_entries(
     }
 }
 
-/// What a SIGHUP rereads the configuration with, and the configuration
-/// running.
+/// What a SIGHUP rereads the configuration with, and what it compares
+/// the new one to.
 struct Rereads {
     common: CommonArgs,
     overrides: Box<dyn Fn(&mut meridian_config::Config) + Send>,
-    running: meridian_config::Config,
+    /// The configuration the server started with.
+    started: meridian_config::Config,
+    /// The log level in force (the started one until a SIGHUP changes it).
+    applied_level: String,
     log_filter: crate::logging::LogFilter,
     directory: Arc<Directory>,
 }
@@ -350,14 +354,17 @@ impl Rereads {
             }
         };
         let new = &setup.config;
-        let mut changed = changed_keys(&self.running, new);
-        if new.log.level != self.running.log.level {
-            changed.retain(|k| k != "log.level");
+        // Compared with the configuration the server started with: a key
+        // that differs and is not reloaded is named at every SIGHUP until
+        // a restart.
+        let mut changed = changed_keys(&self.started, new);
+        changed.retain(|k| k != "log.level");
+        if new.log.level != self.applied_level {
             match (&self.log_filter, crate::logging::filter(&new.log.level)) {
                 (Some(handle), Ok(filter)) => match handle.reload(filter) {
                     Ok(()) => {
                         tracing::info!(level = %new.log.level, "SIGHUP: log.level reloaded");
-                        self.running.log.level = new.log.level.clone();
+                        self.applied_level.clone_from(&new.log.level);
                     }
                     Err(e) => tracing::warn!(error = %e, "SIGHUP: log.level not reloaded"),
                 },
@@ -367,47 +374,24 @@ impl Rereads {
                 (_, Err(e)) => tracing::warn!(error = %e, "SIGHUP: log.level not reloaded"),
             }
         }
-        if changed.iter().any(|k| reloaded(k)) {
-            let access = if new.access.is_empty() {
-                Ok(None)
-            } else {
-                access_rules(new, self.directory.schema()).map(Some)
-            };
-            match access {
-                Ok(access) => {
-                    self.directory.reload(setup.directory_limits(), access);
-                    let keys: Vec<&String> = changed.iter().filter(|k| reloaded(k)).collect();
-                    tracing::info!(keys = ?keys, "SIGHUP: access rules and limits reloaded");
-                    changed.retain(|k| !reloaded(k));
-                    let running = &mut self.running;
-                    running.access.clone_from(&new.access);
-                    running.password_policy = new.password_policy.clone();
-                    let (d, n) = (&mut running.directory, &new.directory);
-                    d.size_limit = n.size_limit;
-                    d.time_limit_secs = n.time_limit_secs;
-                    d.lookthrough_limit = n.lookthrough_limit;
-                    d.max_filter_items = n.max_filter_items;
-                    d.max_modify_changes = n.max_modify_changes;
-                    d.sort_max_keys = n.sort_max_keys;
-                    d.dynamic_default_ttl_secs = n.dynamic_default_ttl_secs;
-                    d.dynamic_min_ttl_secs = n.dynamic_min_ttl_secs;
-                    d.dynamic_max_ttl_secs = n.dynamic_max_ttl_secs;
-                    d.password_hash_memory_kib = n.password_hash_memory_kib;
-                    d.password_hash_iterations = n.password_hash_iterations;
-                    d.rehash_on_bind = n.rehash_on_bind;
-                    let (s, n) = (&mut running.security, &new.security);
-                    s.password_max_memory_kib = n.password_max_memory_kib;
-                    s.password_max_iterations = n.password_max_iterations;
-                    s.password_max_lanes = n.password_max_lanes;
-                    s.password_max_pbkdf2_rounds = n.password_max_pbkdf2_rounds;
-                    s.password_max_crypt_sha_rounds = n.password_max_crypt_sha_rounds;
-                    s.password_max_bcrypt_cost = n.password_max_bcrypt_cost;
-                }
-                Err(e) => tracing::warn!(
-                    error = %e,
-                    "SIGHUP: the access rules are refused; rules and limits unchanged"
-                ),
+        // The rules and limits are replaced whole at every SIGHUP (cheap):
+        // what the file says now is what runs.
+        let access = if new.access.is_empty() {
+            Ok(None)
+        } else {
+            access_rules(new, self.directory.schema()).map(Some)
+        };
+        match access {
+            Ok(access) => {
+                self.directory.reload(setup.directory_limits(), access);
+                let keys: Vec<&String> = changed.iter().filter(|k| reloaded(k)).collect();
+                tracing::info!(changed = ?keys, "SIGHUP: access rules and limits reloaded");
+                changed.retain(|k| !reloaded(k));
             }
+            Err(e) => tracing::warn!(
+                error = %e,
+                "SIGHUP: the access rules are refused; rules and limits unchanged"
+            ),
         }
         if changed.is_empty() {
             tracing::info!("SIGHUP: no other key changed");
