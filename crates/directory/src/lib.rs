@@ -16,7 +16,7 @@
 //! (the write path), `credentials.rs` (userPassword: binds, hashing,
 //! Password Modify), `rights.rs` (memberships, require, disclose),
 //! `proxy.rs` (proxied authorization), `compare.rs`, `outcome.rs`,
-//! `search.rs` and the modules named below.
+//! `search/` and the modules named below.
 
 pub mod access;
 mod alias;

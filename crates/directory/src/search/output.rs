@@ -1,0 +1,131 @@
+//! What a search sends for each entry it returns, and who may see it.
+
+use super::*;
+
+/// What every entry a search sends needs: who asks, what they asked
+/// for, and what decides whether they may see an entry.
+pub(super) struct Output<'s> {
+    pub(super) who: &'s Identity,
+    pub(super) admin: bool,
+    pub(super) groups: &'s Memberships,
+    pub(super) message_id: i32,
+    pub(super) projection: Projection<'s>,
+    pub(super) computed: Computed,
+    pub(super) filter_attrs: &'s FilterAttrs,
+    pub(super) visible_filter: &'s SeenFilter<'s, 's>,
+}
+
+/// The computed operational attributes a search asked for.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Computed {
+    pub(super) entry_dn: bool,
+    pub(super) has_subordinates: bool,
+    pub(super) num_subordinates: bool,
+    pub(super) subschema_subentry: bool,
+}
+
+impl Computed {
+    pub(super) fn wanted(selection: &Selection, schema: &meridian_model::Schema) -> Self {
+        let wanted = |name: &str| {
+            schema
+                .attribute_id(name)
+                .is_some_and(|id| selection.names(id, schema))
+        };
+        Computed {
+            entry_dn: wanted("entryDN"),
+            has_subordinates: wanted("hasSubordinates"),
+            num_subordinates: wanted("numSubordinates"),
+            subschema_subentry: wanted("subschemaSubentry"),
+        }
+    }
+}
+
+impl Directory {
+    /// Whether `entry` may be sent to the caller at all (see `may_see`).
+    pub(super) fn may_output(&self, output: &Output<'_>, entry: &Entry) -> bool {
+        output.admin
+            || self.may_see(
+                output.who,
+                entry,
+                output.filter_attrs,
+                output.visible_filter,
+                output.groups,
+            )
+    }
+
+    /// Appends `entry` as a SearchResultEntry: the attributes the caller
+    /// asked for and may read, and the computed ones it asked for.
+    pub(super) fn encode_match(
+        &self,
+        output: &Output<'_>,
+        snapshot: &meridian_store::Snapshot<'_>,
+        id: EntryId,
+        entry: &Entry,
+        buf: &mut Vec<u8>,
+    ) {
+        let Output {
+            who,
+            admin,
+            groups,
+            computed: wanted,
+            ..
+        } = *output;
+        let mut computed: Vec<(&str, Vec<Vec<u8>>)> = Vec::new();
+        if wanted.entry_dn {
+            computed.push(("entryDN", vec![entry.dn.original().as_bytes().to_vec()]));
+        }
+        if wanted.has_subordinates || wanted.num_subordinates {
+            // Only the children the caller could find: counting the
+            // others would reveal that they exist.
+            let ids = snapshot.children(Some(id)).unwrap_or_default();
+            let visible = |child: &meridian_store::EntryId| {
+                admin
+                    || snapshot
+                        .dn_of(*child)
+                        .is_ok_and(|dn| self.access_level(who, &dn, None, groups) >= Level::Read)
+            };
+            // With the suffix entries of naming contexts glued directly
+            // below.
+            let glued = self
+                .contexts_below(&entry.dn)
+                .into_iter()
+                .filter(|(store, suffix)| {
+                    suffix.is_child_of(&entry.dn)
+                        && (admin || self.access_level(who, suffix, None, groups) >= Level::Read)
+                        && store
+                            .snapshot()
+                            .is_ok_and(|s| s.id(suffix).is_ok_and(|id| id.is_some()))
+                })
+                .count();
+            let children = if wanted.num_subordinates {
+                ids.iter().filter(|c| visible(c)).count() + glued
+            } else {
+                usize::from(glued > 0 || ids.iter().any(visible))
+            };
+            if wanted.has_subordinates {
+                let v: &[u8] = if children > 0 { b"TRUE" } else { b"FALSE" };
+                computed.push(("hasSubordinates", vec![v.to_vec()]));
+            }
+            if wanted.num_subordinates {
+                computed.push(("numSubordinates", vec![children.to_string().into_bytes()]));
+            }
+        }
+        if wanted.subschema_subentry {
+            computed.push((
+                "subschemaSubentry",
+                vec![meridian_model::subschema::SUBSCHEMA_DN.as_bytes().to_vec()],
+            ));
+        }
+        let visible = |a: &meridian_model::entry::Attribute| {
+            admin || self.may_read_attribute(who, &entry.dn, a.desc.attr, groups)
+        };
+        encode_entry(
+            buf,
+            output.message_id,
+            entry,
+            output.projection,
+            visible,
+            &computed,
+        );
+    }
+}
