@@ -310,59 +310,42 @@ fn page(ctx: &ServerContext) -> String {
             );
         }
     }
-    for (suffix, store) in &stores {
-        page.gauge(
+    // Gauges of a naming context, each read from its store.
+    type Read = fn(&meridian_store::Store) -> f64;
+    let gauges: [(&str, &str, Read); 6] = [
+        (
             "meridian_database_map_bytes",
             "The LMDB map's size (address space reserved for the database)",
-            &[("suffix", suffix)],
-            store.map_size() as f64,
-        );
-    }
-    for (suffix, store) in &stores {
-        page.gauge(
+            |s| s.map_size() as f64,
+        ),
+        (
             "meridian_database_map_used_bytes",
             "Bytes of the LMDB map in use (up to the last page written)",
-            &[("suffix", suffix)],
-            store.map_used_bytes() as f64,
-        );
-    }
-    let disk: Vec<(u64, u64)> = stores.iter().map(|(_, s)| s.disk_bytes()).collect();
-    for ((suffix, _), (data, _)) in stores.iter().zip(&disk) {
-        page.gauge(
+            |s| s.map_used_bytes() as f64,
+        ),
+        (
             "meridian_database_file_bytes",
             "Bytes of the database file on disk",
-            &[("suffix", suffix)],
-            *data as f64,
-        );
-    }
-    for ((suffix, _), (_, journal)) in stores.iter().zip(&disk) {
-        page.gauge(
+            |s| s.disk_bytes().0 as f64,
+        ),
+        (
             "meridian_journal_bytes",
             "Bytes of the journal's files (durability = \"journal\"; else 0)",
-            &[("suffix", suffix)],
-            *journal as f64,
-        );
-    }
-    for (suffix, store) in &stores {
-        page.gauge(
+            |s| s.disk_bytes().1 as f64,
+        ),
+        (
             "meridian_writes_refused",
             "1 while the naming context refuses writes (disk full, I/O failure)",
-            &[("suffix", suffix)],
-            f64::from(u8::from(store.refuses_writes())),
-        );
-    }
-    for (suffix, store) in &stores {
-        let entries = store
-            .snapshot()
-            .ok()
-            .and_then(|s| s.len().ok())
-            .unwrap_or(0);
-        page.gauge(
-            "meridian_entries",
-            "Entries held",
-            &[("suffix", suffix)],
-            entries as f64,
-        );
+            |s| f64::from(u8::from(s.refuses_writes())),
+        ),
+        ("meridian_entries", "Entries held", |s| {
+            s.snapshot().ok().and_then(|s| s.len().ok()).unwrap_or(0) as f64
+        }),
+    ];
+    for (name, help, read) in gauges {
+        for (suffix, store) in &stores {
+            page.gauge(name, help, &[("suffix", suffix)], read(store));
+        }
     }
     page.finish()
 }
