@@ -153,7 +153,8 @@ pub struct StorageConfig {
     pub max_batch: usize,
     /// Commands waiting for the writer before submitters wait too.
     pub queue_depth: usize,
-    /// DNs whose entry IDs the writer remembers for modifies (each
+    /// DNs whose entry IDs the writer remembers for modifies, and as
+    /// many that readers remember for reads by DN and base searches (each
     /// about 20 bytes); 0 remembers none. A remembered ID saves a
     /// `dn2id` search and is checked against the record it names.
     pub dn_cache_entries: usize,

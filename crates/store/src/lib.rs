@@ -14,6 +14,7 @@ mod check;
 pub mod codec;
 mod command;
 pub mod digest;
+mod dn_ids;
 mod error;
 pub mod index;
 mod journal;
@@ -128,6 +129,9 @@ pub(crate) struct Inner {
     /// Entry IDs of DNs modified before (`apply/modify/dn_ids.rs`): the writer's
     /// alone, taken for each transaction it tries.
     pub(crate) dn_ids: Mutex<apply::DnIds>,
+    /// The same for readers (`dn_ids.rs`): base searches and entry reads
+    /// by DN.
+    pub(crate) read_dn_ids: dn_ids::SharedDnIds,
     /// Readers hold it shared while their transaction lives; the writer
     /// takes it exclusively to grow the map (LMDB allows a resize only
     /// when this process has no transaction open).
@@ -431,6 +435,7 @@ impl Store {
             suffixes: options.suffixes,
             max_batch: st.max_batch,
             dn_ids: Mutex::new(apply::DnIds::new(st.dn_cache_entries)),
+            read_dn_ids: dn_ids::SharedDnIds::new(st.dn_cache_entries),
             resize: RwLock::new(()),
             refused: Mutex::new(None),
             disk_full: std::sync::atomic::AtomicBool::new(false),

@@ -135,13 +135,45 @@ impl<'s> Snapshot<'s> {
 
     /// The entry at `dn`.
     pub fn get(&self, dn: &Dn) -> Result<Option<(EntryId, Entry)>, StoreError> {
-        match self.id(dn)? {
-            Some(id) => Ok(Some((
+        match self.locate(dn)? {
+            Some((id, record)) => Ok(Some((
                 id,
-                apply::tree::load(&self.resolver(), id, Some(dn))?,
+                codec::decode_as(record, &self.resolver(), Some(dn))?,
             ))),
             None => Ok(None),
         }
+    }
+
+    /// The ID and stored record of the entry at `dn`: through the ID
+    /// remembered for it, checked against the record's DN
+    /// (`dn_ids.rs`), else through `dn2id`. A DN found there is
+    /// remembered when the request spells it as it is stored (otherwise
+    /// the check could never pass).
+    fn locate(&self, dn: &Dn) -> Result<Option<(EntryId, &[u8])>, StoreError> {
+        let guesses = &self.inner.read_dn_ids;
+        if let Some(id) = guesses.guess(dn) {
+            if let Some(record) = self.inner.dbs.id2entry.get(&self.txn, &keys::id_key(id))?
+                && codec::stored_dn(record) == Some(dn.original().as_bytes())
+            {
+                return Ok(Some((id, record)));
+            }
+            guesses.forget(dn);
+        }
+        let Some(id) = self.id(dn)? else {
+            return Ok(None);
+        };
+        let record = self
+            .inner
+            .dbs
+            .id2entry
+            .get(&self.txn, &keys::id_key(id))?
+            .ok_or_else(|| {
+                StoreError::corrupt(format_args!("dn2id points at missing entry {id}"))
+            })?;
+        if codec::stored_dn(record) == Some(dn.original().as_bytes()) {
+            guesses.remember(dn, id);
+        }
+        Ok(Some((id, record)))
     }
 
     /// The entry with ID `id` (which must exist).
@@ -359,17 +391,27 @@ impl<'s> Snapshot<'s> {
         mut each: impl FnMut(EntryId, &Entry) -> bool,
     ) -> Result<SearchReport, StoreError> {
         let schema = &self.inner.schema;
-        let base_id = if base.is_root() {
-            None
-        } else {
-            match self.id(base)? {
-                Some(id) => Some(id),
-                None => {
-                    return Err(StoreError::NoSuchObject {
-                        dn: base.original().to_owned(),
-                        matched: self.matched(base)?,
-                    });
-                }
+        // A base search reads the base's record here, once; other scopes
+        // need only its ID.
+        let mut base_record = None;
+        let found = match (base.is_root(), scope) {
+            (true, _) => Ok(None),
+            (false, Scope::Base) => self.locate(base).map(|found| {
+                found.map(|(id, record)| {
+                    base_record = Some(record);
+                    id
+                })
+            }),
+            (false, _) => self.id(base),
+        };
+        let base_id = match found? {
+            Some(id) => Some(id),
+            None if base.is_root() => None,
+            None => {
+                return Err(StoreError::NoSuchObject {
+                    dn: base.original().to_owned(),
+                    matched: self.matched(base)?,
+                });
             }
         };
         let planner = Planner {
@@ -458,6 +500,11 @@ impl<'s> Snapshot<'s> {
                 if !visit(id, bytes)? {
                     break;
                 }
+            }
+        } else if let (Some(record), Some(id)) = (base_record, base_id) {
+            // A base search: the record `locate` read.
+            if after.is_none_or(|a| id > a) {
+                visit(id, record)?;
             }
         } else {
             let mut ids = match plan {
@@ -575,5 +622,102 @@ mod tests {
             schema: &schema,
         };
         assert_eq!(apply::tree::load(&names, id, None).unwrap(), entry);
+    }
+
+    /// A DN's remembered ID is checked against the record it names: after
+    /// the entry is deleted and another added under the same DN (a new
+    /// ID), or when the DN is asked for in another spelling, reads find
+    /// what `dn2id` says, never the remembered record.
+    #[test]
+    fn remembered_ids_are_checked_before_use() {
+        let schema = Arc::new(Schema::builtin().unwrap());
+        let store = Store::open(
+            StoreOptions {
+                path: std::env::temp_dir(),
+                storage: StorageConfig {
+                    backend: Backend::Memory,
+                    ..StorageConfig::default()
+                },
+                suffixes: vec![Dn::parse(b"dc=example,dc=com", &schema).unwrap()],
+            },
+            Arc::clone(&schema),
+        )
+        .unwrap();
+        let dn = |text: &str| Dn::parse(text.as_bytes(), &schema).unwrap();
+        let add = |text: &str, description: &str| {
+            let mut attrs = vec![
+                (&b"objectClass"[..], vec![&b"domain"[..]]),
+                (&b"dc"[..], vec![&b"example"[..]]),
+            ];
+            if text.starts_with("uid") {
+                attrs = vec![
+                    (&b"objectClass"[..], vec![&b"account"[..]]),
+                    (&b"uid"[..], vec![&b"u"[..]]),
+                    (&b"description"[..], vec![description.as_bytes()]),
+                ];
+            }
+            let entry = Entry::new(dn(text), attrs, &schema).unwrap();
+            store
+                .execute_blocking(Command::Add {
+                    entry,
+                    prechecked: false,
+                })
+                .unwrap();
+        };
+        let description = |found: Option<(crate::EntryId, Entry)>| {
+            let (id, entry) = found.expect("the entry");
+            let values = &entry
+                .get(schema.attribute_id("description").unwrap())
+                .unwrap()
+                .values;
+            (id, String::from_utf8(values[0].clone()).unwrap())
+        };
+        add("dc=example,dc=com", "");
+        add("uid=u,dc=example,dc=com", "first");
+        let user = dn("uid=u,dc=example,dc=com");
+        let (first_id, first) = description(store.snapshot().unwrap().get(&user).unwrap());
+        assert_eq!(first, "first");
+        // Remembered now: the next read goes through the guess.
+        assert_eq!(store.inner.read_dn_ids.guess(&user), Some(first_id));
+        assert_eq!(
+            description(store.snapshot().unwrap().get(&user).unwrap()),
+            (first_id, "first".into())
+        );
+
+        store
+            .execute_blocking(Command::Delete { dn: user.clone() })
+            .unwrap();
+        assert!(store.snapshot().unwrap().get(&user).unwrap().is_none());
+        add("uid=u,dc=example,dc=com", "second");
+        let (second_id, second) = description(store.snapshot().unwrap().get(&user).unwrap());
+        assert_ne!(second_id, first_id);
+        assert_eq!(second, "second");
+
+        // Another spelling is found through dn2id and not remembered (its
+        // check against the stored spelling could never pass).
+        let other = dn("UID=U, DC=Example, DC=Com");
+        assert_eq!(
+            description(store.snapshot().unwrap().get(&other).unwrap()),
+            (second_id, "second".into())
+        );
+        assert_eq!(store.inner.read_dn_ids.guess(&user), Some(second_id));
+        // A wrong guess planted by hand is caught the same way.
+        store.inner.read_dn_ids.remember(&user, first_id + 1000);
+        assert_eq!(
+            description(store.snapshot().unwrap().get(&user).unwrap()).0,
+            second_id
+        );
+        // A base search reads the same way.
+        let filter = meridian_proto::Filter::Present(b"objectClass");
+        let mut seen = Vec::new();
+        store
+            .snapshot()
+            .unwrap()
+            .search(&user, meridian_proto::Scope::Base, &filter, |id, _| {
+                seen.push(id);
+                true
+            })
+            .unwrap();
+        assert_eq!(seen, vec![second_id]);
     }
 }

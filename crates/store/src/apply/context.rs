@@ -9,8 +9,8 @@ use meridian_model::dn::Dn;
 use meridian_model::entry::{ByPosition, Description, Entry, KnownClasses};
 use meridian_model::modify::Change;
 
-use super::modify::dn_ids::DnIds;
 use super::tree;
+use crate::dn_ids::DnIds;
 use crate::keys::EntryId;
 use crate::names::{Assigner, Resolver};
 use crate::sorted_puts::SortedPuts;

@@ -39,8 +39,8 @@ pub(crate) mod tree;
 
 use heed::RwTxn;
 
+pub(crate) use crate::dn_ids::DnIds;
 pub(crate) use context::{Attempt, Context};
-pub(crate) use modify::dn_ids::DnIds;
 pub(crate) use tree::ROOT_ID;
 
 use crate::StoreError;

@@ -9,7 +9,6 @@
 //! decoded entry otherwise. The record's ID comes from [`dn_ids`] when
 //! the DN was modified before, from `dn2id` otherwise.
 
-pub(crate) mod dn_ids;
 pub(super) mod splice;
 
 use std::borrow::Cow;

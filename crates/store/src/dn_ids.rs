@@ -1,22 +1,26 @@
-//! The entry IDs of DNs the writer has modified, kept in memory.
+//! The entry IDs of DNs modified or read before, kept in memory.
 //!
 //! A modify looks its DN up in `dn2id` before it reads the record: a
 //! second B-tree descent beside the one into `id2entry`, about a sixth of
 //! the writer's time under a stream of modifies at the server (perf),
-//! mostly cache misses on pages no other work touches. Clients modify
-//! the same entries again and again, so the writer remembers each DN's
-//! ID here.
+//! mostly cache misses on pages no other work touches. A base search or
+//! a read by DN does the same: the two descents were a third of the
+//! server's CPU under pipelined base searches of a million entries. So
+//! the writer ([`DnIds`]) and the readers ([`SharedDnIds`]) remember each
+//! DN's ID.
 //!
-//! A remembered ID is a guess, never trusted: the modify reads the
-//! record at that ID anyway, and uses it only if the record carries
-//! exactly the DN text the command names (`codec::stored_dn`). Entries
-//! are unique by DN, so such a record is the entry; any other case (the
-//! entry deleted or renamed since, an ID given again after a batch that
-//! failed) falls back to `dn2id`. Nothing has to be told when names
-//! change, so no command can leave a wrong guess that is acted on.
+//! A remembered ID is a guess, never trusted: the record at that ID is
+//! read anyway, and used only if it carries exactly the DN text asked
+//! for (`codec::stored_dn`). Entries are unique by DN, so such a record
+//! is the entry in that transaction; any other case (the entry deleted
+//! or renamed since, an ID given again after a batch that failed, a DN
+//! spelled otherwise than stored) falls back to `dn2id`. Nothing has to
+//! be told when names change, so no command can leave a wrong guess
+//! that is acted on.
 
 use std::collections::HashMap;
 use std::hash::Hasher;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use meridian_model::dn::Dn;
 use rustc_hash::{FxBuildHasher, FxHasher};
@@ -53,7 +57,10 @@ impl DnIds {
     /// not: those already there keep serving, and the memory stays
     /// bounded.
     pub(crate) fn remember(&mut self, dn: &Dn, id: EntryId) {
-        let key = digest(dn);
+        self.remember_key(digest(dn), id);
+    }
+
+    fn remember_key(&mut self, key: u64, id: EntryId) {
         if let Some(known) = self.ids.get_mut(&key) {
             *known = id;
         } else if self.ids.len() < self.limit {
@@ -72,12 +79,70 @@ impl DnIds {
     }
 }
 
-/// The map's key for `dn`: FxHash of its normalised form (fast, but
-/// not every bit of it depends on every byte), finished with
-/// MurmurHash3's 64-bit mixer.
+/// Shards of the readers' table: searches on every worker look DNs up
+/// at once, and a shard's lock is held for one hash probe.
+const SHARDS: usize = 16;
+
+/// [`DnIds`] for readers: split by digest into shards, each behind its
+/// own lock, each holding its share of the limit. Keyed by the DN as the
+/// request spells it, not its normalised form: only spellings that match
+/// the stored DN are remembered (no other could pass the check), and a
+/// client that spells a DN otherwise must not evict the guess of one that
+/// spells it as stored.
+#[derive(Debug)]
+pub(crate) struct SharedDnIds {
+    shards: [Mutex<DnIds>; SHARDS],
+}
+
+impl SharedDnIds {
+    /// Remembers at most about `limit` DNs (`storage.dn_cache_entries`).
+    pub(crate) fn new(limit: usize) -> SharedDnIds {
+        let each = limit.div_ceil(SHARDS);
+        SharedDnIds {
+            shards: std::array::from_fn(|_| Mutex::new(DnIds::new(each))),
+        }
+    }
+
+    #[allow(clippy::indexing_slicing)] // `% SHARDS`: always in bounds
+    fn shard(&self, key: u64) -> MutexGuard<'_, DnIds> {
+        // The top bits: the maps inside hash the key's low ones.
+        let index = (key >> 60) as usize % SHARDS;
+        // A guess table is consistent after every statement: a panic
+        // elsewhere cannot leave it half-updated.
+        self.shards[index]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The ID last seen for `dn`, if any: a guess to check.
+    pub(crate) fn guess(&self, dn: &Dn) -> Option<EntryId> {
+        let key = digest_of(dn.original().as_bytes());
+        self.shard(key).ids.get(&key).copied()
+    }
+
+    /// Remembers `id` for `dn` (when full, as [`DnIds::remember`]).
+    pub(crate) fn remember(&self, dn: &Dn, id: EntryId) {
+        let key = digest_of(dn.original().as_bytes());
+        self.shard(key).remember_key(key, id);
+    }
+
+    /// Forgets a guess that proved wrong.
+    pub(crate) fn forget(&self, dn: &Dn) {
+        let key = digest_of(dn.original().as_bytes());
+        self.shard(key).ids.remove(&key);
+    }
+}
+
+/// The writer's key for `dn`: the digest of its normalised form.
 fn digest(dn: &Dn) -> u64 {
+    digest_of(dn.normalized().as_bytes())
+}
+
+/// FxHash of `bytes` (fast, but not every bit of it depends on every
+/// byte), finished with MurmurHash3's 64-bit mixer.
+fn digest_of(bytes: &[u8]) -> u64 {
     let mut hasher = FxHasher::default();
-    hasher.write(dn.normalized().as_bytes());
+    hasher.write(bytes);
     let mut x = hasher.finish();
     x ^= x >> 33;
     x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
