@@ -647,11 +647,8 @@ mod tests {
     use crate::names::{NameTable, Resolver};
     use crate::{Command, Store, StoreOptions, apply};
 
-    /// A reader whose name table predates a record (the record's commit
-    /// landed between the table's publication and the reader's start)
-    /// finds the names in `meta` through its own transaction.
-    #[test]
-    fn names_newer_than_the_table_are_read_from_meta() {
+    /// An empty in-memory store under `dc=example,dc=com`.
+    fn memory_store() -> (Arc<Schema>, Store) {
         let schema = Arc::new(Schema::builtin().unwrap());
         let store = Store::open(
             StoreOptions {
@@ -665,6 +662,15 @@ mod tests {
             Arc::clone(&schema),
         )
         .unwrap();
+        (schema, store)
+    }
+
+    /// A reader whose name table predates a record (the record's commit
+    /// landed between the table's publication and the reader's start)
+    /// finds the names in `meta` through its own transaction.
+    #[test]
+    fn names_newer_than_the_table_are_read_from_meta() {
+        let (schema, store) = memory_store();
         let dn = Dn::parse(b"dc=example,dc=com", &schema).unwrap();
         let entry = Entry::new(
             dn.clone(),
@@ -715,19 +721,7 @@ mod tests {
     /// what `dn2id` says, never the remembered record.
     #[test]
     fn remembered_ids_are_checked_before_use() {
-        let schema = Arc::new(Schema::builtin().unwrap());
-        let store = Store::open(
-            StoreOptions {
-                path: std::env::temp_dir(),
-                storage: StorageConfig {
-                    backend: Backend::Memory,
-                    ..StorageConfig::default()
-                },
-                suffixes: vec![Dn::parse(b"dc=example,dc=com", &schema).unwrap()],
-            },
-            Arc::clone(&schema),
-        )
-        .unwrap();
+        let (schema, store) = memory_store();
         let dn = |text: &str| Dn::parse(text.as_bytes(), &schema).unwrap();
         let add = |text: &str, description: &str| {
             let mut attrs = vec![
