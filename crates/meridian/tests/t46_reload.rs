@@ -25,7 +25,7 @@ fn sighup_reloads_rules_limits_and_the_log_level_and_names_what_needs_a_restart(
     let dir = temp_dir("reload");
     let config = dir.join("meridian.toml");
     let log = dir.join("server.log");
-    let (mut server, url) = serve_unfiltered(
+    let (server, url) = serve_unfiltered(
         &dir,
         "[log]\nlevel = \"warn\"\n",
         std::fs::File::create(&log).unwrap().into(),
@@ -110,19 +110,40 @@ fn sighup_reloads_rules_limits_and_the_log_level_and_names_what_needs_a_restart(
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    support::signal(server.id(), "TERM");
-    server.wait().unwrap();
+    server.stop();
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A server this file started: stopped with SIGTERM by [`Started::stop`],
+/// killed if a failed assertion drops it first (no server outlives its
+/// test).
+struct Started(std::process::Child);
+
+impl Started {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// SIGTERM, and the exit waited for.
+    fn stop(mut self) {
+        support::signal(self.0.id(), "TERM");
+        self.0.wait().unwrap();
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
 }
 
 /// Starts `meridian serve` with `config` written to `dir/meridian.toml`,
 /// RUST_LOG unset (the support harness sets it) and its standard error
 /// to `stderr`; the process and its URL.
-fn serve_unfiltered(
-    dir: &std::path::Path,
-    config: &str,
-    stderr: Stdio,
-) -> (std::process::Child, String) {
+fn serve_unfiltered(dir: &std::path::Path, config: &str, stderr: Stdio) -> (Started, String) {
     let path = dir.join("meridian.toml");
     std::fs::write(&path, config).unwrap();
     let mut server = Command::new(env!("CARGO_BIN_EXE_meridian"))
@@ -144,7 +165,7 @@ fn serve_unfiltered(
         }
     };
     std::thread::spawn(move || for _ in lines {});
-    (server, format!("ldap://{addr}"))
+    (Started(server), format!("ldap://{addr}"))
 }
 
 /// `log.file`: the log goes to the file (0600), rotated by size.
@@ -152,7 +173,7 @@ fn serve_unfiltered(
 fn the_log_goes_to_a_file_rotated_by_size() {
     let dir = temp_dir("logfile");
     let file = dir.join("meridian.log");
-    let (mut server, url) = serve_unfiltered(
+    let (server, url) = serve_unfiltered(
         &dir,
         &format!(
             "[log]\nfile = \"{}\"\nfile_max_bytes = 4096\nfile_keep = 2\n",
@@ -181,7 +202,6 @@ fn the_log_goes_to_a_file_rotated_by_size() {
     use std::os::unix::fs::PermissionsExt as _;
     let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    support::signal(server.id(), "TERM");
-    server.wait().unwrap();
+    server.stop();
     std::fs::remove_dir_all(dir).unwrap();
 }
