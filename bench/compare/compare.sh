@@ -10,6 +10,8 @@
 #   bench/compare/compare.sh --smoke    # 2,000 users, 2 s a run (a minute)
 #   ENTRIES=200000 SECONDS_PER_RUN=10 INTERVALS=1 bench/compare/compare.sh
 #   MERIDIAN_BIN=target/debug/meridian bench/compare/compare.sh --smoke
+#   bench/compare/compare.sh --update-docs  # also puts the table at the
+#                                           # top of docs/BENCHMARKS.md
 #
 # On a fresh Debian machine it installs what it needs (slapd, ldap-utils,
 # a Java runtime, Maven) and fetches the SDK's jar from Maven Central into
@@ -23,11 +25,19 @@ cd "$(dirname "$0")/../.."
 ENTRIES=${ENTRIES:-1000000}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-30}
 INTERVALS=${INTERVALS:-2}
-if [ "${1:-}" = "--smoke" ]; then
-    ENTRIES=2000
-    SECONDS_PER_RUN=1
-    INTERVALS=1
-fi
+COMMAND_LINE="$0 $*"
+UPDATE_DOCS=false
+for arg in "$@"; do
+    case $arg in
+        --smoke)
+            ENTRIES=2000
+            SECONDS_PER_RUN=1
+            INTERVALS=1
+            ;;
+        --update-docs) UPDATE_DOCS=true ;;
+        *) echo "unknown argument: $arg" >&2; exit 2 ;;
+    esac
+done
 SDK_VERSION=7.0.3
 WORK=$PWD/target/compare
 SLAPD_PORT=${SLAPD_PORT:-3901}
@@ -190,6 +200,17 @@ order=(
     "meridian bench pipelined base search, 8 x 1000"
     "meridian bench pipelined modify, 8 x 1000"
 )
+# The SPEC's target for each row (docs: ../shared/SPEC.md, "Performance targets").
+declare -A targets=(
+    ["base search, 8 threads"]="2x"
+    ["subtree (uid=...), 8 threads"]="2x"
+    ["simple bind as users ({SSHA}), 32 threads"]="2x"
+    ["modify, 8 threads"]="20x"
+    ["modify, 32 threads"]="20x"
+    ["search+modify 50/50, 16 threads"]="10x"
+    ["meridian bench pipelined base search, 8 x 1000"]="1,000,000/s"
+    ["meridian bench pipelined modify, 8 x 1000"]="100,000/s durable"
+)
 run_on() {
     local port=$1 command=${2//PORT/$1}
     # Word splitting is wanted: the command line is a list of words.
@@ -199,14 +220,16 @@ run_on() {
 
 results=$WORK/RESULTS.md
 {
-    echo "# slapd and Meridian side by side ($(date -u +%Y-%m-%d), $(nproc) CPUs)"
+    echo "## slapd and Meridian side by side ($(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) CPUs)"
     echo
+    echo "\`ENTRIES=$ENTRIES SECONDS_PER_RUN=$SECONDS_PER_RUN INTERVALS=$INTERVALS $COMMAND_LINE\`:"
     echo "$ENTRIES users, $SECONDS_PER_RUN s per measured interval, $INTERVALS intervals after one of warm-up;"
     echo "each workload run against slapd, Meridian, slapd, Meridian. Clients: UnboundID LDAP SDK $SDK_VERSION"
-    echo "tools and \`meridian bench\`, on the same machine as the servers."
+    echo "tools and \`meridian bench\`, on the same machine as the servers. Ratio: the lower Meridian run"
+    echo "over the higher slapd run, to the higher over the lower."
     echo
-    echo "| workload | slapd (ops/s) | Meridian (ops/s) | ratio |"
-    echo "|---|---|---|---|"
+    echo "| workload | slapd (ops/s) | Meridian (ops/s) | ratio | target |"
+    echo "|---|---|---|---|---|"
 } > "$results"
 for name in "${order[@]}"; do
     echo "== $name"
@@ -223,11 +246,25 @@ for name in "${order[@]}"; do
         fi
     done
     ratio=$(python3 -c "s=min($s1,$s2) or 1; m=min($m1,$m2); M=max($m1,$m2); S=max($s1,$s2) or 1; print(f'{m/S:.1f}-{M/s:.1f}x')")
-    echo "| $name | $s1 / $s2 | $m1 / $m2 | $ratio |" | tee -a "$results"
+    echo "| $name | $s1 / $s2 | $m1 / $m2 | $ratio | ${targets[$name]} |" | tee -a "$results"
 done
 {
-    echo "| load ($ENTRIES users): slapadd -q / meridian import | $load_slapd | $load_meridian | |"
-    echo "| disk after the load | $disk_slapd | $disk_meridian | |"
+    echo "| load ($ENTRIES users): slapadd -q / meridian import | $load_slapd | $load_meridian | | 3x |"
+    echo "| disk after the load | $disk_slapd | $disk_meridian | | at most slapd's |"
 } | tee -a "$results"
 echo
 echo "table written to $results"
+if $UPDATE_DOCS; then
+    # The table between the markers at the top of docs/BENCHMARKS.md is
+    # replaced; the history below it stays.
+    python3 - "$results" docs/BENCHMARKS.md <<'PY'
+import sys
+table, doc = open(sys.argv[1]).read(), sys.argv[2]
+text = open(doc).read()
+begin, end = "<!-- compare:begin -->", "<!-- compare:end -->"
+head, rest = text.split(begin, 1)
+_, tail = rest.split(end, 1)
+open(doc, "w").write(f"{head}{begin}\n{table}{end}{tail}")
+PY
+    echo "docs/BENCHMARKS.md updated"
+fi
