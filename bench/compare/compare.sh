@@ -17,7 +17,9 @@
 # a Java runtime, Maven) and fetches the SDK's jar from Maven Central into
 # target/test-tools (where scripts/test.sh keeps it too). Servers listen
 # on 127.0.0.1 and are stopped at the end. The table is written to
-# target/compare/RESULTS.md. A run that measures nothing (a client error)
+# target/compare/RESULTS.md, with the seed scenarios of bench/scenarios
+# below the table (each on its own data, by scripts/bench-seed.py; the
+# smoke mode runs one small one). A run that measures nothing (a client error)
 # fails the script: the smoke mode checks the comparison works, in CI.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -252,6 +254,50 @@ done
     echo "| load ($ENTRIES users): slapadd -q / meridian import | $load_slapd | $load_meridian | | 3x |"
     echo "| disk after the load | $disk_slapd | $disk_meridian | | at most slapd's |"
 } | tee -a "$results"
+
+# The seed scenarios (bench/scenarios), each on its own data loaded into
+# both servers by scripts/bench-seed.py (`meridian bench compare`: one run
+# against each server, Meridian first). A row gives operations per second
+# and p99 latency.
+seed_row() {
+    local scenario=$1 model=$2 entries=$3; shift 3
+    echo "== seed scenario $scenario"
+    mkdir -p "$WORK/seeds"
+    python3 scripts/bench-seed.py "$MERIDIAN" "bench/scenarios/$scenario.toml" \
+        --model "$model" --entries "$entries" --out "$WORK/seeds" -- "$@" >"$WORK/seeds/$scenario.log" 2>&1 \
+        || { cat "$WORK/seeds/$scenario.log" >&2; echo "$scenario: the comparison failed" >&2; exit 1; }
+    python3 - "$WORK/seeds/$scenario.json" "$scenario" "$entries" <<'PY' | tee -a "$results"
+import json, sys
+report, scenario, entries = json.load(open(sys.argv[1])), sys.argv[2], int(sys.argv[3])
+runs = {run["label"]: run["total"] for run in report["runs"]}
+m, s = runs["meridian"], runs["slapd"]
+if m["rate"] <= 0 or s["rate"] <= 0:
+    sys.exit(f"{scenario}: a run measured nothing")
+cell = lambda t: f"{t['rate']:,.0f} (p99 {t['latency_us']['p99'] / 1000:.1f} ms{', ' + str(t['errors']) + ' errors' if t['errors'] else ''})"
+print(f"| {scenario}, {entries:,} entries | {cell(s)} | {cell(m)} | {m['rate'] / s['rate']:.1f}x | |")
+PY
+}
+{
+    echo
+    echo "Seed scenarios, one run against each server (\`scripts/bench-seed.py\`), operations per second (p99):"
+    echo
+    echo "| scenario | slapd | Meridian | ratio | target |"
+    echo "|---|---|---|---|---|"
+} >> "$results"
+if [ "$ENTRIES" -le 2000 ]; then
+    # The smoke run: one small scenario, to check the path works.
+    seed_row seed002-read-by-indexed seed002 2000 --count 50
+else
+    timed=(--duration "$SECONDS_PER_RUN" --warmup 2)
+    seed_row seed000-modify seed000 1000000 "${timed[@]}"
+    seed_row seed000-mixed-80-20 seed000 1000000 "${timed[@]}"
+    seed_row seed001-mix-1-2-1 seed000 1000000 "${timed[@]}"
+    seed_row seed002-read-by-indexed seed002 50000
+    seed_row seed002-read-by-unindexed seed002 50000
+    seed_row seed002-parallel-readers seed002 50000 "${timed[@]}"
+    seed_row seed003-user-profile seed003 10000 "${timed[@]}"
+    seed_row seed004-result-sizes seed002 50000 "${timed[@]}"
+fi
 echo
 echo "table written to $results"
 if $UPDATE_DOCS; then
