@@ -14,8 +14,7 @@
 
 mod support;
 
-use std::io::BufRead as _;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use support::*;
@@ -23,13 +22,14 @@ use support::*;
 #[test]
 fn sighup_reloads_rules_limits_and_the_log_level_and_names_what_needs_a_restart() {
     let dir = temp_dir("reload");
-    let config = dir.join("meridian.toml");
+    let config = dir.join("test-config.toml");
     let log = dir.join("server.log");
-    let (server, url) = serve_unfiltered(
-        &dir,
+    let mut server = Server::start_unfiltered(
         "[log]\nlevel = \"warn\"\n",
+        dir.clone(),
         std::fs::File::create(&log).unwrap().into(),
     );
+    let url = server.url();
     let whoami = || {
         let (code, _) = tool_at(&url, "ldapwhoami", &[], &[], None);
         assert_eq!(code, 0);
@@ -60,7 +60,7 @@ fn sighup_reloads_rules_limits_and_the_log_level_and_names_what_needs_a_restart(
          [[access]]\nto = \"*\"\nby = [ { who = \"*\", grant = \"read\" } ]\n",
     )
     .unwrap();
-    support::signal(server.id(), "HUP");
+    support::signal(server.pid(), "HUP");
     let read = || std::fs::read_to_string(&log).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !read().contains("SIGHUP: these keys changed") {
@@ -110,62 +110,8 @@ fn sighup_reloads_rules_limits_and_the_log_level_and_names_what_needs_a_restart(
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    server.stop();
-    std::fs::remove_dir_all(dir).unwrap();
-}
-
-/// A server this file started: stopped with SIGTERM by [`Started::stop`],
-/// killed if a failed assertion drops it first (no server outlives its
-/// test).
-struct Started(std::process::Child);
-
-impl Started {
-    fn id(&self) -> u32 {
-        self.0.id()
-    }
-
-    /// SIGTERM, and the exit waited for.
-    fn stop(mut self) {
-        support::signal(self.0.id(), "TERM");
-        self.0.wait().unwrap();
-    }
-}
-
-impl Drop for Started {
-    fn drop(&mut self) {
-        if self.0.try_wait().ok().flatten().is_none() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-/// Starts `meridian serve` with `config` written to `dir/meridian.toml`,
-/// RUST_LOG unset (the support harness sets it) and its standard error
-/// to `stderr`; the process and its URL.
-fn serve_unfiltered(dir: &std::path::Path, config: &str, stderr: Stdio) -> (Started, String) {
-    let path = dir.join("meridian.toml");
-    std::fs::write(&path, config).unwrap();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_meridian"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&path)
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .env("MERIDIAN_ADMIN_PASSWORD", ADMIN_PASSWORD)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(server.stdout.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().unwrap().unwrap();
-        if let Some(addr) = line.strip_prefix("meridian listening on ") {
-            break addr.to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    (Started(server), format!("ldap://{addr}"))
+    // Dropping the server removes its directory.
+    server.terminate();
 }
 
 /// `log.file`: the log goes to the file (0600), rotated by size.
@@ -173,14 +119,15 @@ fn serve_unfiltered(dir: &std::path::Path, config: &str, stderr: Stdio) -> (Star
 fn the_log_goes_to_a_file_rotated_by_size() {
     let dir = temp_dir("logfile");
     let file = dir.join("meridian.log");
-    let (server, url) = serve_unfiltered(
-        &dir,
+    let mut server = Server::start_unfiltered(
         &format!(
             "[log]\nfile = \"{}\"\nfile_max_bytes = 4096\nfile_keep = 2\n",
             file.display()
         ),
+        dir.clone(),
         Stdio::null(),
     );
+    let url = server.url();
     for _ in 0..40 {
         let (rc, out) = tool_at(&url, "ldapwhoami", &[], &[], None);
         assert_eq!(rc, 0, "{out}");
@@ -202,6 +149,6 @@ fn the_log_goes_to_a_file_rotated_by_size() {
     use std::os::unix::fs::PermissionsExt as _;
     let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    server.stop();
-    std::fs::remove_dir_all(dir).unwrap();
+    // Dropping the server removes its directory.
+    server.terminate();
 }

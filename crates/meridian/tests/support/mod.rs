@@ -54,11 +54,44 @@ impl Server {
         Self::launch(config_toml, password, data_dir, &[])
     }
 
+    /// Starts the server in `data_dir` with RUST_LOG unset (so the
+    /// config's `[log]` decides) and its standard error to `stderr`. The
+    /// config is `data_dir/test-config.toml`, which a test may rewrite
+    /// before a SIGHUP.
+    pub fn start_unfiltered(config_toml: &str, data_dir: PathBuf, stderr: Stdio) -> Server {
+        Self::spawn(
+            config_toml,
+            Some(ADMIN_PASSWORD),
+            Some(data_dir),
+            &[],
+            None,
+            stderr,
+        )
+    }
+
     fn launch(
         config_toml: &str,
         password: Option<&str>,
         data_dir: Option<PathBuf>,
         args: &[&str],
+    ) -> Server {
+        Self::spawn(
+            config_toml,
+            password,
+            data_dir,
+            args,
+            Some("warn"),
+            Stdio::inherit(),
+        )
+    }
+
+    fn spawn(
+        config_toml: &str,
+        password: Option<&str>,
+        data_dir: Option<PathBuf>,
+        args: &[&str],
+        rust_log: Option<&str>,
+        stderr: Stdio,
     ) -> Server {
         let data_dir = data_dir.unwrap_or_else(|| temp_dir("data"));
         let config = data_dir.join("test-config.toml");
@@ -69,10 +102,13 @@ impl Server {
             .arg("--data-dir")
             .arg(&data_dir)
             .args(args)
-            .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(stderr);
+        match rust_log {
+            Some(filter) => cmd.env("RUST_LOG", filter),
+            None => cmd.env_remove("RUST_LOG"),
+        };
         match password {
             Some(p) => cmd.env("MERIDIAN_ADMIN_PASSWORD", p),
             None => cmd.env_remove("MERIDIAN_ADMIN_PASSWORD"),
