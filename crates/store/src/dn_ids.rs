@@ -114,21 +114,24 @@ impl SharedDnIds {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The ID last seen for `dn`, if any: a guess to check.
-    pub(crate) fn guess(&self, dn: &Dn) -> Option<EntryId> {
-        let key = digest_of(dn.original().as_bytes());
+    /// The key of `dn` in this table: the digest of its spelling, taken
+    /// once per lookup.
+    pub(crate) fn key(dn: &Dn) -> u64 {
+        digest_of(dn.original().as_bytes())
+    }
+
+    /// The ID last seen for `key`, if any: a guess to check.
+    pub(crate) fn guess(&self, key: u64) -> Option<EntryId> {
         self.shard(key).ids.get(&key).copied()
     }
 
-    /// Remembers `id` for `dn` (when full, as [`DnIds::remember`]).
-    pub(crate) fn remember(&self, dn: &Dn, id: EntryId) {
-        let key = digest_of(dn.original().as_bytes());
+    /// Remembers `id` for `key` (when full, as [`DnIds::remember`]).
+    pub(crate) fn remember(&self, key: u64, id: EntryId) {
         self.shard(key).remember_key(key, id);
     }
 
     /// Forgets a guess that proved wrong.
-    pub(crate) fn forget(&self, dn: &Dn) {
-        let key = digest_of(dn.original().as_bytes());
+    pub(crate) fn forget(&self, key: u64) {
         self.shard(key).ids.remove(&key);
     }
 }

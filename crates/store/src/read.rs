@@ -10,6 +10,7 @@ use meridian_proto::{Filter, Scope};
 
 use crate::apply::{self, ROOT_ID};
 use crate::codec::StoredPart;
+use crate::dn_ids::SharedDnIds;
 use crate::keys::{self, EntryId};
 use crate::names::{NameSource, NameTable, Resolver};
 use crate::plan::{Plan, Planner};
@@ -151,13 +152,14 @@ impl<'s> Snapshot<'s> {
     /// the check could never pass).
     fn locate(&self, dn: &Dn) -> Result<Option<(EntryId, &[u8])>, StoreError> {
         let guesses = &self.inner.read_dn_ids;
-        if let Some(id) = guesses.guess(dn) {
+        let key = SharedDnIds::key(dn);
+        if let Some(id) = guesses.guess(key) {
             if let Some(record) = self.inner.dbs.id2entry.get(&self.txn, &keys::id_key(id))?
                 && codec::stored_dn(record) == Some(dn.original().as_bytes())
             {
                 return Ok(Some((id, record)));
             }
-            guesses.forget(dn);
+            guesses.forget(key);
         }
         let Some(id) = self.id(dn)? else {
             return Ok(None);
@@ -171,7 +173,7 @@ impl<'s> Snapshot<'s> {
                 StoreError::corrupt(format_args!("dn2id points at missing entry {id}"))
             })?;
         if codec::stored_dn(record) == Some(dn.original().as_bytes()) {
-            guesses.remember(dn, id);
+            guesses.remember(key, id);
         }
         Ok(Some((id, record)))
     }
@@ -393,26 +395,20 @@ impl<'s> Snapshot<'s> {
         let schema = &self.inner.schema;
         // A base search reads the base's record here, once; other scopes
         // need only its ID.
-        let mut base_record = None;
-        let found = match (base.is_root(), scope) {
-            (true, _) => Ok(None),
-            (false, Scope::Base) => self.locate(base).map(|found| {
-                found.map(|(id, record)| {
-                    base_record = Some(record);
-                    id
-                })
-            }),
-            (false, _) => self.id(base),
-        };
-        let base_id = match found? {
-            Some(id) => Some(id),
-            None if base.is_root() => None,
-            None => {
+        let (base_id, base_record) = if base.is_root() {
+            (None, None)
+        } else {
+            let found = match scope {
+                Scope::Base => self.locate(base)?.map(|(id, record)| (id, Some(record))),
+                _ => self.id(base)?.map(|id| (id, None)),
+            };
+            let Some((id, record)) = found else {
                 return Err(StoreError::NoSuchObject {
                     dn: base.original().to_owned(),
                     matched: self.matched(base)?,
                 });
-            }
+            };
+            (Some(id), record)
         };
         let planner = Planner {
             txn: &self.txn,
@@ -757,7 +753,8 @@ mod tests {
         let (first_id, first) = description(store.snapshot().unwrap().get(&user).unwrap());
         assert_eq!(first, "first");
         // Remembered now: the next read goes through the guess.
-        assert_eq!(store.inner.read_dn_ids.guess(&user), Some(first_id));
+        let key = crate::dn_ids::SharedDnIds::key(&user);
+        assert_eq!(store.inner.read_dn_ids.guess(key), Some(first_id));
         assert_eq!(
             description(store.snapshot().unwrap().get(&user).unwrap()),
             (first_id, "first".into())
@@ -779,9 +776,9 @@ mod tests {
             description(store.snapshot().unwrap().get(&other).unwrap()),
             (second_id, "second".into())
         );
-        assert_eq!(store.inner.read_dn_ids.guess(&user), Some(second_id));
+        assert_eq!(store.inner.read_dn_ids.guess(key), Some(second_id));
         // A wrong guess planted by hand is caught the same way.
-        store.inner.read_dn_ids.remember(&user, first_id + 1000);
+        store.inner.read_dn_ids.remember(key, first_id + 1000);
         assert_eq!(
             description(store.snapshot().unwrap().get(&user).unwrap()).0,
             second_id
