@@ -158,6 +158,11 @@ pub struct StorageConfig {
     /// about 20 bytes); 0 remembers none. A remembered ID saves a
     /// `dn2id` search and is checked against the record it names.
     pub dn_cache_entries: usize,
+    /// Memory for scan columns: copies of the values of attribute types
+    /// that searches keep filtering on without an index, so that such a
+    /// search reads those values instead of every stored entry. 0 keeps
+    /// none (every such search reads the entries).
+    pub scan_columns_bytes: u64,
     /// Indexed attributes and their kinds, e.g. `uid = ["eq", "sub"]`.
     pub indexes: std::collections::BTreeMap<String, Vec<IndexKind>>,
 }
@@ -186,6 +191,8 @@ impl Default for StorageConfig {
             queue_depth: 65_536,
             // Up to about 32 MB: every DN of seed 000's million entries.
             dn_cache_entries: 1_000_000,
+            // Two or three columns of a million short values each.
+            scan_columns_bytes: 256 << 20,
             indexes,
         }
     }

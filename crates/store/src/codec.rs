@@ -515,6 +515,54 @@ fn visit_values(
     Ok(())
 }
 
+/// A scan column's row for `record` ([`crate::columns`]): the same
+/// format with an empty DN and only the attributes whose name number
+/// `keep` accepts, appended to `out`. Returns whether it kept any; a
+/// record with none appends nothing. A format-1 record (names as text)
+/// is appended whole, since its names are not numbered: a row may hold
+/// more than the column's attributes, never less.
+pub(crate) fn project(
+    record: &[u8],
+    keep: &mut dyn FnMut(u32) -> bool,
+    out: &mut Vec<u8>,
+) -> Result<bool, StoreError> {
+    let (version, mut c) = open(record)?;
+    if version == VERSION_1 {
+        out.extend_from_slice(record);
+        return Ok(true);
+    }
+    c.bytes()?;
+    let count = c.varint()?;
+    let start = out.len();
+    out.push(VERSION_2);
+    put_bytes(out, b"");
+    let mut kept = 0u64;
+    let mut attributes = Vec::new();
+    for _ in 0..count {
+        let number = c
+            .next_number()
+            .ok_or_else(|| corrupt("attribute name number"))?;
+        let n = c.varint()?;
+        let values = c.data;
+        c.skip_values(n)
+            .ok_or_else(|| corrupt("length past the end"))?;
+        if keep(number) {
+            kept += 1;
+            put_varint(&mut attributes, u64::from(number));
+            put_varint(&mut attributes, n);
+            let used = values.len() - c.data.len();
+            attributes.extend_from_slice(values.get(..used).unwrap_or_default());
+        }
+    }
+    if kept == 0 {
+        out.truncate(start);
+        return Ok(false);
+    }
+    put_varint(out, kept);
+    out.extend_from_slice(&attributes);
+    Ok(true)
+}
+
 /// A value count and the values after it.
 fn values<'a>(c: &mut Cursor<'a>) -> Result<Vec<&'a [u8]>, StoreError> {
     let n = c.varint()?;

@@ -12,6 +12,7 @@
 mod apply;
 mod check;
 pub mod codec;
+mod columns;
 mod command;
 pub mod digest;
 mod dn_ids;
@@ -132,6 +133,8 @@ pub(crate) struct Inner {
     /// The same for readers (`dn_ids.rs`): base searches and entry reads
     /// by DN.
     pub(crate) read_dn_ids: dn_ids::SharedDnIds,
+    /// Scan columns and the writer's touch log (`columns.rs`).
+    pub(crate) columns: columns::Columns,
     /// Readers hold it shared while their transaction lives; the writer
     /// takes it exclusively to grow the map (LMDB allows a resize only
     /// when this process has no transaction open).
@@ -436,6 +439,7 @@ impl Store {
             max_batch: st.max_batch,
             dn_ids: Mutex::new(apply::DnIds::new(st.dn_cache_entries)),
             read_dn_ids: dn_ids::SharedDnIds::new(st.dn_cache_entries),
+            columns: columns::Columns::new(st.scan_columns_bytes),
             resize: RwLock::new(()),
             refused: Mutex::new(None),
             disk_full: std::sync::atomic::AtomicBool::new(false),

@@ -1,5 +1,6 @@
 //! Read snapshots: consistent views from any thread.
 
+use std::cell::Cell;
 use std::sync::{Arc, RwLockReadGuard};
 
 use heed::{RoTxn, WithoutTls};
@@ -13,7 +14,7 @@ use crate::codec::StoredPart;
 use crate::dn_ids::SharedDnIds;
 use crate::keys::{self, EntryId};
 use crate::names::{NameSource, NameTable, Resolver};
-use crate::plan::{Plan, Planner};
+use crate::plan::{ColumnReader, Plan, Planner};
 use crate::{Inner, StoreError, codec};
 
 /// A read transaction. Field order matters: the transaction ends before
@@ -40,6 +41,9 @@ pub struct SearchReport {
     pub matched: usize,
     /// True if the indexes narrowed the candidates (false: a scan).
     pub indexed: bool,
+    /// True if scan columns narrowed them (`columns.rs`): an unindexed
+    /// search that read the columns' rows instead of every entry.
+    pub columns: bool,
 }
 
 impl<'s> Snapshot<'s> {
@@ -304,6 +308,7 @@ impl<'s> Snapshot<'s> {
             indexes: &self.inner.indexes,
             schema: &self.inner.schema,
             after: None,
+            columns: None,
         };
         let filter = Filter::Equality(meridian_proto::Ava {
             attr: b"objectClass",
@@ -410,21 +415,31 @@ impl<'s> Snapshot<'s> {
             };
             (Some(id), record)
         };
+        let names = self.resolver();
         let planner = Planner {
             txn: &self.txn,
             dbs: &self.inner.dbs,
             indexes: &self.inner.indexes,
             schema,
             after,
+            columns: Some(ColumnReader {
+                columns: &self.inner.columns,
+                names: &names,
+                used: Cell::new(false),
+            }),
         };
         let plan = if scope == Scope::Base {
             Plan::All
         } else {
             planner.plan(filter)?
         };
+        // Candidates from a column may name entries deleted since it was
+        // made: those are passed over, not reported as missing.
+        let from_columns = planner.columns.as_ref().is_some_and(|c| c.used.get());
         let compiled = CompiledFilter::compile(filter, schema);
         let mut report = SearchReport {
-            indexed: matches!(plan, Plan::Ids(_)),
+            indexed: matches!(plan, Plan::Ids(_)) && !from_columns,
+            columns: from_columns,
             ..SearchReport::default()
         };
         if scope != Scope::Base && after.is_none_or(|a| a == 0) {
@@ -462,7 +477,6 @@ impl<'s> Snapshot<'s> {
             })
         };
         // Evaluate on the stored bytes; decode only what matches.
-        let names = self.resolver();
         let relevance = codec::Relevance::new(compiled.wanted_slots(), names.known().len());
         let mut visit = |id: EntryId, bytes: &[u8]| -> Result<bool, StoreError> {
             if !examine(id) {
@@ -538,7 +552,9 @@ impl<'s> Snapshot<'s> {
                         return Ok(report);
                     }
                 }
-                if let Some(id) = candidates.any_left() {
+                if let Some(id) = candidates.any_left()
+                    && !from_columns
+                {
                     return Err(missing(id));
                 }
             } else {
@@ -549,6 +565,9 @@ impl<'s> Snapshot<'s> {
                 for id in ids {
                     let Some(bytes) = self.inner.dbs.id2entry.get(&self.txn, &keys::id_key(id))?
                     else {
+                        if from_columns {
+                            continue;
+                        }
                         return Err(missing(id));
                     };
                     if !visit(id, bytes)? {

@@ -247,6 +247,7 @@ fn install_from(inner: &Inner, path: &Path) -> Result<Option<Vec<u8>>, StoreErro
                     to.put_with_flags(&mut wtxn, PutFlags::APPEND, key, value)?;
                 }
             }
+            inner.columns.replaced(wtxn.id() as u64);
             wtxn.commit()?;
             Ok(())
         })();

@@ -494,6 +494,11 @@ fn try_commit(
             .meta
             .put(&mut wtxn, journal::APPLIED_SEQ, &seq.to_be_bytes())?;
     }
+    // Logged before the commit makes the changes visible: a search that
+    // sees them finds them in the log (`columns.rs`).
+    if inner.columns.enabled() {
+        inner.columns.log(wtxn.id() as u64, ctx.take_touched());
+    }
     wtxn.commit()?;
     let builds = |r: &Result<Effect, StoreError>| {
         matches!(

@@ -1612,3 +1612,244 @@ mod modify_properties {
         }
     }
 }
+
+/// Scan columns (`columns.rs`) through writes: a store that keeps them
+/// and one that keeps none are given the same random adds, modifies,
+/// deletes and renames, with searches on unindexed types between them,
+/// and must answer alike, in fresh snapshots and in one taken before
+/// the writes (which must not use a column made after it).
+mod scan_column_properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    const DESCRIPTIONS: &[&str] = &["alpha", "Beta", "alphabet", "gamma ray", "BETA"];
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Add(u8, u8),
+        Describe(u8, u8),
+        Undescribe(u8),
+        Delete(u8),
+        Rename(u8, u8),
+        Search(u8),
+        /// Keep the snapshot of this moment for the searches after.
+        Hold,
+    }
+
+    const FILTERS: &[&str] = &[
+        "(description=alpha)",
+        "(description=beta)",
+        "(description=alpha*)",
+        "(description=*a r*)",
+        "(description=*)",
+        "(homeDirectory=/home/3)",
+        "(homeDirectory=*)",
+        "(&(homeDirectory=/home/1)(description=*))",
+        "(|(description=gamma ray)(sn=Doe))",
+        "(|(description=beta)(homeDirectory=/home/2))",
+        "(!(description=alpha))",
+        "(description~=alfa)",
+    ];
+
+    fn step() -> impl Strategy<Value = Step> {
+        let n = || 0u8..12;
+        let d = || 0u8..DESCRIPTIONS.len() as u8;
+        prop_oneof![
+            3 => (n(), d()).prop_map(|(i, k)| Step::Add(i, k)),
+            3 => (n(), d()).prop_map(|(i, k)| Step::Describe(i, k)),
+            1 => n().prop_map(Step::Undescribe),
+            1 => n().prop_map(Step::Delete),
+            1 => (n(), d()).prop_map(|(i, k)| Step::Rename(i, k)),
+            6 => (0u8..FILTERS.len() as u8).prop_map(Step::Search),
+            1 => Just(Step::Hold),
+        ]
+    }
+
+    fn person_dn(i: u8) -> String {
+        format!("uid=u{i},ou=People,{SUFFIX}")
+    }
+
+    /// Applies `step` to a store; results (an entry that exists already
+    /// or not at all) do not matter, only that both stores get the same.
+    fn write(f: &Fixture, step: &Step) -> Result<Effect, StoreError> {
+        match *step {
+            Step::Add(i, k) => {
+                let uid = format!("u{i}");
+                let home = format!("/home/{}", i % 4);
+                add(
+                    f,
+                    &person_dn(i),
+                    &[
+                        ("objectClass", &["inetOrgPerson", "posixAccount"]),
+                        ("uid", &[&uid]),
+                        ("cn", &[&uid]),
+                        ("sn", &[if i % 3 == 0 { "Doe" } else { "Roe" }]),
+                        ("uidNumber", &["1"]),
+                        ("gidNumber", &["1"]),
+                        ("homeDirectory", &[&home]),
+                        ("description", &[DESCRIPTIONS[k as usize]]),
+                    ],
+                )
+            }
+            Step::Describe(i, k) => describe(f, &person_dn(i), DESCRIPTIONS[k as usize]),
+            Step::Undescribe(i) => f.store.execute_blocking(Command::Modify {
+                dn: dn(f, &person_dn(i)),
+                changes: vec![Modification {
+                    op: ModOp::Delete,
+                    attr: "description".into(),
+                    values: vec![],
+                }],
+                operational: vec![],
+                permissive: true,
+            }),
+            Step::Delete(i) => f.store.execute_blocking(Command::Delete {
+                dn: dn(f, &person_dn(i)),
+            }),
+            // A new RDN of `description` adds its value (the old RDN
+            // stays); the entry is then out of reach of the other steps.
+            Step::Rename(i, k) => modify_dn(
+                f,
+                &person_dn(i),
+                &format!("description={}", DESCRIPTIONS[k as usize]),
+                false,
+                None,
+            ),
+            Step::Search(_) | Step::Hold => Ok(Effect::Added(0)),
+        }
+    }
+
+    fn found(
+        snap: &meridian_store::Snapshot<'_>,
+        f: &Fixture,
+        text: &str,
+    ) -> (BTreeSet<String>, bool) {
+        let ber = filter_str::parse(text, 32).unwrap();
+        let filter = Filter::from_ber(&ber, Depth::new(32)).unwrap();
+        let mut found = BTreeSet::new();
+        let report = snap
+            .search(
+                &dn(f, &format!("ou=People,{SUFFIX}")),
+                Scope::Subtree,
+                &filter,
+                |_, e| {
+                    found.insert(e.dn.normalized().to_owned());
+                    true
+                },
+            )
+            .unwrap();
+        (found, report.columns)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn searches_with_columns_equal_searches_without(steps in proptest::collection::vec(step(), 1..80)) {
+            let flavour = Flavour(Backend::Memory, Durability::Relaxed);
+            let with = open(flavour, "columns-on", |_| {});
+            let without = open(flavour, "columns-off", |s| s.scan_columns_bytes = 0);
+            base_tree(&with);
+            base_tree(&without);
+            let mut used = false;
+            // The held snapshots live as long as their stores' fixtures.
+            let mut held: Option<(meridian_store::Snapshot<'_>, meridian_store::Snapshot<'_>)> = None;
+            for step in &steps {
+                match step {
+                    Step::Search(k) => {
+                        let text = FILTERS[*k as usize];
+                        // Twice: the second search makes the column.
+                        for _ in 0..2 {
+                            let (a, columns) = found(&with.store.snapshot().unwrap(), &with, text);
+                            let (b, _) = found(&without.store.snapshot().unwrap(), &without, text);
+                            prop_assert_eq!(&a, &b, "{} after {:?}", text, steps);
+                            used |= columns;
+                        }
+                        if let Some((old_with, old_without)) = &held {
+                            let (a, _) = found(old_with, &with, text);
+                            let (b, _) = found(old_without, &without, text);
+                            prop_assert_eq!(a, b, "{} in a held snapshot after {:?}", text, steps);
+                        }
+                    }
+                    Step::Hold => {
+                        held = Some((with.store.snapshot().unwrap(), without.store.snapshot().unwrap()));
+                    }
+                    _ => {
+                        let a = write(&with, step).map_err(|e| e.code());
+                        let b = write(&without, step).map_err(|e| e.code());
+                        prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                    }
+                }
+            }
+            drop(held);
+            // A search of an unindexed type after another one uses a
+            // column (else this test would prove nothing).
+            let searches = steps.iter().any(|s| matches!(s, Step::Search(k) if *k < 7));
+            prop_assert!(used || !searches, "no search used a column: {:?}", steps);
+        }
+    }
+}
+
+/// A scan column made after a snapshot was taken holds values that
+/// snapshot must not see: a search in it scans instead.
+#[test]
+fn a_snapshot_older_than_a_scan_column_does_not_use_it() {
+    for backend in backends() {
+        let f = open(backend, "column-age", |_| {});
+        base_tree(&f);
+        for i in 0..5 {
+            person(&f, &format!("u{i}"), "Doe", i);
+            describe(&f, &format!("uid=u{i},ou=People,{SUFFIX}"), "alpha").unwrap();
+        }
+        let old = f.store.snapshot().unwrap();
+        describe(&f, &format!("uid=u1,ou=People,{SUFFIX}"), "beta").unwrap();
+        let people = dn(&f, &format!("ou=People,{SUFFIX}"));
+        let count = |snap: &meridian_store::Snapshot<'_>, text: &str| {
+            let ber = filter_str::parse(text, 32).unwrap();
+            let filter = Filter::from_ber(&ber, Depth::new(32)).unwrap();
+            let mut n = 0;
+            let report = snap
+                .search(&people, Scope::Subtree, &filter, |_, _| {
+                    n += 1;
+                    true
+                })
+                .unwrap();
+            (n, report.columns)
+        };
+        // The second search makes the column, from the newer snapshot.
+        assert_eq!(
+            count(&f.store.snapshot().unwrap(), "(description=alpha)"),
+            (4, false)
+        );
+        assert_eq!(
+            count(&f.store.snapshot().unwrap(), "(description=alpha)"),
+            (4, true)
+        );
+        assert_eq!(
+            count(&old, "(description=alpha)"),
+            (5, false),
+            "{backend:?}"
+        );
+        // Changes after the column are its candidates whatever its rows say.
+        describe(&f, &format!("uid=u2,ou=People,{SUFFIX}"), "beta").unwrap();
+        f.store
+            .execute_blocking(Command::Delete {
+                dn: dn(&f, &format!("uid=u3,ou=People,{SUFFIX}")),
+            })
+            .unwrap();
+        person(&f, "u9", "Doe", 9);
+        describe(&f, &format!("uid=u9,ou=People,{SUFFIX}"), "ALPHA").unwrap();
+        assert_eq!(
+            count(&f.store.snapshot().unwrap(), "(description=alpha)"),
+            (3, true)
+        );
+        // One column per type, whatever the filter asks of it.
+        assert_eq!(
+            count(&f.store.snapshot().unwrap(), "(description=beta)"),
+            (2, true)
+        );
+        assert_eq!(
+            count(&f.store.snapshot().unwrap(), "(description=*et*)"),
+            (2, true)
+        );
+        drop(old);
+    }
+}

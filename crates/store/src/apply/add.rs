@@ -239,6 +239,7 @@ pub(super) fn write_new_entry(
     // or a store that never saw it (a journal replay) would number the
     // next new name differently. Encoding fails only in the engine.
     let record = ctx.encode(txn, entry)?;
+    ctx.touch(id);
     // IDs only grow, so the new record goes after every other: APPEND
     // fills pages instead of splitting them in half (half the file for
     // a bulk load), and skips the search for the insertion point.

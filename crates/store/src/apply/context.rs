@@ -42,6 +42,9 @@ pub(crate) struct Context<'a> {
     /// Entry IDs of DNs modified before, guesses to check
     /// ([`DnIds`]).
     pub(crate) dn_ids: &'a RefCell<DnIds>,
+    /// Entries this attempt added or changed, for the scan columns'
+    /// touch log (`columns.rs`).
+    pub(crate) touched: &'a RefCell<Vec<EntryId>>,
 }
 
 /// What one attempt at a batch's transaction keeps, for its [`Context`]
@@ -54,6 +57,7 @@ pub(crate) struct Attempt {
     descriptions: RefCell<ByPosition<Description>>,
     classes: RefCell<KnownClasses>,
     pub(crate) dn_ids: RefCell<DnIds>,
+    touched: RefCell<Vec<EntryId>>,
 }
 
 impl Attempt {
@@ -64,6 +68,7 @@ impl Attempt {
             descriptions: RefCell::new(ByPosition::default()),
             classes: RefCell::new(KnownClasses::default()),
             dn_ids: RefCell::new(dn_ids),
+            touched: RefCell::default(),
         }
     }
 
@@ -78,11 +83,22 @@ impl Attempt {
             descriptions: &self.descriptions,
             classes: &self.classes,
             dn_ids: &self.dn_ids,
+            touched: &self.touched,
         }
     }
 }
 
 impl Context<'_> {
+    /// Notes that entry `id` is added or changed (`columns.rs`).
+    pub(crate) fn touch(&self, id: EntryId) {
+        self.touched.borrow_mut().push(id);
+    }
+
+    /// The entries this attempt added or changed, taken.
+    pub(crate) fn take_touched(&self) -> Vec<EntryId> {
+        std::mem::take(&mut *self.touched.borrow_mut())
+    }
+
     /// Writes the adds' index keys waiting in [`Context::pending_index`].
     pub(crate) fn write_pending_index(&self, txn: &mut RwTxn<'_>) -> Result<(), StoreError> {
         let keys = std::mem::take(&mut *self.pending_index.borrow_mut());

@@ -128,6 +128,7 @@ pub(super) fn apply(
             Err(e) => return Applied::refused(e),
         },
     };
+    ctx.touch(id);
     let key = keys::id_key(id);
     let only = (Bound::Included(&key[..]), Bound::Included(&key[..]));
     let mut cursor = match dbs.id2entry.range_mut(txn, &only) {

@@ -181,6 +181,9 @@ pub(super) fn write(
     tree::write_index(txn, dbs, old_keys.difference(&new_keys), id, false)?;
     tree::write_index(txn, dbs, new_keys.difference(&old_keys), id, true)?;
     let record = ctx.encode(txn, &new)?;
+    // Its RDN's values may have changed; the descendants' values have
+    // not (only their DNs, which scan columns do not hold).
+    ctx.touch(id);
     dbs.id2entry.put(txn, &keys::id_key(id), &record)?;
     #[cfg(test)]
     super::test_support::fail_after_writing(new.dn.original())?;

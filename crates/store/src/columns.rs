@@ -1,0 +1,450 @@
+//! Scan columns: the values of attribute types that searches keep
+//! filtering on without an index, held in memory, so such a search reads
+//! them instead of every stored entry (`storage.scan_columns_bytes`).
+//!
+//! A column holds a *row* for every entry with a value of its type or a
+//! subtype: the entry's record cut down to those attributes
+//! ([`codec::project`]), in the record's own format, so a filter item is
+//! evaluated on a row by the same code as on a record. A column is made
+//! from one snapshot (the LMDB transaction `built_at`) and never changed.
+//! What the writer changed since is in the *touch log*: for each write
+//! transaction, the IDs of the entries it added or changed, logged
+//! before the transaction commits. A search whose snapshot is at or after
+//! `built_at` takes as candidates the rows its filter item matches and
+//! every ID touched after `built_at`; each candidate is then read from
+//! the search's snapshot and the whole filter checked, as for an index's
+//! candidates. So a column can cost time but never change a result: an
+//! entry changed since the column was made is a candidate whatever its
+//! row says, and a deleted one is not found and dropped. A search at a
+//! snapshot older than the column scans.
+//!
+//! The second search in a row that would scan for a type makes its
+//! column, from its own snapshot (one search alone does not pay for one).
+//! A column is dropped once the IDs touched since it was made pass an
+//! eighth of its rows, and the next such search makes a fresh one. The
+//! columns share the budget; the least recently used go first to make
+//! room, and a type whose column alone would not fit gets none.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use heed::RoTxn;
+use meridian_model::Schema;
+use meridian_model::schema::AttrId;
+
+use crate::keys::{self, EntryId};
+use crate::names::NameSource;
+use crate::{Dbs, StoreError, codec};
+
+/// The columns of one store and the writer's touch log.
+pub(crate) struct Columns {
+    /// `storage.scan_columns_bytes`; 0: no columns, nothing logged.
+    budget: u64,
+    state: Mutex<State>,
+    /// A clock for least-recently-used order.
+    tick: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    columns: HashMap<AttrId, Arc<Column>>,
+    /// Types a search is making a column of, with that search's snapshot
+    /// (the log keeps what was written after it).
+    building: HashMap<AttrId, u64>,
+    /// Searches that would have scanned for each type without a column.
+    demand: HashMap<AttrId, u32>,
+    /// Types whose column alone is larger than the budget.
+    too_big: HashSet<AttrId>,
+    /// Write transactions' touched IDs, oldest first.
+    log: VecDeque<Touched>,
+    /// Every write transaction up to this one may be missing from the
+    /// log: no column can be made from a snapshot older than it.
+    dropped_through: u64,
+    /// Bumped when the database is replaced wholesale: a column being
+    /// made from the old one is thrown away.
+    epoch: u64,
+}
+
+/// The entries one write transaction added or changed.
+struct Touched {
+    txn: u64,
+    ids: Vec<EntryId>,
+}
+
+/// One type's rows, from one snapshot.
+pub(crate) struct Column {
+    /// The snapshot (LMDB transaction ID) the rows were read in.
+    built_at: u64,
+    /// The rows' entries, ascending.
+    ids: Vec<EntryId>,
+    /// Row `i` is `rows[ends[i - 1]..ends[i]]`.
+    ends: Vec<u32>,
+    rows: Vec<u8>,
+    /// [`Columns::tick`] when a search last used it.
+    last_used: AtomicU64,
+    /// IDs touched since `built_at` (counted as logged, repeats included).
+    touched: AtomicUsize,
+}
+
+impl Column {
+    /// Memory held, counted against the budget.
+    fn bytes(&self) -> u64 {
+        (self.ids.capacity() * size_of::<EntryId>()
+            + self.ends.capacity() * size_of::<u32>()
+            + self.rows.capacity()) as u64
+    }
+
+    /// Touched IDs past which the column is dropped: an eighth of its
+    /// rows, and at least a few hundred (a small column is cheap to
+    /// make, and a few touched candidates cheap to read).
+    fn stale_after(&self) -> usize {
+        (self.ids.len() / 8).max(256)
+    }
+
+    /// The rows of entries above `after` (all if `None`), with their IDs.
+    pub(crate) fn rows_after(
+        &self,
+        after: Option<EntryId>,
+    ) -> impl Iterator<Item = (EntryId, &[u8])> {
+        let first = after.map_or(0, |a| self.ids.partition_point(|id| *id <= a));
+        (first..self.ids.len()).filter_map(move |i| {
+            let start = match i.checked_sub(1) {
+                Some(before) => *self.ends.get(before)? as usize,
+                None => 0,
+            };
+            let end = *self.ends.get(i)? as usize;
+            Some((*self.ids.get(i)?, self.rows.get(start..end)?))
+        })
+    }
+}
+
+/// What a search is to do about a filter item on a type without an index.
+pub(crate) enum Found {
+    /// Use this column; these IDs were touched since it was made.
+    Column(Arc<Column>, Vec<EntryId>),
+    /// Make the column (from the search's snapshot), then use it.
+    Make(Claim),
+    /// Scan.
+    Scan,
+}
+
+/// The right to make one type's column, from one snapshot, given to
+/// [`Columns::make`].
+pub(crate) struct Claim {
+    attr: AttrId,
+    snapshot: u64,
+    epoch: u64,
+}
+
+impl Columns {
+    pub(crate) fn new(budget: u64) -> Columns {
+        Columns {
+            budget,
+            state: Mutex::new(State::default()),
+            tick: AtomicU64::new(0),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the writer has anything to log.
+    pub(crate) fn enabled(&self) -> bool {
+        self.budget > 0
+    }
+
+    /// The writer, before it commits transaction `txn`: the entries it
+    /// added or changed. A transaction that then fails to commit leaves
+    /// its IDs in the log, which only makes them candidates needlessly.
+    pub(crate) fn log(&self, txn: u64, ids: Vec<EntryId>) {
+        if !self.enabled() {
+            return;
+        }
+        let mut state = self.state();
+        let count = ids.len();
+        state.log.push_back(Touched { txn, ids });
+        state.columns.retain(|_, column| {
+            if column.built_at >= txn {
+                return true;
+            }
+            let touched = column.touched.fetch_add(count, Ordering::Relaxed) + count;
+            touched <= column.stale_after()
+        });
+        state.trim();
+    }
+
+    /// The writer, before it commits transaction `txn`, which replaces
+    /// the database's contents (a snapshot installed from a replica):
+    /// every column goes, and none is made from an older snapshot.
+    pub(crate) fn replaced(&self, txn: u64) {
+        let mut state = self.state();
+        state.columns.clear();
+        state.log.clear();
+        state.dropped_through = state.dropped_through.max(txn);
+        state.epoch += 1;
+    }
+
+    /// What a search at `snapshot` is to do for a filter item on `attr`,
+    /// which no index serves.
+    pub(crate) fn find(&self, attr: AttrId, snapshot: u64) -> Found {
+        if !self.enabled() {
+            return Found::Scan;
+        }
+        let mut state = self.state();
+        if let Some(column) = state.columns.get(&attr) {
+            if column.built_at > snapshot {
+                return Found::Scan;
+            }
+            column
+                .last_used
+                .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+            let touched = state
+                .log
+                .iter()
+                .filter(|t| t.txn > column.built_at)
+                .flat_map(|t| t.ids.iter().copied())
+                .collect();
+            return Found::Column(Arc::clone(column), touched);
+        }
+        if state.too_big.contains(&attr)
+            || state.building.contains_key(&attr)
+            || state.dropped_through > snapshot
+        {
+            return Found::Scan;
+        }
+        let demand = state.demand.entry(attr).or_insert(0);
+        *demand = demand.saturating_add(1);
+        if *demand < 2 {
+            return Found::Scan;
+        }
+        state.building.insert(attr, snapshot);
+        Found::Make(Claim {
+            attr,
+            snapshot,
+            epoch: state.epoch,
+        })
+    }
+
+    /// Makes the column `claim` is for, reading `txn` (the snapshot the
+    /// claim was made at), and keeps it if it fits and the database was
+    /// not replaced meanwhile; `None` if not kept.
+    pub(crate) fn make(
+        &self,
+        claim: Claim,
+        txn: &RoTxn<'_>,
+        dbs: &Dbs,
+        names: &dyn NameSource,
+        schema: &Schema,
+    ) -> Result<Option<Arc<Column>>, StoreError> {
+        // The log keeps what was written after the claim's snapshot, so
+        // the rows must be read in that one.
+        let made = if txn.id() as u64 == claim.snapshot {
+            read_column(txn, dbs, names, schema, &claim, self.budget)
+        } else {
+            Err(StoreError::internal(format_args!(
+                "a scan column claimed at snapshot {} read in {}",
+                claim.snapshot,
+                txn.id()
+            )))
+        };
+        let mut state = self.state();
+        state.building.remove(&claim.attr);
+        let Some(column) = made? else {
+            tracing::info!(
+                attribute = schema.attr(claim.attr).map_or("?", |a| a.name()),
+                budget = self.budget,
+                "a scan column of this attribute would not fit storage.scan_columns_bytes: its searches scan"
+            );
+            state.too_big.insert(claim.attr);
+            state.trim();
+            return Ok(None);
+        };
+        if state.epoch != claim.epoch {
+            state.trim();
+            return Ok(None);
+        }
+        let touched: usize = state
+            .log
+            .iter()
+            .filter(|t| t.txn > column.built_at)
+            .map(|t| t.ids.len())
+            .sum();
+        column.touched.store(touched, Ordering::Relaxed);
+        column
+            .last_used
+            .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+        // Room, least recently used first.
+        let mut held: u64 = state.columns.values().map(|c| c.bytes()).sum();
+        while held + column.bytes() > self.budget {
+            let Some(oldest) = state
+                .columns
+                .iter()
+                .min_by_key(|(_, c)| c.last_used.load(Ordering::Relaxed))
+                .map(|(attr, _)| *attr)
+            else {
+                break;
+            };
+            if let Some(gone) = state.columns.remove(&oldest) {
+                held = held.saturating_sub(gone.bytes());
+            }
+        }
+        let column = Arc::new(column);
+        state.columns.insert(claim.attr, Arc::clone(&column));
+        state.trim();
+        Ok(Some(column))
+    }
+}
+
+impl State {
+    /// Drops the log's transactions no column needs: those at or before
+    /// the oldest snapshot a column was made (or is being made) from;
+    /// with none, all but the newest transaction, which may not have
+    /// committed yet (the writer logs before it commits, one transaction
+    /// at a time).
+    fn trim(&mut self) {
+        let needed = self
+            .columns
+            .values()
+            .map(|c| c.built_at)
+            .chain(self.building.values().copied())
+            .min();
+        let newest = self.log.back().map_or(0, |t| t.txn);
+        let keep_above = needed.unwrap_or(newest.saturating_sub(1));
+        while let Some(front) = self.log.front() {
+            if front.txn > keep_above {
+                break;
+            }
+            self.dropped_through = self.dropped_through.max(front.txn);
+            self.log.pop_front();
+        }
+    }
+}
+
+/// Reads the rows of `claim`'s type from every entry in `txn`; `None`
+/// once they pass `budget` bytes.
+fn read_column(
+    txn: &RoTxn<'_>,
+    dbs: &Dbs,
+    names: &dyn NameSource,
+    schema: &Schema,
+    claim: &Claim,
+    budget: u64,
+) -> Result<Option<Column>, StoreError> {
+    let family = schema.family(claim.attr);
+    // Per name number: 0 not yet known, 1 not the type's, 2 the type's.
+    let mut kinds = vec![0u8; names.known().len()];
+    let mut keep = |number: u32| -> bool {
+        if let Some(&kind) = kinds.get(number as usize)
+            && kind != 0
+        {
+            return kind == 2;
+        }
+        // A name that cannot be read or resolved is kept: a row may hold
+        // more than its type, never less.
+        let wanted = names.name(number).map_or(true, |name| {
+            name.desc
+                .as_ref()
+                .is_none_or(|desc| family.contains(&desc.attr))
+        });
+        if let Some(kind) = kinds.get_mut(number as usize) {
+            *kind = if wanted { 2 } else { 1 };
+        }
+        wanted
+    };
+    let limit = budget.min(u64::from(u32::MAX));
+    let mut ids = Vec::new();
+    let mut ends = Vec::new();
+    let mut rows = Vec::new();
+    for item in dbs.id2entry.iter(txn)? {
+        let (key, record) = item?;
+        let Some(id) = keys::id_from(key) else {
+            continue;
+        };
+        // A record that cannot be read is kept whole: its row then reads
+        // as the record does in a scan (no attributes).
+        let kept = match codec::project(record, &mut keep, &mut rows) {
+            Ok(kept) => kept,
+            Err(_) => {
+                rows.extend_from_slice(record);
+                true
+            }
+        };
+        if !kept {
+            continue;
+        }
+        ids.push(id);
+        ends.push(u32::try_from(rows.len()).unwrap_or(u32::MAX));
+        let held = (ids.len() * size_of::<EntryId>() + ends.len() * 4 + rows.len()) as u64;
+        if held > limit {
+            return Ok(None);
+        }
+    }
+    ids.shrink_to_fit();
+    ends.shrink_to_fit();
+    rows.shrink_to_fit();
+    Ok(Some(Column {
+        built_at: claim.snapshot,
+        ids,
+        ends,
+        rows,
+        last_used: AtomicU64::new(0),
+        touched: AtomicUsize::new(0),
+    }))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn description() -> AttrId {
+        let schema = Schema::builtin().unwrap();
+        schema.attribute_id("description").unwrap()
+    }
+
+    /// The log keeps what a column or a claim may need and no more, and
+    /// no column is made from a snapshot the log no longer covers.
+    #[test]
+    fn the_log_keeps_what_columns_need() {
+        let columns = Columns::new(1 << 20);
+        // Nothing needs the log: only the newest transaction stays (it
+        // may not have committed yet).
+        for txn in 1..=5 {
+            columns.log(txn, vec![txn]);
+        }
+        assert_eq!(columns.state().log.len(), 1);
+        assert_eq!(columns.state().dropped_through, 4);
+        // A search at 3 would miss transaction 4's changes: it scans,
+        // and is not counted towards a column either.
+        assert!(matches!(columns.find(description(), 3), Found::Scan));
+        assert!(matches!(columns.find(description(), 5), Found::Scan));
+        let Found::Make(claim) = columns.find(description(), 5) else {
+            panic!("the second search at a covered snapshot makes the column");
+        };
+        // While it is made, nobody else makes it, and the log keeps
+        // everything after its snapshot.
+        assert!(matches!(columns.find(description(), 5), Found::Scan));
+        for txn in 6..=9 {
+            columns.log(txn, vec![txn * 10]);
+        }
+        let kept: Vec<u64> = columns.state().log.iter().map(|t| t.txn).collect();
+        assert_eq!(kept, [6, 7, 8, 9]);
+        // A database replaced meanwhile: the column is not kept.
+        columns.replaced(10);
+        assert_eq!(columns.state().epoch, claim.epoch + 1);
+        assert!(columns.state().log.is_empty());
+        assert!(matches!(columns.find(description(), 9), Found::Scan));
+    }
+
+    #[test]
+    fn no_budget_no_columns_and_no_log() {
+        let columns = Columns::new(0);
+        columns.log(1, vec![1]);
+        assert!(columns.state().log.is_empty());
+        for _ in 0..3 {
+            assert!(matches!(columns.find(description(), 1), Found::Scan));
+        }
+    }
+}
