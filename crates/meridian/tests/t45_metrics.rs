@@ -90,6 +90,31 @@ fn metrics_show_what_the_server_did() {
         None,
     );
     assert_eq!(rc, 0, "{out}");
+    // An unindexed type: the second search asks for its scan column,
+    // made on a thread of its own; a search after that reads it, and
+    // finds the entry all the same.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    for searches in 1.. {
+        let (rc, out) = admin_tool(
+            &server,
+            "ldapsearch",
+            &["-LLL", "-b", "dc=example,dc=com", "(o=x)", "1.1"],
+            None,
+        );
+        assert_eq!(rc, 0, "{out}");
+        assert!(out.contains("dn: dc=example,dc=com"), "{out}");
+        let (_, page) = get(metrics, "/metrics");
+        let read_columns = "meridian_searches_total{suffix=\"dc=example,dc=com\",plan=\"columns\"}";
+        if sample(&page, read_columns) >= 1.0 {
+            assert!(searches >= 3, "a column read by search {searches}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no search read a column:\n{page}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let (rc, _) = tool(
         &server,
         "ldapwhoami",
@@ -179,6 +204,13 @@ fn metrics_show_what_the_server_did() {
             "meridian_searches_total{suffix=\"dc=example,dc=com\",plan=\"index\"}"
         ) >= 1.0
     );
+    assert!(
+        sample(
+            &page,
+            "meridian_searches_total{suffix=\"dc=example,dc=com\",plan=\"columns\"}"
+        ) >= 1.0
+    );
+    assert!(sample(&page, &format!("meridian_scan_columns_bytes{suffix}")) > 0.0);
     // The text format: each family announced once, its samples together.
     let mut families: Vec<&str> = page
         .lines()

@@ -300,6 +300,7 @@ fn page(ctx: &ServerContext) -> String {
     for (suffix, store) in &stores {
         for (plan, counter) in [
             ("index", &store.stats().searches_indexed),
+            ("columns", &store.stats().searches_columns),
             ("scan", &store.stats().searches_scanned),
         ] {
             page.counter(
@@ -312,7 +313,7 @@ fn page(ctx: &ServerContext) -> String {
     }
     // Gauges of a naming context, each read from its store.
     type Read = fn(&meridian_store::Store) -> f64;
-    let gauges: [(&str, &str, Read); 6] = [
+    let gauges: [(&str, &str, Read); 7] = [
         (
             "meridian_database_map_bytes",
             "The LMDB map's size (address space reserved for the database)",
@@ -337,6 +338,11 @@ fn page(ctx: &ServerContext) -> String {
             "meridian_writes_refused",
             "1 while the naming context refuses writes (disk full, I/O failure)",
             |s| f64::from(u8::from(s.refuses_writes())),
+        ),
+        (
+            "meridian_scan_columns_bytes",
+            "Memory held by scan columns (storage.scan_columns_bytes)",
+            |s| s.scan_columns_bytes() as f64,
         ),
         ("meridian_entries", "Entries held", |s| {
             s.snapshot().ok().and_then(|s| s.len().ok()).unwrap_or(0) as f64

@@ -18,20 +18,31 @@
 //! row says, and a deleted one is not found and dropped. A search at a
 //! snapshot older than the column scans.
 //!
-//! The second search in a row that would scan for a type makes its
-//! column, from its own snapshot (one search alone does not pay for one).
-//! A column is dropped once the IDs touched since it was made pass an
-//! eighth of its rows, and the next such search makes a fresh one. The
-//! columns share the budget; the least recently used go first to make
-//! room, and a type whose column alone would not fit gets none.
+//! The second search that would scan for a type asks for its column,
+//! which a thread of its own makes from a fresh snapshot (one search
+//! alone does not pay for one, and no client waits for one); searches
+//! scan until it is there. A column is dropped once the IDs touched
+//! since it was made pass an eighth of its rows, and the next such search
+//! asks for a fresh one. The columns share the budget; the least recently
+//! used go first to make room, and a type whose column alone would not
+//! fit gets none.
+//!
+//! A search reads a column as it would the records: in ID order, every
+//! row passing through the search's `examine` (its time and lookthrough
+//! limits, and the step that yields to other requests), the rows its
+//! filter item matches and the touched IDs read from the snapshot and
+//! checked whole (`Snapshot::search_examining`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use heed::RoTxn;
 use meridian_model::Schema;
+use meridian_model::entry::Description;
 use meridian_model::schema::AttrId;
+use meridian_proto::Filter;
 
 use crate::keys::{self, EntryId};
 use crate::names::NameSource;
@@ -44,13 +55,22 @@ pub(crate) struct Columns {
     state: Mutex<State>,
     /// A clock for least-recently-used order.
     tick: AtomicU64,
+    /// Where searches ask for a column: the thread that makes them
+    /// ([`run_maker`]); `None` before it starts and once the store closes.
+    requests: Mutex<Option<SyncSender<AttrId>>>,
 }
+
+/// Column requests waiting for the maker; more are dropped (the search
+/// that asked scans, and a later one asks again).
+pub(crate) const REQUESTS_QUEUED: usize = 16;
 
 #[derive(Default)]
 struct State {
     columns: HashMap<AttrId, Arc<Column>>,
-    /// Types a search is making a column of, with that search's snapshot
-    /// (the log keeps what was written after it).
+    /// Types asked of the maker and not yet made.
+    requested: HashSet<AttrId>,
+    /// Types the maker is making a column of, each with the log position
+    /// it needs kept: everything after it (the maker's snapshot is newer).
     building: HashMap<AttrId, u64>,
     /// Searches that would have scanned for each type without a column.
     demand: HashMap<AttrId, u32>,
@@ -102,6 +122,12 @@ impl Column {
         (self.ids.len() / 8).max(256)
     }
 
+    /// How many rows are of entries above `after`.
+    pub(crate) fn rows_after_count(&self, after: Option<EntryId>) -> usize {
+        let first = after.map_or(0, |a| self.ids.partition_point(|id| *id <= a));
+        self.ids.len().saturating_sub(first)
+    }
+
     /// The rows of entries above `after` (all if `None`), with their IDs.
     pub(crate) fn rows_after(
         &self,
@@ -119,21 +145,18 @@ impl Column {
     }
 }
 
-/// What a search is to do about a filter item on a type without an index.
+/// What a search may read instead of records for a type without an
+/// index.
 pub(crate) enum Found {
-    /// Use this column; these IDs were touched since it was made.
+    /// This column; these IDs were touched since it was made.
     Column(Arc<Column>, Vec<EntryId>),
-    /// Make the column (from the search's snapshot), then use it.
-    Make(Claim),
-    /// Scan.
+    /// Nothing: scan.
     Scan,
 }
 
-/// The right to make one type's column, from one snapshot, given to
-/// [`Columns::make`].
+/// The maker's right to make one type's column ([`Columns::claim`]).
 pub(crate) struct Claim {
     attr: AttrId,
-    snapshot: u64,
     epoch: u64,
 }
 
@@ -143,11 +166,44 @@ impl Columns {
             budget,
             state: Mutex::new(State::default()),
             tick: AtomicU64::new(0),
+            requests: Mutex::new(None),
         }
+    }
+
+    /// Connects the maker thread; its requests go to `sender`.
+    pub(crate) fn start(&self, sender: SyncSender<AttrId>) {
+        *self.requests.lock().unwrap_or_else(PoisonError::into_inner) = Some(sender);
+    }
+
+    /// Disconnects the maker thread, which then ends.
+    pub(crate) fn stop(&self) {
+        self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Gives back a claim whose column could not be read.
+    pub(crate) fn give_up(&self, claim: Claim) {
+        let mut state = self.state();
+        state.building.remove(&claim.attr);
+        state.trim();
+    }
+
+    /// Whether a column asked for is still being made (tests wait for
+    /// it: [`crate::Store::wait_for_scan_columns`]).
+    pub(crate) fn pending(&self) -> bool {
+        let state = self.state();
+        !state.requested.is_empty() || !state.building.is_empty()
+    }
+
+    /// Memory the columns hold.
+    pub(crate) fn held_bytes(&self) -> u64 {
+        self.state().columns.values().map(|c| c.bytes()).sum()
     }
 
     /// Whether the writer has anything to log.
@@ -186,8 +242,9 @@ impl Columns {
         state.epoch += 1;
     }
 
-    /// What a search at `snapshot` is to do for a filter item on `attr`,
-    /// which no index serves.
+    /// What a search at `snapshot` may read for a filter item on `attr`,
+    /// which no index serves. The second search to find nothing for a
+    /// type asks the maker for its column.
     pub(crate) fn find(&self, attr: AttrId, snapshot: u64) -> Found {
         if !self.enabled() {
             return Found::Scan;
@@ -210,7 +267,7 @@ impl Columns {
         }
         if state.too_big.contains(&attr)
             || state.building.contains_key(&attr)
-            || state.dropped_through > snapshot
+            || state.requested.contains(&attr)
         {
             return Found::Scan;
         }
@@ -219,17 +276,35 @@ impl Columns {
         if *demand < 2 {
             return Found::Scan;
         }
-        state.building.insert(attr, snapshot);
-        Found::Make(Claim {
+        let requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(sender) = requests.as_ref()
+            && sender.try_send(attr).is_ok()
+        {
+            state.requested.insert(attr);
+        }
+        Found::Scan
+    }
+
+    /// The maker, before it opens the snapshot it will read `attr`'s
+    /// rows in: the right to make the column, if it is still wanted. From
+    /// here the log keeps every transaction the snapshot may lack.
+    pub(crate) fn claim(&self, attr: AttrId) -> Option<Claim> {
+        let mut state = self.state();
+        state.requested.remove(&attr);
+        if state.columns.contains_key(&attr) || state.too_big.contains(&attr) {
+            return None;
+        }
+        let floor = state.dropped_through;
+        state.building.insert(attr, floor);
+        Some(Claim {
             attr,
-            snapshot,
             epoch: state.epoch,
         })
     }
 
-    /// Makes the column `claim` is for, reading `txn` (the snapshot the
-    /// claim was made at), and keeps it if it fits and the database was
-    /// not replaced meanwhile; `None` if not kept.
+    /// Makes the column `claim` is for, reading `txn` (opened after the
+    /// claim), and keeps it if it fits and the database was not replaced
+    /// meanwhile; `None` if not kept.
     pub(crate) fn make(
         &self,
         claim: Claim,
@@ -238,17 +313,7 @@ impl Columns {
         names: &dyn NameSource,
         schema: &Schema,
     ) -> Result<Option<Arc<Column>>, StoreError> {
-        // The log keeps what was written after the claim's snapshot, so
-        // the rows must be read in that one.
-        let made = if txn.id() as u64 == claim.snapshot {
-            read_column(txn, dbs, names, schema, &claim, self.budget)
-        } else {
-            Err(StoreError::internal(format_args!(
-                "a scan column claimed at snapshot {} read in {}",
-                claim.snapshot,
-                txn.id()
-            )))
-        };
+        let made = read_column(txn, dbs, names, schema, &claim, self.budget);
         let mut state = self.state();
         state.building.remove(&claim.attr);
         let Some(column) = made? else {
@@ -294,6 +359,93 @@ impl Columns {
         state.columns.insert(claim.attr, Arc::clone(&column));
         state.trim();
         Ok(Some(column))
+    }
+}
+
+/// The parts of `filter` a scan column can stand in for, each with its
+/// type: items that must each be TRUE for the filter to be (the filter
+/// itself, or what an AND requires) and that are about one type (a leaf,
+/// or an OR of leaves on one type). objectClass (every entry has one),
+/// NOT and extensible matches (which may test the DN, which rows do not
+/// hold) are never among them.
+pub(crate) fn necessary_items<'f>(
+    filter: &Filter<'f>,
+    schema: &Schema,
+) -> Vec<(AttrId, Filter<'f>)> {
+    fn collect<'f>(filter: &Filter<'f>, schema: &Schema, out: &mut Vec<(AttrId, Filter<'f>)>) {
+        match filter {
+            Filter::And(children) => {
+                for child in children.iter() {
+                    collect(&child, schema, out);
+                }
+            }
+            _ => {
+                if let Some(attr) = single_type(filter, schema) {
+                    out.push((attr, *filter));
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    collect(filter, schema, &mut out);
+    out
+}
+
+/// The one type `filter` is about, if it is a leaf or an OR of leaves
+/// on one type (not objectClass).
+fn single_type(filter: &Filter<'_>, schema: &Schema) -> Option<AttrId> {
+    let type_of = |name: &[u8]| {
+        Description::parse_selector(name, schema)
+            .ok()
+            .map(|d| d.attr)
+            .filter(|a| schema.object_class_attr() != Some(*a))
+    };
+    match filter {
+        Filter::Equality(ava)
+        | Filter::GreaterOrEqual(ava)
+        | Filter::LessOrEqual(ava)
+        | Filter::Approx(ava) => type_of(ava.attr),
+        Filter::Substrings(s) => type_of(s.attr),
+        Filter::Present(attr) => type_of(attr),
+        Filter::Or(children) => {
+            let mut found = None;
+            for child in children.iter() {
+                let attr = single_type(&child, schema)?;
+                if found.is_some_and(|f| f != attr) {
+                    return None;
+                }
+                found = Some(attr);
+            }
+            found
+        }
+        Filter::And(_) | Filter::Not(_) | Filter::Extensible(_) => None,
+    }
+}
+
+/// The maker thread: makes each column asked for, one at a time, each
+/// from a fresh snapshot, until the store closes ([`Columns::stop`]).
+/// Its snapshot is held while it reads, as a long search's is.
+pub(crate) fn run_maker(inner: &crate::Inner, requests: &Receiver<AttrId>) {
+    while let Ok(attr) = requests.recv() {
+        let Some(claim) = inner.columns.claim(attr) else {
+            continue;
+        };
+        let snapshot = match crate::read::Snapshot::new(inner) {
+            Ok(snapshot) => snapshot,
+            Err(e) => {
+                inner.columns.give_up(claim);
+                tracing::warn!(error = %e, "a scan column could not be made: its type's searches scan");
+                continue;
+            }
+        };
+        let (txn, _) = snapshot.parts();
+        let resolver = snapshot.resolver();
+        if let Err(e) = inner
+            .columns
+            .make(claim, txn, &inner.dbs, &resolver, &inner.schema)
+        {
+            tracing::warn!(error = %e, "a scan column could not be made: its type's searches scan");
+        }
     }
 }
 
@@ -385,7 +537,7 @@ fn read_column(
     ends.shrink_to_fit();
     rows.shrink_to_fit();
     Ok(Some(Column {
-        built_at: claim.snapshot,
+        built_at: txn.id() as u64,
         ids,
         ends,
         rows,
@@ -404,11 +556,13 @@ mod tests {
         schema.attribute_id("description").unwrap()
     }
 
-    /// The log keeps what a column or a claim may need and no more, and
-    /// no column is made from a snapshot the log no longer covers.
+    /// The log keeps what a column or a claim may need and no more; the
+    /// second search to find no column asks for one, once.
     #[test]
     fn the_log_keeps_what_columns_need() {
         let columns = Columns::new(1 << 20);
+        let (sender, requests) = std::sync::mpsc::sync_channel(4);
+        columns.start(sender);
         // Nothing needs the log: only the newest transaction stays (it
         // may not have committed yet).
         for txn in 1..=5 {
@@ -416,26 +570,28 @@ mod tests {
         }
         assert_eq!(columns.state().log.len(), 1);
         assert_eq!(columns.state().dropped_through, 4);
-        // A search at 3 would miss transaction 4's changes: it scans,
-        // and is not counted towards a column either.
-        assert!(matches!(columns.find(description(), 3), Found::Scan));
         assert!(matches!(columns.find(description(), 5), Found::Scan));
-        let Found::Make(claim) = columns.find(description(), 5) else {
-            panic!("the second search at a covered snapshot makes the column");
-        };
-        // While it is made, nobody else makes it, and the log keeps
-        // everything after its snapshot.
+        assert!(requests.try_recv().is_err());
         assert!(matches!(columns.find(description(), 5), Found::Scan));
+        assert_eq!(requests.try_recv().unwrap(), description());
+        assert!(matches!(columns.find(description(), 5), Found::Scan));
+        assert!(requests.try_recv().is_err(), "asked once");
+        let claim = columns.claim(description()).unwrap();
+        // While it is made, the log keeps everything its snapshot (opened
+        // after the claim) may lack.
         for txn in 6..=9 {
             columns.log(txn, vec![txn * 10]);
         }
         let kept: Vec<u64> = columns.state().log.iter().map(|t| t.txn).collect();
-        assert_eq!(kept, [6, 7, 8, 9]);
-        // A database replaced meanwhile: the column is not kept.
+        assert_eq!(kept, [5, 6, 7, 8, 9]);
+        // A database replaced meanwhile: the column will not be kept.
         columns.replaced(10);
         assert_eq!(columns.state().epoch, claim.epoch + 1);
         assert!(columns.state().log.is_empty());
-        assert!(matches!(columns.find(description(), 9), Found::Scan));
+        columns.give_up(claim);
+        assert!(columns.state().building.is_empty());
+        columns.stop();
+        assert!(requests.recv().is_err(), "the maker's channel is closed");
     }
 
     #[test]
@@ -443,8 +599,11 @@ mod tests {
         let columns = Columns::new(0);
         columns.log(1, vec![1]);
         assert!(columns.state().log.is_empty());
+        let (sender, requests) = std::sync::mpsc::sync_channel(4);
+        columns.start(sender);
         for _ in 0..3 {
             assert!(matches!(columns.find(description(), 1), Found::Scan));
         }
+        assert!(requests.try_recv().is_err());
     }
 }

@@ -105,6 +105,8 @@ pub struct WriterStats {
     /// Searches (one level or subtree, counted at their first step in
     /// this store) whose candidates came from an index.
     pub searches_indexed: meridian_metrics::Counter,
+    /// Those whose candidates came from scan columns (`columns.rs`).
+    pub searches_columns: meridian_metrics::Counter,
     /// Those that walked their scope, entry by entry.
     pub searches_scanned: meridian_metrics::Counter,
 }
@@ -115,6 +117,7 @@ impl Default for WriterStats {
             batch_commands: meridian_metrics::Histogram::new(meridian_metrics::SIZES),
             transaction_seconds: meridian_metrics::Histogram::new(meridian_metrics::SECONDS),
             searches_indexed: meridian_metrics::Counter::new(),
+            searches_columns: meridian_metrics::Counter::new(),
             searches_scanned: meridian_metrics::Counter::new(),
         }
     }
@@ -210,9 +213,33 @@ pub struct Store {
     writer: mpsc::Sender<Work>,
     // Held only for its Drop, which joins the writer thread.
     _writer: Arc<WriterThread>,
+    // Held only for its Drop, which stops the scan column maker.
+    _column_maker: Arc<ColumnMaker>,
 }
 
 struct WriterThread(Mutex<Option<std::thread::JoinHandle<()>>>);
+
+/// The scan column maker (`columns.rs`), stopped and joined when the
+/// last clone of the store is dropped, so that its snapshot is closed
+/// before the environment is.
+struct ColumnMaker {
+    inner: Arc<Inner>,
+    handle: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for ColumnMaker {
+    fn drop(&mut self) {
+        self.inner.columns.stop();
+        let handle = self
+            .handle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+    }
+}
 
 impl Drop for WriterThread {
     fn drop(&mut self) {
@@ -439,7 +466,9 @@ impl Store {
             max_batch: st.max_batch,
             dn_ids: Mutex::new(apply::DnIds::new(st.dn_cache_entries)),
             read_dn_ids: dn_ids::SharedDnIds::new(st.dn_cache_entries),
-            columns: columns::Columns::new(st.scan_columns_bytes),
+            // A read-only store does not see the writes of the process
+            // that has the database open for writing: no columns.
+            columns: columns::Columns::new(if read_only { 0 } else { st.scan_columns_bytes }),
             resize: RwLock::new(()),
             refused: Mutex::new(None),
             disk_full: std::sync::atomic::AtomicBool::new(false),
@@ -469,7 +498,23 @@ impl Store {
                 .map_err(|e| StoreError::io("start", "the writer thread", &e))?;
             Some(handle)
         };
+        let column_maker = if inner.columns.enabled() {
+            let (requests, received) = std::sync::mpsc::sync_channel(columns::REQUESTS_QUEUED);
+            inner.columns.start(requests);
+            let thread_inner = Arc::clone(&inner);
+            let handle = std::thread::Builder::new()
+                .name("meridian-columns".into())
+                .spawn(move || columns::run_maker(&thread_inner, &received))
+                .map_err(|e| StoreError::io("start", "the scan column thread", &e))?;
+            Some(handle)
+        } else {
+            None
+        };
         Ok(Store {
+            _column_maker: Arc::new(ColumnMaker {
+                inner: Arc::clone(&inner),
+                handle: Mutex::new(column_maker),
+            }),
             inner,
             writer: sender.clone(),
             sender,
@@ -573,6 +618,24 @@ impl Store {
     /// write transaction, whether writes are refused.
     pub fn stats(&self) -> &WriterStats {
         &self.inner.stats
+    }
+
+    /// Waits (up to ten seconds) until every scan column asked for is
+    /// made or given up: columns are made on a thread of their own, and
+    /// tests want the search after to find them.
+    #[doc(hidden)]
+    pub fn wait_for_scan_columns(&self) {
+        for _ in 0..10_000 {
+            if !self.inner.columns.pending() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// Memory the scan columns hold (`storage.scan_columns_bytes` bounds it).
+    pub fn scan_columns_bytes(&self) -> u64 {
+        self.inner.columns.held_bytes()
     }
 
     /// Whether writes are being refused (after an I/O failure, or while

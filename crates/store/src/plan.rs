@@ -14,15 +14,9 @@ use meridian_model::prep::Part;
 use meridian_model::schema::AttrId;
 use meridian_proto::{Filter, Substring};
 
-use std::cell::Cell;
-
-use meridian_model::filter::CompiledFilter;
-
-use crate::columns::{Columns, Found};
 use crate::index::{Indexes, grams};
 use crate::keys::{self, EntryId};
-use crate::names::NameSource;
-use crate::{Dbs, StoreError, codec};
+use crate::{Dbs, StoreError};
 
 /// Candidate entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,19 +36,6 @@ pub(crate) struct Planner<'a> {
     /// entry it last sent: each step of a streamed or paged search reads
     /// only the rest of every index list, not all of it again).
     pub(crate) after: Option<EntryId>,
-    /// Scan columns for the items no index serves (`columns.rs`); `None`:
-    /// those items give `All`.
-    pub(crate) columns: Option<ColumnReader<'a>>,
-}
-
-/// What reading scan columns needs besides the planner's snapshot.
-pub(crate) struct ColumnReader<'a> {
-    pub(crate) columns: &'a Columns,
-    /// The snapshot's attribute names (rows number them as records do).
-    pub(crate) names: &'a dyn NameSource,
-    /// Set once a column gave candidates, which (unlike an index's) may
-    /// name entries deleted since the column was made.
-    pub(crate) used: Cell<bool>,
 }
 
 fn intersect(a: &[EntryId], b: &[EntryId]) -> Vec<EntryId> {
@@ -179,14 +160,14 @@ impl Planner<'_> {
                 }
                 Ok(Plan::Ids(acc))
             }
-            Filter::Equality(ava) => self.equality(filter, ava.attr, ava.value),
+            Filter::Equality(ava) => self.equality(ava.attr, ava.value),
             Filter::Present(attr) => {
                 let Ok(desc) = Description::parse_selector(attr, self.schema) else {
                     // present on an unknown type is FALSE for every entry.
                     return Ok(Plan::Ids(Vec::new()));
                 };
                 let Some(family) = self.indexed_family(desc.attr, IndexKind::Pres) else {
-                    return self.unindexed(filter, desc.attr);
+                    return Ok(Plan::All);
                 };
                 let mut acc = Vec::new();
                 for a in family {
@@ -200,12 +181,12 @@ impl Planner<'_> {
                     return Ok(Plan::All);
                 };
                 let Some(family) = self.indexed_family(desc.attr, IndexKind::Sub) else {
-                    return self.unindexed(filter, desc.attr);
+                    return Ok(Plan::All);
                 };
                 let mut acc = Vec::new();
                 for a in family {
                     let Some(rule) = self.schema.attr(a).and_then(|t| t.substr) else {
-                        return self.unindexed(filter, desc.attr);
+                        return Ok(Plan::All);
                     };
                     let parts: Vec<(Part, &[u8])> = s
                         .parts
@@ -224,7 +205,7 @@ impl Planner<'_> {
                         prepared.iter().flat_map(|(_, p)| grams(p)).collect();
                     if wanted.is_empty() {
                         // Every part is shorter than a gram.
-                        return self.unindexed(filter, desc.attr);
+                        return Ok(Plan::All);
                     }
                     let oid = self.oid_of(a)?;
                     let mut ids: Option<Vec<EntryId>> = None;
@@ -239,17 +220,9 @@ impl Planner<'_> {
                 }
                 Ok(Plan::Ids(acc))
             }
-            Filter::GreaterOrEqual(ava) => {
-                self.ordering(filter, ava.attr, ava.value, Side::AtLeast)
-            }
-            Filter::LessOrEqual(ava) => self.ordering(filter, ava.attr, ava.value, Side::AtMost),
-            Filter::Approx(ava) => match Description::parse_selector(ava.attr, self.schema) {
-                Ok(desc) => self.unindexed(filter, desc.attr),
-                Err(_) => Ok(Plan::All),
-            },
-            // A NOT's candidates are not its child's; an extensible
-            // match may test the DN, which rows do not hold.
-            Filter::Not(_) | Filter::Extensible(_) => Ok(Plan::All),
+            Filter::GreaterOrEqual(ava) => self.ordering(ava.attr, ava.value, Side::AtLeast),
+            Filter::LessOrEqual(ava) => self.ordering(ava.attr, ava.value, Side::AtMost),
+            Filter::Not(_) | Filter::Approx(_) | Filter::Extensible(_) => Ok(Plan::All),
         }
     }
 
@@ -257,13 +230,7 @@ impl Planner<'_> {
     /// family. The filter compares every value of the family with the
     /// asserted type's rule, so the index serves only when each type of
     /// the family orders by that same rule.
-    fn ordering(
-        &self,
-        item: &Filter<'_>,
-        attr: &[u8],
-        value: &[u8],
-        side: Side,
-    ) -> Result<Plan, StoreError> {
+    fn ordering(&self, attr: &[u8], value: &[u8], side: Side) -> Result<Plan, StoreError> {
         let Ok(desc) = Description::parse_selector(attr, self.schema) else {
             // Undefined for every entry.
             return Ok(Plan::Ids(Vec::new()));
@@ -273,7 +240,7 @@ impl Planner<'_> {
             return Ok(Plan::Ids(Vec::new()));
         };
         let Some(family) = self.indexed_family(desc.attr, IndexKind::Ord) else {
-            return self.unindexed(item, desc.attr);
+            return Ok(Plan::All);
         };
         let same_rule = |a: &AttrId| {
             self.schema
@@ -282,7 +249,7 @@ impl Planner<'_> {
                 .is_some_and(|r| r.oid == rule.oid)
         };
         if !family.iter().all(same_rule) {
-            return self.unindexed(item, desc.attr);
+            return Ok(Plan::All);
         }
         let Some(key) = rule.key(value, self.schema) else {
             // An assertion the rule cannot take: Undefined everywhere.
@@ -311,13 +278,13 @@ impl Planner<'_> {
         Ok(Plan::Ids(acc))
     }
 
-    fn equality(&self, item: &Filter<'_>, attr: &[u8], value: &[u8]) -> Result<Plan, StoreError> {
+    fn equality(&self, attr: &[u8], value: &[u8]) -> Result<Plan, StoreError> {
         let Ok(desc) = Description::parse_selector(attr, self.schema) else {
             // Undefined for every entry.
             return Ok(Plan::Ids(Vec::new()));
         };
         let Some(family) = self.indexed_family(desc.attr, IndexKind::Eq) else {
-            return self.unindexed(item, desc.attr);
+            return Ok(Plan::All);
         };
         // objectClass matches subclasses: look up every class that
         // inherits from the asserted one.
@@ -350,57 +317,6 @@ impl Planner<'_> {
             }
         }
         Ok(Plan::Ids(acc))
-    }
-}
-
-impl Planner<'_> {
-    /// The candidates of a filter `item` on `attr` that no index serves:
-    /// the entries its scan column's rows match and those touched since
-    /// the column was made (`columns.rs`), or `All` when there is no
-    /// column to read (the store keeps none, or this type has none yet).
-    fn unindexed(&self, item: &Filter<'_>, attr: AttrId) -> Result<Plan, StoreError> {
-        let Some(reader) = &self.columns else {
-            return Ok(Plan::All);
-        };
-        // Every entry has an object class: a column would narrow nothing.
-        if self.schema.object_class_attr() == Some(attr) {
-            return Ok(Plan::All);
-        }
-        let snapshot = self.txn.id() as u64;
-        let (column, mut touched) = match reader.columns.find(attr, snapshot) {
-            Found::Scan => return Ok(Plan::All),
-            Found::Column(column, touched) => (column, touched),
-            // Made from this very snapshot: nothing touched to add.
-            Found::Make(claim) => {
-                let made =
-                    reader
-                        .columns
-                        .make(claim, self.txn, self.dbs, reader.names, self.schema)?;
-                match made {
-                    Some(column) => (column, Vec::new()),
-                    None => return Ok(Plan::All),
-                }
-            }
-        };
-        reader.used.set(true);
-        let compiled = CompiledFilter::compile(item, self.schema);
-        let relevance = codec::Relevance::new(compiled.wanted_slots(), reader.names.known().len());
-        let ids: Vec<EntryId> = column
-            .rows_after(self.after)
-            .filter(|(_, row)| {
-                compiled.matches(
-                    &codec::RawEntry::new(row, reader.names, &relevance),
-                    self.schema,
-                )
-            })
-            .map(|(id, _)| id)
-            .collect();
-        touched.retain(|id| self.after.is_none_or(|after| *id > after));
-        Ok(Plan::Ids(if touched.is_empty() {
-            ids
-        } else {
-            union(ids, &touched)
-        }))
     }
 }
 

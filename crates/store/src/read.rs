@@ -1,6 +1,5 @@
 //! Read snapshots: consistent views from any thread.
 
-use std::cell::Cell;
 use std::sync::{Arc, RwLockReadGuard};
 
 use heed::{RoTxn, WithoutTls};
@@ -11,10 +10,11 @@ use meridian_proto::{Filter, Scope};
 
 use crate::apply::{self, ROOT_ID};
 use crate::codec::StoredPart;
+use crate::columns::{Column, Found, necessary_items};
 use crate::dn_ids::SharedDnIds;
 use crate::keys::{self, EntryId};
 use crate::names::{NameSource, NameTable, Resolver};
-use crate::plan::{ColumnReader, Plan, Planner};
+use crate::plan::{Plan, Planner};
 use crate::{Inner, StoreError, codec};
 
 /// A read transaction. Field order matters: the transaction ends before
@@ -308,7 +308,6 @@ impl<'s> Snapshot<'s> {
             indexes: &self.inner.indexes,
             schema: &self.inner.schema,
             after: None,
-            columns: None,
         };
         let filter = Filter::Equality(meridian_proto::Ava {
             attr: b"objectClass",
@@ -422,30 +421,31 @@ impl<'s> Snapshot<'s> {
             indexes: &self.inner.indexes,
             schema,
             after,
-            columns: Some(ColumnReader {
-                columns: &self.inner.columns,
-                names: &names,
-                used: Cell::new(false),
-            }),
         };
         let plan = if scope == Scope::Base {
             Plan::All
         } else {
             planner.plan(filter)?
         };
-        // Candidates from a column may name entries deleted since it was
-        // made: those are passed over, not reported as missing.
-        let from_columns = planner.columns.as_ref().is_some_and(|c| c.used.get());
+        // A scan column may stand in for walking the scope or reading a
+        // long index list (`columns.rs`).
+        let column = if scope == Scope::Base {
+            None
+        } else {
+            self.column_for(filter, &plan, after)
+        };
         let compiled = CompiledFilter::compile(filter, schema);
         let mut report = SearchReport {
-            indexed: matches!(plan, Plan::Ids(_)) && !from_columns,
-            columns: from_columns,
+            indexed: matches!(plan, Plan::Ids(_)) && column.is_none(),
+            columns: column.is_some(),
             ..SearchReport::default()
         };
         if scope != Scope::Base && after.is_none_or(|a| a == 0) {
             let stats = &self.inner.stats;
             if report.indexed {
                 stats.searches_indexed.inc();
+            } else if report.columns {
+                stats.searches_columns.inc();
             } else {
                 stats.searches_scanned.inc();
             }
@@ -456,9 +456,10 @@ impl<'s> Snapshot<'s> {
             && (base.is_root()
                 || (self.inner.suffixes.len() == 1
                     && self.inner.suffixes.iter().all(|s| s.same_entry(base))));
-        // Candidates from an index may lie outside the scope (unless the
-        // scope is everything); the ones from walking the scope cannot.
-        let check_scope = matches!(plan, Plan::Ids(_)) && !covers_store;
+        // Candidates from an index or a column may lie outside the scope
+        // (unless the scope is everything); the ones from walking the
+        // scope cannot.
+        let check_scope = (matches!(plan, Plan::Ids(_)) || column.is_some()) && !covers_store;
         let in_scope = |bytes: &[u8]| -> Result<bool, StoreError> {
             if !check_scope {
                 return Ok(true);
@@ -478,10 +479,15 @@ impl<'s> Snapshot<'s> {
         };
         // Evaluate on the stored bytes; decode only what matches.
         let relevance = codec::Relevance::new(compiled.wanted_slots(), names.known().len());
-        let mut visit = |id: EntryId, bytes: &[u8]| -> Result<bool, StoreError> {
+        // Each entry passes `examine` once, read (`Some`) or ruled out
+        // without reading it (`None`: by a scan column's row).
+        let mut visit = |id: EntryId, bytes: Option<&[u8]>| -> Result<bool, StoreError> {
             if !examine(id) {
                 return Ok(false);
             }
+            let Some(bytes) = bytes else {
+                return Ok(true);
+            };
             report.candidates += 1;
             codec::prefetch(bytes);
             codec::prefetch_following(bytes);
@@ -497,7 +503,49 @@ impl<'s> Snapshot<'s> {
         // A scan of everything under the only naming context (or the root)
         // reads id2entry in order instead of looking entries up one by one.
         let whole_store = matches!(plan, Plan::All) && covers_store;
-        if whole_store {
+        if let Some(ColumnScan {
+            column,
+            touched,
+            item,
+        }) = column
+        {
+            // The column's rows and the entries touched since it was made,
+            // merged in ID order; an entry whose row fails the item is
+            // ruled out unread, any other is read from this snapshot (a
+            // touched one may be gone).
+            let item = CompiledFilter::compile(&item, schema);
+            let item_relevance = codec::Relevance::new(item.wanted_slots(), names.known().len());
+            let mut rows = column.rows_after(after).peekable();
+            let mut touched = touched.into_iter().peekable();
+            loop {
+                let next_row = rows.peek().map(|(id, _)| *id);
+                let (id, candidate) = match (next_row, touched.peek().copied()) {
+                    (None, None) => break,
+                    (Some(row_id), next) if next.is_none_or(|t| row_id < t) => {
+                        let row = rows.next().map_or(&[][..], |(_, row)| row);
+                        let matches = item
+                            .matches(&codec::RawEntry::new(row, &names, &item_relevance), schema);
+                        (row_id, matches)
+                    }
+                    (row_id, next) => {
+                        let id = next.unwrap_or_default();
+                        if row_id == Some(id) {
+                            rows.next();
+                        }
+                        touched.next();
+                        (id, true)
+                    }
+                };
+                let bytes = if candidate {
+                    self.inner.dbs.id2entry.get(&self.txn, &keys::id_key(id))?
+                } else {
+                    None
+                };
+                if !visit(id, bytes)? {
+                    break;
+                }
+            }
+        } else if whole_store {
             use std::ops::Bound;
             let start = keys::id_key(after.map_or(0, |a| a.saturating_add(1)));
             let from: (Bound<&[u8]>, Bound<&[u8]>) =
@@ -507,14 +555,14 @@ impl<'s> Snapshot<'s> {
                 let Some(id) = keys::id_from(key) else {
                     continue;
                 };
-                if !visit(id, bytes)? {
+                if !visit(id, Some(bytes))? {
                     break;
                 }
             }
         } else if let (Some(record), Some(id)) = (base_record, base_id) {
             // A base search: the record `locate` read.
             if after.is_none_or(|a| id > a) {
-                visit(id, record)?;
+                visit(id, Some(record))?;
             }
         } else {
             let mut ids = match plan {
@@ -548,13 +596,11 @@ impl<'s> Snapshot<'s> {
                     let Some(id) = keys::id_from(key) else {
                         continue;
                     };
-                    if candidates.take(id) && !visit(id, bytes)? {
+                    if candidates.take(id) && !visit(id, Some(bytes))? {
                         return Ok(report);
                     }
                 }
-                if let Some(id) = candidates.any_left()
-                    && !from_columns
-                {
+                if let Some(id) = candidates.any_left() {
                     return Err(missing(id));
                 }
             } else {
@@ -565,18 +611,79 @@ impl<'s> Snapshot<'s> {
                 for id in ids {
                     let Some(bytes) = self.inner.dbs.id2entry.get(&self.txn, &keys::id_key(id))?
                     else {
-                        if from_columns {
-                            continue;
-                        }
                         return Err(missing(id));
                     };
-                    if !visit(id, bytes)? {
+                    if !visit(id, Some(bytes))? {
                         break;
                     }
                 }
             }
         }
         Ok(report)
+    }
+}
+
+/// What a search reads instead of records when a scan column stands in
+/// ([`Snapshot::column_for`]).
+struct ColumnScan<'f> {
+    column: Arc<Column>,
+    /// IDs touched since the column was made, above the search's
+    /// `after`, sorted and unique.
+    touched: Vec<EntryId>,
+    /// The part of the filter the rows are tested with.
+    item: Filter<'f>,
+}
+
+/// Index lists shorter than this are read as they are: a column is
+/// only worth its rows against a long list.
+const SHORT_LIST: usize = 1024;
+
+impl Snapshot<'_> {
+    /// A scan column to read for `filter` instead of what `plan` would
+    /// read: one of a type the filter requires, when the plan walks the
+    /// scope, or reads an index list at least a quarter as long as the
+    /// column's rows (a row costs a fraction of a record). Asks for the
+    /// columns of the types it finds none of (`Columns::find`).
+    fn column_for<'f>(
+        &self,
+        filter: &Filter<'f>,
+        plan: &Plan,
+        after: Option<EntryId>,
+    ) -> Option<ColumnScan<'f>> {
+        let columns = &self.inner.columns;
+        if !columns.enabled() {
+            return None;
+        }
+        let listed = match plan {
+            Plan::All => None,
+            Plan::Ids(ids) => Some(ids.len()),
+        };
+        if listed.is_some_and(|n| n < SHORT_LIST) {
+            return None;
+        }
+        let snapshot = self.txn.id() as u64;
+        let mut asked = Vec::new();
+        for (attr, item) in necessary_items(filter, &self.inner.schema) {
+            if asked.contains(&attr) {
+                continue;
+            }
+            asked.push(attr);
+            let Found::Column(column, mut touched) = columns.find(attr, snapshot) else {
+                continue;
+            };
+            if listed.is_some_and(|n| column.rows_after_count(after) > n.saturating_mul(4)) {
+                continue;
+            }
+            touched.retain(|id| after.is_none_or(|a| *id > a));
+            touched.sort_unstable();
+            touched.dedup();
+            return Some(ColumnScan {
+                column,
+                touched,
+                item,
+            });
+        }
+        None
     }
 }
 

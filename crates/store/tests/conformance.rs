@@ -1756,12 +1756,14 @@ mod scan_column_properties {
                 match step {
                     Step::Search(k) => {
                         let text = FILTERS[*k as usize];
-                        // Twice: the second search makes the column.
-                        for _ in 0..2 {
+                        // Three times: the second search asks for the
+                        // column, the third finds it made.
+                        for _ in 0..3 {
                             let (a, columns) = found(&with.store.snapshot().unwrap(), &with, text);
                             let (b, _) = found(&without.store.snapshot().unwrap(), &without, text);
                             prop_assert_eq!(&a, &b, "{} after {:?}", text, steps);
                             used |= columns;
+                            with.store.wait_for_scan_columns();
                         }
                         if let Some((old_with, old_without)) = &held {
                             let (a, _) = found(old_with, &with, text);
@@ -1814,11 +1816,15 @@ fn a_snapshot_older_than_a_scan_column_does_not_use_it() {
                 .unwrap();
             (n, report.columns)
         };
-        // The second search makes the column, from the newer snapshot.
-        assert_eq!(
-            count(&f.store.snapshot().unwrap(), "(description=alpha)"),
-            (4, false)
-        );
+        // The second search asks for the column, made from a newer
+        // snapshot; the third reads it.
+        for _ in 0..2 {
+            assert_eq!(
+                count(&f.store.snapshot().unwrap(), "(description=alpha)"),
+                (4, false)
+            );
+        }
+        f.store.wait_for_scan_columns();
         assert_eq!(
             count(&f.store.snapshot().unwrap(), "(description=alpha)"),
             (4, true)
