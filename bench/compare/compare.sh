@@ -189,6 +189,8 @@ declare -A workloads=(
     ["modify, 8 threads"]="sdk ModRate PORT -D $ADMIN_DN -w secret -b uid=user$RANGE,ou=People,dc=example,dc=com -A description -t 8"
     ["modify, 32 threads"]="sdk ModRate PORT -D $ADMIN_DN -w secret -b uid=user$RANGE,ou=People,dc=example,dc=com -A description -t 32"
     ["search+modify 50/50, 16 threads"]="sdk SearchAndModRate PORT -D $ADMIN_DN -w secret -b ou=People,dc=example,dc=com -s sub -f (uid=user$RANGE) -m description -t 16"
+    ["unindexed subtree (employeeNumber=...), 1 thread"]="sdk SearchRate PORT -D $USER_DN -w secret -b ou=People,dc=example,dc=com -s sub -f (employeeNumber=$RANGE) -t 1"
+    ["unindexed subtree (employeeNumber=...), 8 threads"]="sdk SearchRate PORT -D $USER_DN -w secret -b ou=People,dc=example,dc=com -s sub -f (employeeNumber=$RANGE) -t 8"
     ["meridian bench pipelined base search, 8 x 1000"]="mbench PORT $WORK/pipelined-base.toml"
     ["meridian bench pipelined modify, 8 x 1000"]="mbench PORT $WORK/pipelined-modify.toml"
 )
@@ -199,6 +201,8 @@ order=(
     "modify, 8 threads"
     "modify, 32 threads"
     "search+modify 50/50, 16 threads"
+    "unindexed subtree (employeeNumber=...), 1 thread"
+    "unindexed subtree (employeeNumber=...), 8 threads"
     "meridian bench pipelined base search, 8 x 1000"
     "meridian bench pipelined modify, 8 x 1000"
 )
@@ -210,6 +214,8 @@ declare -A targets=(
     ["modify, 8 threads"]="20x"
     ["modify, 32 threads"]="20x"
     ["search+modify 50/50, 16 threads"]="10x"
+    ["unindexed subtree (employeeNumber=...), 1 thread"]="10x"
+    ["unindexed subtree (employeeNumber=...), 8 threads"]="10x"
     ["meridian bench pipelined base search, 8 x 1000"]="1,000,000/s"
     ["meridian bench pipelined modify, 8 x 1000"]="100,000/s durable"
 )
