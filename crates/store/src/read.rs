@@ -503,6 +503,7 @@ impl<'s> Snapshot<'s> {
         // A scan of everything under the only naming context (or the root)
         // reads id2entry in order instead of looking entries up one by one.
         let whole_store = matches!(plan, Plan::All) && covers_store;
+        let mut resume = None;
         if let Some(ColumnScan {
             column,
             touched,
@@ -517,6 +518,10 @@ impl<'s> Snapshot<'s> {
             let item_relevance = codec::Relevance::new(item.wanted_slots(), names.known().len());
             let mut rows = column.rows_after(after).peekable();
             let mut touched = touched.into_iter().peekable();
+            // Rows walked and entries read: when the item rules out too
+            // few, reading each entry by ID costs more than walking the
+            // records in order, and the rest is read as without a column.
+            let (mut walked, mut read) = (0usize, 0usize);
             loop {
                 let next_row = rows.peek().map(|(id, _)| *id);
                 let (id, candidate) = match (next_row, touched.peek().copied()) {
@@ -537,15 +542,27 @@ impl<'s> Snapshot<'s> {
                     }
                 };
                 let bytes = if candidate {
+                    read += 1;
                     self.inner.dbs.id2entry.get(&self.txn, &keys::id_key(id))?
                 } else {
                     None
                 };
                 if !visit(id, bytes)? {
+                    return Ok(report);
+                }
+                walked += 1;
+                if walked >= UNSELECTIVE_AFTER && read.saturating_mul(UNSELECTIVE_SHARE) > walked {
+                    resume = Some(id);
                     break;
                 }
             }
-        } else if whole_store {
+            if resume.is_none() {
+                return Ok(report);
+            }
+        }
+        // Without a column, or after one that ruled out too few entries.
+        let after = resume.or(after);
+        if whole_store {
             use std::ops::Bound;
             let start = keys::id_key(after.map_or(0, |a| a.saturating_add(1)));
             let from: (Bound<&[u8]>, Bound<&[u8]>) =
@@ -637,6 +654,13 @@ struct ColumnScan<'f> {
 /// Index lists shorter than this are read as they are: a column is
 /// only worth its rows against a long list.
 const SHORT_LIST: usize = 1024;
+
+/// A column read whose item, after this many rows, has let through more
+/// than one entry in `UNSELECTIVE_SHARE` goes on without the column: an
+/// entry read by ID costs several rows' walk, and a record walked in
+/// order not much more than a row.
+const UNSELECTIVE_AFTER: usize = 4096;
+const UNSELECTIVE_SHARE: usize = 8;
 
 impl Snapshot<'_> {
     /// A scan column to read for `filter` instead of what `plan` would

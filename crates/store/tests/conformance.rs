@@ -1859,3 +1859,65 @@ fn a_snapshot_older_than_a_scan_column_does_not_use_it() {
         drop(old);
     }
 }
+
+/// A scan column whose item lets most entries through is left for the
+/// records part way (`read.rs`, `UNSELECTIVE_AFTER`): every match is
+/// still found once, touched entries included.
+#[test]
+fn an_unselective_column_read_goes_on_without_the_column() {
+    let f = open(
+        Flavour(Backend::Memory, Durability::Relaxed),
+        "column-unselective",
+        |_| {},
+    );
+    base_tree(&f);
+    let entries: Vec<Command> = (0..6000)
+        .map(|i| Command::Add {
+            entry: entry(
+                &f.schema,
+                &format!("cn=c{i},ou=Groups,{SUFFIX}"),
+                &[
+                    ("objectClass", &["device"]),
+                    ("cn", &[&format!("c{i}")]),
+                    (
+                        "description",
+                        &[if i % 10 == 0 { "rare" } else { "common" }],
+                    ),
+                ],
+            ),
+            prechecked: false,
+        })
+        .collect();
+    let pending: Vec<_> = entries
+        .into_iter()
+        .map(|c| f.store.submit_blocking(c).unwrap())
+        .collect();
+    for p in pending {
+        p.wait_blocking().unwrap();
+    }
+    let count = |text: &str| {
+        let ber = filter_str::parse(text, 32).unwrap();
+        let filter = Filter::from_ber(&ber, Depth::new(32)).unwrap();
+        let snap = f.store.snapshot().unwrap();
+        let mut found = BTreeSet::new();
+        let report = snap
+            .search(&dn(&f, SUFFIX), Scope::Subtree, &filter, |id, _| {
+                assert!(found.insert(id), "entry {id} found twice");
+                true
+            })
+            .unwrap();
+        (found.len(), report.columns)
+    };
+    for _ in 0..2 {
+        assert_eq!(count("(description=common)"), (5400, false));
+    }
+    f.store.wait_for_scan_columns();
+    assert_eq!(count("(description=common)"), (5400, true));
+    assert_eq!(count("(description=rare)"), (600, true));
+    // Touched after the column, on both sides of where the read leaves it.
+    for i in [3, 5991] {
+        describe(&f, &format!("cn=c{i},ou=Groups,{SUFFIX}"), "rare").unwrap();
+    }
+    assert_eq!(count("(description=common)"), (5398, true));
+    assert_eq!(count("(description=rare)"), (602, true));
+}
