@@ -132,3 +132,87 @@ async fn committed_commands_apply_with_their_marker_and_a_copy_installs_elsewher
     let _ = std::fs::remove_dir_all(a_dir);
     let _ = std::fs::remove_dir_all(b_dir);
 }
+
+/// The `uid`s of the entries `filter` finds under the suffix, and
+/// whether the search read a scan column.
+fn uids(store: &Store, schema: &Schema, filter: &str) -> (Vec<String>, bool) {
+    let ber = meridian_proto::filter_str::parse(filter, 32).unwrap();
+    let filter = meridian_proto::Filter::from_ber(&ber, meridian_proto::Depth::new(32)).unwrap();
+    let snapshot = store.snapshot().unwrap();
+    let base = Dn::parse(SUFFIX.as_bytes(), schema).unwrap();
+    let uid = schema.attribute_id("uid").unwrap();
+    let mut found = Vec::new();
+    let report = snapshot
+        .search(&base, meridian_proto::Scope::Subtree, &filter, |_, e| {
+            let value = &e.get(uid).unwrap().values[0];
+            found.push(String::from_utf8(value.clone()).unwrap());
+            true
+        })
+        .unwrap();
+    found.sort();
+    (found, report.columns)
+}
+
+fn described(schema: &Schema, uid: &str, description: &str) -> Command {
+    Command::Add {
+        entry: entry(
+            schema,
+            &format!("uid={uid},{SUFFIX}"),
+            &[
+                ("objectClass", &["account"]),
+                ("uid", &[uid]),
+                ("description", &[description]),
+            ],
+        ),
+        prechecked: false,
+    }
+}
+
+/// A snapshot installed over a store replaces every entry under the same
+/// IDs: the scan columns made of the old contents go with them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_installed_copy_drops_the_scan_columns_of_the_contents_it_replaces() {
+    let schema = Arc::new(Schema::builtin().unwrap());
+    let (a_dir, b_dir) = (dir("columns-a"), dir("columns-b"));
+    let contents = |tag: &str| -> Vec<Command> {
+        let mut commands = vec![Command::Add {
+            entry: suffix_entry(&schema),
+            prechecked: false,
+        }];
+        commands.extend((0..20).map(|i| described(&schema, &format!("{tag}{i}"), tag)));
+        commands
+    };
+    let a = open(&schema, a_dir.clone());
+    a.apply_replicated(contents("new"), b"marker-a".to_vec())
+        .await
+        .unwrap();
+    let copy = a_dir.join("copy.mdb");
+    a.copy_for_snapshot(&copy).unwrap();
+
+    let b = open(&schema, b_dir.clone());
+    b.apply_replicated(contents("old"), b"marker-b".to_vec())
+        .await
+        .unwrap();
+    let wanted: Vec<String> = {
+        let mut all: Vec<String> = (0..20).map(|i| format!("old{i}")).collect();
+        all.sort();
+        all
+    };
+    for _ in 0..2 {
+        assert_eq!(
+            uids(&b, &schema, "(description=old)"),
+            (wanted.clone(), false)
+        );
+    }
+    b.wait_for_scan_columns();
+    assert_eq!(uids(&b, &schema, "(description=old)"), (wanted, true));
+
+    b.install_copy(copy).await.unwrap();
+    let (old, _) = uids(&b, &schema, "(description=old)");
+    assert!(old.is_empty(), "the old contents are gone: {old:?}");
+    let (new, _) = uids(&b, &schema, "(description=new)");
+    assert_eq!(new.len(), 20, "{new:?}");
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(a_dir);
+    let _ = std::fs::remove_dir_all(b_dir);
+}
