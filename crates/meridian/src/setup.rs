@@ -341,6 +341,12 @@ impl Setup {
         Ok(WriterLock::acquire(dir, "the data directory")?)
     }
 
+    /// Opens the store for an offline bulk load (`meridian import`).
+    pub(crate) fn open_store_for_bulk_load(&self) -> anyhow::Result<Store> {
+        Store::open_for_bulk_load(self.store_options(), Arc::clone(&self.schema))
+            .with_context(|| format!("opening the store in {}", self.store_path().display()))
+    }
+
     /// Opens the store.
     pub(crate) fn open_store(&self) -> anyhow::Result<Store> {
         Store::open(self.store_options(), Arc::clone(&self.schema))

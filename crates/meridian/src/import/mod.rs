@@ -197,7 +197,7 @@ pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
 /// that holds entries unless told what to do with them. Also returns how
 /// many entries it holds (0 after `replace`).
 fn prepare_database(setup: &Setup, append: bool, replace: bool) -> anyhow::Result<(Store, u64)> {
-    let store = setup.open_store()?;
+    let store = setup.open_store_for_bulk_load()?;
     let (entries, incomplete) = {
         let snapshot = store.snapshot()?;
         (snapshot.len()?, snapshot.incomplete_load()?)
@@ -213,7 +213,7 @@ fn prepare_database(setup: &Setup, append: bool, replace: bool) -> anyhow::Resul
             }
         }
         eprintln!("discarded the {entries} entries in {}", path.display());
-        return Ok((setup.open_store()?, 0));
+        return Ok((setup.open_store_for_bulk_load()?, 0));
     }
     if let Some(what) = incomplete {
         anyhow::bail!(
