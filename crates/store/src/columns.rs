@@ -101,6 +101,13 @@ pub(crate) struct Column {
     /// Row `i` is `rows[ends[i - 1]..ends[i]]`.
     ends: Vec<u32>,
     rows: Vec<u8>,
+    /// Row `i`'s values as keys of the type's equality rule, each a
+    /// varint length and the key, in `keys[key_ends[i - 1]..key_ends[i]]`:
+    /// an equality item is then a byte comparison per value instead of
+    /// an evaluation (perf: the evaluation was three quarters of a column
+    /// search). Empty when some row's values could not all be read.
+    key_ends: Vec<u32>,
+    keys: Vec<u8>,
     /// [`Columns::tick`] when a search last used it.
     last_used: AtomicU64,
     /// IDs touched since `built_at` (counted as logged, repeats included).
@@ -111,8 +118,38 @@ impl Column {
     /// Memory held, counted against the budget.
     fn bytes(&self) -> u64 {
         (self.ids.capacity() * size_of::<EntryId>()
-            + self.ends.capacity() * size_of::<u32>()
-            + self.rows.capacity()) as u64
+            + (self.ends.capacity() + self.key_ends.capacity()) * size_of::<u32>()
+            + self.rows.capacity()
+            + self.keys.capacity()) as u64
+    }
+
+    /// Whether every row has its equality keys.
+    pub(crate) fn has_keys(&self) -> bool {
+        self.key_ends.len() == self.ids.len()
+    }
+
+    /// Whether any value of row `i` has the equality key `key` (the
+    /// column must have keys).
+    pub(crate) fn row_has_key(&self, i: usize, key: &[u8]) -> bool {
+        let start = match i.checked_sub(1) {
+            Some(before) => self.key_ends.get(before).map_or(0, |e| *e as usize),
+            None => 0,
+        };
+        let end = self.key_ends.get(i).map_or(0, |e| *e as usize);
+        let mut keys = self.keys.get(start..end).unwrap_or_default();
+        while let Some(len) = codec::take_varint(&mut keys) {
+            let Some((this, rest)) = usize::try_from(len)
+                .ok()
+                .and_then(|l| keys.split_at_checked(l))
+            else {
+                return false;
+            };
+            if this == key {
+                return true;
+            }
+            keys = rest;
+        }
+        false
     }
 
     /// Touched IDs past which the column is dropped: an eighth of its
@@ -122,17 +159,25 @@ impl Column {
         (self.ids.len() / 8).max(256)
     }
 
+    /// The IDs of up to `n` rows spread evenly over the column.
+    pub(crate) fn sample(&self, n: usize) -> impl Iterator<Item = EntryId> {
+        let len = self.ids.len();
+        let n = n.min(len);
+        (0..n).filter_map(move |k| self.ids.get(k * len / n).copied())
+    }
+
     /// How many rows are of entries above `after`.
     pub(crate) fn rows_after_count(&self, after: Option<EntryId>) -> usize {
         let first = after.map_or(0, |a| self.ids.partition_point(|id| *id <= a));
         self.ids.len().saturating_sub(first)
     }
 
-    /// The rows of entries above `after` (all if `None`), with their IDs.
+    /// The rows of entries above `after` (all if `None`): each row's
+    /// number (for [`Column::row_has_key`]), ID and bytes.
     pub(crate) fn rows_after(
         &self,
         after: Option<EntryId>,
-    ) -> impl Iterator<Item = (EntryId, &[u8])> {
+    ) -> impl Iterator<Item = (usize, EntryId, &[u8])> {
         let first = after.map_or(0, |a| self.ids.partition_point(|id| *id <= a));
         (first..self.ids.len()).filter_map(move |i| {
             let start = match i.checked_sub(1) {
@@ -140,7 +185,7 @@ impl Column {
                 None => 0,
             };
             let end = *self.ends.get(i)? as usize;
-            Some((*self.ids.get(i)?, self.rows.get(start..end)?))
+            Some((i, *self.ids.get(i)?, self.rows.get(start..end)?))
         })
     }
 }
@@ -506,9 +551,14 @@ fn read_column(
         wanted
     };
     let limit = budget.min(u64::from(u32::MAX));
+    let equality = schema.attr(claim.attr).and_then(|t| t.equality);
     let mut ids = Vec::new();
     let mut ends = Vec::new();
     let mut rows = Vec::new();
+    // Equality keys, while every row's values can be read.
+    let mut keyed = equality.is_some();
+    let mut key_ends = Vec::new();
+    let mut keys = Vec::new();
     for item in dbs.id2entry.iter(txn)? {
         let (key, record) = item?;
         let Some(id) = keys::id_from(key) else {
@@ -526,21 +576,55 @@ fn read_column(
         if !kept {
             continue;
         }
+        let row_start = ends.last().map_or(0, |e| *e as usize);
         ids.push(id);
         ends.push(u32::try_from(rows.len()).unwrap_or(u32::MAX));
-        let held = (ids.len() * size_of::<EntryId>() + ends.len() * 4 + rows.len()) as u64;
+        if let (true, Some(rule), Some(row)) = (keyed, equality, rows.get(row_start..)) {
+            // A value whose key the rule cannot make is Undefined for
+            // every assertion: it has no key. A value of a name the
+            // schema cannot place (a row may hold more than its type)
+            // leaves the column without keys.
+            let mut readable = true;
+            let read = codec::visit(row, names, &mut |part| {
+                if let codec::StoredPart::Value { attr, value, .. } = part {
+                    match attr {
+                        Some(attr) if family.contains(&attr) => {
+                            if let Some(key) = rule.key(value, schema) {
+                                codec::put_bytes(&mut keys, &key);
+                            }
+                        }
+                        Some(_) => {}
+                        None => readable = false,
+                    }
+                }
+            });
+            keyed = read.is_ok() && readable;
+            key_ends.push(u32::try_from(keys.len()).unwrap_or(u32::MAX));
+        }
+        let held = (ids.len() * size_of::<EntryId>()
+            + (ends.len() + key_ends.len()) * 4
+            + rows.len()
+            + keys.len()) as u64;
         if held > limit {
             return Ok(None);
         }
     }
+    if !keyed {
+        key_ends = Vec::new();
+        keys = Vec::new();
+    }
     ids.shrink_to_fit();
     ends.shrink_to_fit();
     rows.shrink_to_fit();
+    key_ends.shrink_to_fit();
+    keys.shrink_to_fit();
     Ok(Some(Column {
         built_at: txn.id() as u64,
         ids,
         ends,
         rows,
+        key_ends,
+        keys,
         last_used: AtomicU64::new(0),
         touched: AtomicUsize::new(0),
     }))

@@ -4,7 +4,7 @@ use std::sync::{Arc, RwLockReadGuard};
 
 use heed::{RoTxn, WithoutTls};
 use meridian_model::dn::Dn;
-use meridian_model::entry::Entry;
+use meridian_model::entry::{Description, Entry};
 use meridian_model::filter::CompiledFilter;
 use meridian_proto::{Filter, Scope};
 
@@ -429,10 +429,27 @@ impl<'s> Snapshot<'s> {
         };
         // A scan column may stand in for walking the scope or reading a
         // long index list (`columns.rs`).
+        // A subtree search of the root, or of the only naming context,
+        // covers every entry in the store.
+        let covers_store = scope == Scope::Subtree
+            && (base.is_root()
+                || (self.inner.suffixes.len() == 1
+                    && self.inner.suffixes.iter().all(|s| s.same_entry(base))));
+        // A column's rows cover the whole store: against a walk of a
+        // smaller scope, only when most of them lie in it.
         let column = if scope == Scope::Base {
             None
         } else {
-            self.column_for(filter, &plan, after)
+            match self.column_for(filter, &plan, after) {
+                Some(scan)
+                    if covers_store
+                        || matches!(plan, Plan::Ids(_))
+                        || self.mostly_in_scope(&scan.column, base, scope)? =>
+                {
+                    Some(scan)
+                }
+                _ => None,
+            }
         };
         let compiled = CompiledFilter::compile(filter, schema);
         let mut report = SearchReport {
@@ -450,12 +467,6 @@ impl<'s> Snapshot<'s> {
                 stats.searches_scanned.inc();
             }
         }
-        // A subtree search of the root, or of the only naming context,
-        // covers every entry in the store.
-        let covers_store = scope == Scope::Subtree
-            && (base.is_root()
-                || (self.inner.suffixes.len() == 1
-                    && self.inner.suffixes.iter().all(|s| s.same_entry(base))));
         // Candidates from an index or a column may lie outside the scope
         // (unless the scope is everything); the ones from walking the
         // scope cannot.
@@ -464,18 +475,7 @@ impl<'s> Snapshot<'s> {
             if !check_scope {
                 return Ok(true);
             }
-            let text = codec::decode_dn(bytes)?;
-            let dn = if text.is_empty() {
-                Dn::root()
-            } else {
-                Dn::parse(text, schema)?
-            };
-            Ok(match scope {
-                Scope::Base => true,
-                Scope::OneLevel => dn.is_child_of(base),
-                Scope::Subtree => dn.is_within(base),
-                Scope::Subordinate => dn.is_descendant_of(base),
-            })
+            record_in_scope(bytes, base, scope, schema)
         };
         // Evaluate on the stored bytes; decode only what matches.
         let relevance = codec::Relevance::new(compiled.wanted_slots(), names.known().len());
@@ -514,6 +514,18 @@ impl<'s> Snapshot<'s> {
             // merged in ID order; an entry whose row fails the item is
             // ruled out unread, any other is read from this snapshot (a
             // touched one may be gone).
+            // An equality item on the column's type (no options asked):
+            // its key against the rows' keys.
+            let item_key = match item {
+                Filter::Equality(ava) if column.has_keys() => {
+                    Description::parse_selector(ava.attr, schema)
+                        .ok()
+                        .filter(|desc| desc.options.is_empty())
+                        .and_then(|desc| schema.attr(desc.attr)?.equality)
+                        .and_then(|rule| rule.key(ava.value, schema))
+                }
+                _ => None,
+            };
             let item = CompiledFilter::compile(&item, schema);
             let item_relevance = codec::Relevance::new(item.wanted_slots(), names.known().len());
             let mut rows = column.rows_after(after).peekable();
@@ -523,13 +535,20 @@ impl<'s> Snapshot<'s> {
             // records in order, and the rest is read as without a column.
             let (mut walked, mut read) = (0usize, 0usize);
             loop {
-                let next_row = rows.peek().map(|(id, _)| *id);
+                let next_row = rows.peek().map(|(_, id, _)| *id);
                 let (id, candidate) = match (next_row, touched.peek().copied()) {
                     (None, None) => break,
                     (Some(row_id), next) if next.is_none_or(|t| row_id < t) => {
-                        let row = rows.next().map_or(&[][..], |(_, row)| row);
-                        let matches = item
-                            .matches(&codec::RawEntry::new(row, &names, &item_relevance), schema);
+                        let matches = match rows.next() {
+                            Some((i, _, _)) if let Some(key) = &item_key => {
+                                column.row_has_key(i, key)
+                            }
+                            Some((_, _, row)) => item.matches(
+                                &codec::RawEntry::new(row, &names, &item_relevance),
+                                schema,
+                            ),
+                            None => false,
+                        };
                         (row_id, matches)
                     }
                     (row_id, next) => {
@@ -662,7 +681,56 @@ const SHORT_LIST: usize = 1024;
 const UNSELECTIVE_AFTER: usize = 4096;
 const UNSELECTIVE_SHARE: usize = 8;
 
+/// Whether the stored record `bytes` is of an entry in `scope` of `base`.
+fn record_in_scope(
+    bytes: &[u8],
+    base: &Dn,
+    scope: Scope,
+    schema: &meridian_model::Schema,
+) -> Result<bool, StoreError> {
+    let text = codec::decode_dn(bytes)?;
+    let dn = if text.is_empty() {
+        Dn::root()
+    } else {
+        Dn::parse(text, schema)?
+    };
+    Ok(match scope {
+        Scope::Base => true,
+        Scope::OneLevel => dn.is_child_of(base),
+        Scope::Subtree => dn.is_within(base),
+        Scope::Subordinate => dn.is_descendant_of(base),
+    })
+}
+
+/// Rows of a column [`Snapshot::mostly_in_scope`] looks at.
+const SCOPE_SAMPLES: usize = 16;
+
 impl Snapshot<'_> {
+    /// Whether at least a quarter of `column`'s rows are of entries in
+    /// the scope, by a sample of rows spread over it: a search walks
+    /// every row, so a search of a small part of the store walks its
+    /// scope instead (a row outside it costs as much as one inside, and
+    /// counts against the search's limits as much).
+    fn mostly_in_scope(
+        &self,
+        column: &Column,
+        base: &Dn,
+        scope: Scope,
+    ) -> Result<bool, StoreError> {
+        let mut sampled = 0usize;
+        let mut inside = 0usize;
+        for id in column.sample(SCOPE_SAMPLES) {
+            let Some(bytes) = self.inner.dbs.id2entry.get(&self.txn, &keys::id_key(id))? else {
+                continue;
+            };
+            sampled += 1;
+            if record_in_scope(bytes, base, scope, &self.inner.schema)? {
+                inside += 1;
+            }
+        }
+        Ok(inside.saturating_mul(4) >= sampled)
+    }
+
     /// A scan column to read for `filter` instead of what `plan` would
     /// read: one of a type the filter requires, when the plan walks the
     /// scope, or reads an index list at least a quarter as long as the

@@ -1921,3 +1921,66 @@ fn an_unselective_column_read_goes_on_without_the_column() {
     assert_eq!(count("(description=common)"), (5398, true));
     assert_eq!(count("(description=rare)"), (602, true));
 }
+
+/// A column's rows cover the whole store: a search of a small part of
+/// it walks its scope instead, and a search of most of it reads the
+/// column; both find the same entries as without one.
+#[test]
+fn a_small_scope_is_walked_rather_than_a_whole_column() {
+    let f = open(
+        Flavour(Backend::Memory, Durability::Relaxed),
+        "column-scope",
+        |_| {},
+    );
+    base_tree(&f);
+    let add_device = |parent: &str, i: usize| {
+        f.store
+            .submit_blocking(Command::Add {
+                entry: entry(
+                    &f.schema,
+                    &format!("cn=d{i},{parent}"),
+                    &[
+                        ("objectClass", &["device"]),
+                        ("cn", &[&format!("d{i}")]),
+                        (
+                            "description",
+                            &[if i.is_multiple_of(2) { "even" } else { "odd" }],
+                        ),
+                    ],
+                ),
+                prechecked: false,
+            })
+            .unwrap()
+    };
+    let groups = format!("ou=Groups,{SUFFIX}");
+    let people = format!("ou=People,{SUFFIX}");
+    let pending: Vec<_> = (0..2000)
+        .map(|i| add_device(&groups, i))
+        .chain((0..10).map(|i| add_device(&people, 5000 + i)))
+        .collect();
+    for p in pending {
+        p.wait_blocking().unwrap();
+    }
+    let search = |base: &str, scope: Scope| {
+        let ber = filter_str::parse("(description=even)", 32).unwrap();
+        let filter = Filter::from_ber(&ber, Depth::new(32)).unwrap();
+        let snap = f.store.snapshot().unwrap();
+        let mut n = 0;
+        let report = snap
+            .search(&dn(&f, base), scope, &filter, |_, _| {
+                n += 1;
+                true
+            })
+            .unwrap();
+        (n, report.columns)
+    };
+    for _ in 0..2 {
+        search(&groups, Scope::Subtree);
+    }
+    f.store.wait_for_scan_columns();
+    assert_eq!(search(&groups, Scope::Subtree), (1000, true));
+    assert_eq!(search(&groups, Scope::OneLevel), (1000, true));
+    assert_eq!(search(SUFFIX, Scope::Subtree), (1005, true));
+    assert_eq!(search(&people, Scope::Subtree), (5, false));
+    assert_eq!(search(&people, Scope::OneLevel), (5, false));
+}
