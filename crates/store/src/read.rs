@@ -510,10 +510,6 @@ impl<'s> Snapshot<'s> {
             item,
         }) = column
         {
-            // The column's rows and the entries touched since it was made,
-            // merged in ID order; an entry whose row fails the item is
-            // ruled out unread, any other is read from this snapshot (a
-            // touched one may be gone).
             // An equality item on the column's type (no options asked):
             // its key against the rows' keys.
             let item_key = match item {
@@ -528,6 +524,10 @@ impl<'s> Snapshot<'s> {
             };
             let item = CompiledFilter::compile(&item, schema);
             let item_relevance = codec::Relevance::new(item.wanted_slots(), names.known().len());
+            // The column's rows and the entries touched since it was made,
+            // merged in ID order; an entry whose row fails the item is
+            // ruled out unread, any other is read from this snapshot (a
+            // touched one may be gone).
             let mut rows = column.rows_after(after).peekable();
             let mut touched = touched.into_iter().peekable();
             // Rows walked and entries read: when the item rules out too
