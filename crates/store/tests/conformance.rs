@@ -1649,6 +1649,10 @@ mod scan_column_properties {
         "(|(description=beta)(homeDirectory=/home/2))",
         "(!(description=alpha))",
         "(description~=alfa)",
+        // INTEGER: keys compared as numbers, negative ones included.
+        "(gidNumber=100)",
+        "(gidNumber=-7)",
+        "(gidNumber>=1)",
     ];
 
     fn step() -> impl Strategy<Value = Step> {
@@ -1685,7 +1689,7 @@ mod scan_column_properties {
                         ("cn", &[&uid]),
                         ("sn", &[if i % 3 == 0 { "Doe" } else { "Roe" }]),
                         ("uidNumber", &["1"]),
-                        ("gidNumber", &["1"]),
+                        ("gidNumber", &[["1", "-7", "100"][usize::from(i % 3)]]),
                         ("homeDirectory", &[&home]),
                         ("description", &[DESCRIPTIONS[k as usize]]),
                     ],
