@@ -114,13 +114,34 @@ pub(crate) struct Column {
     touched: AtomicUsize,
 }
 
+/// Part `i` of `data`, which `ends` cuts after each part.
+fn part<'d>(data: &'d [u8], ends: &[u32], i: usize) -> Option<&'d [u8]> {
+    let start = match i.checked_sub(1) {
+        Some(before) => *ends.get(before)? as usize,
+        None => 0,
+    };
+    data.get(start..*ends.get(i)? as usize)
+}
+
+/// Bytes a column of `ids` IDs, `offsets` part ends and `bytes` of rows
+/// and keys holds.
+fn footprint(ids: usize, offsets: usize, bytes: usize) -> u64 {
+    (ids * size_of::<EntryId>() + offsets * size_of::<u32>() + bytes) as u64
+}
+
 impl Column {
     /// Memory held, counted against the budget.
     fn bytes(&self) -> u64 {
-        (self.ids.capacity() * size_of::<EntryId>()
-            + (self.ends.capacity() + self.key_ends.capacity()) * size_of::<u32>()
-            + self.rows.capacity()
-            + self.keys.capacity()) as u64
+        footprint(
+            self.ids.capacity(),
+            self.ends.capacity() + self.key_ends.capacity(),
+            self.rows.capacity() + self.keys.capacity(),
+        )
+    }
+
+    /// The index of the first row above `after`.
+    fn first_after(&self, after: Option<EntryId>) -> usize {
+        after.map_or(0, |a| self.ids.partition_point(|id| *id <= a))
     }
 
     /// Whether every row has its equality keys.
@@ -131,12 +152,7 @@ impl Column {
     /// Whether any value of row `i` has the equality key `key` (the
     /// column must have keys).
     pub(crate) fn row_has_key(&self, i: usize, key: &[u8]) -> bool {
-        let start = match i.checked_sub(1) {
-            Some(before) => self.key_ends.get(before).map_or(0, |e| *e as usize),
-            None => 0,
-        };
-        let end = self.key_ends.get(i).map_or(0, |e| *e as usize);
-        let mut keys = self.keys.get(start..end).unwrap_or_default();
+        let mut keys = part(&self.keys, &self.key_ends, i).unwrap_or_default();
         while let Some(len) = codec::take_varint(&mut keys) {
             let Some((this, rest)) = usize::try_from(len)
                 .ok()
@@ -168,8 +184,7 @@ impl Column {
 
     /// How many rows are of entries above `after`.
     pub(crate) fn rows_after_count(&self, after: Option<EntryId>) -> usize {
-        let first = after.map_or(0, |a| self.ids.partition_point(|id| *id <= a));
-        self.ids.len().saturating_sub(first)
+        self.ids.len().saturating_sub(self.first_after(after))
     }
 
     /// The rows of entries above `after` (all if `None`): each row's
@@ -178,15 +193,8 @@ impl Column {
         &self,
         after: Option<EntryId>,
     ) -> impl Iterator<Item = (usize, EntryId, &[u8])> {
-        let first = after.map_or(0, |a| self.ids.partition_point(|id| *id <= a));
-        (first..self.ids.len()).filter_map(move |i| {
-            let start = match i.checked_sub(1) {
-                Some(before) => *self.ends.get(before)? as usize,
-                None => 0,
-            };
-            let end = *self.ends.get(i)? as usize;
-            Some((i, *self.ids.get(i)?, self.rows.get(start..end)?))
-        })
+        (self.first_after(after)..self.ids.len())
+            .filter_map(move |i| Some((i, *self.ids.get(i)?, part(&self.rows, &self.ends, i)?)))
     }
 }
 
@@ -302,12 +310,7 @@ impl Columns {
             column
                 .last_used
                 .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
-            let touched = state
-                .log
-                .iter()
-                .filter(|t| t.txn > column.built_at)
-                .flat_map(|t| t.ids.iter().copied())
-                .collect();
+            let touched = state.touched_since(column.built_at).copied().collect();
             return Found::Column(Arc::clone(column), touched);
         }
         if state.too_big.contains(&attr)
@@ -375,12 +378,7 @@ impl Columns {
             state.trim();
             return Ok(None);
         }
-        let touched: usize = state
-            .log
-            .iter()
-            .filter(|t| t.txn > column.built_at)
-            .map(|t| t.ids.len())
-            .sum();
+        let touched = state.touched_since(column.built_at).count();
         column.touched.store(touched, Ordering::Relaxed);
         column
             .last_used
@@ -495,6 +493,14 @@ pub(crate) fn run_maker(inner: &crate::Inner, requests: &Receiver<AttrId>) {
 }
 
 impl State {
+    /// The IDs logged by transactions after `txn`.
+    fn touched_since(&self, txn: u64) -> impl Iterator<Item = &EntryId> {
+        self.log
+            .iter()
+            .filter(move |t| t.txn > txn)
+            .flat_map(|t| &t.ids)
+    }
+
     /// Drops the log's transactions no column needs: those at or before
     /// the oldest snapshot a column was made (or is being made) from;
     /// with none, all but the newest transaction, which may not have
@@ -601,10 +607,11 @@ fn read_column(
             keyed = read.is_ok() && readable;
             key_ends.push(u32::try_from(keys.len()).unwrap_or(u32::MAX));
         }
-        let held = (ids.len() * size_of::<EntryId>()
-            + (ends.len() + key_ends.len()) * 4
-            + rows.len()
-            + keys.len()) as u64;
+        let held = footprint(
+            ids.len(),
+            ends.len() + key_ends.len(),
+            rows.len() + keys.len(),
+        );
         if held > limit {
             return Ok(None);
         }

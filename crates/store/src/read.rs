@@ -4,18 +4,20 @@ use std::sync::{Arc, RwLockReadGuard};
 
 use heed::{RoTxn, WithoutTls};
 use meridian_model::dn::Dn;
-use meridian_model::entry::{Description, Entry};
+use meridian_model::entry::Entry;
 use meridian_model::filter::CompiledFilter;
 use meridian_proto::{Filter, Scope};
 
 use crate::apply::{self, ROOT_ID};
 use crate::codec::StoredPart;
-use crate::columns::{Column, Found, necessary_items};
 use crate::dn_ids::SharedDnIds;
 use crate::keys::{self, EntryId};
 use crate::names::{NameSource, NameTable, Resolver};
 use crate::plan::{Plan, Planner};
+
+mod column_scan;
 use crate::{Inner, StoreError, codec};
+use column_scan::ColumnWalk;
 
 /// A read transaction. Field order matters: the transaction ends before
 /// the resize guard is released.
@@ -427,30 +429,15 @@ impl<'s> Snapshot<'s> {
         } else {
             planner.plan(filter)?
         };
-        // A scan column may stand in for walking the scope or reading a
-        // long index list (`columns.rs`).
         // A subtree search of the root, or of the only naming context,
         // covers every entry in the store.
         let covers_store = scope == Scope::Subtree
             && (base.is_root()
                 || (self.inner.suffixes.len() == 1
                     && self.inner.suffixes.iter().all(|s| s.same_entry(base))));
-        // A column's rows cover the whole store: against a walk of a
-        // smaller scope, only when most of them lie in it.
-        let column = if scope == Scope::Base {
-            None
-        } else {
-            match self.column_for(filter, &plan, after) {
-                Some(scan)
-                    if covers_store
-                        || matches!(plan, Plan::Ids(_))
-                        || self.mostly_in_scope(&scan.column, base, scope)? =>
-                {
-                    Some(scan)
-                }
-                _ => None,
-            }
-        };
+        let column = self.column_to_read(filter, &plan, after, base, scope, covers_store)?;
+        // A scan column may stand in for walking the scope or reading a
+        // long index list (`columns.rs`).
         let compiled = CompiledFilter::compile(filter, schema);
         let mut report = SearchReport {
             indexed: matches!(plan, Plan::Ids(_)) && column.is_none(),
@@ -504,79 +491,10 @@ impl<'s> Snapshot<'s> {
         // reads id2entry in order instead of looking entries up one by one.
         let whole_store = matches!(plan, Plan::All) && covers_store;
         let mut resume = None;
-        if let Some(ColumnScan {
-            column,
-            touched,
-            item,
-        }) = column
-        {
-            // An equality item on the column's type (no options asked):
-            // its key against the rows' keys.
-            let item_key = match item {
-                Filter::Equality(ava) if column.has_keys() => {
-                    Description::parse_selector(ava.attr, schema)
-                        .ok()
-                        .filter(|desc| desc.options.is_empty())
-                        .and_then(|desc| schema.attr(desc.attr)?.equality)
-                        .and_then(|rule| rule.key(ava.value, schema))
-                }
-                _ => None,
-            };
-            let item = CompiledFilter::compile(&item, schema);
-            let item_relevance = codec::Relevance::new(item.wanted_slots(), names.known().len());
-            // The column's rows and the entries touched since it was made,
-            // merged in ID order; an entry whose row fails the item is
-            // ruled out unread, any other is read from this snapshot (a
-            // touched one may be gone).
-            let mut rows = column.rows_after(after).peekable();
-            let mut touched = touched.into_iter().peekable();
-            // Rows walked and entries read: when the item rules out too
-            // few, reading each entry by ID costs more than walking the
-            // records in order, and the rest is read as without a column.
-            let (mut walked, mut read) = (0usize, 0usize);
-            loop {
-                let next_row = rows.peek().map(|(_, id, _)| *id);
-                let (id, candidate) = match (next_row, touched.peek().copied()) {
-                    (None, None) => break,
-                    (Some(row_id), next) if next.is_none_or(|t| row_id < t) => {
-                        let matches = match rows.next() {
-                            Some((i, _, _)) if let Some(key) = &item_key => {
-                                column.row_has_key(i, key)
-                            }
-                            Some((_, _, row)) => item.matches(
-                                &codec::RawEntry::new(row, &names, &item_relevance),
-                                schema,
-                            ),
-                            None => false,
-                        };
-                        (row_id, matches)
-                    }
-                    (row_id, next) => {
-                        let id = next.unwrap_or_default();
-                        if row_id == Some(id) {
-                            rows.next();
-                        }
-                        touched.next();
-                        (id, true)
-                    }
-                };
-                let bytes = if candidate {
-                    read += 1;
-                    self.inner.dbs.id2entry.get(&self.txn, &keys::id_key(id))?
-                } else {
-                    None
-                };
-                if !visit(id, bytes)? {
-                    return Ok(report);
-                }
-                walked += 1;
-                if walked >= UNSELECTIVE_AFTER && read.saturating_mul(UNSELECTIVE_SHARE) > walked {
-                    resume = Some(id);
-                    break;
-                }
-            }
-            if resume.is_none() {
-                return Ok(report);
+        if let Some(scan) = column {
+            match self.walk_column(scan, after, &names, &mut visit)? {
+                ColumnWalk::Done => return Ok(report),
+                ColumnWalk::Resume(id) => resume = Some(id),
             }
         }
         // Without a column, or after one that ruled out too few entries.
@@ -659,30 +577,8 @@ impl<'s> Snapshot<'s> {
     }
 }
 
-/// What a search reads instead of records when a scan column stands in
-/// ([`Snapshot::column_for`]).
-struct ColumnScan<'f> {
-    column: Arc<Column>,
-    /// IDs touched since the column was made, above the search's
-    /// `after`, sorted and unique.
-    touched: Vec<EntryId>,
-    /// The part of the filter the rows are tested with.
-    item: Filter<'f>,
-}
-
-/// Index lists shorter than this are read as they are: a column is
-/// only worth its rows against a long list.
-const SHORT_LIST: usize = 1024;
-
-/// A column read whose item, after this many rows, has let through more
-/// than one entry in `UNSELECTIVE_SHARE` goes on without the column: an
-/// entry read by ID costs several rows' walk, and a record walked in
-/// order not much more than a row.
-const UNSELECTIVE_AFTER: usize = 4096;
-const UNSELECTIVE_SHARE: usize = 8;
-
 /// Whether the stored record `bytes` is of an entry in `scope` of `base`.
-fn record_in_scope(
+pub(crate) fn record_in_scope(
     bytes: &[u8],
     base: &Dn,
     scope: Scope,
@@ -700,83 +596,6 @@ fn record_in_scope(
         Scope::Subtree => dn.is_within(base),
         Scope::Subordinate => dn.is_descendant_of(base),
     })
-}
-
-/// Rows of a column [`Snapshot::mostly_in_scope`] looks at.
-const SCOPE_SAMPLES: usize = 16;
-
-impl Snapshot<'_> {
-    /// Whether at least a quarter of `column`'s rows are of entries in
-    /// the scope, by a sample of rows spread over it: a search walks
-    /// every row, so a search of a small part of the store walks its
-    /// scope instead (a row outside it costs as much as one inside, and
-    /// counts against the search's limits as much).
-    fn mostly_in_scope(
-        &self,
-        column: &Column,
-        base: &Dn,
-        scope: Scope,
-    ) -> Result<bool, StoreError> {
-        let mut sampled = 0usize;
-        let mut inside = 0usize;
-        for id in column.sample(SCOPE_SAMPLES) {
-            let Some(bytes) = self.inner.dbs.id2entry.get(&self.txn, &keys::id_key(id))? else {
-                continue;
-            };
-            sampled += 1;
-            if record_in_scope(bytes, base, scope, &self.inner.schema)? {
-                inside += 1;
-            }
-        }
-        Ok(inside.saturating_mul(4) >= sampled)
-    }
-
-    /// A scan column to read for `filter` instead of what `plan` would
-    /// read: one of a type the filter requires, when the plan walks the
-    /// scope, or reads an index list at least a quarter as long as the
-    /// column's rows (a row costs a fraction of a record). Asks for the
-    /// columns of the types it finds none of (`Columns::find`).
-    fn column_for<'f>(
-        &self,
-        filter: &Filter<'f>,
-        plan: &Plan,
-        after: Option<EntryId>,
-    ) -> Option<ColumnScan<'f>> {
-        let columns = &self.inner.columns;
-        if !columns.enabled() {
-            return None;
-        }
-        let listed = match plan {
-            Plan::All => None,
-            Plan::Ids(ids) => Some(ids.len()),
-        };
-        if listed.is_some_and(|n| n < SHORT_LIST) {
-            return None;
-        }
-        let snapshot = self.txn.id() as u64;
-        let mut asked = Vec::new();
-        for (attr, item) in necessary_items(filter, &self.inner.schema) {
-            if asked.contains(&attr) {
-                continue;
-            }
-            asked.push(attr);
-            let Found::Column(column, mut touched) = columns.find(attr, snapshot) else {
-                continue;
-            };
-            if listed.is_some_and(|n| column.rows_after_count(after) > n.saturating_mul(4)) {
-                continue;
-            }
-            touched.retain(|id| after.is_none_or(|a| *id > a));
-            touched.sort_unstable();
-            touched.dedup();
-            return Some(ColumnScan {
-                column,
-                touched,
-                item,
-            });
-        }
-        None
-    }
 }
 
 /// A dense candidate list as a bitmap over its ID range, for one pass
