@@ -15,7 +15,7 @@ impl Directory {
         who: &Identity,
         req: &CompareRequest<'_>,
     ) -> Result<Outcome, Outcome> {
-        let dn = self.dn(req.dn)?;
+        let dn = self.parse_dn(req.dn)?;
         let desc = Description::parse(req.ava.attr, &self.schema)?;
         let groups = &Memberships::default();
         self.require_visible(who, &dn, Some(desc.attr), Level::Compare, groups)?;

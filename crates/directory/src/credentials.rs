@@ -262,7 +262,7 @@ impl Directory {
             Some(id) => {
                 // An authzId "dn:..." or a plain DN.
                 let text = id.strip_prefix(b"dn:").unwrap_or(id);
-                self.dn(text)?
+                self.parse_dn(text)?
             }
             None => match who {
                 Identity::Admin(dn) | Identity::User(dn) => Dn::clone(dn),

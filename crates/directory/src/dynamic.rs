@@ -209,7 +209,7 @@ impl Directory {
         dn: &[u8],
         requested: u32,
     ) -> Result<(Command, u32), Outcome> {
-        let dn = self.dn(dn)?;
+        let dn = self.parse_dn(dn)?;
         let groups = &Memberships::default();
         self.require_visible(who, &dn, None, Level::Write, groups)?;
         let snapshot = self.store_for(&dn).snapshot().map_err(Outcome::from)?;

@@ -345,16 +345,17 @@ impl Directory {
         }
     }
 
-    /// The DN a request names. Clients work on sibling entries (a
-    /// stream of modifies under `ou=people`): each worker thread keeps
-    /// the parent of the last DN it parsed, so a sibling's DN costs one
-    /// RDN's parse and allocations (a third of a worker's time went to
-    /// parsing DNs under a stream of modifies, perf). The parent is kept
-    /// with the schema it was parsed with: a thread may serve several
-    /// directories (tests run many servers in one process). The `Arc`
-    /// kept holds that schema alive, so no other schema can take its
-    /// address and pass for it.
-    fn dn(&self, text: &[u8]) -> Result<Dn, Outcome> {
+    /// The DN a request names (the empty one is the root); errors are
+    /// invalidDNSyntax. Clients work on sibling entries (a stream of
+    /// modifies or base searches under `ou=people`): each worker thread
+    /// keeps the parent of the last DN it parsed, so a sibling's DN costs
+    /// one RDN's parse and allocations (a third of a worker's time went
+    /// to parsing DNs under a stream of modifies, perf). The parent is
+    /// kept with the schema it was parsed with: a thread may serve
+    /// several directories (tests run many servers in one process). The
+    /// `Arc` kept holds that schema alive, so no other schema can take
+    /// its address and pass for it.
+    pub fn parse_dn(&self, text: &[u8]) -> Result<Dn, Outcome> {
         thread_local! {
             static RECENT: RefCell<Option<(Arc<Schema>, RecentParent)>> =
                 const { RefCell::new(None) };

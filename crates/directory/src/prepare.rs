@@ -33,7 +33,7 @@ impl Directory {
 
     /// Checks an add and builds its command (operational attributes set).
     pub fn prepare_add(&self, who: &Identity, req: &AddRequest<'_>) -> Result<Command, Outcome> {
-        let dn = self.dn(req.dn)?;
+        let dn = self.parse_dn(req.dn)?;
         // RFC 4511 4.7: an AddRequest lists the entry's attributes; none
         // at all is a malformed request, as slapd answers it.
         if req.attributes.is_empty() {
@@ -159,7 +159,7 @@ impl Directory {
         dn: &[u8],
         subtree: bool,
     ) -> Result<Command, Outcome> {
-        let dn = self.dn(dn)?;
+        let dn = self.parse_dn(dn)?;
         if subtree && !matches!(who, Identity::Admin(_)) {
             // The rules are checked per entry, and a subtree's entries are
             // only known inside the write: the control is the
@@ -268,7 +268,7 @@ impl Directory {
         req: &ModifyRequest<'_>,
         permissive: bool,
     ) -> Result<Command, Outcome> {
-        let dn = self.dn(req.dn)?;
+        let dn = self.parse_dn(req.dn)?;
         let groups = &Memberships::default();
         let mut changes = Vec::new();
         let mut touches_object_class = false;
@@ -346,14 +346,14 @@ impl Directory {
         who: &Identity,
         req: &ModifyDnRequest<'_>,
     ) -> Result<Command, Outcome> {
-        let dn = self.dn(req.dn)?;
+        let dn = self.parse_dn(req.dn)?;
         let groups = &Memberships::default();
         self.require_visible(who, &dn, None, Level::Write, groups)?;
         let new_rdn = std::str::from_utf8(req.new_rdn)
             .map_err(|_| Outcome::new(ResultCode::INVALID_DN_SYNTAX, "newrdn is not UTF-8"))?
             .to_owned();
         let new_superior = match req.new_superior {
-            Some(s) => Some(Box::new(self.dn(s)?)),
+            Some(s) => Some(Box::new(self.parse_dn(s)?)),
             None => None,
         };
         if let Some(glued) = self.glued_below(&dn)? {

@@ -202,7 +202,7 @@ impl Directory {
         if !self.presence.may_hold(Special::Referral) {
             return None;
         }
-        let dn = self.dn(target).ok()?;
+        let dn = self.parse_dn(target).ok()?;
         let snapshot = self.store_for(&dn).snapshot().ok()?;
         self.referral_at(&snapshot, &dn, search_scope)
             .ok()

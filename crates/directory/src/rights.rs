@@ -204,7 +204,7 @@ impl Directory {
         if matches!(who, Identity::Admin(_)) {
             return true;
         }
-        match self.dn(dn) {
+        match self.parse_dn(dn) {
             Ok(dn) => self.access_level(who, &dn, None, &Memberships::default()) >= Level::Read,
             Err(_) => false,
         }
@@ -320,7 +320,7 @@ impl Directory {
         dn: &[u8],
         filter: &meridian_proto::Filter<'_>,
     ) -> Result<Dn, Outcome> {
-        let dn = self.dn(dn)?;
+        let dn = self.parse_dn(dn)?;
         self.require_filter_access(who, &dn, filter, &Memberships::default())?;
         Ok(dn)
     }

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use meridian_model::dn::Dn;
 use meridian_model::entry::Entry;
 use meridian_model::selection::Selection;
 use meridian_proto::{DerefAliases, Filter, ResultCode, Scope, SearchRequest, Seq};
@@ -49,6 +50,9 @@ pub struct SearchCursor {
     /// under a non-critical control: the search runs again unsorted and
     /// its result says why.
     unsorted: Option<SortRefusal>,
+    /// The request's base, already parsed by the caller
+    /// ([`SearchCursor::with_base`]); the first step takes it.
+    base: Option<Dn>,
 }
 
 /// Where a sorted search stands between steps.
@@ -83,6 +87,17 @@ impl SearchCursor {
             started: None,
             sorted: None,
             unsorted: None,
+            base: None,
+        }
+    }
+
+    /// A search not started yet, whose request's base the caller has
+    /// parsed already ([`Directory::parse_dn`]): the first step uses
+    /// `base` instead of parsing it again.
+    pub fn with_base(base: Dn) -> Self {
+        SearchCursor {
+            base: Some(base),
+            ..SearchCursor::new()
         }
     }
 }
@@ -253,7 +268,10 @@ impl Directory {
             Ok(sorting) => sorting,
             Err(done) => return Ok(Step::Done(done)),
         };
-        let mut base = self.dn(req.base)?;
+        let mut base = match cursor.base.take() {
+            Some(base) => base,
+            None => self.parse_dn(req.base)?,
+        };
         if matches!(req.deref, DerefAliases::FindingBase | DerefAliases::Always)
             && self.presence.may_hold(Special::Alias)
         {
@@ -302,7 +320,11 @@ impl Directory {
             Sorting::Yes(plan, _) => Some(plan),
             Sorting::No | Sorting::Refused(_) => None,
         };
-        let fingerprint = fingerprint(req, plan.and(controls.sort).and_then(|c| c.value));
+        // Only paged searches make or read cookies.
+        let fingerprint = match page {
+            Some(_) => fingerprint(req, plan.and(controls.sort).and_then(|c| c.value)),
+            None => 0,
+        };
         let not_this_search = || {
             Outcome::new(
                 ResultCode::UNWILLING_TO_PERFORM,

@@ -14,12 +14,9 @@ impl Session {
         out: &Arc<Outbound>,
     ) -> Action {
         let ctx = reply.ctx;
-        let base = if search.base.is_empty() {
-            Ok(Dn::root())
-        } else {
-            Dn::parse(search.base, &ctx.schema)
-        };
-        let base = match base {
+        // Parsed once, by the directory's parser (which reuses the parent
+        // of the DN it parsed last), and handed to the search's first step.
+        let base = match ctx.directory.parse_dn(search.base) {
             Ok(dn) => dn,
             Err(e) => return reply.result(search.base, e.code, e.message.as_bytes()),
         };
@@ -93,8 +90,13 @@ impl Session {
             return Action::Spawned;
         }
         // The first step runs here; a result larger than one step's budget
-        // continues on a task that waits for the client to read.
-        let mut cursor = SearchCursor::new();
+        // continues on a task that waits for the client to read. The
+        // budget is this search's: the batch may already hold the answers
+        // of the requests before it in this pass (the reader bounds the
+        // batch itself), and a small result must not be sent off to a
+        // task of its own because of them.
+        let mut cursor = SearchCursor::with_base(base);
+        let budget = reply.batch.bytes.len().saturating_add(SEARCH_STEP_BYTES);
         let step = ctx.directory.search_step(
             &self.identity,
             search,
@@ -102,7 +104,7 @@ impl Session {
             &mut reply.batch.bytes,
             controls,
             &mut cursor,
-            SEARCH_STEP_BYTES,
+            budget,
         );
         match step {
             Step::Done(done) => reply.search_done(search.base, &done),
