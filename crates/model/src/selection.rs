@@ -55,6 +55,12 @@ impl Selection {
             .any(|n| attribute.desc.is_matched_by(n, schema))
     }
 
+    /// True if the selection may name an operational attribute: `+`, or
+    /// any type by name (no computed attribute is asked for otherwise).
+    pub fn names_any(&self) -> bool {
+        self.all_operational || !self.named.is_empty()
+    }
+
     /// True if the selection names `attr` explicitly (used for operational
     /// attributes that are computed only when asked for).
     pub fn names(&self, attr: crate::schema::AttrId, schema: &Schema) -> bool {

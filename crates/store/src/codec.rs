@@ -275,14 +275,23 @@ pub(crate) fn decode_as(
     names: &dyn NameSource,
     known: Option<&Dn>,
 ) -> Result<Entry, StoreError> {
+    decode_with(bytes, names, |text| match known {
+        Some(known) if known.original().as_bytes() == text => Ok(known.clone()),
+        _ if text.is_empty() => Ok(Dn::root()),
+        _ => Ok(Dn::parse(text, names.schema())?),
+    })
+}
+
+/// Decodes an entry whose DN `make_dn` makes from the stored text (a
+/// search reuses the parent of the last match's DN: siblings share it).
+pub(crate) fn decode_with(
+    bytes: &[u8],
+    names: &dyn NameSource,
+    make_dn: impl FnOnce(&[u8]) -> Result<Dn, StoreError>,
+) -> Result<Entry, StoreError> {
     let schema = names.schema();
     let (version, mut c) = open(bytes)?;
-    let dn_text = c.bytes()?;
-    let dn = match known {
-        Some(known) if known.original().as_bytes() == dn_text => known.clone(),
-        _ if dn_text.is_empty() => Dn::root(),
-        _ => Dn::parse(dn_text, schema)?,
-    };
+    let dn = make_dn(c.bytes()?)?;
     let count = c.varint()?;
     if version == VERSION_1 {
         let mut attrs: Vec<(&[u8], Vec<&[u8]>)> = Vec::with_capacity(count.min(1024) as usize);

@@ -468,6 +468,7 @@ impl<'s> Snapshot<'s> {
         let relevance = codec::Relevance::new(compiled.wanted_slots(), names.known().len());
         // Each entry passes `examine` once, read (`Some`) or ruled out
         // without reading it (`None`: by a scan column's row).
+        let mut parents = meridian_model::dn::RecentParent::default();
         let mut visit = |id: EntryId, bytes: Option<&[u8]>| -> Result<bool, StoreError> {
             if !examine(id) {
                 return Ok(false);
@@ -483,7 +484,17 @@ impl<'s> Snapshot<'s> {
             {
                 return Ok(true);
             }
-            let entry = codec::decode(bytes, &names)?;
+            // The base's DN is cloned, not parsed again; other matches'
+            // DNs reuse the parent of the last one's (siblings share it).
+            let entry = codec::decode_with(bytes, &names, |text| {
+                if text == base.original().as_bytes() {
+                    Ok(base.clone())
+                } else if text.is_empty() {
+                    Ok(Dn::root())
+                } else {
+                    Ok(parents.parse(text, schema)?)
+                }
+            })?;
             report.matched += 1;
             Ok(each(id, &entry))
         };

@@ -309,6 +309,65 @@ fn crud_and_result_codes() {
     }
 }
 
+/// A search reuses the parent of the last match's DN when it decodes the
+/// next (siblings share it): every match still carries its DN as it was
+/// written, parsed as a fresh parse would, whatever the spelling of its
+/// parent in it and in the match before.
+#[test]
+fn matches_keep_their_dns_as_written() {
+    for backend in backends() {
+        let f = open(backend, "dn-spelling", |_| {});
+        base_tree(&f);
+        let written = [
+            ("a", format!("uid=a,ou=People,{SUFFIX}")),
+            ("b", format!("UID=b,ou=People,{SUFFIX}")),
+            ("c", format!("uid=c,OU=people,{SUFFIX}")),
+            ("d", format!("uid=d,ou=Groups,{SUFFIX}")),
+            ("e", format!("uid=e,ou=People,{SUFFIX}")),
+            ("f", format!("cn=f+uid=f,ou=People,{SUFFIX}")),
+        ];
+        for (uid, text) in &written {
+            add(
+                &f,
+                text,
+                &[
+                    ("objectClass", &["inetOrgPerson"]),
+                    ("uid", &[uid]),
+                    ("cn", &[uid]),
+                    ("sn", &["X"]),
+                ],
+            )
+            .unwrap();
+        }
+        let ber = filter_str::parse("(sn=X)", 32).unwrap();
+        let filter = Filter::from_ber(&ber, Depth::new(32)).unwrap();
+        let mut seen = Vec::new();
+        for base in [SUFFIX.to_owned(), written[1].1.clone()] {
+            let scope = if base == SUFFIX {
+                Scope::Subtree
+            } else {
+                Scope::Base
+            };
+            let snap = f.store.snapshot().unwrap();
+            snap.search(&dn(&f, &base), scope, &filter, |_, e| {
+                let fresh = dn(&f, e.dn.original());
+                assert_eq!(e.dn.normalized(), fresh.normalized(), "{backend:?}");
+                assert_eq!(e.dn, fresh, "{backend:?}: {}", e.dn.original());
+                seen.push(e.dn.original().to_owned());
+                true
+            })
+            .unwrap();
+        }
+        // Each as its add wrote it (its parent spelled as there), and the
+        // base search's one match as well.
+        let mut expected: Vec<String> = written.iter().map(|(_, text)| text.clone()).collect();
+        expected.push(written[1].1.clone());
+        seen.sort();
+        expected.sort();
+        assert_eq!(seen, expected, "{backend:?}");
+    }
+}
+
 #[test]
 fn scopes() {
     for backend in backends() {

@@ -27,9 +27,10 @@ pub(super) struct Computed {
 impl Computed {
     pub(super) fn wanted(selection: &Selection, schema: &meridian_model::Schema) -> Self {
         let wanted = |name: &str| {
-            schema
-                .attribute_id(name)
-                .is_some_and(|id| selection.names(id, schema))
+            selection.names_any()
+                && schema
+                    .attribute_id(name)
+                    .is_some_and(|id| selection.names(id, schema))
         };
         Computed {
             entry_dn: wanted("entryDN"),
