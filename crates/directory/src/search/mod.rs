@@ -207,8 +207,10 @@ const CLOCK_EVERY: u64 = 64;
 
 impl Directory {
     /// Search below the root DSE, one step at a time: entries are
-    /// appended to `buf` as SearchResultEntry messages until it holds
-    /// `byte_budget` bytes, then [`Step::More`] says to call again with the
+    /// appended to `buf` as SearchResultEntry messages until this step has
+    /// added `byte_budget` bytes (what `buf` held before, say the answers
+    /// to earlier requests, does not count), then [`Step::More`] says to
+    /// call again with the
     /// same `cursor` (after the client has read some: large results stream
     /// without a read transaction held across network waits, and without
     /// buffering them whole). Entries come in entry-ID order.
@@ -243,6 +245,8 @@ impl Directory {
         cursor: &mut SearchCursor,
         byte_budget: usize,
     ) -> Result<Step, Outcome> {
+        // From here on the budget is where `buf` must stop growing.
+        let byte_budget = buf.len().saturating_add(byte_budget);
         let page = controls.page;
         let done_paged = |outcome: Outcome| {
             Ok(Step::Done(SearchDone {

@@ -78,7 +78,7 @@ impl Session {
                 identity: self.identity.clone(),
                 directory: Arc::clone(&ctx.directory),
                 outbound: Arc::clone(out),
-                cursor: SearchCursor::new(),
+                cursor: SearchCursor::with_base(base),
                 id: reply.id,
                 in_flight: self.running.start(reply.id, Kind::Search),
                 access_log: ctx.access_log,
@@ -90,13 +90,11 @@ impl Session {
             return Action::Spawned;
         }
         // The first step runs here; a result larger than one step's budget
-        // continues on a task that waits for the client to read. The
-        // budget is this search's: the batch may already hold the answers
-        // of the requests before it in this pass (the reader bounds the
-        // batch itself), and a small result must not be sent off to a
-        // task of its own because of them.
+        // continues on a task that waits for the client to read. The batch
+        // may already hold the answers of earlier requests of this pass:
+        // the step's budget does not count them (the reader bounds the
+        // batch itself).
         let mut cursor = SearchCursor::with_base(base);
-        let budget = reply.batch.bytes.len().saturating_add(SEARCH_STEP_BYTES);
         let step = ctx.directory.search_step(
             &self.identity,
             search,
@@ -104,7 +102,7 @@ impl Session {
             &mut reply.batch.bytes,
             controls,
             &mut cursor,
-            budget,
+            SEARCH_STEP_BYTES,
         );
         match step {
             Step::Done(done) => reply.search_done(search.base, &done),
