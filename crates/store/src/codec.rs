@@ -277,9 +277,17 @@ pub(crate) fn decode_as(
 ) -> Result<Entry, StoreError> {
     decode_with(bytes, names, |text| match known {
         Some(known) if known.original().as_bytes() == text => Ok(known.clone()),
-        _ if text.is_empty() => Ok(Dn::root()),
-        _ => Ok(Dn::parse(text, names.schema())?),
+        _ => parse_stored_dn(text, names.schema()),
     })
+}
+
+/// A record's stored DN text parsed (the empty text is the root's).
+pub(crate) fn parse_stored_dn(text: &[u8], schema: &Schema) -> Result<Dn, StoreError> {
+    if text.is_empty() {
+        Ok(Dn::root())
+    } else {
+        Ok(Dn::parse(text, schema)?)
+    }
 }
 
 /// Decodes an entry whose DN `make_dn` makes from the stored text (a

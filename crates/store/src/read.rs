@@ -458,17 +458,23 @@ impl<'s> Snapshot<'s> {
         // (unless the scope is everything); the ones from walking the
         // scope cannot.
         let check_scope = (matches!(plan, Plan::Ids(_)) || column.is_some()) && !covers_store;
-        let in_scope = |bytes: &[u8]| -> Result<bool, StoreError> {
-            if !check_scope {
-                return Ok(true);
-            }
-            record_in_scope(bytes, base, scope, schema)
-        };
         // Evaluate on the stored bytes; decode only what matches.
         let relevance = codec::Relevance::new(compiled.wanted_slots(), names.known().len());
+        // A candidate's DN is made once, for the scope check and the
+        // entry: the base's cloned, others reusing the parent of the last
+        // one (siblings share it).
+        let mut parents = meridian_model::dn::RecentParent::default();
+        let mut stored_dn = |text: &[u8]| -> Result<Dn, StoreError> {
+            if text == base.original().as_bytes() {
+                Ok(base.clone())
+            } else if text.is_empty() {
+                Ok(Dn::root())
+            } else {
+                Ok(parents.parse(text, schema)?)
+            }
+        };
         // Each entry passes `examine` once, read (`Some`) or ruled out
         // without reading it (`None`: by a scan column's row).
-        let mut parents = meridian_model::dn::RecentParent::default();
         let mut visit = |id: EntryId, bytes: Option<&[u8]>| -> Result<bool, StoreError> {
             if !examine(id) {
                 return Ok(false);
@@ -479,21 +485,20 @@ impl<'s> Snapshot<'s> {
             report.candidates += 1;
             codec::prefetch(bytes);
             codec::prefetch_following(bytes);
-            if !in_scope(bytes)?
-                || !compiled.matches(&codec::RawEntry::new(bytes, &names, &relevance), schema)
-            {
+            let mut dn = None;
+            if check_scope {
+                let candidate = stored_dn(codec::decode_dn(bytes)?)?;
+                if !dn_in_scope(&candidate, base, scope) {
+                    return Ok(true);
+                }
+                dn = Some(candidate);
+            }
+            if !compiled.matches(&codec::RawEntry::new(bytes, &names, &relevance), schema) {
                 return Ok(true);
             }
-            // The base's DN is cloned, not parsed again; other matches'
-            // DNs reuse the parent of the last one's (siblings share it).
-            let entry = codec::decode_with(bytes, &names, |text| {
-                if text == base.original().as_bytes() {
-                    Ok(base.clone())
-                } else if text.is_empty() {
-                    Ok(Dn::root())
-                } else {
-                    Ok(parents.parse(text, schema)?)
-                }
+            let entry = codec::decode_with(bytes, &names, |text| match dn {
+                Some(dn) => Ok(dn),
+                None => stored_dn(text),
             })?;
             report.matched += 1;
             Ok(each(id, &entry))
@@ -595,18 +600,18 @@ pub(crate) fn record_in_scope(
     scope: Scope,
     schema: &meridian_model::Schema,
 ) -> Result<bool, StoreError> {
-    let text = codec::decode_dn(bytes)?;
-    let dn = if text.is_empty() {
-        Dn::root()
-    } else {
-        Dn::parse(text, schema)?
-    };
-    Ok(match scope {
+    let dn = codec::parse_stored_dn(codec::decode_dn(bytes)?, schema)?;
+    Ok(dn_in_scope(&dn, base, scope))
+}
+
+/// Whether `dn` is in `scope` of `base`.
+fn dn_in_scope(dn: &Dn, base: &Dn, scope: Scope) -> bool {
+    match scope {
         Scope::Base => true,
         Scope::OneLevel => dn.is_child_of(base),
         Scope::Subtree => dn.is_within(base),
         Scope::Subordinate => dn.is_descendant_of(base),
-    })
+    }
 }
 
 /// A dense candidate list as a bitmap over its ID range, for one pass
