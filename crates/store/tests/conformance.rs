@@ -191,6 +191,37 @@ fn search(f: &Fixture, base: &str, scope: Scope, filter: &str) -> (BTreeSet<Stri
     (found, report.indexed)
 }
 
+/// How many entries `text` matches in `scope` of `base` in `snap` (each
+/// must be found once), and whether a scan column was read.
+fn count_matches(
+    snap: &meridian_store::Snapshot<'_>,
+    base: &Dn,
+    scope: Scope,
+    text: &str,
+) -> (usize, bool) {
+    let ber = filter_str::parse(text, 32).unwrap();
+    let filter = Filter::from_ber(&ber, Depth::new(32)).unwrap();
+    let mut found = BTreeSet::new();
+    let report = snap
+        .search(base, scope, &filter, |id, _| {
+            assert!(found.insert(id), "entry {id} found twice");
+            true
+        })
+        .unwrap();
+    (found.len(), report.columns)
+}
+
+/// Submits every command, then waits for each to commit.
+fn submit_all(f: &Fixture, commands: impl IntoIterator<Item = Command>) {
+    let pending: Vec<_> = commands
+        .into_iter()
+        .map(|c| f.store.submit_blocking(c).unwrap())
+        .collect();
+    for p in pending {
+        p.wait_blocking().unwrap();
+    }
+}
+
 /// LMDB synced per commit, LMDB with the journal, and the memory store.
 fn backends() -> [Flavour; 3] {
     [
@@ -1868,16 +1899,7 @@ fn a_snapshot_older_than_a_scan_column_does_not_use_it() {
         describe(&f, &format!("uid=u1,ou=People,{SUFFIX}"), "beta").unwrap();
         let people = dn(&f, &format!("ou=People,{SUFFIX}"));
         let count = |snap: &meridian_store::Snapshot<'_>, text: &str| {
-            let ber = filter_str::parse(text, 32).unwrap();
-            let filter = Filter::from_ber(&ber, Depth::new(32)).unwrap();
-            let mut n = 0;
-            let report = snap
-                .search(&people, Scope::Subtree, &filter, |_, _| {
-                    n += 1;
-                    true
-                })
-                .unwrap();
-            (n, report.columns)
+            count_matches(snap, &people, Scope::Subtree, text)
         };
         // The second search asks for the column, made from a newer
         // snapshot; the third reads it.
@@ -1951,25 +1973,14 @@ fn an_unselective_column_read_goes_on_without_the_column() {
             prechecked: false,
         })
         .collect();
-    let pending: Vec<_> = entries
-        .into_iter()
-        .map(|c| f.store.submit_blocking(c).unwrap())
-        .collect();
-    for p in pending {
-        p.wait_blocking().unwrap();
-    }
+    submit_all(&f, entries);
     let count = |text: &str| {
-        let ber = filter_str::parse(text, 32).unwrap();
-        let filter = Filter::from_ber(&ber, Depth::new(32)).unwrap();
-        let snap = f.store.snapshot().unwrap();
-        let mut found = BTreeSet::new();
-        let report = snap
-            .search(&dn(&f, SUFFIX), Scope::Subtree, &filter, |id, _| {
-                assert!(found.insert(id), "entry {id} found twice");
-                true
-            })
-            .unwrap();
-        (found.len(), report.columns)
+        count_matches(
+            &f.store.snapshot().unwrap(),
+            &dn(&f, SUFFIX),
+            Scope::Subtree,
+            text,
+        )
     };
     for _ in 0..2 {
         assert_eq!(count("(description=common)"), (5400, false));
@@ -1996,46 +2007,36 @@ fn a_small_scope_is_walked_rather_than_a_whole_column() {
         |_| {},
     );
     base_tree(&f);
-    let add_device = |parent: &str, i: usize| {
-        f.store
-            .submit_blocking(Command::Add {
-                entry: entry(
-                    &f.schema,
-                    &format!("cn=d{i},{parent}"),
-                    &[
-                        ("objectClass", &["device"]),
-                        ("cn", &[&format!("d{i}")]),
-                        (
-                            "description",
-                            &[if i.is_multiple_of(2) { "even" } else { "odd" }],
-                        ),
-                    ],
+    let add_device = |parent: &str, i: usize| Command::Add {
+        entry: entry(
+            &f.schema,
+            &format!("cn=d{i},{parent}"),
+            &[
+                ("objectClass", &["device"]),
+                ("cn", &[&format!("d{i}")]),
+                (
+                    "description",
+                    &[if i.is_multiple_of(2) { "even" } else { "odd" }],
                 ),
-                prechecked: false,
-            })
-            .unwrap()
+            ],
+        ),
+        prechecked: false,
     };
     let groups = format!("ou=Groups,{SUFFIX}");
     let people = format!("ou=People,{SUFFIX}");
-    let pending: Vec<_> = (0..2000)
-        .map(|i| add_device(&groups, i))
-        .chain((0..10).map(|i| add_device(&people, 5000 + i)))
-        .collect();
-    for p in pending {
-        p.wait_blocking().unwrap();
-    }
+    submit_all(
+        &f,
+        (0..2000)
+            .map(|i| add_device(&groups, i))
+            .chain((0..10).map(|i| add_device(&people, 5000 + i))),
+    );
     let search = |base: &str, scope: Scope| {
-        let ber = filter_str::parse("(description=even)", 32).unwrap();
-        let filter = Filter::from_ber(&ber, Depth::new(32)).unwrap();
-        let snap = f.store.snapshot().unwrap();
-        let mut n = 0;
-        let report = snap
-            .search(&dn(&f, base), scope, &filter, |_, _| {
-                n += 1;
-                true
-            })
-            .unwrap();
-        (n, report.columns)
+        count_matches(
+            &f.store.snapshot().unwrap(),
+            &dn(&f, base),
+            scope,
+            "(description=even)",
+        )
     };
     for _ in 0..2 {
         search(&groups, Scope::Subtree);
