@@ -211,6 +211,22 @@ fn count_matches(
     (found.len(), report.columns)
 }
 
+/// The add of device `cn` under `parent` with one description.
+fn add_device(f: &Fixture, parent: &str, cn: &str, description: &str) -> Command {
+    Command::Add {
+        entry: entry(
+            &f.schema,
+            &format!("cn={cn},{parent}"),
+            &[
+                ("objectClass", &["device"]),
+                ("cn", &[cn]),
+                ("description", &[description]),
+            ],
+        ),
+        prechecked: false,
+    }
+}
+
 /// Submits every command, then waits for each to commit.
 fn submit_all(f: &Fixture, commands: impl IntoIterator<Item = Command>) {
     let pending: Vec<_> = commands
@@ -1956,24 +1972,18 @@ fn an_unselective_column_read_goes_on_without_the_column() {
         |_| {},
     );
     base_tree(&f);
-    let entries: Vec<Command> = (0..6000)
-        .map(|i| Command::Add {
-            entry: entry(
-                &f.schema,
-                &format!("cn=c{i},ou=Groups,{SUFFIX}"),
-                &[
-                    ("objectClass", &["device"]),
-                    ("cn", &[&format!("c{i}")]),
-                    (
-                        "description",
-                        &[if i % 10 == 0 { "rare" } else { "common" }],
-                    ),
-                ],
-            ),
-            prechecked: false,
-        })
-        .collect();
-    submit_all(&f, entries);
+    let groups = format!("ou=Groups,{SUFFIX}");
+    submit_all(
+        &f,
+        (0..6000).map(|i| {
+            add_device(
+                &f,
+                &groups,
+                &format!("c{i}"),
+                if i % 10 == 0 { "rare" } else { "common" },
+            )
+        }),
+    );
     let count = |text: &str| {
         count_matches(
             &f.store.snapshot().unwrap(),
@@ -2007,20 +2017,9 @@ fn a_small_scope_is_walked_rather_than_a_whole_column() {
         |_| {},
     );
     base_tree(&f);
-    let add_device = |parent: &str, i: usize| Command::Add {
-        entry: entry(
-            &f.schema,
-            &format!("cn=d{i},{parent}"),
-            &[
-                ("objectClass", &["device"]),
-                ("cn", &[&format!("d{i}")]),
-                (
-                    "description",
-                    &[if i.is_multiple_of(2) { "even" } else { "odd" }],
-                ),
-            ],
-        ),
-        prechecked: false,
+    let add_device = |parent: &str, i: usize| {
+        let description = if i.is_multiple_of(2) { "even" } else { "odd" };
+        add_device(&f, parent, &format!("d{i}"), description)
     };
     let groups = format!("ou=Groups,{SUFFIX}");
     let people = format!("ou=People,{SUFFIX}");
