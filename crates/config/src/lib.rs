@@ -133,6 +133,9 @@ pub enum IndexKind {
     Ord,
 }
 
+/// The most DNs `storage.dn_cache_entries` may ask for: 2 GiB of tables.
+pub const MAX_DN_CACHE_ENTRIES: usize = 1 << 25;
+
 /// `[storage]`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -154,9 +157,11 @@ pub struct StorageConfig {
     /// Commands waiting for the writer before submitters wait too.
     pub queue_depth: usize,
     /// DNs whose entry IDs the writer remembers for modifies, and as
-    /// many that readers remember for reads by DN and base searches (each
-    /// about 20 bytes); 0 remembers none. A remembered ID saves a
-    /// `dn2id` search and is checked against the record it names.
+    /// many that readers remember for reads by DN and base searches (at
+    /// most [`MAX_DN_CACHE_ENTRIES`]; each table takes 32 bytes a DN,
+    /// reserved at start and paid for as it fills); 0 remembers none. A
+    /// remembered ID saves a `dn2id` search and is checked against the
+    /// record it names.
     pub dn_cache_entries: usize,
     /// Memory for scan columns: copies of the values of attribute types
     /// that searches keep filtering on without an index, so that such a
@@ -189,7 +194,7 @@ impl Default for StorageConfig {
             // where seed 000's bundles sit.
             max_batch: 1000,
             queue_depth: 65_536,
-            // Up to about 32 MB: every DN of seed 000's million entries.
+            // Up to 64 MB: every DN of seed 000's million entries.
             dn_cache_entries: 1_000_000,
             // Two or three columns of a million short values each.
             scan_columns_bytes: 256 << 20,
@@ -870,6 +875,16 @@ impl Config {
         if st.queue_depth == 0 {
             return invalid("storage.queue_depth", "must be at least 1".into());
         }
+        if st.dn_cache_entries > MAX_DN_CACHE_ENTRIES {
+            return invalid(
+                "storage.dn_cache_entries",
+                format!(
+                    "{} is above {MAX_DN_CACHE_ENTRIES} (each takes 64 bytes: 32 for the \
+                     writer's table, 32 for the readers')",
+                    st.dn_cache_entries
+                ),
+            );
+        }
         for (attr, kinds) in &st.indexes {
             if kinds.is_empty() {
                 return invalid(
@@ -952,6 +967,10 @@ mod tests {
             (
                 "[directory]\nbind_cache_entries = 2000000",
                 "directory.bind_cache_entries",
+            ),
+            (
+                "[storage]\ndn_cache_entries = 40000000",
+                "storage.dn_cache_entries",
             ),
         ] {
             let err = Config::from_toml(text, Path::new("x.toml")).unwrap_err();
