@@ -558,6 +558,29 @@ impl Store {
         Ok(())
     }
 
+    /// Ends a bulk load: syncs, then drops the database file's pages from
+    /// the kernel's page cache. A load writes long runs of pages at once,
+    /// and the kernel caches such writes in large folios (up to 256 KiB
+    /// each here); a durable commit later rewrites single 4 KiB pages, and
+    /// each `pwrite` into a large folio walks all of the folio's blocks
+    /// (`ext4_block_write_begin` was 15 % of the writer's samples under
+    /// synchronous modifies, and the same load without those folios took
+    /// about a fifth more modifies a second: `docs/BENCHMARKS.md`). The
+    /// server reads the pages back as it needs them, in the kernel's
+    /// readahead-sized folios. Only the sync can fail: the pages are
+    /// dropped as advice, and a file system that ignores it costs speed,
+    /// not data.
+    pub fn finish_bulk_load(&self) -> Result<(), StoreError> {
+        self.sync()?;
+        let data = self.inner.env.path().join("data.mdb");
+        let dropped =
+            std::fs::File::open(&data).and_then(|file| map_file::drop_cached_pages(&file));
+        if let Err(e) = dropped {
+            tracing::warn!(path = %data.display(), error = %e, "could not drop the loaded database's cached pages");
+        }
+        Ok(())
+    }
+
     /// Executes a command; resolves once it is committed (durably, unless
     /// relaxed).
     pub async fn execute(&self, command: Command) -> Result<Effect, StoreError> {

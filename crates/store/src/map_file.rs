@@ -147,3 +147,18 @@ pub(crate) fn fallocate(file: &File, mode: libc::c_int, from: u64, to: u64) -> s
         }
     }
 }
+
+/// Asks the kernel to drop the cached pages of `file` that are clean
+/// (`posix_fadvise(POSIX_FADV_DONTNEED)`); dirty ones stay. Advice: the
+/// file's contents are not touched.
+pub(crate) fn drop_cached_pages(file: &File) -> std::io::Result<()> {
+    // SAFETY: posix_fadvise reads no memory of ours; the descriptor is
+    // open for as long as `file` lives.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    // It returns the error number rather than setting errno.
+    match rc {
+        0 => Ok(()),
+        errno => Err(std::io::Error::from_raw_os_error(errno)),
+    }
+}

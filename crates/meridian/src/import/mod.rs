@@ -177,7 +177,7 @@ pub(crate) fn run(args: ImportArgs) -> anyhow::Result<()> {
     // be served. Only a load that did not end (killed, crashed) stays
     // marked incomplete.
     store.execute_blocking(Command::SetLoadState(None))?;
-    store.sync()?;
+    store.finish_bulk_load()?;
     store.close();
     if refused > 0 {
         let stopped = if args.continue_on_error {
