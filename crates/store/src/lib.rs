@@ -14,6 +14,7 @@ mod check;
 pub mod codec;
 mod columns;
 mod command;
+mod copy;
 pub mod digest;
 mod dn_ids;
 mod error;

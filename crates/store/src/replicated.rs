@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
 
 use heed::types::Bytes;
-use heed::{CompactionOption, Database, Env, EnvFlags, EnvOpenOptions, PutFlags, WithoutTls};
+use heed::{Database, Env, EnvFlags, EnvOpenOptions, PutFlags, WithoutTls};
 use meridian_model::Schema;
 use tokio::sync::{mpsc, oneshot};
 
@@ -149,16 +149,9 @@ impl Store {
     /// synced), from one read transaction: a consistent copy, made beside
     /// a running server too (`meridian backup`). The copy is a
     /// `data.mdb` a store opens as it is.
+    /// How it spares the server: `copy.rs`.
     pub fn copy_to(&self, path: &Path) -> Result<(), StoreError> {
-        // The copy is a read transaction: the map must not move under it.
-        let _no_resize = self.inner.hold_map();
-        let mut copy = crate::private::create_file(path)
-            .map_err(|e| StoreError::io("create", path.display(), &e))?;
-        self.inner
-            .env
-            .copy_to_file(&mut copy, CompactionOption::Enabled)?;
-        copy.sync_all()
-            .map_err(|e| StoreError::io("sync", path.display(), &e))
+        crate::copy::copy_database(&self.inner, path)
     }
 
     /// Copies the database, compacted, to a new file at `path` (0600,

@@ -55,7 +55,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use heed::CompactionOption;
 use meridian_model::Schema;
 
 use crate::{Command, Inner, StoreError};
@@ -353,19 +352,8 @@ fn open_segment(dir: &Path, after: u64) -> Result<(File, PathBuf), StoreError> {
 /// bases and segments it makes unnecessary.
 fn checkpoint(inner: &Inner, dir: &Path, at: u64) -> Result<(), StoreError> {
     let staged = dir.join("base.tmp");
-    {
-        // The copy is a read transaction: the map must not move under it.
-        let _no_resize = inner.hold_map();
-        // Created 0600 before LMDB writes entries into it (heed's
-        // `copy_to_path` would leave it to the umask).
-        let mut copy =
-            crate::private::create_file(&staged).map_err(|e| io_error("create", &staged, &e))?;
-        if let Err(e) = inner.env.copy_to_file(&mut copy, CompactionOption::Enabled) {
-            let _ = fs::remove_file(&staged);
-            return Err(e.into());
-        }
-        copy.sync_all().map_err(|e| io_error("sync", &staged, &e))?;
-    }
+    // Made 0600, synced, and without stalling the writer (`copy.rs`).
+    crate::copy::copy_database(inner, &staged)?;
     let base = dir.join(base_name(at));
     fs::rename(&staged, &base).map_err(|e| io_error("rename", &base, &e))?;
     sync_dir(dir)?;
