@@ -84,17 +84,12 @@ fn sync_file_range(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
     let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
         | libc::SYNC_FILE_RANGE_WRITE
         | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-    loop {
+    crate::map_file::retry_interrupted(|| {
         // SAFETY: sync_file_range reads no memory of ours; the descriptor
         // is open for as long as `file` lives.
         #[allow(unsafe_code)]
-        let rc = unsafe { libc::sync_file_range(file.as_raw_fd(), offset, len, flags) };
-        if rc == 0 {
-            return Ok(());
+        unsafe {
+            libc::sync_file_range(file.as_raw_fd(), offset, len, flags)
         }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
+    })
 }

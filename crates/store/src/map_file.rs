@@ -133,12 +133,21 @@ pub(crate) fn fallocate(file: &File, mode: libc::c_int, from: u64, to: u64) -> s
     ) else {
         return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
     };
-    loop {
+    retry_interrupted(|| {
         // SAFETY: fallocate reads no memory of ours; the descriptor is
         // open for writing for as long as `file` lives.
         #[allow(unsafe_code)]
-        let rc = unsafe { libc::fallocate(file.as_raw_fd(), mode, offset, len) };
-        if rc == 0 {
+        unsafe {
+            libc::fallocate(file.as_raw_fd(), mode, offset, len)
+        }
+    })
+}
+
+/// Makes a system call that returns 0, or -1 and sets `errno`, again for
+/// as long as a signal interrupts it.
+pub(crate) fn retry_interrupted(mut call: impl FnMut() -> libc::c_int) -> std::io::Result<()> {
+    loop {
+        if call() == 0 {
             return Ok(());
         }
         let e = std::io::Error::last_os_error();
