@@ -2,8 +2,9 @@
 //! snapshots, journal bases and `meridian backup`.
 //!
 //! A copy is one read transaction of LMDB's (`mdb_env_copy2` with
-//! compaction), then a sync. Made the plain way, it was the worst stall
-//! of a replicated cluster under a steady 15,000 modifies/s: each node
+//! compaction), then a sync. Made the plain way, it was one of the two
+//! stalls of a replicated cluster under a steady 15,000 modifies/s (the
+//! other is the kernel's writeback of the state machines): each node
 //! copied its 190 MB database at the same log position, the machine was
 //! busy for most of a second, and the copies' sync put 570 MB in the disk
 //! queue in front of the raft logs' appends (`docs/BENCHMARKS.md`). So a

@@ -565,8 +565,9 @@ impl Store {
     /// each here); a durable commit later rewrites single 4 KiB pages, and
     /// each `pwrite` into a large folio walks all of the folio's blocks
     /// (`ext4_block_write_begin` was 15 % of the writer's samples under
-    /// synchronous modifies, and the same load without those folios took
-    /// about a fifth more modifies a second: `docs/BENCHMARKS.md`). The
+    /// synchronous modifies, and the same data without those folios in
+    /// the cache took about a fifth more modifies a second:
+    /// `docs/BENCHMARKS.md`). The
     /// server reads the pages back as it needs them, in the kernel's
     /// readahead-sized folios. Only the sync can fail: the pages are
     /// dropped as advice, and a file system that ignores it costs speed,
