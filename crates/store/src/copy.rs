@@ -61,15 +61,29 @@ fn copy_pages(inner: &Inner, path: &Path) -> Result<File, StoreError> {
 }
 
 /// Writes `file`'s dirty pages back one slice at a time, waiting for each.
+/// A file system without `sync_file_range` leaves it all to the `fsync`
+/// after. Any other error is the copy's: a write-back error reported
+/// here is not reported again by that `fsync`.
 fn write_back_in_slices(file: &File) -> std::io::Result<()> {
     let len = file.metadata()?.len();
     let mut offset = 0;
     while offset < len {
         let slice = SLICE_BYTES.min(len - offset);
-        sync_file_range(file, offset, slice)?;
-        offset += slice;
+        match sync_file_range(file, offset, slice) {
+            Ok(()) => offset += slice,
+            Err(e) if unsupported(&e) => return Ok(()),
+            Err(e) => return Err(e),
+        }
     }
     Ok(())
+}
+
+/// Whether `e` says the file system has no `sync_file_range`.
+fn unsupported(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::ESPIPE | libc::EOPNOTSUPP | libc::ENOSYS)
+    )
 }
 
 /// `sync_file_range(2)` with WAIT_BEFORE | WRITE | WAIT_AFTER: the range
