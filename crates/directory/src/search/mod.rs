@@ -282,13 +282,10 @@ impl Directory {
             let home = self.store_for(&base).snapshot().map_err(Outcome::from)?;
             base = self.find_through_aliases(&home, base)?;
         }
-        // A snapshot only where a referral object may exist (a read
-        // transaction per search was a tenth of a base search's time).
-        if !controls.manage_dsa_it && self.presence.may_hold(Special::Referral) {
-            let home = self.store_for(&base).snapshot().map_err(Outcome::from)?;
-            if let Some(referral) = self.referral_at(&home, &base, Some(req.scope))? {
-                return done_paged(referral);
-            }
+        if !controls.manage_dsa_it
+            && let Some(referral) = self.referral_of(&base, Some(req.scope))?
+        {
+            return done_paged(referral);
         }
         // The naming contexts searched, each with the base and scope it
         // is searched with: the base's, and those glued below the base
