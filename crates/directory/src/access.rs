@@ -20,9 +20,8 @@
 
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
-use meridian_model::entry::Description;
+use meridian_model::filter::CompiledFilter;
 use meridian_model::schema::AttrId;
-use meridian_proto::Filter;
 
 use crate::Identity;
 
@@ -330,39 +329,17 @@ pub struct FilterAttrs {
 }
 
 impl FilterAttrs {
-    /// Collects the types of `filter`; names not in the schema are left
-    /// out (they evaluate to Undefined and so never reveal anything).
-    pub fn of(filter: &Filter<'_>, schema: &Schema) -> FilterAttrs {
+    /// The types `filter`'s items test; items on names not in the
+    /// schema are left out (they evaluate to Undefined and so never
+    /// reveal anything).
+    pub fn of(filter: &CompiledFilter) -> FilterAttrs {
         let mut out = FilterAttrs::default();
-        out.collect(filter, schema);
+        filter.visit_tested(&mut |tested| match tested {
+            Some(attr) if !out.attrs.contains(&attr) => out.attrs.push(attr),
+            Some(_) => {}
+            None => out.every = true,
+        });
         out
-    }
-
-    fn collect(&mut self, filter: &Filter<'_>, schema: &Schema) {
-        let mut name = |attr: &[u8]| {
-            if let Ok(desc) = Description::parse_selector(attr, schema)
-                && !self.attrs.contains(&desc.attr)
-            {
-                self.attrs.push(desc.attr);
-            }
-        };
-        match filter {
-            Filter::And(children) | Filter::Or(children) | Filter::Not(children) => {
-                for child in children.iter() {
-                    self.collect(&child, schema);
-                }
-            }
-            Filter::Equality(ava)
-            | Filter::GreaterOrEqual(ava)
-            | Filter::LessOrEqual(ava)
-            | Filter::Approx(ava) => name(ava.attr),
-            Filter::Substrings(s) => name(s.attr),
-            Filter::Present(attr) => name(attr),
-            Filter::Extensible(m) => match m.attr {
-                Some(attr) if !m.dn_attributes => name(attr),
-                _ => self.every = true,
-            },
-        }
     }
 }
 

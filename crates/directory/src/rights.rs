@@ -2,6 +2,7 @@
 //! checks that refuse (`require`) or hide (`disclose`, `may_see`).
 
 use super::*;
+use meridian_model::filter::CompiledFilter;
 
 /// What one request's access checks share: the caller's group
 /// memberships, looked up once (the group's normalised DN and whether the
@@ -253,8 +254,7 @@ impl Directory {
         &self,
         who: &Identity,
         entry: &Entry,
-        filter: &FilterAttrs,
-        seen: &SeenFilter<'_, '_>,
+        seen: &SeenFilter<'_>,
         groups: &Memberships,
     ) -> bool {
         let dn = &entry.dn;
@@ -263,34 +263,36 @@ impl Directory {
         }
         let searchable =
             |attr: AttrId| self.access_level(who, dn, Some(attr), groups) >= Level::Search;
-        let all_searchable = filter.attrs.iter().all(|a| searchable(*a))
-            && (!filter.every || entry.attributes.iter().all(|a| searchable(a.desc.attr)));
+        let tested = seen.tested();
+        let all_searchable = tested.attrs.iter().all(|a| searchable(*a))
+            && (!tested.every || entry.attributes.iter().all(|a| searchable(a.desc.attr)));
         all_searchable
             || seen
-                .compiled(&self.schema)
+                .compiled
                 .evaluate_visible(entry, &self.schema, &searchable)
                 == meridian_model::filter::Ternary::True
     }
 }
 
-/// A search's filter, compiled once for [`Directory::may_see`] when an
-/// entry first needs it.
-pub(crate) struct SeenFilter<'f, 'a> {
-    filter: &'f meridian_proto::Filter<'a>,
-    compiled: std::cell::OnceCell<meridian_model::filter::CompiledFilter>,
+/// A search's filter as [`Directory::may_see`] reads it: compiled once
+/// per search step (the store matches with the same), and the types it
+/// tests gathered when an entry is first checked, so a search that
+/// checks none (the administrator's) never gathers them.
+pub(crate) struct SeenFilter<'f> {
+    compiled: &'f CompiledFilter,
+    tested: std::cell::OnceCell<FilterAttrs>,
 }
 
-impl<'f, 'a> SeenFilter<'f, 'a> {
-    pub(crate) fn new(filter: &'f meridian_proto::Filter<'a>) -> Self {
+impl<'f> SeenFilter<'f> {
+    pub(crate) fn new(compiled: &'f CompiledFilter) -> Self {
         SeenFilter {
-            filter,
-            compiled: std::cell::OnceCell::new(),
+            compiled,
+            tested: std::cell::OnceCell::new(),
         }
     }
 
-    fn compiled(&self, schema: &meridian_model::Schema) -> &meridian_model::filter::CompiledFilter {
-        self.compiled
-            .get_or_init(|| meridian_model::filter::CompiledFilter::compile(self.filter, schema))
+    fn tested(&self) -> &FilterAttrs {
+        self.tested.get_or_init(|| FilterAttrs::of(self.compiled))
     }
 }
 
@@ -346,7 +348,8 @@ impl Directory {
         }
         let searchable =
             |attr: AttrId| self.access_level(who, dn, Some(attr), groups) >= Level::Search;
-        let attrs = FilterAttrs::of(filter, &self.schema);
+        let compiled = CompiledFilter::compile(filter, &self.schema);
+        let attrs = FilterAttrs::of(&compiled);
         if !attrs.every && attrs.attrs.iter().all(|a| searchable(*a)) {
             return Ok(());
         }
@@ -358,7 +361,6 @@ impl Directory {
             }
             .into());
         };
-        let compiled = meridian_model::filter::CompiledFilter::compile(filter, &self.schema);
         if compiled.evaluate_visible(&entry, &self.schema, &searchable)
             == meridian_model::filter::Ternary::True
         {

@@ -150,6 +150,39 @@ impl CompiledFilter {
     pub fn matches<T: Target + ?Sized>(&self, entry: &T, schema: &Schema) -> bool {
         self.evaluate(entry, schema) == Ternary::True
     }
+
+    /// Calls `each` with the type each item asserts on, and with `None`
+    /// for an item that may test any attribute of an entry (an
+    /// extensible match without a type, or with dnAttributes): the types
+    /// access control looks at before [`CompiledFilter::evaluate_visible`].
+    /// Items that are always Undefined or FALSE (an unknown type, a rule
+    /// the type lacks) test nothing and are not reported.
+    pub fn visit_tested(&self, each: &mut impl FnMut(Option<AttrId>)) {
+        visit_tested(&self.root, each);
+    }
+}
+
+fn visit_tested(node: &Node, each: &mut impl FnMut(Option<AttrId>)) {
+    match node {
+        Node::And(children) | Node::Or(children) => {
+            for child in children {
+                visit_tested(child, each);
+            }
+        }
+        Node::Not(child) => visit_tested(child, each),
+        Node::Compare { desc, .. }
+        | Node::Substrings { desc, .. }
+        | Node::Approx { desc, .. }
+        | Node::Present(desc)
+        | Node::ObjectClass(_, desc) => each(Some(desc.desc.attr)),
+        Node::Extensible {
+            desc: Some(d),
+            dn_attributes: false,
+            ..
+        } => each(Some(d.attr)),
+        Node::Extensible { .. } => each(None),
+        Node::Undefined | Node::False => {}
+    }
 }
 
 /// Compiles one filter; `slots` numbers the attribute items.
@@ -703,6 +736,44 @@ mod tests {
         let ber = filter_str::parse(filter, 32).unwrap();
         let f = Filter::from_ber(&ber, Depth::new(32)).unwrap();
         CompiledFilter::compile(&f, &schema).evaluate(&person(&schema), &schema)
+    }
+
+    /// What `visit_tested` reports for `filter`: type names in order
+    /// (`*` for an item over every attribute).
+    fn tested(filter: &str) -> Vec<String> {
+        let schema = Schema::builtin().unwrap();
+        let ber = filter_str::parse(filter, 32).unwrap();
+        let f = Filter::from_ber(&ber, Depth::new(32)).unwrap();
+        let mut out = Vec::new();
+        CompiledFilter::compile(&f, &schema).visit_tested(&mut |attr| {
+            out.push(match attr {
+                Some(id) => schema.attr(id).unwrap().name().to_owned(),
+                None => "*".to_owned(),
+            });
+        });
+        out
+    }
+
+    #[test]
+    fn tested_types_are_the_items_that_can_match() {
+        assert_eq!(
+            tested("(&(objectClass=person)(|(cn=a*)(!(mail~=b)))(uidNumber>=5)(sn=*))"),
+            ["objectClass", "cn", "mail", "uidNumber", "sn"]
+        );
+        // Subtypes and options report the type asserted on.
+        assert_eq!(tested("(cn;lang-de=x)"), ["cn"]);
+        // Items on unknown types, with a rule the type lacks (uid has no
+        // ordering) or a value the rule refuses are Undefined (or FALSE)
+        // whatever the entry holds: they test nothing.
+        assert!(
+            tested("(|(noSuchType=x)(noSuchType=*)(uid>=c)(uidNumber=x)(objectClass=noSuchClass))")
+                .is_empty()
+        );
+        // An extensible match names its type, unless it has none or also
+        // matches the DN's values: then every attribute may be tested.
+        assert_eq!(tested("(cn:caseExactMatch:=x)"), ["cn"]);
+        assert_eq!(tested("(:caseIgnoreMatch:=x)"), ["*"]);
+        assert_eq!(tested("(cn:dn:=x)"), ["*"]);
     }
 
     #[test]

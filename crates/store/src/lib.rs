@@ -47,7 +47,7 @@ pub use command::{Command, Effect, Operational, OperationalAttribute};
 pub use error::StoreError;
 pub use keys::EntryId;
 pub use lock::WriterLock;
-pub use read::{RawItem, SearchReport, Snapshot};
+pub use read::{RawItem, SearchFilter, SearchReport, Snapshot};
 
 /// The databases of one environment.
 #[derive(Debug, Clone, Copy)]

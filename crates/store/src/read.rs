@@ -34,6 +34,18 @@ pub struct Snapshot<'s> {
 #[doc(hidden)]
 pub type RawItem = (&'static str, Vec<u8>, Vec<u8>);
 
+/// A search's filter as written, and compiled against the store's schema
+/// ([`CompiledFilter::compile`] of `written`): the plan reads the first,
+/// matching evaluates the second. A caller that also evaluates the filter
+/// itself (access control) compiles it once for both.
+#[derive(Debug, Clone, Copy)]
+pub struct SearchFilter<'f, 'a> {
+    /// The filter as the request holds it.
+    pub written: &'f Filter<'a>,
+    /// `written`, compiled.
+    pub compiled: &'f CompiledFilter,
+}
+
 /// How a search was served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SearchReport {
@@ -380,6 +392,11 @@ impl<'s> Snapshot<'s> {
         after: Option<EntryId>,
         each: impl FnMut(EntryId, &Entry) -> bool,
     ) -> Result<SearchReport, StoreError> {
+        let compiled = CompiledFilter::compile(filter, &self.inner.schema);
+        let filter = SearchFilter {
+            written: filter,
+            compiled: &compiled,
+        };
         self.search_examining(base, scope, filter, after, &mut |_| true, each)
     }
 
@@ -393,7 +410,7 @@ impl<'s> Snapshot<'s> {
         &self,
         base: &Dn,
         scope: Scope,
-        filter: &Filter<'_>,
+        filter: SearchFilter<'_, '_>,
         after: Option<EntryId>,
         examine: &mut dyn FnMut(EntryId) -> bool,
         mut each: impl FnMut(EntryId, &Entry) -> bool,
@@ -427,7 +444,7 @@ impl<'s> Snapshot<'s> {
         let plan = if scope == Scope::Base {
             Plan::All
         } else {
-            planner.plan(filter)?
+            planner.plan(filter.written)?
         };
         // A subtree search of the root, or of the only naming context,
         // covers every entry in the store.
@@ -435,10 +452,11 @@ impl<'s> Snapshot<'s> {
             && (base.is_root()
                 || (self.inner.suffixes.len() == 1
                     && self.inner.suffixes.iter().all(|s| s.same_entry(base))));
-        let column = self.column_to_read(filter, &plan, after, base, scope, covers_store)?;
+        let column =
+            self.column_to_read(filter.written, &plan, after, base, scope, covers_store)?;
         // A scan column may stand in for walking the scope or reading a
         // long index list (`columns.rs`).
-        let compiled = CompiledFilter::compile(filter, schema);
+        let compiled = filter.compiled;
         let mut report = SearchReport {
             indexed: matches!(plan, Plan::Ids(_)) && column.is_none(),
             columns: column.is_some(),

@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use meridian_model::dn::Dn;
 use meridian_model::entry::Entry;
+use meridian_model::filter::CompiledFilter;
 use meridian_model::selection::Selection;
 use meridian_proto::{DerefAliases, Filter, ResultCode, Scope, SearchRequest, Seq};
-use meridian_store::EntryId;
+use meridian_store::{EntryId, SearchFilter};
 
-use crate::access::{FilterAttrs, Level};
+use crate::access::Level;
 use crate::encode::{Projection, encode_entry};
 use crate::presence::Special;
 use crate::referral::{encode_reference, is_referral};
@@ -297,10 +298,10 @@ impl Directory {
             // As in slapd, the base itself needs search access.
             self.require_visible(who, &base, None, Level::Search, groups)?;
         }
-        let filter_attrs = FilterAttrs::of(&req.filter, &self.schema);
-        // Compiled again only if an entry hides a type the filter tests
-        // (`may_see`).
-        let visible_filter = SeenFilter::new(&req.filter);
+        // Compiled once for this step: the store matches with it, and
+        // access control reads it (`may_see`).
+        let compiled = CompiledFilter::compile(&req.filter, &self.schema);
+        let visible_filter = SeenFilter::new(&compiled);
         // The client's limits, capped by the server's for everyone but the
         // administrator; 0 from the client means "no client limit".
         let client_size = usize::try_from(req.size_limit).unwrap_or(usize::MAX);
@@ -410,7 +411,6 @@ impl Directory {
                 values: values_filter.as_ref(),
             },
             computed: Computed::wanted(&selection, &self.schema),
-            filter_attrs: &filter_attrs,
             visible_filter: &visible_filter,
         };
         let limits = SendLimits {
@@ -441,15 +441,22 @@ impl Directory {
             && sorted_resume.is_none()
             && self.presence.may_hold(Special::Referral);
         let either: [Filter<'_>; 2];
-        let filter = if references {
+        let with_referrals: CompiledFilter;
+        let (filter, compiled_filter) = if references {
             let referral = Filter::Equality(meridian_proto::Ava {
                 attr: b"objectClass",
                 value: b"referral",
             });
             either = [referral, req.filter];
-            Filter::Or(Seq::from_items(&either))
+            let filter = Filter::Or(Seq::from_items(&either));
+            with_referrals = CompiledFilter::compile(&filter, &self.schema);
+            (filter, &with_referrals)
         } else {
-            req.filter
+            (req.filter, &compiled)
+        };
+        let store_filter = SearchFilter {
+            written: &filter,
+            compiled: compiled_filter,
         };
         let mut sent = cursor.sent;
         let mut stopped: Option<Outcome> = None;
@@ -570,14 +577,21 @@ impl Directory {
                     snapshot.search_examining(
                         context_base,
                         scope,
-                        &filter,
+                        store_filter,
                         Some(after),
                         &mut examine,
                         &mut emit,
                     )?;
                 }
                 Some(roots) => {
-                    self.search_merged(&snapshot, roots, &filter, after, &mut examine, &mut emit)?;
+                    self.search_merged(
+                        &snapshot,
+                        roots,
+                        store_filter,
+                        after,
+                        &mut examine,
+                        &mut emit,
+                    )?;
                 }
             }
             if let Some(refusal) = sort_stop.take() {
@@ -726,7 +740,7 @@ impl Directory {
         &self,
         snapshot: &meridian_store::Snapshot<'_>,
         roots: &crate::alias::Roots,
-        filter: &Filter<'_>,
+        filter: SearchFilter<'_, '_>,
         after: EntryId,
         examine: &mut dyn FnMut(EntryId) -> bool,
         emit: &mut dyn FnMut(EntryId, &Entry) -> bool,

@@ -11,8 +11,7 @@ pub(super) struct Output<'s> {
     pub(super) message_id: i32,
     pub(super) projection: Projection<'s>,
     pub(super) computed: Computed,
-    pub(super) filter_attrs: &'s FilterAttrs,
-    pub(super) visible_filter: &'s SeenFilter<'s, 's>,
+    pub(super) visible_filter: &'s SeenFilter<'s>,
 }
 
 /// The computed operational attributes a search asked for.
@@ -44,14 +43,7 @@ impl Computed {
 impl Directory {
     /// Whether `entry` may be sent to the caller at all (see `may_see`).
     pub(super) fn may_output(&self, output: &Output<'_>, entry: &Entry) -> bool {
-        output.admin
-            || self.may_see(
-                output.who,
-                entry,
-                output.filter_attrs,
-                output.visible_filter,
-                output.groups,
-            )
+        output.admin || self.may_see(output.who, entry, output.visible_filter, output.groups)
     }
 
     /// Appends `entry` as a SearchResultEntry: the attributes the caller
