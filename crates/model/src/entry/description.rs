@@ -4,13 +4,30 @@
 use super::*;
 
 /// An attribute description: a type and its options (RFC 4512 2.5).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Description {
     /// The attribute type.
     pub attr: AttrId,
     /// Options, lower-cased and sorted (`binary`, `lang-de`); in a
     /// filter or an attribute list, also language ranges (`lang-en-`).
     pub options: Vec<String>,
+}
+
+impl Clone for Description {
+    /// Decoding a record clones a description per attribute, and almost
+    /// none has options: an empty list is made without the generic
+    /// clone's call (about 300 of a base search's 26,000 instructions,
+    /// callgrind).
+    fn clone(&self) -> Description {
+        Description {
+            attr: self.attr,
+            options: if self.options.is_empty() {
+                Vec::new()
+            } else {
+                self.options.clone()
+            },
+        }
+    }
 }
 
 /// Whether an attribute's option `have` is what a filter or attribute
