@@ -6,6 +6,7 @@ use meridian_model::entry::Entry;
 use meridian_model::filter::ValuesFilter;
 use meridian_model::selection::Selection;
 use meridian_proto::message::tags;
+use meridian_store::FoundRecord;
 
 /// What of an entry a search returns.
 #[derive(Debug, Clone, Copy)]
@@ -58,16 +59,7 @@ pub fn encode_entry_op(
     w.octets(Tag::OCTET_STRING, entry.dn.original().as_bytes());
     let attrs = w.start(Tag::SEQUENCE);
     let put = |w: &mut Writer<'_>, name: &[u8], values: &mut dyn Iterator<Item = &[u8]>| {
-        let m = w.start(Tag::SEQUENCE);
-        w.octets(Tag::OCTET_STRING, name);
-        let set = w.start(Tag::SET);
-        if !types_only {
-            for value in values {
-                w.octets(Tag::OCTET_STRING, value);
-            }
-        }
-        w.end(set);
-        w.end(m);
+        put_attribute(w, name, values, types_only);
     };
     for attribute in entry
         .attributes
@@ -88,4 +80,52 @@ pub fn encode_entry_op(
     }
     w.end(attrs);
     w.end(op);
+}
+
+/// Appends a SearchResultEntry for a record read in place: what
+/// [`encode_entry`] gives for the entry decoded from it, with every
+/// attribute visible and nothing computed or filtered by value (the
+/// caller's search needs neither).
+pub fn encode_record(
+    buf: &mut Vec<u8>,
+    message_id: i32,
+    record: &FoundRecord<'_>,
+    selection: &Selection,
+    types_only: bool,
+    schema: &Schema,
+) {
+    let mut w = Writer::new(buf);
+    let msg = w.start(Tag::SEQUENCE);
+    w.integer(Tag::INTEGER, i64::from(message_id));
+    let op = w.start(tags::SEARCH_RESULT_ENTRY);
+    w.octets(Tag::OCTET_STRING, record.dn());
+    let attrs = w.start(Tag::SEQUENCE);
+    record.for_each_attribute(|attribute| {
+        if selection.wants_description(attribute.desc, schema) {
+            let name = attribute.name.text(attribute.desc.attr, schema);
+            put_attribute(&mut w, name.as_bytes(), attribute.values, types_only);
+        }
+    });
+    w.end(attrs);
+    w.end(op);
+    w.end(msg);
+}
+
+/// Appends one PartialAttribute (its values left out for `types_only`).
+fn put_attribute<'v>(
+    w: &mut Writer<'_>,
+    name: &[u8],
+    values: impl Iterator<Item = &'v [u8]>,
+    types_only: bool,
+) {
+    let m = w.start(Tag::SEQUENCE);
+    w.octets(Tag::OCTET_STRING, name);
+    let set = w.start(Tag::SET);
+    if !types_only {
+        for value in values {
+            w.octets(Tag::OCTET_STRING, value);
+        }
+    }
+    w.end(set);
+    w.end(m);
 }

@@ -42,17 +42,19 @@ impl Selection {
 
     /// True if `attribute` is to be returned.
     pub fn wants(&self, attribute: &Attribute, schema: &Schema) -> bool {
+        self.wants_description(&attribute.desc, schema)
+    }
+
+    /// [`Selection::wants`] of an attribute described by `desc`.
+    pub fn wants_description(&self, desc: &Description, schema: &Schema) -> bool {
         let operational = schema
-            .attr(attribute.desc.attr)
+            .attr(desc.attr)
             .is_some_and(|a| a.usage.is_operational());
         (if operational {
             self.all_operational
         } else {
             self.all_user
-        }) || self
-            .named
-            .iter()
-            .any(|n| attribute.desc.is_matched_by(n, schema))
+        }) || self.named.iter().any(|n| desc.is_matched_by(n, schema))
     }
 
     /// True if the selection may name an operational attribute: `+`, or

@@ -380,9 +380,9 @@ impl RawAttribute {
     }
 }
 
-/// The values of a [`RawAttribute`].
+/// The values of an attribute of a stored record, as stored.
 #[derive(Clone)]
-pub(crate) struct RawValues<'r> {
+pub struct RawValues<'r> {
     cursor: Cursor<'r>,
     left: usize,
 }

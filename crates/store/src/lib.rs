@@ -47,7 +47,9 @@ pub use command::{Command, Effect, Operational, OperationalAttribute};
 pub use error::StoreError;
 pub use keys::EntryId;
 pub use lock::WriterLock;
-pub use read::{RawItem, SearchFilter, SearchReport, Snapshot};
+pub use read::{
+    Found, FoundRecord, RawItem, SearchFilter, SearchReport, Snapshot, StoredAttribute,
+};
 
 /// The databases of one environment.
 #[derive(Debug, Clone, Copy)]

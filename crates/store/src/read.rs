@@ -16,8 +16,10 @@ use crate::names::{NameSource, NameTable, Resolver};
 use crate::plan::{Plan, Planner};
 
 mod column_scan;
+mod found;
 use crate::{Inner, StoreError, codec};
 use column_scan::ColumnWalk;
+pub use found::{Found, FoundRecord, StoredAttribute};
 
 /// A read transaction. Field order matters: the transaction ends before
 /// the resize guard is released.
@@ -415,6 +417,24 @@ impl<'s> Snapshot<'s> {
         examine: &mut dyn FnMut(EntryId) -> bool,
         mut each: impl FnMut(EntryId, &Entry) -> bool,
     ) -> Result<SearchReport, StoreError> {
+        self.search_found(base, scope, filter, after, examine, |id, found| {
+            Ok(each(id, &found.entry()?))
+        })
+    }
+
+    /// [`Snapshot::search_examining`] that hands `each` the matching
+    /// records undecoded: it decodes what it needs ([`Found::entry`]) or
+    /// reads the record in place ([`Found::record`]). An error from
+    /// `each` ends the search with it.
+    pub fn search_found(
+        &self,
+        base: &Dn,
+        scope: Scope,
+        filter: SearchFilter<'_, '_>,
+        after: Option<EntryId>,
+        examine: &mut dyn FnMut(EntryId) -> bool,
+        mut each: impl FnMut(EntryId, Found<'_>) -> Result<bool, StoreError>,
+    ) -> Result<SearchReport, StoreError> {
         let schema = &self.inner.schema;
         // A base search reads the base's record here, once; other scopes
         // need only its ID.
@@ -514,12 +534,16 @@ impl<'s> Snapshot<'s> {
             if !compiled.matches(&codec::RawEntry::new(bytes, &names, &relevance), schema) {
                 return Ok(true);
             }
-            let entry = codec::decode_with(bytes, &names, |text| match dn {
-                Some(dn) => Ok(dn),
-                None => stored_dn(text),
-            })?;
             report.matched += 1;
-            Ok(each(id, &entry))
+            each(
+                id,
+                Found {
+                    record: bytes,
+                    names: &names,
+                    dn,
+                    make_dn: &mut stored_dn,
+                },
+            )
         };
         // A scan of everything under the only naming context (or the root)
         // reads id2entry in order instead of looking entries up one by one.

@@ -11,10 +11,10 @@ use meridian_model::entry::Entry;
 use meridian_model::filter::CompiledFilter;
 use meridian_model::selection::Selection;
 use meridian_proto::{DerefAliases, Filter, ResultCode, Scope, SearchRequest, Seq};
-use meridian_store::{EntryId, SearchFilter};
+use meridian_store::{EntryId, FoundRecord, SearchFilter};
 
 use crate::access::Level;
-use crate::encode::{Projection, encode_entry};
+use crate::encode::{Projection, encode_entry, encode_record};
 use crate::presence::Special;
 use crate::referral::{encode_reference, is_referral};
 use crate::rights::SeenFilter;
@@ -205,6 +205,14 @@ pub(crate) const STEP_TIME: Duration = Duration::from_millis(10);
 
 /// How many entries are examined between looks at the clock.
 const CLOCK_EVERY: u64 = 64;
+
+/// A match as a search step's output takes it.
+#[derive(Clone, Copy)]
+enum Match<'m> {
+    Entry(&'m Entry),
+    /// Undecoded, where nothing but its encoding reads it.
+    Record(&'m FoundRecord<'m>),
+}
 
 impl Directory {
     /// Search below the root DSE, one step at a time: entries are
@@ -458,6 +466,15 @@ impl Directory {
             written: &filter,
             compiled: compiled_filter,
         };
+        // Matches are encoded from their records, undecoded, when
+        // nothing else reads them: no access check (the administrator),
+        // no referral to tell apart, no sort keys, no values filtered,
+        // nothing computed from the entry.
+        let reads_records = admin
+            && !references
+            && plan.is_none()
+            && output.projection.values.is_none()
+            && output.computed.none();
         let mut sent = cursor.sent;
         let mut stopped: Option<Outcome> = None;
         // The work of the search, matching or not: entries examined
@@ -484,36 +501,40 @@ impl Directory {
                 DerefAliases::Never | DerefAliases::FindingBase => None,
             };
             let context = u32::try_from(position).unwrap_or(u32::MAX);
-            let mut emit = |id: EntryId, entry: &Entry| -> bool {
-                if references && is_referral(entry, &self.schema) {
-                    if !admin && self.access_level(who, &entry.dn, None, groups) < Level::Read {
+            let mut emit = |id: EntryId, found: Match<'_>| -> bool {
+                // A record read in place needs none of these checks
+                // (`reads_records`).
+                if let Match::Entry(entry) = found {
+                    if references && is_referral(entry, &self.schema) {
+                        if !admin && self.access_level(who, &entry.dn, None, groups) < Level::Read {
+                            return true;
+                        }
+                        if buf.len() >= byte_budget {
+                            out_of_budget = true;
+                            return false;
+                        }
+                        encode_reference(buf, message_id, &self.continuation(entry, req.scope));
+                        last_sent = Some(id);
                         return true;
                     }
-                    if buf.len() >= byte_budget {
-                        out_of_budget = true;
-                        return false;
+                    // An entry the caller may not read, or that matches only
+                    // through attributes the caller may not search, is passed
+                    // over as if it did not match: nothing about it is
+                    // revealed.
+                    if !self.may_output(&output, entry) {
+                        return true;
                     }
-                    encode_reference(buf, message_id, &self.continuation(entry, req.scope));
-                    last_sent = Some(id);
-                    return true;
-                }
-                // An entry the caller may not read, or that matches only
-                // through attributes the caller may not search, is passed
-                // over as if it did not match: nothing about it is
-                // revealed.
-                if !self.may_output(&output, entry) {
-                    return true;
-                }
-                if let (Some(collected), Some(plan)) = (gathering.as_mut(), plan) {
-                    let keys = plan.keys_of(entry, &self.schema, |attr| {
-                        admin || self.may_read_attribute(who, &entry.dn, attr, groups)
-                    });
-                    if let Err(refusal) = collected.push(Sorted { keys, context, id }) {
-                        sort_stop = Some(refusal);
-                        return false;
+                    if let (Some(collected), Some(plan)) = (gathering.as_mut(), plan) {
+                        let keys = plan.keys_of(entry, &self.schema, |attr| {
+                            admin || self.may_read_attribute(who, &entry.dn, attr, groups)
+                        });
+                        if let Err(refusal) = collected.push(Sorted { keys, context, id }) {
+                            sort_stop = Some(refusal);
+                            return false;
+                        }
+                        last_sent = Some(id);
+                        return true;
                     }
-                    last_sent = Some(id);
-                    return true;
                 }
                 if buf.len() >= byte_budget {
                     out_of_budget = true;
@@ -534,7 +555,17 @@ impl Directory {
                     ));
                     return false;
                 }
-                self.encode_match(&output, &snapshot, id, entry, buf);
+                match found {
+                    Match::Entry(entry) => self.encode_match(&output, &snapshot, id, entry, buf),
+                    Match::Record(record) => encode_record(
+                        buf,
+                        message_id,
+                        record,
+                        &selection,
+                        req.types_only,
+                        &self.schema,
+                    ),
+                }
                 sent += 1;
                 last_sent = Some(id);
                 true
@@ -574,13 +605,18 @@ impl Directory {
             };
             match &roots {
                 None => {
-                    snapshot.search_examining(
+                    snapshot.search_found(
                         context_base,
                         scope,
                         store_filter,
                         Some(after),
                         &mut examine,
-                        &mut emit,
+                        |id, found| {
+                            Ok(match found.record().filter(|_| reads_records) {
+                                Some(record) => emit(id, Match::Record(&record)),
+                                None => emit(id, Match::Entry(&found.entry()?)),
+                            })
+                        },
                     )?;
                 }
                 Some(roots) => {
@@ -590,7 +626,7 @@ impl Directory {
                         store_filter,
                         after,
                         &mut examine,
-                        &mut emit,
+                        &mut |id, entry| emit(id, Match::Entry(entry)),
                     )?;
                 }
             }

@@ -24,6 +24,14 @@ pub(super) struct Computed {
 }
 
 impl Computed {
+    /// True if the search asked for none of them.
+    pub(super) fn none(&self) -> bool {
+        !(self.entry_dn
+            || self.has_subordinates
+            || self.num_subordinates
+            || self.subschema_subentry)
+    }
+
     pub(super) fn wanted(selection: &Selection, schema: &meridian_model::Schema) -> Self {
         let wanted = |name: &str| {
             selection.names_any()

@@ -63,6 +63,15 @@ impl AttrName {
     pub fn given(&self) -> Option<&str> {
         self.0.as_deref()
     }
+
+    /// The name as the client wrote it, of an attribute of type `attr`:
+    /// the spelling, or the type's primary name.
+    pub fn text<'a>(&'a self, attr: AttrId, schema: &'a Schema) -> &'a str {
+        match self.given() {
+            Some(text) => text,
+            None => schema.attr(attr).map_or("", |a| a.name()),
+        }
+    }
 }
 
 /// How an attribute written `text` is spelled back to clients: the type
@@ -100,10 +109,7 @@ pub struct Attribute {
 impl Attribute {
     /// The name as the client wrote it.
     pub fn name<'a>(&'a self, schema: &'a Schema) -> &'a str {
-        match self.name.given() {
-            Some(text) => text,
-            None => schema.attr(self.desc.attr).map_or("", |a| a.name()),
-        }
+        self.name.text(self.desc.attr, schema)
     }
 
     /// Whether `value` is one of the values, by the type's equality rule
