@@ -85,7 +85,10 @@ pub fn encode_entry_op(
 /// Appends a SearchResultEntry for a record read in place: what
 /// [`encode_entry`] gives for the entry decoded from it, with every
 /// attribute visible and nothing computed or filtered by value (the
-/// caller's search needs neither).
+/// caller's search needs neither). False, with nothing appended, if the
+/// record cannot be read in place ([`FoundRecord::for_each_attribute`]):
+/// the caller encodes the decoded entry instead.
+#[must_use]
 pub fn encode_record(
     buf: &mut Vec<u8>,
     message_id: i32,
@@ -93,22 +96,28 @@ pub fn encode_record(
     selection: &Selection,
     types_only: bool,
     schema: &Schema,
-) {
+) -> bool {
+    let start = buf.len();
     let mut w = Writer::new(buf);
     let msg = w.start(Tag::SEQUENCE);
     w.integer(Tag::INTEGER, i64::from(message_id));
     let op = w.start(tags::SEARCH_RESULT_ENTRY);
     w.octets(Tag::OCTET_STRING, record.dn());
     let attrs = w.start(Tag::SEQUENCE);
-    record.for_each_attribute(|attribute| {
+    let complete = record.for_each_attribute(|attribute| {
         if selection.wants_description(attribute.desc, schema) {
             let name = attribute.name.text(attribute.desc.attr, schema);
             put_attribute(&mut w, name.as_bytes(), attribute.values, types_only);
         }
     });
-    w.end(attrs);
-    w.end(op);
-    w.end(msg);
+    if complete {
+        w.end(attrs);
+        w.end(op);
+        w.end(msg);
+    } else {
+        buf.truncate(start);
+    }
+    complete
 }
 
 /// Appends one PartialAttribute (its values left out for `types_only`).

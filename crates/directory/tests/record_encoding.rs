@@ -116,16 +116,16 @@ fn a_record_encodes_as_its_entry_does() {
                         None,
                         &mut |_| true,
                         |_, found| {
-                            let record = found.record().expect("every name is in the table");
+                            let record = found.record().expect("a record of the current format");
                             let mut from_record = Vec::new();
-                            encode_record(
+                            assert!(encode_record(
                                 &mut from_record,
                                 7,
                                 &record,
                                 &selection,
                                 types_only,
                                 &schema,
-                            );
+                            ));
                             let entry = found.entry()?;
                             let mut from_entry = Vec::new();
                             let projection = Projection {

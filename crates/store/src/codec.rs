@@ -433,6 +433,41 @@ pub(crate) fn locate(
     c.data.is_empty().then_some(dn)
 }
 
+/// The DN text of a format-2 record; `None` for another format or a
+/// record whose DN cannot be read.
+pub(crate) fn format_2_dn(bytes: &[u8]) -> Option<&[u8]> {
+    let (version, mut c) = open_known(bytes)?;
+    (version == VERSION_2).then(|| c.next_bytes()).flatten()
+}
+
+/// Hands `each` every attribute of a format-2 record in order, its
+/// name's number and its values, reading the record once: values `each`
+/// leaves unread are stepped over. `None` for a record of another
+/// format or one that cannot be read, or as soon as `each` answers
+/// `None`.
+pub(crate) fn walk<'r>(
+    bytes: &'r [u8],
+    mut each: impl FnMut(u32, &mut RawValues<'r>) -> Option<()>,
+) -> Option<()> {
+    let (version, mut c) = open_known(bytes)?;
+    if version != VERSION_2 {
+        return None;
+    }
+    c.next_bytes()?;
+    let count = c.next_varint()?;
+    for _ in 0..count {
+        let number = c.next_number()?;
+        let left = usize::try_from(c.next_varint()?).ok()?;
+        let mut values = RawValues { cursor: c, left };
+        each(number, &mut values)?;
+        while values.left > 0 {
+            values.next()?;
+        }
+        c = values.cursor;
+    }
+    c.data.is_empty().then_some(())
+}
+
 /// A format-2 record of the DN text `dn`, the attributes `kept` of the
 /// record `old` copied as stored, then the attributes `added` (name
 /// number and values): the bytes [`encode`] gives for the entry they

@@ -735,8 +735,9 @@ mod tests {
     use meridian_model::dn::Dn;
     use meridian_model::entry::Entry;
 
-    use crate::names::{NameTable, Resolver};
-    use crate::{Command, Store, StoreOptions, apply};
+    use super::Found;
+    use crate::names::{NameSource, NameTable, Resolver};
+    use crate::{Command, Store, StoreOptions, apply, keys};
 
     /// An empty in-memory store under `dc=example,dc=com`.
     fn memory_store() -> (Arc<Schema>, Store) {
@@ -788,6 +789,72 @@ mod tests {
             schema: &schema,
         };
         assert_eq!(apply::tree::load(&names, id, None).unwrap(), entry);
+    }
+
+    /// A record naming an attribute the reader's table does not have
+    /// cannot be read in place: the walk says so (after handing out the
+    /// attributes before it), and the decoded entry is still whole.
+    #[test]
+    fn records_with_names_newer_than_the_table_are_decoded_instead() {
+        let (schema, store) = memory_store();
+        let dn = Dn::parse(b"dc=example,dc=com", &schema).unwrap();
+        let entry = Entry::new(
+            dn.clone(),
+            [
+                (&b"objectClass"[..], vec![&b"domain"[..]]),
+                (&b"dc"[..], vec![&b"example"[..]]),
+            ],
+            &schema,
+        )
+        .unwrap();
+        store
+            .execute_blocking(Command::Add {
+                entry: entry.clone(),
+                prechecked: false,
+            })
+            .unwrap();
+        let snapshot = store.snapshot().unwrap();
+        let id = snapshot.id(&dn).unwrap().unwrap();
+        let record = snapshot
+            .inner
+            .dbs
+            .id2entry
+            .get(&snapshot.txn, &keys::id_key(id))
+            .unwrap()
+            .unwrap();
+        // The first name only, as a table published before the second.
+        let current = snapshot.resolver();
+        let first = current.known()[0].text.clone();
+        let older = NameTable::of(&[first.as_str()], &schema);
+        let names = Resolver {
+            table: &older,
+            txn: &snapshot.txn,
+            dbs: &snapshot.inner.dbs,
+            schema: &schema,
+        };
+        let mut make_dn = |text: &[u8]| Ok(Dn::parse(text, &schema)?);
+        let found = Found {
+            record,
+            names: &names,
+            dn: None,
+            make_dn: &mut make_dn,
+        };
+        let in_place = found.record().unwrap();
+        assert_eq!(in_place.dn(), b"dc=example,dc=com");
+        let mut seen = Vec::new();
+        assert!(!in_place.for_each_attribute(|a| seen.push(a.desc.attr)));
+        assert_eq!(seen.len(), 1);
+        assert_eq!(found.entry().unwrap(), entry);
+        // With the whole table, every attribute is read in place.
+        let found = Found {
+            record,
+            names: &current,
+            dn: None,
+            make_dn: &mut make_dn,
+        };
+        let mut seen = 0;
+        assert!(found.record().unwrap().for_each_attribute(|_| seen += 1));
+        assert_eq!(seen, 2);
     }
 
     /// The bitmap of a dense candidate list: those after `after` only,

@@ -501,28 +501,32 @@ impl Directory {
                 DerefAliases::Never | DerefAliases::FindingBase => None,
             };
             let context = u32::try_from(position).unwrap_or(u32::MAX);
-            let mut emit = |id: EntryId, found: Match<'_>| -> bool {
+            // Sends a match (or passes over one the caller may not
+            // see): whether the search goes on. None for a record that
+            // cannot be read in place, with nothing done: the caller
+            // hands the entry decoded instead.
+            let mut emit = |id: EntryId, found: Match<'_>| -> Option<bool> {
                 // A record read in place needs none of these checks
                 // (`reads_records`).
                 if let Match::Entry(entry) = found {
                     if references && is_referral(entry, &self.schema) {
                         if !admin && self.access_level(who, &entry.dn, None, groups) < Level::Read {
-                            return true;
+                            return Some(true);
                         }
                         if buf.len() >= byte_budget {
                             out_of_budget = true;
-                            return false;
+                            return Some(false);
                         }
                         encode_reference(buf, message_id, &self.continuation(entry, req.scope));
                         last_sent = Some(id);
-                        return true;
+                        return Some(true);
                     }
                     // An entry the caller may not read, or that matches only
                     // through attributes the caller may not search, is passed
                     // over as if it did not match: nothing about it is
                     // revealed.
                     if !self.may_output(&output, entry) {
-                        return true;
+                        return Some(true);
                     }
                     if let (Some(collected), Some(plan)) = (gathering.as_mut(), plan) {
                         let keys = plan.keys_of(entry, &self.schema, |attr| {
@@ -530,45 +534,51 @@ impl Directory {
                         });
                         if let Err(refusal) = collected.push(Sorted { keys, context, id }) {
                             sort_stop = Some(refusal);
-                            return false;
+                            return Some(false);
                         }
                         last_sent = Some(id);
-                        return true;
+                        return Some(true);
                     }
                 }
                 if buf.len() >= byte_budget {
                     out_of_budget = true;
-                    return false;
+                    return Some(false);
                 }
                 if page_size.is_some_and(|p| sent >= p) {
                     more = true;
-                    return false;
+                    return Some(false);
                 }
                 if earlier_pages.saturating_add(sent) >= size_limit {
                     stopped = Some(size_limit_reached(size_limit));
-                    return false;
+                    return Some(false);
                 }
                 if elapsed(started) > time_limit {
                     stopped = Some(Outcome::new(
                         ResultCode::TIME_LIMIT_EXCEEDED,
                         "time limit reached",
                     ));
-                    return false;
+                    return Some(false);
                 }
                 match found {
                     Match::Entry(entry) => self.encode_match(&output, &snapshot, id, entry, buf),
-                    Match::Record(record) => encode_record(
-                        buf,
-                        message_id,
-                        record,
-                        &selection,
-                        req.types_only,
-                        &self.schema,
-                    ),
+                    Match::Record(record) => {
+                        if !encode_record(
+                            buf,
+                            message_id,
+                            record,
+                            &selection,
+                            req.types_only,
+                            &self.schema,
+                        ) {
+                            // Not readable in place: nothing was changed,
+                            // and the caller hands the entry decoded.
+                            return None;
+                        }
+                    }
                 }
                 sent += 1;
                 last_sent = Some(id);
-                true
+                Some(true)
             };
             // Merging scopes reads ahead of what it emits, so it cannot
             // stop between two candidates and resume there: it runs as
@@ -612,10 +622,14 @@ impl Directory {
                         Some(after),
                         &mut examine,
                         |id, found| {
-                            Ok(match found.record().filter(|_| reads_records) {
-                                Some(record) => emit(id, Match::Record(&record)),
-                                None => emit(id, Match::Entry(&found.entry()?)),
-                            })
+                            let in_place = found.record().filter(|_| reads_records);
+                            if let Some(go_on) =
+                                in_place.and_then(|record| emit(id, Match::Record(&record)))
+                            {
+                                return Ok(go_on);
+                            }
+                            // Only a record answers None.
+                            Ok(emit(id, Match::Entry(&found.entry()?)).unwrap_or(true))
                         },
                     )?;
                 }
@@ -626,7 +640,8 @@ impl Directory {
                         store_filter,
                         after,
                         &mut examine,
-                        &mut |id, entry| emit(id, Match::Entry(entry)),
+                        // Only a record answers None.
+                        &mut |id, entry| emit(id, Match::Entry(entry)).unwrap_or(true),
                     )?;
                 }
             }

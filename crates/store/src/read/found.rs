@@ -38,22 +38,13 @@ impl<'f> Found<'f> {
         })
     }
 
-    /// The record read in place; `None` when it cannot be (a record of
-    /// the first format, or one naming an attribute newer than the
-    /// snapshot's name table or unknown to the schema), which
-    /// [`Found::entry`] then decodes.
+    /// The record, to be read in place; `None` for a record of the
+    /// first format, which [`Found::entry`] then decodes.
     pub fn record(&self) -> Option<FoundRecord<'f>> {
-        let names = self.names.known();
-        let dn = codec::locate(self.record, |attr| {
-            names
-                .get(attr.number as usize)
-                .and_then(|name| name.desc.as_ref())
-                .map(|_| ())
-        })?;
         Some(FoundRecord {
             record: self.record,
-            dn,
-            names,
+            dn: codec::format_2_dn(self.record)?,
+            names: self.names.known(),
         })
     }
 }
@@ -63,18 +54,18 @@ impl<'f> Found<'f> {
 pub struct FoundRecord<'r> {
     record: &'r [u8],
     dn: &'r [u8],
-    /// Every name the record uses is here, with its description.
+    /// The snapshot's name table.
     names: &'r [Name],
 }
 
 /// One attribute of a [`FoundRecord`].
-pub struct StoredAttribute<'r> {
+pub struct StoredAttribute<'a, 'r> {
     /// Its type and options.
     pub desc: &'r Description,
     /// Its name as written ([`AttrName::text`]).
     pub name: &'r AttrName,
-    /// Its values, as stored.
-    pub values: RawValues<'r>,
+    /// Its values, as stored: those left unread are stepped over.
+    pub values: &'a mut RawValues<'r>,
 }
 
 impl<'r> FoundRecord<'r> {
@@ -83,18 +74,24 @@ impl<'r> FoundRecord<'r> {
         self.dn
     }
 
-    /// Hands `each` the attributes, in order.
-    pub fn for_each_attribute(&self, mut each: impl FnMut(StoredAttribute<'r>)) {
-        let (record, names) = (self.record, self.names);
-        // `Found::record` walked the record and found every name.
-        codec::locate(record, |attr| {
-            let name = names.get(attr.number as usize)?;
+    /// Hands `each` the attributes, in order, reading the record once.
+    /// False if the record cannot be read in place: it names an
+    /// attribute newer than the snapshot's name table or one the schema
+    /// no longer knows (or is damaged), found only after `each` had the
+    /// attributes before it. The caller then takes the entry decoded
+    /// ([`Found::entry`]), which reads such names or reports the damage.
+    #[must_use]
+    pub fn for_each_attribute(&self, mut each: impl FnMut(StoredAttribute<'_, 'r>)) -> bool {
+        let names = self.names;
+        codec::walk(self.record, |number, values| {
+            let name = names.get(number as usize)?;
             each(StoredAttribute {
                 desc: name.desc.as_ref()?,
                 name: &name.spelled,
-                values: attr.values(record),
+                values,
             });
             Some(())
-        });
+        })
+        .is_some()
     }
 }
