@@ -757,11 +757,9 @@ mod tests {
         (schema, store)
     }
 
-    /// A reader whose name table predates a record (the record's commit
-    /// landed between the table's publication and the reader's start)
-    /// finds the names in `meta` through its own transaction.
-    #[test]
-    fn names_newer_than_the_table_are_read_from_meta() {
+    /// A memory store holding `dc=example,dc=com` (objectClass, then
+    /// dc: two attribute names), that entry and its ID.
+    fn store_with_suffix() -> (Arc<Schema>, Store, Entry, super::EntryId) {
         let (schema, store) = memory_store();
         let dn = Dn::parse(b"dc=example,dc=com", &schema).unwrap();
         let entry = Entry::new(
@@ -779,8 +777,17 @@ mod tests {
                 prechecked: false,
             })
             .unwrap();
+        let id = store.snapshot().unwrap().id(&dn).unwrap().unwrap();
+        (schema, store, entry, id)
+    }
+
+    /// A reader whose name table predates a record (the record's commit
+    /// landed between the table's publication and the reader's start)
+    /// finds the names in `meta` through its own transaction.
+    #[test]
+    fn names_newer_than_the_table_are_read_from_meta() {
+        let (schema, store, entry, id) = store_with_suffix();
         let snapshot = store.snapshot().unwrap();
-        let id = snapshot.id(&dn).unwrap().unwrap();
         let stale = NameTable::default();
         let names = Resolver {
             table: &stale,
@@ -796,25 +803,8 @@ mod tests {
     /// attributes before it), and the decoded entry is still whole.
     #[test]
     fn records_with_names_newer_than_the_table_are_decoded_instead() {
-        let (schema, store) = memory_store();
-        let dn = Dn::parse(b"dc=example,dc=com", &schema).unwrap();
-        let entry = Entry::new(
-            dn.clone(),
-            [
-                (&b"objectClass"[..], vec![&b"domain"[..]]),
-                (&b"dc"[..], vec![&b"example"[..]]),
-            ],
-            &schema,
-        )
-        .unwrap();
-        store
-            .execute_blocking(Command::Add {
-                entry: entry.clone(),
-                prechecked: false,
-            })
-            .unwrap();
+        let (schema, store, entry, id) = store_with_suffix();
         let snapshot = store.snapshot().unwrap();
-        let id = snapshot.id(&dn).unwrap().unwrap();
         let record = snapshot
             .inner
             .dbs
