@@ -622,7 +622,7 @@ impl Directory {
                         Some(after),
                         &mut examine,
                         |id, found| {
-                            let in_place = found.record().filter(|_| reads_records);
+                            let in_place = reads_records.then(|| found.record()).flatten();
                             if let Some(go_on) =
                                 in_place.and_then(|record| emit(id, Match::Record(&record)))
                             {
