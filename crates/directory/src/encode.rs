@@ -4,6 +4,7 @@ use meridian_ber::{Tag, Writer};
 use meridian_model::Schema;
 use meridian_model::entry::Entry;
 use meridian_model::filter::ValuesFilter;
+use meridian_model::schema::AttrId;
 use meridian_model::selection::Selection;
 use meridian_proto::message::tags;
 use meridian_store::FoundRecord;
@@ -83,11 +84,12 @@ pub fn encode_entry_op(
 }
 
 /// Appends a SearchResultEntry for a record read in place: what
-/// [`encode_entry`] gives for the entry decoded from it, with every
-/// attribute visible and nothing computed or filtered by value (the
-/// caller's search needs neither). False, with nothing appended, if the
-/// record cannot be read in place ([`FoundRecord::for_each_attribute`]):
-/// the caller encodes the decoded entry instead.
+/// [`encode_entry`] gives for the entry decoded from it, with the
+/// attributes of the types `visible` accepts, and nothing computed or
+/// filtered by value (the caller's search needs neither). False, with
+/// nothing appended, if the record cannot be read in place
+/// ([`FoundRecord::for_each_attribute`]): the caller encodes the decoded
+/// entry instead.
 #[must_use]
 pub fn encode_record(
     buf: &mut Vec<u8>,
@@ -96,6 +98,7 @@ pub fn encode_record(
     selection: &Selection,
     types_only: bool,
     schema: &Schema,
+    visible: impl Fn(AttrId) -> bool,
 ) -> bool {
     let start = buf.len();
     let mut w = Writer::new(buf);
@@ -105,7 +108,7 @@ pub fn encode_record(
     w.octets(Tag::OCTET_STRING, record.dn());
     let attrs = w.start(Tag::SEQUENCE);
     let complete = record.for_each_attribute(|attribute| {
-        if selection.wants_description(attribute.desc, schema) {
+        if selection.wants_description(attribute.desc, schema) && visible(attribute.desc.attr) {
             let name = attribute.name.text(attribute.desc.attr, schema);
             put_attribute(&mut w, name.as_bytes(), attribute.values, types_only);
         }

@@ -291,7 +291,8 @@ impl<'f> SeenFilter<'f> {
         }
     }
 
-    fn tested(&self) -> &FilterAttrs {
+    /// The types the filter tests.
+    pub(crate) fn tested(&self) -> &FilterAttrs {
         self.tested.get_or_init(|| FilterAttrs::of(self.compiled))
     }
 }

@@ -1,8 +1,9 @@
 //! A search result encoded from the stored record in place
-//! (`encode_record`, the administrator's searches) is byte for byte what
-//! the decoded entry gives (`encode_entry`), for every selection of
-//! attributes, with names as their creators spelled them, options,
-//! operational attributes and values long enough for long-form lengths.
+//! (`encode_record`) is byte for byte what the decoded entry gives
+//! (`encode_entry`), for every selection of attributes, with types the
+//! caller may not read left out, names as their creators spelled them,
+//! options, operational attributes and values long enough for long-form
+//! lengths.
 
 #![allow(
     clippy::unwrap_used,
@@ -101,13 +102,19 @@ fn a_record_encodes_as_its_entry_does() {
         written: &present,
         compiled: &compiled,
     };
+    // Types the caller may not read, as access rules would hide them.
+    let hidden = [
+        schema.attribute_id("mail").unwrap(),
+        schema.attribute_id("cn").unwrap(),
+    ];
     let snapshot = store.snapshot().unwrap();
     let mut compared = 0;
     for dn in ["dc=example,dc=com", "uid=jdoe,dc=example,dc=com"] {
         let base = Dn::parse(dn.as_bytes(), &schema).unwrap();
         for names in selections {
             let selection = Selection::parse(names.iter().map(|n| n.as_bytes()), &schema);
-            for types_only in [false, true] {
+            for (types_only, hide) in [(false, false), (true, false), (false, true)] {
+                let visible = |attr| !hide || !hidden.contains(&attr);
                 snapshot
                     .search_found(
                         &base,
@@ -125,6 +132,7 @@ fn a_record_encodes_as_its_entry_does() {
                                 &selection,
                                 types_only,
                                 &schema,
+                                visible,
                             ));
                             let entry = found.entry()?;
                             let mut from_entry = Vec::new();
@@ -134,8 +142,18 @@ fn a_record_encodes_as_its_entry_does() {
                                 schema: &schema,
                                 values: None,
                             };
-                            encode_entry(&mut from_entry, 7, &entry, projection, |_| true, &[]);
-                            assert_eq!(from_record, from_entry, "{dn} {names:?} {types_only}");
+                            encode_entry(
+                                &mut from_entry,
+                                7,
+                                &entry,
+                                projection,
+                                |a| visible(a.desc.attr),
+                                &[],
+                            );
+                            assert_eq!(
+                                from_record, from_entry,
+                                "{dn} {names:?} {types_only} {hide}"
+                            );
                             compared += 1;
                             Ok(true)
                         },
@@ -144,5 +162,5 @@ fn a_record_encodes_as_its_entry_does() {
             }
         }
     }
-    assert_eq!(compared, 2 * selections.len() * 2);
+    assert_eq!(compared, 2 * selections.len() * 3);
 }

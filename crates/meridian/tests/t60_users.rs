@@ -212,6 +212,11 @@ fn configured_access_rules_decide_reads_compares_and_writes() {
     let server = Server::start(&format!(
         r#"
 [[access]]
+to = "subtree:ou=Staff,{people}"
+by = [ {{ who = "users", grant = "read" }},
+       {{ who = "*", grant = "search" }} ]
+
+[[access]]
 to = "subtree:{people}"
 attrs = ["telephoneNumber"]
 by = [ {{ who = "self", grant = "write" }},
@@ -235,7 +240,9 @@ by = [ {{ who = "users", grant = "read" }} ]
          dn: uid=alice,{people}\nobjectClass: inetOrgPerson\nuid: alice\ncn: Alice\nsn: A\ntelephoneNumber: 111\nuserPassword: wonderland\n\n\
          dn: uid=bob,{people}\nobjectClass: inetOrgPerson\nuid: bob\ncn: Bob\nsn: B\ntelephoneNumber: 222\nuserPassword: builder\n\n\
          dn: cn=HR,dc=example,dc=com\nobjectClass: groupOfNames\ncn: HR\nmember: UID=Bob,{people}\n\n\
-         dn: uid=dave,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: dave\ncn: Dave\nsn: D\nuserPassword: elsewhere\n"
+         dn: uid=dave,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: dave\ncn: Dave\nsn: D\nuserPassword: elsewhere\n\n\
+         dn: ou=Staff,{people}\nobjectClass: organizationalUnit\nou: Staff\n\n\
+         dn: uid=carol,ou=Staff,{people}\nobjectClass: inetOrgPerson\nuid: carol\ncn: Carol\nsn: C\n"
     );
     let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(&ldif));
     assert_eq!(rc, 0, "{out}");
@@ -272,6 +279,13 @@ by = [ {{ who = "users", grant = "read" }} ]
         "{out}"
     );
     assert!(!out.contains("telephoneNumber"), "{out}");
+    // Entries in scope that anonymous may search but not read are left
+    // out, whatever the filter; users read them.
+    for filter in ["(objectClass=*)", "(uid=carol)", "(sn=C)"] {
+        let out = search(&[], people, filter);
+        assert!(!out.contains("carol") && !out.contains("Staff"), "{out}");
+        assert!(search(&alice, people, filter).contains("dn: uid=carol,"));
+    }
     // Entries anonymous may not search do not exist for it: as a search
     // base, or to compare, it gets noSuchObject (as slapd answers), not
     // a refusal that would give them away.

@@ -210,8 +210,9 @@ const CLOCK_EVERY: u64 = 64;
 #[derive(Clone, Copy)]
 enum Match<'m> {
     Entry(&'m Entry),
-    /// Undecoded, where nothing but its encoding reads it.
-    Record(&'m FoundRecord<'m>),
+    /// Undecoded, where only its encoding and access checks by its DN
+    /// read it; the DN for a caller whose access is checked.
+    Record(&'m FoundRecord<'m>, Option<&'m Dn>),
 }
 
 impl Directory {
@@ -467,11 +468,10 @@ impl Directory {
             compiled: compiled_filter,
         };
         // Matches are encoded from their records, undecoded, when
-        // nothing else reads them: no access check (the administrator),
-        // no referral to tell apart, no sort keys, no values filtered,
-        // nothing computed from the entry.
-        let reads_records = admin
-            && !references
+        // nothing but their encoding and access checks by DN and type
+        // read them: no referral to tell apart, no sort keys, no values
+        // filtered, nothing computed from the entry.
+        let reads_records = !references
             && plan.is_none()
             && output.projection.values.is_none()
             && output.computed.none();
@@ -506,6 +506,22 @@ impl Directory {
             // cannot be read in place, with nothing done: the caller
             // hands the entry decoded instead.
             let mut emit = |id: EntryId, found: Match<'_>| -> Option<bool> {
+                if let Match::Record(_, Some(dn)) = found {
+                    // `may_output` for a record: read access to the entry,
+                    // and a match through searchable types only. Otherwise
+                    // the decoded entry decides (`may_see` evaluates the
+                    // filter again with the hidden types Undefined).
+                    if self.access_level(who, dn, None, groups) < Level::Read {
+                        return Some(true);
+                    }
+                    let tested = output.visible_filter.tested();
+                    let searchable = |attr: &meridian_model::schema::AttrId| {
+                        self.access_level(who, dn, Some(*attr), groups) >= Level::Search
+                    };
+                    if tested.every || !tested.attrs.iter().all(searchable) {
+                        return None;
+                    }
+                }
                 // A record read in place needs none of these checks
                 // (`reads_records`).
                 if let Match::Entry(entry) = found {
@@ -561,7 +577,10 @@ impl Directory {
                 }
                 match found {
                     Match::Entry(entry) => self.encode_match(&output, &snapshot, id, entry, buf),
-                    Match::Record(record) => {
+                    Match::Record(record, dn) => {
+                        let visible = |attr| {
+                            dn.is_none_or(|dn| self.may_read_attribute(who, dn, attr, groups))
+                        };
                         if !encode_record(
                             buf,
                             message_id,
@@ -569,6 +588,7 @@ impl Directory {
                             &selection,
                             req.types_only,
                             &self.schema,
+                            visible,
                         ) {
                             // Not readable in place: nothing was changed,
                             // and the caller hands the entry decoded.
@@ -621,12 +641,13 @@ impl Directory {
                         store_filter,
                         Some(after),
                         &mut examine,
-                        |id, found| {
-                            let in_place = reads_records.then(|| found.record()).flatten();
-                            if let Some(go_on) =
-                                in_place.and_then(|record| emit(id, Match::Record(&record)))
-                            {
-                                return Ok(go_on);
+                        |id, mut found| {
+                            if let Some(record) = reads_records.then(|| found.record()).flatten() {
+                                // The administrator's access is not checked.
+                                let dn = if admin { None } else { Some(found.dn()?) };
+                                if let Some(go_on) = emit(id, Match::Record(&record, dn)) {
+                                    return Ok(go_on);
+                                }
                             }
                             // Only a record answers None.
                             Ok(emit(id, Match::Entry(&found.entry()?)).unwrap_or(true))
