@@ -17,7 +17,7 @@
 mod support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use meridian_testing::history::{
@@ -61,7 +61,12 @@ type Reads = Vec<ReadRecord>;
 /// A writer at `node`: adds `uid=w<node>-<n>` and, after each add,
 /// replaces the description of `uid=own<node>` with a unique value,
 /// until `stop`.
-fn writer(cluster_ldap: std::net::SocketAddr, node: usize, stop: Arc<AtomicBool>) -> Record {
+fn writer(
+    cluster_ldap: std::net::SocketAddr,
+    node: usize,
+    stop: Arc<AtomicBool>,
+    acknowledged: Arc<AtomicUsize>,
+) -> Record {
     let mut w = Writer1::new(cluster_ldap);
     let mut record = Record {
         node,
@@ -75,6 +80,9 @@ fn writer(cluster_ldap: std::net::SocketAddr, node: usize, stop: Arc<AtomicBool>
         }
         let uid = format!("w{node}-{n}");
         let outcome = w.add_account(PEOPLE, &uid);
+        if outcome == Outcome::Ok {
+            acknowledged.fetch_add(1, Ordering::SeqCst);
+        }
         if outcome == Outcome::Unknown {
             // The node is down: try again shortly, without spinning.
             std::thread::sleep(Duration::from_millis(20));
@@ -307,15 +315,19 @@ fn reader(addr: std::net::SocketAddr, writers: usize, stop: Arc<AtomicBool>) -> 
 }
 
 /// Writers and linearizable readers at every node for 1.5 s, then
-/// `fault`, then 1.5 s more; what each writer did, what readers saw.
+/// `fault`, then 1.5 s more, and on until every writer has had a write
+/// acknowledged (at most 30 s: a writer with none fails the test); what
+/// each writer did, what readers saw.
 fn under_load(cluster: &mut Cluster, fault: impl FnOnce(&mut Cluster)) -> (Vec<Record>, Reads) {
     let stop = Arc::new(AtomicBool::new(false));
     let n = cluster.nodes.len();
+    let acknowledged: Vec<Arc<AtomicUsize>> = (0..n).map(|_| Arc::default()).collect();
     let writers: Vec<_> = (1..=n)
         .map(|node| {
             let addr = cluster.node(node).ldap;
             let stop = Arc::clone(&stop);
-            std::thread::spawn(move || writer(addr, node, stop))
+            let acknowledged = Arc::clone(&acknowledged[node - 1]);
+            std::thread::spawn(move || writer(addr, node, stop, acknowledged))
         })
         .collect();
     let readers: Vec<_> = (1..=n)
@@ -328,6 +340,12 @@ fn under_load(cluster: &mut Cluster, fault: impl FnOnce(&mut Cluster)) -> (Vec<R
     std::thread::sleep(Duration::from_millis(1500));
     fault(cluster);
     std::thread::sleep(Duration::from_millis(1500));
+    // A follower's writes go through the leader: after a restart of every
+    // node, its first may wait out a retry (`proposer.rs`).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline && acknowledged.iter().any(|a| a.load(Ordering::SeqCst) == 0) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     stop.store(true, Ordering::SeqCst);
     let records: Vec<Record> = writers.into_iter().map(|w| w.join().unwrap()).collect();
     let reads: Reads = readers

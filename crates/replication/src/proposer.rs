@@ -24,7 +24,7 @@ use meridian_store::replicated::{Proposal, Proposals, encode_commands};
 use openraft::async_runtime::watch::WatchReceiver as _;
 use openraft::impls::ProgressResponder;
 
-use crate::network::PeerClient;
+use crate::network::{CallError, PeerClient};
 use crate::pending::Pending;
 use crate::types::{Batch, NodeId, Raft};
 use crate::wire::{Forwarded, Link, Request, Response};
@@ -293,6 +293,12 @@ impl Proposer {
             Ok(Response::Forwarded(Forwarded::Applied)) => Attempt::Appended,
             Ok(Response::Forwarded(Forwarded::NotLeader(_))) => Attempt::Refused,
             Ok(_) => Attempt::Unknown,
+            // The connection could not be made: nothing was sent, so the
+            // next attempt need not wait to learn whether it committed.
+            Err(CallError::Unreachable(e)) => {
+                tracing::debug!(leader, "the leader could not be reached: {e}");
+                Attempt::Refused
+            }
             Err(e) => {
                 tracing::debug!(leader, "forwarding a batch failed: {e}");
                 // Sent, perhaps: the leader may have it.
@@ -306,7 +312,7 @@ impl Proposer {
 enum Attempt {
     /// Nobody leads (that this node knows of).
     NoLeader,
-    /// Refused before it was appended anywhere.
+    /// Refused before it was appended anywhere, or never delivered.
     Refused,
     /// Appended and committed (applied on the leader).
     Appended,
