@@ -366,7 +366,7 @@ pub(super) fn encode_search_done(buf: &mut Vec<u8>, id: i32, done: &SearchDone) 
         }
         .encode(&mut vlv_value);
     }
-    let mut controls: Vec<Control<'_>> = Vec::with_capacity(3);
+    let mut controls: Vec<Control<'_>> = Vec::new();
     for (present, oid, value) in [
         (done.sort.is_some(), control_oid::SORT_RESPONSE, &sort_value),
         (done.vlv.is_some(), control_oid::VLV_RESPONSE, &vlv_value),
