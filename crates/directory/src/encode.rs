@@ -59,9 +59,6 @@ pub fn encode_entry_op(
     let op = w.start(tags::SEARCH_RESULT_ENTRY);
     w.octets(Tag::OCTET_STRING, entry.dn.original().as_bytes());
     let attrs = w.start(Tag::SEQUENCE);
-    let put = |w: &mut Writer<'_>, name: &[u8], values: &mut dyn Iterator<Item = &[u8]>| {
-        put_attribute(w, name, values, types_only);
-    };
     for attribute in entry
         .attributes
         .iter()
@@ -69,15 +66,25 @@ pub fn encode_entry_op(
     {
         let name = attribute.name(schema).as_bytes();
         match values.map(|filter| filter.values(attribute, schema)) {
-            None => put(w, name, &mut attribute.values.iter().map(Vec::as_slice)),
+            None => put_attribute(
+                w,
+                name,
+                attribute.values.iter().map(Vec::as_slice),
+                types_only,
+            ),
             // No value matched (or the filter does not name the type):
             // the attribute is left out, as slapd does.
             Some(kept) if kept.is_empty() => {}
-            Some(kept) => put(w, name, &mut kept.into_iter()),
+            Some(kept) => put_attribute(w, name, kept.into_iter(), types_only),
         }
     }
     for (name, values) in computed {
-        put(w, name.as_bytes(), &mut values.iter().map(Vec::as_slice));
+        put_attribute(
+            w,
+            name.as_bytes(),
+            values.iter().map(Vec::as_slice),
+            types_only,
+        );
     }
     w.end(attrs);
     w.end(op);
