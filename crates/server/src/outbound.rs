@@ -14,8 +14,11 @@
 //!   requests (see `docs/queue-length.md`), the writer holds the buffer
 //!   until N operations have completed or `queue_length_flush_ms` has
 //!   passed, so the bundle's answers leave together and a wrong count can
-//!   never stall the client.
+//!   never stall the client. Bundles are held one by one, oldest first:
+//!   completions count towards the oldest open bundle, and each bundle's
+//!   deadline runs from its own announcement.
 
+use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -44,8 +47,11 @@ struct State {
     buf: Vec<u8>,
     /// Operations whose final response is in `buf`.
     completed: usize,
-    /// An open Queue Length bundle.
-    hold: Option<Hold>,
+    /// Open Queue Length bundles, oldest first (deadlines ascending).
+    holds: VecDeque<Hold>,
+    /// A bundle completed or ran out of time since the buffer was last
+    /// taken: what is ready goes out, whatever newer bundles are open.
+    release: bool,
     /// No more responses will come: write what is left, then shut down.
     closing: bool,
     /// With `closing`: write what is left, then hand the socket back
@@ -57,6 +63,65 @@ struct State {
 struct Hold {
     remaining: u64,
     deadline: Instant,
+}
+
+impl State {
+    /// A bundle of `count` operations announced now.
+    fn open_bundle(&mut self, count: u64, max_outstanding: u64, hold_for: Duration) {
+        // A bundle larger than the outstanding limit could never complete
+        // (the reader stops at the limit): cap it.
+        let remaining = count.min(max_outstanding);
+        // Each announcement rides on a request, so there are at most
+        // that many open bundles; past it (counts that never complete,
+        // faster than they expire) the newest takes the rest.
+        if self.holds.len() as u64 >= max_outstanding {
+            if let Some(newest) = self.holds.back_mut() {
+                newest.remaining = (newest.remaining + remaining).min(max_outstanding);
+            }
+            return;
+        }
+        self.holds.push_back(Hold {
+            remaining,
+            deadline: Instant::now() + hold_for,
+        });
+    }
+
+    /// `completed` operations finished: they count towards the oldest
+    /// open bundles. Responses are not matched to bundles one by one,
+    /// so a count the client got wrong releases a bundle early or late
+    /// (never later than its deadline).
+    fn settle(&mut self, mut completed: u64) {
+        while completed > 0 {
+            let Some(oldest) = self.holds.front_mut() else {
+                return;
+            };
+            let taken = completed.min(oldest.remaining);
+            oldest.remaining -= taken;
+            completed -= taken;
+            if oldest.remaining == 0 {
+                self.holds.pop_front();
+                self.release = true;
+            }
+        }
+    }
+
+    /// Until when the buffer is held (`None`: it may be written now).
+    /// Bundles past their deadline are dropped, which releases it.
+    fn held_until(&mut self, now: Instant) -> Option<Instant> {
+        while self.holds.front().is_some_and(|h| now >= h.deadline) {
+            self.holds.pop_front();
+            self.release = true;
+        }
+        if self.buf.is_empty() && self.completed == 0 {
+            // Released with nothing to write: newer bundles hold what
+            // comes next.
+            self.release = false;
+        }
+        if self.release || self.closing {
+            return None;
+        }
+        self.holds.front().map(|h| h.deadline)
+    }
 }
 
 /// An answer buffer this large is kept for reuse (by the writer between
@@ -194,19 +259,9 @@ impl Outbound {
         let waiting = {
             let mut st = self.lock();
             if batch.bundle > 0 {
-                let deadline = Instant::now() + self.hold_for;
-                // A bundle larger than the outstanding limit could never
-                // complete (the reader stops at the limit): cap it.
-                let remaining =
-                    (st.hold.map_or(0, |h| h.remaining) + batch.bundle).min(self.max_outstanding);
-                st.hold = Some(Hold {
-                    remaining,
-                    deadline,
-                });
+                st.open_bundle(batch.bundle, self.max_outstanding, self.hold_for);
             }
-            if let Some(hold) = st.hold.as_mut() {
-                hold.remaining = hold.remaining.saturating_sub(batch.completed as u64);
-            }
+            st.settle(batch.completed as u64);
             if st.buf.is_empty() {
                 // Hand over the batch's allocation instead of copying it.
                 std::mem::swap(&mut st.buf, &mut batch.bytes);
@@ -301,19 +356,11 @@ impl Outbound {
     async fn next_chunk(&self, chunk: &mut Vec<u8>) -> Option<(usize, bool)> {
         let wait_until = {
             let mut st = self.lock();
-            let held = match st.hold {
-                Some(h) if h.remaining > 0 && !st.closing && Instant::now() < h.deadline => {
-                    Some(h.deadline)
-                }
-                Some(_) => {
-                    st.hold = None;
-                    None
-                }
-                None => None,
-            };
+            let held = st.held_until(Instant::now());
             match held {
                 None if !st.buf.is_empty() || st.completed > 0 || st.closing => {
                     std::mem::swap(chunk, &mut st.buf);
+                    st.release = false;
                     let completed = std::mem::take(&mut st.completed);
                     return Some((completed, st.closing));
                 }
@@ -366,6 +413,53 @@ mod tests {
         });
         assert_eq!(out.next_chunk(&mut chunk).await, Some((3, false)));
         assert_eq!(chunk, b"abc");
+    }
+
+    fn answers(bytes: &[u8], completed: usize, bundle: u64) -> ResponseBatch {
+        ResponseBatch {
+            bytes: bytes.to_vec(),
+            completed,
+            bundle,
+        }
+    }
+
+    /// An open-loop client announces a small bundle every few
+    /// milliseconds, each before the last one's answers are ready: every
+    /// bundle is released when its own operations are done, or at its
+    /// own deadline, never later because newer bundles are open.
+    #[tokio::test(start_paused = true)]
+    async fn each_bundle_is_held_on_its_own() {
+        let out = Outbound::new(64, Duration::from_millis(10));
+        let mut chunk = Vec::new();
+        let step = |ms| tokio::time::advance(Duration::from_millis(ms));
+        // t = 0: bundle A of two.
+        out.push(&mut answers(b"", 0, 2));
+        step(3).await;
+        // t = 3: bundle B of two; one of A done. A is held.
+        out.push(&mut answers(b"a", 1, 2));
+        assert_eq!(out.next_chunk(&mut chunk).await, None);
+        step(3).await;
+        // t = 6: bundle C of two; A is done, so everything ready goes.
+        out.push(&mut answers(b"b", 1, 2));
+        assert_eq!(out.next_chunk(&mut chunk).await, Some((2, false)));
+        assert_eq!(chunk, b"ab");
+        chunk.clear();
+        // One of B done: B holds it until its deadline, t = 13 (not
+        // C's, t = 16).
+        out.push(&mut answers(b"c", 1, 0));
+        assert_eq!(out.next_chunk(&mut chunk).await, None);
+        step(6).await;
+        assert_eq!(out.next_chunk(&mut chunk).await, None);
+        step(1).await;
+        assert_eq!(out.next_chunk(&mut chunk).await, Some((1, false)));
+        assert_eq!(chunk, b"c");
+        chunk.clear();
+        // C is still open and counts the next answers.
+        out.push(&mut answers(b"d", 1, 0));
+        assert_eq!(out.next_chunk(&mut chunk).await, None);
+        out.push(&mut answers(b"e", 1, 0));
+        assert_eq!(out.next_chunk(&mut chunk).await, Some((2, false)));
+        assert_eq!(chunk, b"de");
     }
 
     #[tokio::test]
