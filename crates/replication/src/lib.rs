@@ -22,6 +22,7 @@ mod network;
 mod peer_server;
 mod pending;
 mod proposer;
+mod raw_bytes;
 mod reads;
 mod snapshot;
 mod state_machine;

@@ -44,6 +44,7 @@ pub struct Batch {
     /// The batch's number in its session, from 1, without gaps.
     pub seq: u64,
     /// The commands (`meridian_store::replicated::encode_commands`).
+    #[serde(with = "crate::raw_bytes")]
     pub commands: Vec<u8>,
 }
 

@@ -40,6 +40,7 @@ pub(crate) enum Request {
         /// Which transfer (a new one restarts the file).
         transfer: u64,
         offset: u64,
+        #[serde(with = "crate::raw_bytes")]
         data: Vec<u8>,
         /// CRC-32C of `data`.
         crc: u32,
