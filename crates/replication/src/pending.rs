@@ -13,13 +13,19 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use meridian_store::replicated::Proposal;
-use meridian_store::{Effect, StoreError};
+use meridian_store::replicated::Reply;
+use meridian_store::{Command, Effect, StoreError};
 use tokio::sync::oneshot;
 
 /// A batch sent and not yet answered.
 struct Waiting {
-    proposals: Vec<Proposal>,
+    /// Its clients' replies, in the order of its commands.
+    replies: Vec<Reply>,
+    /// Its commands, until the state machine takes them to apply: a
+    /// node applies its own batches without decoding them back from
+    /// the log entry (the journal's encoding gives back the very
+    /// commands it was given: `every_command_survives_the_round_trip`).
+    commands: Option<Vec<Command>>,
     /// Told the batch's log index once it is applied here.
     applied: Option<oneshot::Sender<u64>>,
     /// Held results (acknowledgement by every voter), once applied.
@@ -44,14 +50,21 @@ impl Pending {
         }
     }
 
-    /// Files batch `seq`; the receiver resolves with the batch's log
-    /// index once it is applied here.
-    pub(crate) fn file(&self, seq: u64, proposals: Vec<Proposal>) -> oneshot::Receiver<u64> {
+    /// Files batch `seq`: its commands and their clients' replies; the
+    /// receiver resolves with the batch's log index once it is applied
+    /// here.
+    pub(crate) fn file(
+        &self,
+        seq: u64,
+        commands: Vec<Command>,
+        replies: Vec<Reply>,
+    ) -> oneshot::Receiver<u64> {
         let (applied, receiver) = oneshot::channel();
         self.lock().insert(
             seq,
             Waiting {
-                proposals,
+                replies,
+                commands: Some(commands),
                 applied: Some(applied),
                 results: None,
             },
@@ -59,15 +72,25 @@ impl Pending {
         receiver
     }
 
+    /// The commands of batch `seq` of `session`, to be applied: `None`
+    /// if they are not here (another session's batch, taken already, or
+    /// answered), and then they are decoded from the log entry.
+    pub(crate) fn take_commands(&self, session: u64, seq: u64) -> Option<Vec<Command>> {
+        if session != self.session {
+            return None;
+        }
+        self.lock().get_mut(&seq)?.commands.take()
+    }
+
     /// Batch `seq` of `session` was applied at log `index` with these
-    /// results, one per proposal in order. Batches of another session
+    /// results, one per command in order, each with its spent command. Batches of another session
     /// (this node's previous life) have nobody waiting.
     pub(crate) fn applied(
         &self,
         session: u64,
         seq: u64,
         index: u64,
-        results: impl Iterator<Item = Result<Effect, StoreError>>,
+        results: impl Iterator<Item = (Result<Effect, StoreError>, Command)>,
     ) {
         if session != self.session {
             return;
@@ -80,12 +103,16 @@ impl Pending {
             let _ = applied.send(index);
         }
         if self.hold {
-            batch.results = Some(results.collect());
+            batch.results = Some(results.map(|(result, _)| result).collect());
             return;
         }
         if let Some(batch) = waiting.remove(&seq) {
             drop(waiting);
-            answer(seq, batch.proposals, results);
+            answer(
+                seq,
+                batch.replies,
+                results.map(|(result, spent)| (result, Some(spent))),
+            );
         }
     }
 
@@ -95,7 +122,11 @@ impl Pending {
             return;
         };
         let results = batch.results.unwrap_or_default();
-        answer(seq, batch.proposals, results.into_iter());
+        answer(
+            seq,
+            batch.replies,
+            results.into_iter().map(|result| (result, None)),
+        );
     }
 
     /// Gives up on batch `seq`: its clients get `error`. Returns false if
@@ -104,8 +135,8 @@ impl Pending {
         let Some(waiting) = self.lock().remove(&seq) else {
             return false;
         };
-        for proposal in waiting.proposals {
-            proposal.answer(Err(error.clone()));
+        for reply in waiting.replies {
+            reply.answer(Err(error.clone()), None);
         }
         true
     }
@@ -115,19 +146,18 @@ impl Pending {
     }
 }
 
-/// Each proposal gets its command's result.
+/// Each client gets its command's result.
 fn answer(
     seq: u64,
-    proposals: Vec<Proposal>,
-    mut results: impl Iterator<Item = Result<Effect, StoreError>>,
+    replies: Vec<Reply>,
+    mut results: impl Iterator<Item = (Result<Effect, StoreError>, Option<Command>)>,
 ) {
-    for proposal in proposals {
-        let result = results.next().unwrap_or_else(|| {
+    for reply in replies {
+        let (result, spent) = results.next().unwrap_or_else(|| {
             tracing::error!(seq, "a replicated batch had fewer results than commands");
-            Err(StoreError::Internal(
-                "a replicated batch had fewer results than commands".into(),
-            ))
+            let error = "a replicated batch had fewer results than commands";
+            (Err(StoreError::Internal(error.into())), None)
         });
-        proposal.answer(result);
+        reply.answer(result, spent);
     }
 }

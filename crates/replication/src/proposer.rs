@@ -104,14 +104,15 @@ impl Proposer {
         proposals: Vec<Proposal>,
         forwarder: &mut Option<(NodeId, PeerClient)>,
     ) {
-        let commands = encode_commands(proposals.iter().map(Proposal::command), &self.schema);
+        let (commands, replies): (Vec<_>, Vec<_>) =
+            proposals.into_iter().map(Proposal::into_parts).unzip();
         let batch = Batch {
             origin: self.me,
             session: self.pending.session,
             seq,
-            commands,
+            commands: encode_commands(commands.iter(), &self.schema),
         };
-        let mut applied = self.pending.file(seq, proposals);
+        let mut applied = self.pending.file(seq, commands, replies);
         let deadline = tokio::time::Instant::now() + self.write_timeout;
         let mut sent = false;
         loop {

@@ -134,15 +134,23 @@ impl StateMachine {
                 let last = self.marker.origins.get(&batch.origin).copied();
                 let fresh = last.is_none_or(|last| (batch.session, batch.seq) > last);
                 if fresh {
-                    let commands = decode_commands(&batch.commands, &self.schema).map_err(|e| {
-                        io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!(
-                                "log entry {} holds commands that do not decode: {e}",
-                                entry.log_id
-                            ),
-                        )
-                    })?;
+                    // This node's own batch is applied from the commands
+                    // its proposer encoded, when it still has them.
+                    let own = (batch.origin == self.me)
+                        .then(|| self.pending.take_commands(batch.session, batch.seq))
+                        .flatten();
+                    let commands = match own {
+                        Some(commands) => commands,
+                        None => decode_commands(&batch.commands, &self.schema).map_err(|e| {
+                            io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                format!(
+                                    "log entry {} holds commands that do not decode: {e}",
+                                    entry.log_id
+                                ),
+                            )
+                        })?,
+                    };
                     if batch.origin == self.me {
                         gathered.ours.push((
                             batch.session,
@@ -187,7 +195,7 @@ impl StateMachine {
             }
         }
         let marker = self.marker.encode()?;
-        let results = self
+        let applied = self
             .store
             .apply_replicated(commands, marker)
             .await
@@ -197,10 +205,15 @@ impl StateMachine {
                 );
                 io::Error::other(format!("applying committed log entries: {e}"))
             })?;
+        // Each command goes back with its result to the client that made
+        // it, to be freed there; other nodes' commands are freed here.
+        let mut done = applied.results.into_iter().zip(applied.spent);
+        let mut at = 0;
         for (session, seq, index, first, count) in ours {
-            let slice = results.get(first..first + count).unwrap_or_default();
-            self.pending
-                .applied(session, seq, index, slice.iter().cloned());
+            done.by_ref().take(first.saturating_sub(at)).for_each(drop);
+            let batch: Vec<_> = done.by_ref().take(count).collect();
+            at = first + count;
+            self.pending.applied(session, seq, index, batch.into_iter());
         }
         for responder in responders {
             responder.send(());

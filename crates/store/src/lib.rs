@@ -81,7 +81,7 @@ pub(crate) enum Work {
 pub(crate) struct ReplicatedJob {
     pub(crate) commands: Vec<Command>,
     pub(crate) marker: Vec<u8>,
-    pub(crate) reply: oneshot::Sender<Result<Vec<Result<Effect, StoreError>>, StoreError>>,
+    pub(crate) reply: oneshot::Sender<Result<replicated::Applied, StoreError>>,
 }
 
 /// What a job's submitter receives: the result, and the command itself,
@@ -94,7 +94,9 @@ pub(crate) struct ReplicatedJob {
 #[derive(Debug)]
 pub(crate) struct Answer {
     pub(crate) result: Result<Effect, StoreError>,
-    pub(crate) spent: Command,
+    /// `None` when the command was applied elsewhere and freed there (a
+    /// replicated leader applies its own proposals' commands).
+    pub(crate) spent: Option<Command>,
 }
 
 /// What the writer measures, for the metrics endpoint.

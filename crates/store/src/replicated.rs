@@ -78,8 +78,34 @@ impl Proposal {
         // A client that went away does not need its answer.
         let _ = reply.send(Answer {
             result,
-            spent: command,
+            spent: Some(command),
         });
+    }
+
+    /// The command, to be encoded into the log and applied here without
+    /// being decoded back, and the reply its client waits for.
+    pub fn into_parts(self) -> (Command, Reply) {
+        let Job { command, reply } = self.0;
+        (command, Reply(reply))
+    }
+}
+
+/// Where a proposal's result goes once its command was taken from it
+/// ([`Proposal::into_parts`]).
+pub struct Reply(oneshot::Sender<Answer>);
+
+impl Reply {
+    /// Answers the client with the command's result, and the command
+    /// when it is given back, to be freed by the client's thread.
+    pub fn answer(self, result: Result<Effect, StoreError>, spent: Option<Command>) {
+        // A client that went away does not need its answer.
+        let _ = self.0.send(Answer { result, spent });
+    }
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reply")
     }
 }
 
@@ -103,6 +129,16 @@ pub fn decode_commands(bytes: &[u8], schema: &Schema) -> Result<Vec<Command>, St
     record::decode_commands(bytes, schema)
 }
 
+/// What [`Store::apply_replicated`] gives back.
+#[derive(Debug)]
+pub struct Applied {
+    /// Each command's result, in order.
+    pub results: Vec<Result<Effect, StoreError>>,
+    /// The commands, given back to be freed by the caller's thread,
+    /// which mostly made them (see [`Answer`]), not the writer's.
+    pub spent: Vec<Command>,
+}
+
 impl Store {
     /// Applies committed commands in one transaction that also stores
     /// `marker`; each command's result in order. `Err` when the
@@ -112,7 +148,7 @@ impl Store {
         &self,
         commands: Vec<Command>,
         marker: Vec<u8>,
-    ) -> Result<Vec<Result<Effect, StoreError>>, StoreError> {
+    ) -> Result<Applied, StoreError> {
         let (reply, answer) = oneshot::channel();
         self.writer
             .send(Work::Replicated(ReplicatedJob {

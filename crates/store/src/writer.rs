@@ -64,7 +64,7 @@ pub(crate) fn run(
             Some(journal) => {
                 let replies = answered
                     .map(|(job, result)| {
-                        let spent = job.command;
+                        let spent = Some(job.command);
                         (job.reply, Answer { result, spent })
                     })
                     .collect();
@@ -73,7 +73,7 @@ pub(crate) fn run(
             None => {
                 for (job, result) in answered {
                     // A caller that went away does not need its answer.
-                    let spent = job.command;
+                    let spent = Some(job.command);
                     let _ = job.reply.send(Answer { result, spent });
                 }
             }
@@ -166,7 +166,11 @@ fn apply_replicated(inner: &Inner, job: ReplicatedJob) {
         marker,
         reply,
     } = job;
-    let answer = commit_replicated(inner, &commands, &marker);
+    let answer =
+        commit_replicated(inner, &commands, &marker).map(|results| crate::replicated::Applied {
+            results,
+            spent: commands,
+        });
     // A caller that went away does not need its answer.
     let _ = reply.send(answer);
 }

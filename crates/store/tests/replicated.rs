@@ -75,7 +75,8 @@ async fn committed_commands_apply_with_their_marker_and_a_copy_installs_elsewher
     let results = a
         .apply_replicated(decoded, b"marker-1".to_vec())
         .await
-        .unwrap();
+        .unwrap()
+        .results;
     assert!(results[0].is_ok() && results[1].is_ok() && results[3].is_ok());
     assert!(matches!(results[2], Err(StoreError::AlreadyExists(_))));
     assert_eq!(
@@ -121,6 +122,7 @@ async fn committed_commands_apply_with_their_marker_and_a_copy_installs_elsewher
             )
             .await
             .unwrap()
+            .results
             .into_iter()
             .for_each(|r| assert!(r.is_ok()));
     }
