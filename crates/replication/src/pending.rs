@@ -83,8 +83,9 @@ impl Pending {
     }
 
     /// Batch `seq` of `session` was applied at log `index` with these
-    /// results, one per command in order, each with its spent command. Batches of another session
-    /// (this node's previous life) have nobody waiting.
+    /// results, one per command in order, each with its spent command.
+    /// Batches of another session (this node's previous life) have
+    /// nobody waiting.
     pub(crate) fn applied(
         &self,
         session: u64,
