@@ -67,19 +67,11 @@ impl Proposal {
         None
     }
 
-    /// The command the client submitted.
-    pub fn command(&self) -> &Command {
-        &self.0.command
-    }
-
-    /// Answers the client: the command's result where it was applied.
+    /// Answers the client without applying the command (a referral, a
+    /// refusal); the command goes back to be freed by the client.
     pub fn answer(self, result: Result<Effect, StoreError>) {
-        let Job { command, reply } = self.0;
-        // A client that went away does not need its answer.
-        let _ = reply.send(Answer {
-            result,
-            spent: Some(command),
-        });
+        let (command, reply) = self.into_parts();
+        reply.answer(result, Some(command));
     }
 
     /// The command, to be encoded into the log and applied here without
