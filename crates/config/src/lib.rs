@@ -489,8 +489,9 @@ pub struct LogConfig {
     pub file_max_bytes: u64,
     /// Rotated files kept (`FILE.1` .. `FILE.N`); older ones are removed.
     pub file_keep: u32,
-    /// Lines waiting for the writer; past it new lines are dropped (and
-    /// counted in the log) rather than make an operation wait.
+    /// Lines waiting for the writer (and at most 512 bytes a line on
+    /// average); past it new lines are dropped (and counted in the log)
+    /// rather than make an operation wait.
     pub queue_lines: usize,
 }
 

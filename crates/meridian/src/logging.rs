@@ -1,17 +1,18 @@
 //! The log: `tracing` lines, filtered by `log.level` (reloadable), written
 //! to standard error or a file rotated by size (`log.file`), and never in
-//! the way of an operation. A line is formatted where it is logged and
-//! handed to a writer thread through a bounded queue
-//! (`log.queue_lines`); when the queue is full the line is dropped and
-//! counted, and the writer says how many were dropped once it catches up.
-//! An operation therefore never waits for a slow terminal, pipe or disk.
+//! the way of an operation. A line is formatted where it is logged (the
+//! access log's by `meridian_server::access_log`, the others by
+//! `tracing`'s formatter) and appended to a bounded queue
+//! (`log.queue_lines`) that a writer thread empties; when the queue is
+//! full the line is dropped and counted, and the writer says how many
+//! were dropped once it catches up. An operation therefore never waits
+//! for a slow terminal, pipe or disk.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 
 use anyhow::Context as _;
 
@@ -57,6 +58,7 @@ pub(crate) fn init(config: &meridian_config::LogConfig) -> anyhow::Result<LogFil
         (Box::new(file), false)
     };
     let writer = NonBlocking::start(sink, config.queue_lines);
+    meridian_server::access_log::install(Box::new(writer.clone()), ansi);
     let (level_filter, handle) = tracing_subscriber::reload::Layer::new(level_filter);
     tracing_subscriber::registry()
         .with(level_filter)
@@ -69,127 +71,204 @@ pub(crate) fn init(config: &meridian_config::LogConfig) -> anyhow::Result<LogFil
     Ok(from_env.is_none().then_some(handle))
 }
 
-/// The queue to the writer thread; cloned for each line written.
-#[derive(Clone)]
-struct NonBlocking {
-    queue: SyncSender<Vec<u8>>,
-    dropped: Arc<AtomicU64>,
+/// The lines waiting for the writer thread, shared by every thread that
+/// logs: each line is appended under a lock held for its copy, and the
+/// writer swaps the whole buffer out every few milliseconds.
+struct Queue {
+    pending: std::sync::Mutex<Pending>,
+    /// `log.queue_lines`: past it a new line is dropped.
+    max_lines: usize,
+    /// [`BYTES_PER_LINE`] times `max_lines`: past it a new line is dropped.
+    max_bytes: usize,
+    /// Lines dropped since the writer last said how many.
+    dropped: AtomicU64,
+    /// Set by [`finish`]: the writer writes what is queued and stops.
+    finishing: std::sync::atomic::AtomicBool,
 }
 
-/// Set by [`finish`]: the writer writes what is queued and stops.
-static FINISHING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-/// The writer thread of the installed log, joined by [`finish`].
-static WRITER: std::sync::Mutex<Option<std::thread::JoinHandle<()>>> = std::sync::Mutex::new(None);
+/// Whole lines, in the order they were logged.
+struct Pending {
+    bytes: Vec<u8>,
+    lines: usize,
+}
+
+/// The room a line may take in the queue, on average: twice a long
+/// access line, so `log.queue_lines` bounds the queue's memory too
+/// (32 MiB by default).
+const BYTES_PER_LINE: usize = 512;
+
+/// What a line of the queue is handed to: a `tracing` line, or an access
+/// line (`meridian_server::access_log`); one of these per line written.
+#[derive(Clone)]
+struct NonBlocking {
+    queue: Arc<Queue>,
+}
+
+/// The writer thread of the installed log and its queue, for [`finish`].
+static WRITER: std::sync::Mutex<Option<(std::thread::JoinHandle<()>, Arc<Queue>)>> =
+    std::sync::Mutex::new(None);
 
 /// Writes out what the log still holds (before the process exits).
 pub(crate) fn finish() {
-    FINISHING.store(true, Ordering::Release);
     let writer = WRITER
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .take();
-    if let Some(writer) = writer {
+    if let Some((writer, queue)) = writer {
+        queue.finishing.store(true, Ordering::Release);
         let _ = writer.join();
     }
 }
 
 impl NonBlocking {
-    fn start(sink: Box<dyn Write + Send>, capacity: usize) -> NonBlocking {
-        let (queue, lines) = sync_channel(capacity);
-        let dropped = Arc::new(AtomicU64::new(0));
-        let counted = Arc::clone(&dropped);
+    fn start(sink: Box<dyn Write + Send>, max_lines: usize) -> NonBlocking {
+        let queue = Arc::new(Queue::new(max_lines));
+        let written = Arc::clone(&queue);
         // If the thread cannot start, lines are dropped (counted) rather
         // than the server not starting for want of a log.
         let writer = std::thread::Builder::new()
             .name("log-writer".into())
-            .spawn(move || write_lines(sink, &lines, &counted));
+            .spawn(move || write_lines(sink, &written));
         if let Ok(writer) = writer {
             *WRITER
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(writer);
+                .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                Some((writer, Arc::clone(&queue)));
         }
-        NonBlocking { queue, dropped }
+        NonBlocking { queue }
+    }
+}
+
+impl Queue {
+    fn new(max_lines: usize) -> Queue {
+        Queue {
+            pending: std::sync::Mutex::new(Pending {
+                bytes: Vec::new(),
+                lines: 0,
+            }),
+            max_lines,
+            max_bytes: max_lines.saturating_mul(BYTES_PER_LINE),
+            dropped: AtomicU64::new(0),
+            finishing: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Queues one whole line, or drops and counts it when the queue is
+    /// full: never waits for the writer.
+    fn push(&self, line: &[u8]) {
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if pending.lines >= self.max_lines || pending.bytes.len() + line.len() > self.max_bytes {
+            drop(pending);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        pending.bytes.extend_from_slice(line);
+        pending.lines += 1;
+    }
+
+    /// Exchanges the waiting lines for `spare` (empty): both buffers keep
+    /// their room, so a steady load allocates nothing.
+    fn take(&self, spare: &mut Vec<u8>) {
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        std::mem::swap(&mut pending.bytes, spare);
+        pending.lines = 0;
     }
 }
 
 /// How often the writer thread takes what the queue holds. It never
-/// blocks on the queue: a thread blocked there must be woken by each line
-/// sent (a futex wake-up per operation: a fifth of the server's time
-/// under a pipelined load, perf), where one that looks every few
-/// milliseconds is woken by no one.
+/// sleeps on the queue: a thread asleep there must be woken by each line
+/// (a futex wake-up per operation: a fifth of the server's time under a
+/// pipelined load, perf), where one that looks every few milliseconds is
+/// woken by no one.
 const WRITE_EVERY: std::time::Duration = std::time::Duration::from_millis(20);
 
-/// Lines are gathered into writes of about this many bytes: a system
-/// call per wake-up of the writer, not per line (one per operation with
-/// the access log on: 4 % of a replicated leader's time, perf).
+/// Lines are written in pieces of about this many bytes, each ending at
+/// a line's end: a few system calls per wake-up of the writer, not one
+/// per line, and a log file rotated close to its size.
 const WRITE_BYTES: usize = 64 * 1024;
 
-/// The writer thread: every few milliseconds, the lines waiting, in as
-/// few writes as fit, then a flush and a note of the lines dropped since
-/// the last one; until the queue's senders are gone.
-fn write_lines(mut sink: Box<dyn Write + Send>, lines: &Receiver<Vec<u8>>, dropped: &AtomicU64) {
-    let mut gathered = Vec::with_capacity(WRITE_BYTES);
-    let write_out = |sink: &mut Box<dyn Write + Send>, gathered: &mut Vec<u8>| {
-        let _ = sink.write_all(gathered);
-        if gathered.capacity() > 4 * WRITE_BYTES {
-            // An unusually long line passed: do not keep its buffer.
-            *gathered = Vec::with_capacity(WRITE_BYTES);
-        } else {
-            gathered.clear();
-        }
-    };
+/// A buffer the writer took that was larger than this (a burst) is let
+/// go rather than kept for the next.
+const KEEP_BYTES: usize = 4 << 20;
+
+/// The writer thread: every few milliseconds, the lines waiting, then a
+/// flush and a note of the lines dropped since the last one; until
+/// [`finish`] and nothing more to write.
+fn write_lines(mut sink: Box<dyn Write + Send>, queue: &Queue) {
+    let mut taken = Vec::new();
     loop {
-        let mut wrote = false;
-        let mut senders_gone = false;
-        loop {
-            match lines.try_recv() {
-                Ok(line) => {
-                    gathered.extend_from_slice(&line);
-                    wrote = true;
-                    if gathered.len() >= WRITE_BYTES {
-                        write_out(&mut sink, &mut gathered);
-                    }
-                }
-                Err(std::sync::mpsc::TryRecvError::Empty) => break,
-                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
-                    senders_gone = true;
-                    break;
-                }
-            }
+        queue.take(&mut taken);
+        let wrote = !taken.is_empty();
+        for piece in line_pieces(&taken, WRITE_BYTES) {
+            let _ = sink.write_all(piece);
         }
-        if !gathered.is_empty() {
-            write_out(&mut sink, &mut gathered);
+        taken.clear();
+        if taken.capacity() > KEEP_BYTES {
+            taken = Vec::new();
         }
-        let lost = dropped.swap(0, Ordering::Relaxed);
+        let lost = queue.dropped.swap(0, Ordering::Relaxed);
         if lost > 0 {
             let _ = writeln!(
                 sink,
                 "meridian: {lost} log lines dropped: the log was written slower than it was produced (log.queue_lines)"
             );
         }
-        if wrote || lost > 0 || senders_gone {
+        if wrote || lost > 0 {
             let _ = sink.flush();
         }
-        if senders_gone || (FINISHING.load(Ordering::Acquire) && !wrote) {
+        if queue.finishing.load(Ordering::Acquire) && !wrote {
             return;
         }
         std::thread::sleep(WRITE_EVERY);
     }
 }
 
-impl Write for NonBlocking {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self.queue.try_send(buf.to_vec()) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+/// `bytes` (whole lines) in pieces of at most `size` bytes that end at a
+/// line's end; a line longer than `size` is a piece of its own.
+fn line_pieces(bytes: &[u8], size: usize) -> impl Iterator<Item = &[u8]> {
+    let mut rest = bytes;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
         }
+        let cut = if rest.len() <= size {
+            rest.len()
+        } else {
+            let last_end_within = rest
+                .get(..size)
+                .and_then(|head| head.iter().rposition(|&b| b == b'\n'));
+            let first_end = || rest.iter().position(|&b| b == b'\n');
+            last_end_within
+                .or_else(first_end)
+                .map_or(rest.len(), |end| end + 1)
+        };
+        let (piece, tail) = rest.split_at(cut);
+        rest = tail;
+        Some(piece)
+    })
+}
+
+impl Write for NonBlocking {
+    /// `tracing`'s formatter writes each line whole, in one call.
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.queue.push(buf);
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+impl meridian_server::access_log::LineSink for NonBlocking {
+    fn line(&self, line: &[u8]) {
+        self.queue.push(line);
     }
 }
 
@@ -311,22 +390,34 @@ mod tests {
 
     #[test]
     fn waiting_lines_go_out_in_few_writes_and_in_order() {
-        let (queue, lines) = sync_channel(10_000);
+        let queue = Queue::new(10_000);
         let mut expected = Vec::new();
         for n in 0..5000 {
             let line = format!("conn={n} op=\"MOD\" result=0\n").into_bytes();
             expected.extend_from_slice(&line);
-            queue.send(line).unwrap();
+            queue.push(&line);
         }
-        drop(queue);
+        queue.finishing.store(true, Ordering::Release);
         let sink = Recorded::default();
-        write_lines(Box::new(sink.clone()), &lines, &AtomicU64::new(0));
+        write_lines(Box::new(sink.clone()), &queue);
         let writes = sink.0.lock().unwrap();
         // About 150 KiB of lines: three writes of up to 64 KiB, not 5000.
         assert!(writes.len() <= 3, "{} writes", writes.len());
         assert_eq!(writes.concat(), expected);
         // Every write ends at the end of a line.
         assert!(writes.iter().all(|w| w.ends_with(b"\n")));
+    }
+
+    #[test]
+    fn pieces_end_at_line_ends() {
+        let text = b"aaaa\nbbbbbbbbbb\ncc\nd\n";
+        let pieces: Vec<&[u8]> = line_pieces(text, 8).collect();
+        assert_eq!(
+            pieces,
+            [&b"aaaa\n"[..], b"bbbbbbbbbb\n", b"cc\nd\n"],
+            "a line longer than the piece goes whole"
+        );
+        assert_eq!(line_pieces(b"", 8).count(), 0);
     }
 
     #[test]
@@ -344,13 +435,34 @@ mod tests {
             }
         }
         let mut writer = NonBlocking::start(Box::new(Stuck), 16);
-        let line = [b'x'; 1024];
+        let line = [b'x'; 100];
         for _ in 0..1000 {
             writer.write_all(&line).unwrap();
         }
-        // Held: the queue's 16, and what the writer gathered before its
-        // write stuck (one write's worth, and the line that filled it).
-        let held = 16 + WRITE_BYTES / line.len() + 1;
-        assert!(writer.dropped.load(Ordering::Relaxed) >= (1000 - held) as u64);
+        // Held: the queue's 16, and what the writer took before its write
+        // stuck (at most a queue's worth).
+        let dropped = writer.queue.dropped.load(Ordering::Relaxed);
+        assert!(dropped >= 1000 - 2 * 16, "{dropped} dropped");
+    }
+
+    #[test]
+    fn the_queue_is_bounded_in_bytes_too() {
+        let queue = Queue::new(16);
+        // Two lines of more than half the room of 16 do not fit together.
+        let long = vec![b'x'; 16 * BYTES_PER_LINE / 2 + 1];
+        queue.push(&long);
+        queue.push(&long);
+        assert_eq!(queue.dropped.load(Ordering::Relaxed), 1);
+        let mut taken = Vec::new();
+        queue.take(&mut taken);
+        assert_eq!(taken, long);
+        // Nor does one larger than the whole room, even in an empty queue.
+        queue.push(&vec![b'y'; 16 * BYTES_PER_LINE + 1]);
+        assert_eq!(queue.dropped.load(Ordering::Relaxed), 2);
+        // Sixteen short lines do; the seventeenth does not.
+        for _ in 0..17 {
+            queue.push(b"z\n");
+        }
+        assert_eq!(queue.dropped.load(Ordering::Relaxed), 3);
     }
 }

@@ -55,10 +55,14 @@ fn bound_client(server: &Server) -> Client {
 }
 
 fn search_everything(client: &mut Client, id: i32) {
+    search_under(client, id, b"dc=example,dc=com");
+}
+
+fn search_under(client: &mut Client, id: i32, base: &[u8]) {
     client.send_message(&LdapMessage {
         message_id: id,
         op: ProtocolOp::SearchRequest(SearchRequest {
-            base: b"dc=example,dc=com",
+            base,
             scope: Scope::Subtree,
             deref: meridian_proto::DerefAliases::Never,
             size_limit: 0,
@@ -199,6 +203,14 @@ fn a_streamed_search_gets_its_access_log_line() {
     let mut client = Client::admin(addr);
     search_everything(&mut client, 2);
     client.read_until(|m| matches!(m.op, ProtocolOp::SearchResultDone(_)));
+    // A base DN that would forge a line of its own if logged as it came.
+    let forged = "2026-11-27T00:00:00.000000Z  INFO meridian::access: conn=99 msgid=1 op=\"DEL\"";
+    search_under(
+        &mut client,
+        3,
+        format!("cn=x\n{forged},dc=example,dc=com").as_bytes(),
+    );
+    client.read_until(|m| matches!(m.op, ProtocolOp::SearchResultDone(_)));
     drop(client);
     support::signal(server.id(), "TERM");
     server.wait().unwrap();
@@ -224,5 +236,14 @@ fn a_streamed_search_gets_its_access_log_line() {
         .find(|l| l.contains("meridian::access") && l.contains("CLOSE"))
         .unwrap_or_else(|| panic!("no CLOSE line:\n{log}"));
     assert!(close.contains("from=127.0.0.1:"), "{close}");
+    assert!(
+        !log.lines().any(|l| l.starts_with(forged)),
+        "a DN started a line:\n{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("msgid=3") && l.contains("dn=cn=x\\0a2026-11-27")),
+        "the DN's newline is written as \\0a:\n{log}"
+    );
     std::fs::remove_dir_all(data).unwrap();
 }

@@ -197,7 +197,12 @@ pub(crate) async fn serve_connection(
     if ctx.access_log {
         // The client's address is on this line only; the operations'
         // lines name the connection.
-        tracing::info!(target: "meridian::access", conn = conn_id, op = "CONNECT", from = %peer, tls = over_tls);
+        crate::access_log::write(|line| {
+            line.number("conn", conn_id)
+                .word("op", "CONNECT")
+                .address("from", &peer)
+                .flag("tls", over_tls);
+        });
     }
     // Timeouts of the network layer, never stored (likewise below).
     #[allow(clippy::disallowed_methods)]
@@ -270,7 +275,12 @@ pub(crate) async fn serve_connection(
             End::WriterGone => "write failed",
             End::StartTls | End::HandshakeFailed => "TLS handshake failed",
         };
-        tracing::info!(target: "meridian::access", conn = conn_id, op = "CLOSE", from = %peer, reason);
+        crate::access_log::write(|line| {
+            line.number("conn", conn_id)
+                .word("op", "CLOSE")
+                .address("from", &peer)
+                .word("reason", reason);
+        });
     }
 }
 

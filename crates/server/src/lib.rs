@@ -5,6 +5,7 @@
 //! ([`connection`]) plus a writer task ([`outbound`]); requests are
 //! dispatched by [`session`]. See `ARCHITECTURE.md` for the whole path.
 
+pub mod access_log;
 mod admin;
 mod admission;
 mod bind_cache;

@@ -19,15 +19,14 @@ pub(super) fn log_access(
     let took = started.elapsed();
     crate::metrics::operation(op, code, took);
     if enabled {
-        tracing::info!(
-            target: "meridian::access",
-            conn,
-            msgid = id,
-            op,
-            dn = %String::from_utf8_lossy(dn),
-            result = code.map_or(-1, |c| i64::from(c.0)),
-            etime_us = took.as_micros() as u64,
-        );
+        crate::access_log::write(|line| {
+            line.number("conn", conn)
+                .signed("msgid", id.into())
+                .word("op", op)
+                .dn("dn", dn)
+                .signed("result", code.map_or(-1, |c| i64::from(c.0)))
+                .number("etime_us", took.as_micros() as u64);
+        });
     }
 }
 
@@ -46,16 +45,15 @@ pub(super) fn log_search(
     crate::metrics::operation("SRCH", done.map(|d| d.outcome.code), took);
     crate::metrics::search_entries(done.map_or(0, |d| d.entries));
     if enabled {
-        tracing::info!(
-            target: "meridian::access",
-            conn,
-            msgid = id,
-            op = "SRCH",
-            dn = %String::from_utf8_lossy(base),
-            result = done.map_or(-1, |d| i64::from(d.outcome.code.0)),
-            nentries = done.map_or(0, |d| d.entries),
-            etime_us = took.as_micros() as u64,
-        );
+        crate::access_log::write(|line| {
+            line.number("conn", conn)
+                .signed("msgid", id.into())
+                .word("op", "SRCH")
+                .dn("dn", base)
+                .signed("result", done.map_or(-1, |d| i64::from(d.outcome.code.0)))
+                .number("nentries", done.map_or(0, |d| d.entries))
+                .number("etime_us", took.as_micros() as u64);
+        });
     }
 }
 
