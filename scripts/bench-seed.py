@@ -62,7 +62,7 @@ def start_meridian(binary, ldif, work, directory_config, storage_config, extra, 
     data = os.path.join(work, "meridian")
     config = os.path.join(work, "meridian.toml")
     with open(config, "w") as f:
-        f.write(f"[directory]\n{directory_config}\n[log]\naccess = false\n"
+        f.write(f"[directory]\n{directory_config}\n"
                 f"[storage]\n{storage_config}\n[storage.indexes]\n")
         for attr in INDEXES:
             f.write(f"{attr} = [\"eq\"]\n")
@@ -71,12 +71,17 @@ def start_meridian(binary, ldif, work, directory_config, storage_config, extra, 
             f.write(f"{attr} = [{quoted}]\n")
     subprocess.run([binary, "import", "--config", config, "--data-dir", data, "-i", ldif], check=True,
                    stdout=subprocess.DEVNULL)
-    env = dict(os.environ, MERIDIAN_ADMIN_PASSWORD="secret", RUST_LOG="warn")
+    # The default log, access lines included (users run the default); to
+    # a file, as a service's standard error goes to its journal.
+    env = dict(os.environ, MERIDIAN_ADMIN_PASSWORD="secret")
+    env.pop("RUST_LOG", None)
     argv = [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--config", config]
     if tls:
         _, cert, key = tls
         argv += ["--listen-tls", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key]
-    server = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, text=True)
+    log = open(os.path.join(work, "meridian.log"), "w")
+    server = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, env=env, text=True)
+    log.close()
     tls_addr = None
     for line in server.stdout:
         if line.startswith("meridian listening for ldaps on "):

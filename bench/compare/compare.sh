@@ -112,7 +112,9 @@ trap cleanup EXIT
 /usr/sbin/slapd -f "$WORK/slapd/slapd.conf" -h "ldap://127.0.0.1:$SLAPD_PORT/" -d 0 \
     >"$WORK/slapd/log" 2>&1 &
 pids+=($!)
-MERIDIAN_ADMIN_PASSWORD=secret RUST_LOG=warn "$MERIDIAN" serve --listen "127.0.0.1:$MERIDIAN_PORT" \
+# Meridian's default log: the access log's line per operation included,
+# to a file as a service's standard error goes to its journal.
+MERIDIAN_ADMIN_PASSWORD=secret RUST_LOG= "$MERIDIAN" serve --listen "127.0.0.1:$MERIDIAN_PORT" \
     --config "$WORK/meridian/meridian.toml" --data-dir "$WORK/meridian/data" \
     >"$WORK/meridian/log" 2>&1 &
 pids+=($!)
