@@ -19,15 +19,33 @@ pub(super) fn log_access(
     let took = started.elapsed();
     crate::metrics::operation(op, code, took);
     if enabled {
-        crate::access_log::write(|line| {
-            line.number("conn", conn)
-                .signed("msgid", id.into())
-                .word("op", op)
-                .dn("dn", dn)
-                .signed("result", code.map_or(-1, |c| i64::from(c.0)))
-                .number("etime_us", took.as_micros() as u64);
-        });
+        let result = code.map_or(-1, |c| i64::from(c.0));
+        write_access_line(conn, id, op, dn, result, None, took);
     }
+}
+
+/// `conn msgid op dn result [nentries] etime_us`: the fields of an
+/// operation's line, in the order log readers expect.
+fn write_access_line(
+    conn: u64,
+    id: i32,
+    op: &str,
+    dn: &[u8],
+    result: i64,
+    entries: Option<u64>,
+    took: std::time::Duration,
+) {
+    crate::access_log::write(|line| {
+        line.number("conn", conn)
+            .signed("msgid", id.into())
+            .word("op", op)
+            .dn("dn", dn)
+            .signed("result", result);
+        if let Some(entries) = entries {
+            line.number("nentries", entries);
+        }
+        line.number("etime_us", took.as_micros() as u64);
+    });
 }
 
 /// The access log line of a search: [`log_access`]'s, with the number of
@@ -45,15 +63,9 @@ pub(super) fn log_search(
     crate::metrics::operation("SRCH", done.map(|d| d.outcome.code), took);
     crate::metrics::search_entries(done.map_or(0, |d| d.entries));
     if enabled {
-        crate::access_log::write(|line| {
-            line.number("conn", conn)
-                .signed("msgid", id.into())
-                .word("op", "SRCH")
-                .dn("dn", base)
-                .signed("result", done.map_or(-1, |d| i64::from(d.outcome.code.0)))
-                .number("nentries", done.map_or(0, |d| d.entries))
-                .number("etime_us", took.as_micros() as u64);
-        });
+        let result = done.map_or(-1, |d| i64::from(d.outcome.code.0));
+        let entries = done.map_or(0, |d| d.entries);
+        write_access_line(conn, id, "SRCH", base, result, Some(entries), took);
     }
 }
 
