@@ -66,6 +66,10 @@ pub(crate) fn write(fields: impl FnOnce(&mut Line)) {
                 fields(&mut line);
                 line.bytes.push(b'\n');
                 installed.sink.line(&line.bytes);
+                if line.bytes.capacity() > KEEP_BYTES {
+                    // A line with a huge DN passed: do not keep its room.
+                    line.bytes = Vec::new();
+                }
             }
             None => {
                 line.bytes.clear();
@@ -77,6 +81,9 @@ pub(crate) fn write(fields: impl FnOnce(&mut Line)) {
         }
     });
 }
+
+/// The room a thread's line buffer keeps between lines.
+const KEEP_BYTES: usize = 16 * 1024;
 
 thread_local! {
     static LINE: RefCell<Line> = const { RefCell::new(Line::new()) };
