@@ -31,6 +31,22 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// The civil date (proleptic Gregorian year, month, day) of a count of
+/// days since 1970-01-01; the inverse of `days_from_civil` (Howard
+/// Hinnant's algorithm: days counted from 0000-03-01, so that the leap
+/// day ends each 400-year era of 146,097 days).
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
 fn days_in_month(y: i64, m: i64) -> i64 {
     match m {
         2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
@@ -128,18 +144,8 @@ impl Instant {
 
     /// The canonical `YYYYMMDDHHMMSS[.fff]Z` spelling in UTC.
     pub fn canonical(&self) -> String {
-        let days = self.secs.div_euclid(86_400);
+        let (y, m, d) = civil_from_days(self.secs.div_euclid(86_400));
         let rem = self.secs.rem_euclid(86_400);
-        // civil_from_days (Howard Hinnant's algorithm).
-        let z = days + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z - era * 146_097;
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let d = doy - (153 * mp + 2) / 5 + 1;
-        let m = if mp < 10 { mp + 3 } else { mp - 9 };
-        let y = yoe + era * 400 + i64::from(m <= 2);
         let mut out = format!(
             "{y:04}{m:02}{d:02}{:02}{:02}{:02}",
             rem / 3600,
@@ -162,6 +168,21 @@ mod tests {
 
     fn canon(s: &str) -> String {
         parse_generalized_time(s.as_bytes()).unwrap().canonical()
+    }
+
+    #[test]
+    fn every_day_of_four_centuries_has_its_date() {
+        let mut days = 0;
+        for year in 1970..2370 {
+            for month in 1..=12 {
+                for day in 1..=days_in_month(year, month) {
+                    assert_eq!(civil_from_days(days), (year, month, day));
+                    assert_eq!(days_from_civil(year, month, day), days);
+                    days += 1;
+                }
+            }
+        }
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
     }
 
     #[test]

@@ -136,10 +136,11 @@ impl StateMachine {
                 if fresh {
                     // This node's own batch is applied from the commands
                     // its proposer encoded, when it still has them.
-                    let own = (batch.origin == self.me)
+                    let ours = batch.origin == self.me;
+                    let kept = ours
                         .then(|| self.pending.take_commands(batch.session, batch.seq))
                         .flatten();
-                    let commands = match own {
+                    let commands = match kept {
                         Some(commands) => commands,
                         None => decode_commands(&batch.commands, &self.schema).map_err(|e| {
                             io::Error::new(
@@ -151,7 +152,7 @@ impl StateMachine {
                             )
                         })?,
                     };
-                    if batch.origin == self.me {
+                    if ours {
                         gathered.ours.push((
                             batch.session,
                             batch.seq,
