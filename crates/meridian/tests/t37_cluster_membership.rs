@@ -286,13 +286,19 @@ fn an_index_added_to_every_node_is_built_by_the_leader_through_the_log() {
     for id in 1..=3 {
         cluster.start_node(id);
     }
-    let leader = cluster.leader(Duration::from_secs(20));
-    let log = cluster.node(leader).dir.join("serve.log");
-    wait_for("the leader's build", Duration::from_secs(60), || {
-        std::fs::read_to_string(&log)
-            .unwrap()
-            .contains("indexes built online")
+    // The build is the leader's; which node that is may change while
+    // the nodes come up, so every node's log is read.
+    let logs: Vec<_> = (1..=3)
+        .map(|id| cluster.node(id).dir.join("serve.log"))
+        .collect();
+    wait_for("a leader's build", Duration::from_secs(60), || {
+        logs.iter().any(|log| {
+            std::fs::read_to_string(log)
+                .unwrap()
+                .contains("indexes built online")
+        })
     });
+    let leader = cluster.leader(Duration::from_secs(20));
     let mut w = Writer1::new(cluster.node(leader).ldap);
     assert_eq!(w.add_account(PEOPLE, "after-the-build"), Outcome::Ok);
     cluster.await_identical(Duration::from_secs(30));

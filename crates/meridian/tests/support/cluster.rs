@@ -352,22 +352,34 @@ impl Cluster {
         }
     }
 
-    /// The node that says it leads, asked over LDAP (the root DSE's
-    /// `meridianClusterRole`), once exactly one running node does.
+    /// The node that leads, asked over LDAP (the root DSE), once exactly
+    /// one running node says it does and another names it leader in the
+    /// same term. A node's word alone is not enough: a node restarted
+    /// from a term it led resumes as leader of that term until it hears
+    /// of the newer one its peers moved to meanwhile.
     pub fn leader(&mut self, within: Duration) -> usize {
         let deadline = Instant::now() + within;
         loop {
-            let leaders: Vec<usize> = self
+            let views: Vec<(usize, ClusterView)> = self
                 .running()
                 .into_iter()
-                .filter(|id| cluster_role(self.nodes[id - 1].ldap).as_deref() == Some("leader"))
+                .filter_map(|id| Some((id, ClusterView::of(self.nodes[id - 1].ldap)?)))
                 .collect();
-            if let [one] = leaders.as_slice() {
-                return *one;
+            let claims: Vec<&(usize, ClusterView)> = views
+                .iter()
+                .filter(|(_, view)| view.role == "leader")
+                .collect();
+            if let [(leader, claim)] = claims.as_slice() {
+                let confirmed = views.iter().any(|(id, view)| {
+                    id != leader && view.term == claim.term && view.leader == Some(*leader)
+                });
+                if confirmed {
+                    return *leader;
+                }
             }
             assert!(
                 Instant::now() < deadline,
-                "no single leader within {within:?}: {leaders:?}"
+                "no single leader within {within:?}: {views:?}"
             );
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -429,19 +441,66 @@ pub fn cluster_role(addr: SocketAddr) -> Option<String> {
 
 /// One value of the root DSE, if the node answers and has it.
 pub fn root_dse_value(addr: SocketAddr, attribute: &str) -> Option<String> {
+    root_dse_values(addr, &[attribute])?
+        .into_iter()
+        .find_map(|(name, value)| (name == attribute).then_some(value))
+}
+
+/// The values of `attributes` in the root DSE, as (name, value) pairs;
+/// `None` if the node does not answer.
+fn root_dse_values(addr: SocketAddr, attributes: &[&str]) -> Option<Vec<(String, String)>> {
     // A paused node accepts the connection and never answers: the
     // whole search is bounded, not only the connect.
     let out = Command::new("timeout")
         .args(["3", "ldapsearch", "-x", "-LLL", "-o", "nettimeout=2", "-H"])
         .arg(format!("ldap://{addr}"))
-        .args(["-b", "", "-s", "base", attribute])
+        .args(["-b", "", "-s", "base"])
+        .args(attributes)
         .output()
         .ok()?;
-    let prefix = format!("{attribute}: ");
-    String::from_utf8_lossy(&out.stdout)
+    if !out.status.success() {
+        return None;
+    }
+    let pairs = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .map(str::to_owned)
+        .filter_map(|line| line.split_once(": "))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect();
+    Some(pairs)
+}
+
+/// What one node says of the cluster in its root DSE.
+#[derive(Debug)]
+struct ClusterView {
+    role: String,
+    term: String,
+    /// The node ID it names leader, if it knows one.
+    leader: Option<usize>,
+}
+
+impl ClusterView {
+    fn of(addr: SocketAddr) -> Option<ClusterView> {
+        let values = root_dse_values(
+            addr,
+            &[
+                "meridianClusterRole",
+                "meridianClusterTerm",
+                "meridianClusterLeader",
+            ],
+        )?;
+        let value = |attribute: &str| {
+            values
+                .iter()
+                .find_map(|(name, value)| (name == attribute).then_some(value.as_str()))
+        };
+        Some(ClusterView {
+            role: value("meridianClusterRole")?.to_owned(),
+            term: value("meridianClusterTerm")?.to_owned(),
+            // "ID URL"
+            leader: value("meridianClusterLeader")
+                .and_then(|named| named.split(' ').next()?.parse().ok()),
+        })
+    }
 }
 
 /// Every entry under the suffix with all attributes, sorted.
