@@ -44,13 +44,13 @@ pub fn create_dir(dir: &Path) -> io::Result<()> {
         .create(dir)
 }
 
-/// Opens `path` for reading and appending (creating it 0600, narrowing
-/// an existing one first).
-pub fn open_append(path: &Path) -> io::Result<File> {
+/// Opens `path` for reading and writing where the caller says (creating
+/// it 0600, narrowing an existing one first).
+pub fn open_read_write(path: &Path) -> io::Result<File> {
     let file = OpenOptions::new()
         .create(true)
         .read(true)
-        .append(true)
+        .write(true)
         .mode(FILE_MODE)
         .open(path)?;
     file.set_permissions(Permissions::from_mode(FILE_MODE))?;
