@@ -14,11 +14,10 @@
 //!
 //! Appends overwrite zeros written ahead of them. An append that grew
 //! the file would change its size and allocate blocks, so its
-//! fdatasync would also commit the file system's journal (on ext4 in
-//! its default `data=ordered`, after the data of every other file's
-//! newly allocated blocks: the state machine's writeback); an append
-//! into blocks already written and synced needs only its own data and a
-//! cache flush. So a thread of its own keeps [`PREPARE_CHUNK`] or so of
+//! fdatasync would also write the inode (and on a journaled file system
+//! commit the journal, which in ext4's `data=ordered` first writes every
+//! other file's newly allocated data); an append into blocks already
+//! written and synced needs only its own data and a cache flush. So a thread of its own keeps [`PREPARE_CHUNK`] or so of
 //! zeros, written and synced, past the last frame ([`prepare_ahead`]).
 //! A frame is never empty, so the first zero length read ends the log.
 //!
