@@ -63,7 +63,9 @@ pub struct ClusterConfig {
     /// the log before a snapshot is then purged.
     pub snapshot_every_entries: u64,
     /// Bytes of log not yet purged that make a new snapshot (whichever
-    /// of this and `snapshot_every_entries` comes first).
+    /// of this and `snapshot_every_entries` comes first); each snapshot
+    /// waits for between three and five quarters of it, drawn per node
+    /// and per snapshot, so that the nodes do not all copy at once.
     pub snapshot_log_bytes: u64,
     /// The largest message one node sends another.
     pub max_message_bytes: usize,

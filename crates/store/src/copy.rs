@@ -18,6 +18,14 @@
 //!   more than one slice of it and a durable append waits behind at most
 //!   that.
 //!
+//! - is preceded, when a store's writer runs, by room made in the map
+//!   ([`make_room_for_copy`]): while the copy's read transaction lasts,
+//!   commits cannot reuse the pages they free, so they take new ones
+//!   from the end of the map, and a writer that ran out of them waited
+//!   for the copy to end before it could grow the map. At 15,000
+//!   replicated modifies/s each node's writer did, for about a second,
+//!   at every snapshot.
+//!
 //! It does not lower the copying thread's CPU priority: the thread holds
 //! the map, and a writer that must grow it would wait on the slowest
 //! thread of the process.
@@ -32,6 +40,49 @@ use crate::{Inner, StoreError};
 
 /// Bytes of the copy written back at a time: about 10 ms of this disk.
 const SLICE_BYTES: u64 = 4 << 20;
+
+/// The room made in the map before a copy: a quarter of the pages in
+/// use, and at least this.
+const MIN_ROOM_BYTES: u64 = 16 << 20;
+/// Tries at the writer's queue, a millisecond apart, while it is full.
+const ROOM_SEND_TRIES: u32 = 1000;
+/// How long a copy waits for the room.
+const ROOM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Has the writer grow the map, if need be, so that a quarter of the
+/// pages in use (at least [`MIN_ROOM_BYTES`]) are free past the last
+/// one, and waits for it. Best effort: a map that cannot grow (a full
+/// disk, the largest map) is copied all the same, and the writer meets
+/// the limit as it would have.
+pub(crate) fn make_room_for_copy(inner: &Inner, writer: &tokio::sync::mpsc::Sender<crate::Work>) {
+    let used = {
+        let _map = inner.hold_map();
+        let info = inner.env.info();
+        (info.last_page_number as u64 + 1).saturating_mul(crate::page_size() as u64)
+    };
+    let room = (used / 4).max(MIN_ROOM_BYTES);
+    // Not tokio's blocking calls: a copy may be asked for from a task
+    // (it blocks on its I/O all the same), where those would panic.
+    let (reply, answer) = std::sync::mpsc::sync_channel(1);
+    let mut work = crate::Work::MakeRoom(room, reply);
+    for _ in 0..ROOM_SEND_TRIES {
+        match writer.try_send(work) {
+            Ok(()) => {
+                // Otherwise made; or the writer stopped (the store is
+                // closing), or is slower than the copy is worth waiting for.
+                if let Ok(Err(e)) = answer.recv_timeout(ROOM_WAIT) {
+                    tracing::warn!("no room made in the map before a copy: {e}");
+                }
+                return;
+            }
+            Err(tokio::sync::mpsc::error::TrySendError::Full(back)) => {
+                work = back;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => return,
+        }
+    }
+}
 
 /// Copies the database, compacted, to a new file at `path` (0600), and
 /// syncs it.

@@ -74,6 +74,9 @@ pub(crate) enum Work {
     Replicated(ReplicatedJob),
     /// Replace the database with a snapshot's copy (`replicated.rs`).
     Install(replicated::InstallJob),
+    /// Grow the map until this many bytes are free past its last page
+    /// (`copy.rs`: before a copy pins the pages commits would reuse).
+    MakeRoom(u64, std::sync::mpsc::SyncSender<Result<(), StoreError>>),
 }
 
 /// Commands of committed log entries, applied in one transaction that

@@ -63,6 +63,7 @@ impl Proposal {
             Work::Client(job) => return Some(Proposal(job)),
             Work::Replicated(job) => drop(job.reply.send(Err(misrouted()))),
             Work::Install(job) => drop(job.reply.send(Err(misrouted()))),
+            Work::MakeRoom(_, reply) => drop(reply.send(Err(misrouted()))),
         }
         None
     }
@@ -179,6 +180,7 @@ impl Store {
     /// `data.mdb` a store opens as it is.
     /// How it spares the server: `copy.rs`.
     pub fn copy_to(&self, path: &Path) -> Result<(), StoreError> {
+        crate::copy::make_room_for_copy(&self.inner, &self.writer);
         crate::copy::copy_database(&self.inner, path)
     }
 

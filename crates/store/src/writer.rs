@@ -45,6 +45,10 @@ pub(crate) fn run(
                 crate::replicated::install(inner, job);
                 continue;
             }
+            Work::MakeRoom(bytes, reply) => {
+                let _ = reply.send(make_room(inner, bytes));
+                continue;
+            }
         };
         batch.push(first);
         while batch.len() < inner.max_batch {
@@ -530,6 +534,20 @@ fn shrink(inner: &Inner) {
     if let Err(e) = unsafe { inner.env.resize(crate::page_size()) } {
         tracing::warn!("the database file keeps its allocated room: {e}");
     }
+}
+
+/// Grows the map until `bytes` are free past its last page (at most a
+/// few steps: each is a quarter of the map, or more).
+fn make_room(inner: &Inner, bytes: u64) -> Result<(), StoreError> {
+    for _ in 0..8 {
+        let info = inner.env.info();
+        let used = (info.last_page_number as u64 + 1).saturating_mul(crate::page_size() as u64);
+        if (info.map_size as u64).saturating_sub(used) >= bytes {
+            return Ok(());
+        }
+        grow(inner)?;
+    }
+    Ok(())
 }
 
 /// Grows the map: doubles it, or for a writable map, allocates a step
