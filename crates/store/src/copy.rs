@@ -55,12 +55,7 @@ const ROOM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// disk, the largest map) is copied all the same, and the writer meets
 /// the limit as it would have.
 pub(crate) fn make_room_for_copy(inner: &Inner, writer: &tokio::sync::mpsc::Sender<crate::Work>) {
-    let used = {
-        let _map = inner.hold_map();
-        let info = inner.env.info();
-        (info.last_page_number as u64 + 1).saturating_mul(crate::page_size() as u64)
-    };
-    let room = (used / 4).max(MIN_ROOM_BYTES);
+    let room = (inner.map_use().used / 4).max(MIN_ROOM_BYTES);
     // Not tokio's blocking calls: a copy may be asked for from a task
     // (it blocks on its I/O all the same), where those would panic.
     let (reply, answer) = std::sync::mpsc::sync_channel(1);

@@ -726,9 +726,7 @@ impl Store {
 
     /// Bytes of the map in use: up to the last page written.
     pub fn map_used_bytes(&self) -> u64 {
-        let _map = self.inner.hold_map();
-        let pages = u64::try_from(self.inner.env.info().last_page_number).unwrap_or(u64::MAX);
-        pages.saturating_add(1) * u64::from(self.inner.env.stat().page_size)
+        self.inner.map_use().used
     }
 
     /// The current map size in bytes.
@@ -855,6 +853,14 @@ fn open_databases(env: &Env<WithoutTls>, path: &Path) -> Result<Dbs, StoreError>
     Ok(dbs)
 }
 
+/// What [`Inner::map_use`] returns.
+pub(crate) struct MapUse {
+    /// The map's size in bytes.
+    pub(crate) size: u64,
+    /// Bytes up to the last page written.
+    pub(crate) used: u64,
+}
+
 impl Inner {
     /// Keeps the map where it is while the guard lives: anything that
     /// reads through the map (a read transaction, a sync, the environment's
@@ -863,6 +869,20 @@ impl Inner {
     /// from under it. A sync during a bulk load did, and crashed.
     pub(crate) fn hold_map(&self) -> RwLockReadGuard<'_, ()> {
         self.resize.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The map's size, and the bytes of it in use (up to the last page
+    /// written).
+    pub(crate) fn map_use(&self) -> MapUse {
+        let _map = self.hold_map();
+        let info = self.env.info();
+        let pages = u64::try_from(info.last_page_number).unwrap_or(u64::MAX);
+        MapUse {
+            size: u64::try_from(info.map_size).unwrap_or(u64::MAX),
+            used: pages
+                .saturating_add(1)
+                .saturating_mul(u64::from(self.env.stat().page_size)),
+        }
     }
 
     /// The attribute names as of the last commit.

@@ -540,9 +540,8 @@ fn shrink(inner: &Inner) {
 /// few steps: each is a quarter of the map, or more).
 fn make_room(inner: &Inner, bytes: u64) -> Result<(), StoreError> {
     for _ in 0..8 {
-        let info = inner.env.info();
-        let used = (info.last_page_number as u64 + 1).saturating_mul(crate::page_size() as u64);
-        if (info.map_size as u64).saturating_sub(used) >= bytes {
+        let map = inner.map_use();
+        if map.size.saturating_sub(map.used) >= bytes {
             return Ok(());
         }
         grow(inner)?;
