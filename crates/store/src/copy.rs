@@ -19,7 +19,7 @@
 //!   that.
 //!
 //! - is preceded, when a store's writer runs, by room made in the map
-//!   ([`make_room_for_copy`]): while the copy's read transaction lasts,
+//!   ([`make_room_for_copy`]; for journal bases too): while the copy's read transaction lasts,
 //!   commits cannot reuse the pages they free, so they take new ones
 //!   from the end of the map, and a writer that ran out of them waited
 //!   for the copy to end before it could grow the map. At 15,000
@@ -53,16 +53,24 @@ const ROOM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// pages in use (at least [`MIN_ROOM_BYTES`]) are free past the last
 /// one, and waits for it. Best effort: a map that cannot grow (a full
 /// disk, the largest map) is copied all the same, and the writer meets
-/// the limit as it would have.
-pub(crate) fn make_room_for_copy(inner: &Inner, writer: &tokio::sync::mpsc::Sender<crate::Work>) {
+/// the limit as it would have. Nothing to do without a running writer
+/// (a read-only store, or the base a journal makes before its writer
+/// starts).
+fn make_room_for_copy(inner: &Inner) {
     let room = (inner.map_use().used / 4).max(MIN_ROOM_BYTES);
     // Not tokio's blocking calls: a copy may be asked for from a task
     // (it blocks on its I/O all the same), where those would panic.
     let (reply, answer) = std::sync::mpsc::sync_channel(1);
     let mut work = crate::Work::MakeRoom(room, reply);
     for _ in 0..ROOM_SEND_TRIES {
+        // Upgraded for each try and dropped before the wait: a store
+        // closing meanwhile must still be able to stop its writer.
+        let Some(writer) = inner.writer_queue.get().and_then(|q| q.upgrade()) else {
+            return;
+        };
         match writer.try_send(work) {
             Ok(()) => {
+                drop(writer);
                 // Otherwise made; or the writer stopped (the store is
                 // closing), or is slower than the copy is worth waiting for.
                 if let Ok(Err(e)) = answer.recv_timeout(ROOM_WAIT) {
@@ -72,6 +80,7 @@ pub(crate) fn make_room_for_copy(inner: &Inner, writer: &tokio::sync::mpsc::Send
             }
             Err(tokio::sync::mpsc::error::TrySendError::Full(back)) => {
                 work = back;
+                drop(writer);
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
             Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => return,
@@ -80,8 +89,9 @@ pub(crate) fn make_room_for_copy(inner: &Inner, writer: &tokio::sync::mpsc::Send
 }
 
 /// Copies the database, compacted, to a new file at `path` (0600), and
-/// syncs it.
+/// syncs it: room made in the map first ([`make_room_for_copy`]).
 pub(crate) fn copy_database(inner: &Inner, path: &Path) -> Result<(), StoreError> {
+    make_room_for_copy(inner);
     let copy = match copy_pages(inner, path) {
         Ok(copy) => copy,
         Err(e) => {

@@ -170,6 +170,11 @@ pub(crate) struct Inner {
     pub(crate) map_file: Option<map_file::MapFile>,
     /// Held while the store is open for writing (`lock.rs`).
     _writer_lock: Option<lock::WriterLock>,
+    /// The writer's queue, for work that threads other than the
+    /// writer's ask of it (room in the map before a copy, `copy.rs`).
+    /// Weak, so that the writer still stops when the last store goes;
+    /// unset until the writer runs, and in a read-only store.
+    pub(crate) writer_queue: std::sync::OnceLock<mpsc::WeakSender<Work>>,
 }
 
 /// Options of [`Store::open`].
@@ -514,6 +519,7 @@ impl Store {
             memory_dir: memory,
             map_file,
             _writer_lock: writer_lock,
+            writer_queue: std::sync::OnceLock::new(),
         });
         let journal = if read_only {
             settle_index_record(&inner, false)?;
@@ -527,6 +533,7 @@ impl Store {
             drop(receiver);
             None
         } else {
+            let _ = inner.writer_queue.set(sender.downgrade());
             let thread_inner = Arc::clone(&inner);
             let handle = std::thread::Builder::new()
                 .name("meridian-writer".into())

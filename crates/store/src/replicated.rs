@@ -180,7 +180,6 @@ impl Store {
     /// `data.mdb` a store opens as it is.
     /// How it spares the server: `copy.rs`.
     pub fn copy_to(&self, path: &Path) -> Result<(), StoreError> {
-        crate::copy::make_room_for_copy(&self.inner, &self.writer);
         crate::copy::copy_database(&self.inner, path)
     }
 

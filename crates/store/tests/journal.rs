@@ -491,3 +491,65 @@ fn a_dropped_index_stays_unbuilt_after_a_machine_crash() {
     store.close();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_checkpoint_makes_room_in_the_map_before_it_copies() {
+    // A checkpoint's copy is a read transaction: the commits made while
+    // it lasts cannot reuse the pages they free, and a writer that ran
+    // out of map would wait for the copy to end before growing it. So
+    // the room is made first (`copy.rs`), as for a snapshot.
+    let schema = Arc::new(Schema::builtin().unwrap());
+    let dir = temp("room");
+    let store = open(&dir, &schema, Durability::Journal);
+    let room = |store: &Store| store.map_size() as u64 - store.map_used_bytes();
+    assert!(room(&store) < 16 << 20, "the map starts at one step");
+    let bases = |dir: &Path| {
+        std::fs::read_dir(dir.join("journal"))
+            .unwrap()
+            .filter(|item| {
+                let name = item.as_ref().unwrap().file_name();
+                let name = name.to_string_lossy();
+                name.starts_with("base-") && name.ends_with(".mdb")
+            })
+            .count()
+    };
+    let at_open = bases(&dir);
+    store
+        .execute_blocking(Command::Add {
+            entry: suffix_entry(&schema),
+            prechecked: false,
+        })
+        .unwrap();
+    let suffix = Dn::parse(SUFFIX.as_bytes(), &schema).unwrap();
+    // Past `journal_checkpoint_bytes` (4096), then a checkpoint starts
+    // at the next append; wait for its base (the older one then goes).
+    let mut step = 0;
+    let first_base = |dir: &Path| {
+        std::fs::read_dir(dir.join("journal")).unwrap().any(|item| {
+            item.unwrap().file_name().to_string_lossy() == "base-00000000000000000000.mdb"
+        })
+    };
+    while first_base(&dir) || bases(&dir) == 0 {
+        assert!(step < 20_000, "no checkpoint after {step} modifies");
+        store
+            .execute_blocking(Command::Modify {
+                dn: suffix.clone(),
+                changes: vec![Modification {
+                    op: ModOp::Replace,
+                    attr: "description".into(),
+                    values: vec![format!("step {step}").into_bytes()],
+                }],
+                operational: vec![],
+                permissive: false,
+            })
+            .unwrap();
+        step += 1;
+    }
+    assert!(at_open > 0, "the first open made a base");
+    assert!(
+        room(&store) >= 16 << 20,
+        "room before a checkpoint: {}",
+        room(&store)
+    );
+    store.close();
+}
