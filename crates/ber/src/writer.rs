@@ -58,8 +58,15 @@ impl<'b> Writer<'b> {
         if let Some(slot) = self.buf.get_mut(mark.length_at) {
             *slot = long.first().copied().unwrap_or(0x80);
         }
-        self.buf
-            .splice(start..start, long.iter().skip(1).take(n).copied());
+        // The contents move up by the length's extra octets: one memmove
+        // (`Vec::splice` took several times the instructions of the move
+        // itself, once per long value of every response).
+        let end = self.buf.len();
+        self.buf.resize(end + n, 0);
+        self.buf.copy_within(start..end, start + n);
+        if let (Some(slot), Some(octets)) = (self.buf.get_mut(start..start + n), long.get(1..=n)) {
+            slot.copy_from_slice(octets);
+        }
     }
 
     /// Writes a tag and a length; the caller writes exactly `len` bytes next.
@@ -162,16 +169,30 @@ mod tests {
     #[test]
     fn long_lengths_are_back_patched() {
         for len in [0usize, 127, 128, 255, 256, 65_535, 65_536, 1 << 20] {
-            let mut buf = Vec::new();
+            // Contents that show any byte moved to the wrong place, after
+            // a value already written and inside another long value.
+            let contents: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let mut buf = b"before".to_vec();
             let mut w = Writer::new(&mut buf);
+            let outer = w.start(Tag::SEQUENCE);
+            w.octets(Tag::OCTET_STRING, b"first");
             let m = w.start(Tag::SEQUENCE);
-            w.octets(Tag::OCTET_STRING, &vec![7u8; len]);
+            w.octets(Tag::OCTET_STRING, &contents);
             w.end(m);
-            let mut r = Reader::new(&buf);
+            w.octets(Tag::OCTET_STRING, b"last");
+            w.end(outer);
+            assert_eq!(&buf[..6], b"before");
+            let mut r = Reader::new(&buf[6..]);
+            let outer = r.expect(Tag::SEQUENCE, "outer").unwrap();
+            assert!(r.is_empty());
+            let mut r = Reader::new(outer);
+            assert_eq!(r.expect(Tag::OCTET_STRING, "first").unwrap(), b"first");
             let seq = r.expect(Tag::SEQUENCE, "seq").unwrap();
+            assert_eq!(r.expect(Tag::OCTET_STRING, "last").unwrap(), b"last");
             assert!(r.is_empty());
             let mut inner = Reader::new(seq);
-            assert_eq!(inner.expect(Tag::OCTET_STRING, "s").unwrap().len(), len);
+            assert_eq!(inner.expect(Tag::OCTET_STRING, "s").unwrap(), &contents[..]);
+            assert!(inner.is_empty());
         }
     }
 
