@@ -25,13 +25,39 @@ pub struct Server {
     pub stdout_lines: Vec<String>,
 }
 
+/// A new, empty directory for one test's files, named after this
+/// process. A test's directory is kept after it ends (a failure's files
+/// are there to read); those of test processes that are no longer
+/// running are removed when the next one makes its first.
 pub fn temp_dir(tag: &str) -> PathBuf {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    static SWEEP: std::sync::Once = std::sync::Once::new();
+    SWEEP.call_once(remove_dirs_of_finished_runs);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("meridian-test-{}-{tag}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// Removes the `meridian-test-PID-*` directories whose process is gone
+/// (never one of a test binary still running beside this one).
+fn remove_dirs_of_finished_runs() {
+    let Ok(items) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for item in items.flatten() {
+        let name = item.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("meridian-test-")) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(item.path());
+        }
+    }
 }
 
 impl Server {
