@@ -342,6 +342,22 @@ fn log_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// Replaces the description of `dn` with `text`.
+fn describe(store: &Store, dn: &Dn, text: &str) {
+    store
+        .execute_blocking(Command::Modify {
+            dn: dn.clone(),
+            changes: vec![Modification {
+                op: ModOp::Replace,
+                attr: "description".into(),
+                values: vec![text.as_bytes().to_vec()],
+            }],
+            operational: vec![],
+            permissive: false,
+        })
+        .unwrap();
+}
+
 #[test]
 fn restarts_do_not_keep_the_journal_from_its_checkpoints() {
     // Each run journals less than `journal_checkpoint_bytes` (4096 in
@@ -364,18 +380,7 @@ fn restarts_do_not_keep_the_journal_from_its_checkpoints() {
         let store = open(&dir, &schema, Durability::Journal);
         let at_open = log_bytes(&dir);
         for step in 0..30 {
-            store
-                .execute_blocking(Command::Modify {
-                    dn: suffix.clone(),
-                    changes: vec![Modification {
-                        op: ModOp::Replace,
-                        attr: "description".into(),
-                        values: vec![format!("run {run} step {step}").into_bytes()],
-                    }],
-                    operational: vec![],
-                    permissive: false,
-                })
-                .unwrap();
+            describe(&store, &suffix, &format!("run {run} step {step}"));
         }
         if run == 0 {
             // Checkpoints in later runs remove files: measure the first.
@@ -503,17 +508,15 @@ fn a_checkpoint_makes_room_in_the_map_before_it_copies() {
     let store = open(&dir, &schema, Durability::Journal);
     let room = |store: &Store| store.map_size() as u64 - store.map_used_bytes();
     assert!(room(&store) < 16 << 20, "the map starts at one step");
-    let bases = |dir: &Path| {
+    let bases = |dir: &Path| -> Vec<String> {
         std::fs::read_dir(dir.join("journal"))
             .unwrap()
-            .filter(|item| {
-                let name = item.as_ref().unwrap().file_name();
-                let name = name.to_string_lossy();
-                name.starts_with("base-") && name.ends_with(".mdb")
-            })
-            .count()
+            .map(|item| item.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("base-") && name.ends_with(".mdb"))
+            .collect()
     };
-    let at_open = bases(&dir);
+    let made_at_open = bases(&dir);
+    assert_eq!(made_at_open, ["base-00000000000000000000.mdb"]);
     store
         .execute_blocking(Command::Add {
             entry: suffix_entry(&schema),
@@ -524,28 +527,15 @@ fn a_checkpoint_makes_room_in_the_map_before_it_copies() {
     // Past `journal_checkpoint_bytes` (4096), then a checkpoint starts
     // at the next append; wait for its base (the older one then goes).
     let mut step = 0;
-    let first_base = |dir: &Path| {
-        std::fs::read_dir(dir.join("journal")).unwrap().any(|item| {
-            item.unwrap().file_name().to_string_lossy() == "base-00000000000000000000.mdb"
-        })
-    };
-    while first_base(&dir) || bases(&dir) == 0 {
+    loop {
+        let now = bases(&dir);
+        if !now.is_empty() && now != made_at_open {
+            break;
+        }
         assert!(step < 20_000, "no checkpoint after {step} modifies");
-        store
-            .execute_blocking(Command::Modify {
-                dn: suffix.clone(),
-                changes: vec![Modification {
-                    op: ModOp::Replace,
-                    attr: "description".into(),
-                    values: vec![format!("step {step}").into_bytes()],
-                }],
-                operational: vec![],
-                permissive: false,
-            })
-            .unwrap();
+        describe(&store, &suffix, &format!("step {step}"));
         step += 1;
     }
-    assert!(at_open > 0, "the first open made a base");
     assert!(
         room(&store) >= 16 << 20,
         "room before a checkpoint: {}",
