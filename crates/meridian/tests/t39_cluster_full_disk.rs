@@ -49,6 +49,15 @@ fn a_follower_on_a_full_disk_stops_the_majority_goes_on_and_it_catches_up() {
     }
     assert_ne!(leader, FULL);
     setup_base(&cluster, leader);
+    // The raft log prepares zeros ahead of its appends only where the
+    // disk has room to spare: on this small one they would take the
+    // room its vote must be written in, and it could not vote.
+    let log = std::fs::metadata(cluster.node(FULL).dir.join("raft/log")).unwrap();
+    assert!(
+        log.len() < 1 << 20,
+        "zeros prepared on a nearly full disk: the log is {} bytes",
+        log.len()
+    );
 
     // Entries of 4 KiB until the full node stops (its log or its
     // database cannot grow): each acknowledged by the other two.

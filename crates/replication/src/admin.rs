@@ -257,7 +257,12 @@ pub(crate) async fn execute(
             };
             match tokio::time::timeout(patience, handed).await {
                 Ok(true) => Ok(format!("node {id} leads")),
-                _ => Err(AdminError::Unavailable(format!(
+                // The metrics end with this node's Raft (a storage
+                // failure stops it): nothing more will be seen here.
+                Ok(false) => Err(AdminError::Unavailable(format!(
+                    "node {me} stopped taking part in the cluster before node {id} took over (its log says why); see `meridian cluster status` at another node"
+                ))),
+                Err(_) => Err(AdminError::Unavailable(format!(
                     "node {id} did not take over within {patience:?}; see `meridian cluster status`"
                 ))),
             }

@@ -18,7 +18,8 @@
 //! commit the journal, which in ext4's `data=ordered` first writes every
 //! other file's newly allocated data); an append into blocks already
 //! written and synced needs only its own data and a cache flush. So a thread of its own keeps [`PREPARE_CHUNK`] or so of
-//! zeros, written and synced, past the last frame ([`prepare_ahead`]).
+//! zeros, written and synced, past the last frame ([`prepare_ahead`]),
+//! while the disk has room to spare ([`PREPARE_MIN_FREE`]).
 //! A frame is never empty, so the first zero length read ends the log.
 //!
 //! Every entry not yet purged is also kept in memory, in order, for the
@@ -57,6 +58,11 @@ const PREPARE_CHUNK: u64 = 8 << 20;
 /// prepared: the preparation has this much appending to finish in
 /// before an append waits for it.
 const PREPARE_LOW_WATER: u64 = PREPARE_CHUNK / 2;
+/// Free bytes the file system must have for a chunk of zeros to be
+/// prepared: zeros may not take the last room on the disk, where the
+/// vote (`state`, replaced whole) and the database must still be
+/// written. Below it appends grow the file, as without zeros.
+const PREPARE_MIN_FREE: u64 = 4 * PREPARE_CHUNK;
 /// What zeros are written from.
 static ZEROS: [u8; 1 << 16] = [0; 1 << 16];
 
@@ -214,6 +220,14 @@ fn prepare_ahead(shared: &Arc<Shared>, file: &mut LogFile) {
         || file.len < file.prepare_after
         || file.zeroed - file.len >= PREPARE_LOW_WATER
     {
+        return;
+    }
+    if meridian_store::private::free_bytes(&shared.dir).is_some_and(|free| free < PREPARE_MIN_FREE)
+    {
+        tracing::debug!(
+            "little room on the raft log's disk: no zeros prepared; looked at again after {PREPARE_CHUNK} bytes of log"
+        );
+        file.prepare_after = file.len + PREPARE_CHUNK;
         return;
     }
     let target = match file.file.try_clone() {

@@ -76,6 +76,27 @@ pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Bytes available to unprivileged users on the file system of `path`
+/// (None if it cannot be asked).
+pub fn free_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c_path` is a valid NUL-terminated string and `stat` points
+    // to writable memory of the right type; statvfs initialises it fully
+    // when it returns 0, and we read it only then.
+    #[allow(unsafe_code)]
+    let stat = unsafe {
+        if libc::statvfs(c_path.as_ptr(), stat.as_mut_ptr()) != 0 {
+            return None;
+        }
+        stat.assume_init()
+    };
+    // fsblkcnt_t and c_ulong are u64 on 64-bit Linux, narrower elsewhere.
+    #[allow(clippy::useless_conversion)]
+    Some(u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
