@@ -44,8 +44,6 @@ const SLICE_BYTES: u64 = 4 << 20;
 /// The room made in the map before a copy: a quarter of the pages in
 /// use, and at least this.
 const MIN_ROOM_BYTES: u64 = 16 << 20;
-/// Tries at the writer's queue, a millisecond apart, while it is full.
-const ROOM_SEND_TRIES: u32 = 1000;
 /// How long a copy waits for the room.
 const ROOM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -55,36 +53,23 @@ const ROOM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// disk, the largest map) is copied all the same, and the writer meets
 /// the limit as it would have. Nothing to do without a running writer
 /// (a read-only store, or the base a journal makes before its writer
-/// starts).
+/// starts). Blocks, as a copy does: not from an async runtime's thread.
 fn make_room_for_copy(inner: &Inner) {
+    let Some(writer) = inner.writer_queue.get().and_then(|q| q.upgrade()) else {
+        return;
+    };
     let room = (inner.map_use().used / 4).max(MIN_ROOM_BYTES);
-    // Not tokio's blocking calls: a copy may be asked for from a task
-    // (it blocks on its I/O all the same), where those would panic.
     let (reply, answer) = std::sync::mpsc::sync_channel(1);
-    let mut work = crate::Work::MakeRoom(room, reply);
-    for _ in 0..ROOM_SEND_TRIES {
-        // Upgraded for each try and dropped before the wait: a store
-        // closing meanwhile must still be able to stop its writer.
-        let Some(writer) = inner.writer_queue.get().and_then(|q| q.upgrade()) else {
-            return;
-        };
-        match writer.try_send(work) {
-            Ok(()) => {
-                drop(writer);
-                // Otherwise made; or the writer stopped (the store is
-                // closing), or is slower than the copy is worth waiting for.
-                if let Ok(Err(e)) = answer.recv_timeout(ROOM_WAIT) {
-                    tracing::warn!("no room made in the map before a copy: {e}");
-                }
-                return;
-            }
-            Err(tokio::sync::mpsc::error::TrySendError::Full(back)) => {
-                work = back;
-                drop(writer);
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => return,
-        }
+    let sent = writer.blocking_send(crate::Work::MakeRoom(room, reply));
+    // Not held while waiting: a store closing meanwhile must still be
+    // able to stop its writer.
+    drop(writer);
+    // Otherwise made; or the writer stopped (the store is closing), or is
+    // slower than the copy is worth waiting for.
+    if sent.is_ok()
+        && let Ok(Err(e)) = answer.recv_timeout(ROOM_WAIT)
+    {
+        tracing::warn!("no room made in the map before a copy: {e}");
     }
 }
 

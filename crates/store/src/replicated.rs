@@ -177,7 +177,9 @@ impl Store {
     /// Copies the database, compacted, to a new file at `path` (0600,
     /// synced), from one read transaction: a consistent copy, made beside
     /// a running server too (`meridian backup`). The copy is a
-    /// `data.mdb` a store opens as it is.
+    /// `data.mdb` a store opens as it is. Blocks, like
+    /// [`Store::execute_blocking`]: call it from a thread outside an
+    /// async runtime (`spawn_blocking`).
     /// How it spares the server: `copy.rs`.
     pub fn copy_to(&self, path: &Path) -> Result<(), StoreError> {
         crate::copy::copy_database(&self.inner, path)

@@ -41,6 +41,16 @@ fn open(schema: &Arc<Schema>, path: PathBuf) -> Store {
     store
 }
 
+/// [`Store::copy_for_snapshot`] from a blocking thread, as the
+/// replication layer calls it.
+async fn copy_for_snapshot(store: &Store, path: &std::path::Path) -> Option<Vec<u8>> {
+    let (store, path) = (store.clone(), path.to_path_buf());
+    tokio::task::spawn_blocking(move || store.copy_for_snapshot(&path))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 fn add(schema: &Schema, dn: &str, uid: &str) -> Command {
     Command::Add {
         entry: entry(
@@ -89,7 +99,7 @@ async fn committed_commands_apply_with_their_marker_and_a_copy_installs_elsewher
     let room = |store: &Store| store.map_size() as u64 - store.map_used_bytes();
     assert!(room(&a) < 16 << 20, "the map starts at one step");
     assert_eq!(
-        a.copy_for_snapshot(&copy).unwrap().as_deref(),
+        copy_for_snapshot(&a, &copy).await.as_deref(),
         Some(&b"marker-1"[..])
     );
     // Room was made before the copy, for the commits its read
@@ -194,7 +204,7 @@ async fn an_installed_copy_drops_the_scan_columns_of_the_contents_it_replaces() 
         .await
         .unwrap();
     let copy = a_dir.join("copy.mdb");
-    a.copy_for_snapshot(&copy).unwrap();
+    copy_for_snapshot(&a, &copy).await;
 
     let b = open(&schema, b_dir.clone());
     b.apply_replicated(contents("old"), b"marker-b".to_vec())
