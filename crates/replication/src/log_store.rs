@@ -200,6 +200,15 @@ fn encode_entry(entry: &Entry, out: &mut Vec<u8>) -> io::Result<()> {
     put_frame(out, &payload)
 }
 
+impl LogFile {
+    /// No zeros prepared before another chunk of log is appended (the
+    /// disk had too little room, or a preparation failed): appends grow
+    /// the file meanwhile.
+    fn postpone_preparation(&mut self) {
+        self.prepare_after = self.len + PREPARE_CHUNK;
+    }
+}
+
 /// Writes zeros over `from..to` of `file`.
 fn write_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
     let mut at = from;
@@ -227,7 +236,7 @@ fn prepare_ahead(shared: &Arc<Shared>, file: &mut LogFile) {
         tracing::debug!(
             "little room on the raft log's disk: no zeros prepared; looked at again after {PREPARE_CHUNK} bytes of log"
         );
-        file.prepare_after = file.len + PREPARE_CHUNK;
+        file.postpone_preparation();
         return;
     }
     let target = match file.file.try_clone() {
@@ -257,7 +266,7 @@ fn prepare_ahead(shared: &Arc<Shared>, file: &mut LogFile) {
                     tracing::warn!(
                         "cannot prepare the raft log's next zeros: {e}; tried again after {PREPARE_CHUNK} bytes of log"
                     );
-                    file.prepare_after = file.len + PREPARE_CHUNK;
+                    file.postpone_preparation();
                 }
             }
             owner.prepared.notify_all();
