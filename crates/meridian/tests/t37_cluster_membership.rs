@@ -255,6 +255,97 @@ fn a_node_that_lost_its_disk_rejoins_by_a_membership_change() {
     );
 }
 
+/// Issue 44, R1. A node that lost its disk once took session 1 again,
+/// the session its earlier life wrote under; catching up on the log, it
+/// took that life's first batch for the one a client had just sent it,
+/// applied the client's command in its place, answered success, and its
+/// replica differed from the others for good (and the client's write,
+/// skipped everywhere else as a duplicate, was lost).
+#[test]
+fn a_node_that_lost_its_disk_never_answers_for_a_batch_of_its_earlier_life() {
+    let (mut cluster, leader) = Cluster::with_base("");
+    let wiped = (1..=3).find(|id| *id != leader).unwrap();
+    // Batches of the wiped node's first life, still in the leader's log
+    // (no snapshot purged it): it replays them when it comes back.
+    let mut w = Writer1::new(cluster.node(wiped).ldap);
+    for n in 0..30 {
+        assert_eq!(
+            w.add_account(PEOPLE, &format!("first-life-{n}")),
+            Outcome::Ok
+        );
+    }
+    drop(w);
+    cluster.kill(wiped);
+    let dir = cluster.node(wiped).dir.clone();
+    for data in ["db", "raft"] {
+        std::fs::remove_dir_all(dir.join(data)).unwrap();
+    }
+    let _ = std::fs::remove_file(dir.join("lock"));
+    let at = url(&cluster, leader);
+    let id = wiped.to_string();
+    let (code, out) = cluster_command(&at, &["remove", "--id", &id]);
+    assert_eq!(code, 0, "{out}");
+    // The new life's first write waits at the node, not yet a member,
+    // while the leader adds it and streams it the log from the start.
+    cluster.start_node(wiped);
+    let addr = cluster.node(wiped).ldap;
+    let write = std::thread::spawn(move || {
+        let mut w = Writer1::new(addr);
+        w.add_account(PEOPLE, "second-life")
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let peer = cluster.peer_address(wiped);
+    let ldap = url(&cluster, wiped);
+    let (code, out) = cluster_command(
+        &at,
+        &["add-learner", "--id", &id, "--peer", &peer, "--ldap", &ldap],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(write.join().unwrap(), Outcome::Ok);
+    let dump = cluster.await_identical(Duration::from_secs(30));
+    for uid in ["first-life-0", "first-life-29", "second-life"] {
+        assert!(dump.contains(&format!("uid={uid},")), "{uid} missing");
+    }
+}
+
+/// Issue 44, R2. A voter that lost its disk and was started again with
+/// its old configuration stayed a healthy-looking follower with nothing
+/// applied: the leader's stream to it stalled on a log gone back. It now
+/// asks where the cluster is; the leader restarts its stream, and the
+/// node votes again only once it holds what the cluster had committed.
+#[test]
+fn a_voter_that_lost_its_disk_and_restarts_as_it_was_catches_up_by_itself() {
+    let (mut cluster, leader) = Cluster::with_base("");
+    let wiped = (1..=3).find(|id| *id != leader).unwrap();
+    let mut w = Writer1::new(cluster.node(leader).ldap);
+    for n in 0..50 {
+        assert_eq!(w.add_account(PEOPLE, &format!("before-{n}")), Outcome::Ok);
+    }
+    cluster.kill(wiped);
+    let dir = cluster.node(wiped).dir.clone();
+    for data in ["db", "raft"] {
+        std::fs::remove_dir_all(dir.join(data)).unwrap();
+    }
+    let _ = std::fs::remove_file(dir.join("lock"));
+    cluster.start_node(wiped);
+    for n in 0..10 {
+        assert_eq!(w.add_account(PEOPLE, &format!("after-{n}")), Outcome::Ok);
+    }
+    let dump = cluster.await_identical(Duration::from_secs(30));
+    for uid in ["before-0", "before-49", "after-9"] {
+        assert!(dump.contains(&format!("uid={uid},")), "{uid} missing");
+    }
+    let log = std::fs::read_to_string(dir.join("serve.log")).unwrap();
+    assert!(
+        log.contains("started with an empty log in a cluster that has committed entries"),
+        "node {wiped} did not say it came back empty:\n{log}"
+    );
+    // It takes writes again, as any node.
+    let mut at_wiped = Writer1::new(cluster.node(wiped).ldap);
+    assert_eq!(at_wiped.add_account(PEOPLE, "at-the-wiped"), Outcome::Ok);
+    cluster.await_identical(Duration::from_secs(30));
+}
+
 /// The default indexes and `description` equality.
 const WITH_DESCRIPTION: &str = "\n[storage.indexes]\nobjectClass = [\"eq\"]\nuid = [\"eq\", \"sub\"]\ncn = [\"eq\", \"sub\"]\nmail = [\"eq\"]\nentryUUID = [\"eq\"]\ndescription = [\"eq\"]\n";
 

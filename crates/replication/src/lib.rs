@@ -24,6 +24,7 @@ mod pending;
 mod proposer;
 mod raw_bytes;
 mod reads;
+mod rejoin;
 mod snapshot;
 mod state_machine;
 mod tls;
@@ -191,11 +192,15 @@ pub struct Storage {
     pub applied_observer: AppliedObserver,
     pending: Arc<Pending>,
     snapshots: Arc<Snapshots>,
+    /// Nothing was here: no log, no vote, nothing applied (a new node,
+    /// or one that lost its disk: `rejoin.rs`).
+    started_empty: bool,
 }
 
 impl Storage {
     /// Opens node `me`'s log and snapshots in `dir` over `store`, and
-    /// takes a new session for its batches.
+    /// takes a new session for its batches, above every session of its
+    /// earlier lives, even one whose disk was lost ([`session_from_clock`]).
     /// With `hold`, answers wait for every voter (`cluster.ack = "all"`).
     pub fn open(dir: &Path, store: Store, me: NodeId, hold: bool) -> Result<Storage, ClusterError> {
         let log = LogStore::open(dir).map_err(io_error(format!(
@@ -211,8 +216,9 @@ impl Storage {
         })?;
         let marker = Marker::decode(marker_bytes.as_deref())
             .map_err(io_error("the database's replication marker"))?;
-        let session =
-            next_session(dir, marker.next_session(me)).map_err(io_error("the session counter"))?;
+        let floor = marker.next_session(me).max(session_from_clock());
+        let session = next_session(dir, floor).map_err(io_error("the session counter"))?;
+        let started_empty = log.is_empty() && marker.applied.is_none();
         let pending = Arc::new(Pending::new(session, hold));
         let applied_observer = AppliedObserver::default();
         let state_machine = StateMachine::new(
@@ -229,6 +235,7 @@ impl Storage {
             applied_observer,
             pending,
             snapshots,
+            started_empty,
         })
     }
 }
@@ -326,6 +333,29 @@ fn snapshot_threshold(me: NodeId, cycle: u64, limit: u64) -> u64 {
     limit - limit / 4 + x % spread
 }
 
+/// A session no earlier life of this node took: the microseconds since
+/// the Unix epoch at its start.
+///
+/// The counter in `raft/session` and the marker in the database say
+/// which sessions this node used, but a node that lost its disk has
+/// neither, while the log it catches up on still holds its earlier
+/// life's batches. Were it to take session 1 again, a batch of the
+/// earlier life under the same session and number would be taken for
+/// the one a client here waits for, and that client told its write was
+/// applied when another was (issue 44, R1). The clock moves on between
+/// two lives of a node, so the new life's sessions are above the old
+/// ones', and the batches of both apply, each once.
+// Read at start, never while applying: a batch's session travels in the
+// log entry, so every node applies the same bytes.
+#[allow(clippy::disallowed_methods)]
+fn session_from_clock() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+        })
+}
+
 /// Reads the session counter, raises it above `floor`, stores it durably.
 fn next_session(dir: &Path, floor: u64) -> io::Result<u64> {
     let path = dir.join("session");
@@ -373,6 +403,7 @@ impl ClusterNode {
             applied_observer,
             pending,
             snapshots,
+            started_empty,
         } = Storage::open(&options.dir, store, me, options.ack_all)?;
         let session = pending.session;
         let log_bytes = log.live_bytes();
@@ -392,6 +423,9 @@ impl ClusterNode {
             max_in_snapshot_log_to_keep: options.snapshot_every.clamp(1, 1000),
             max_payload_entries: 64,
             install_snapshot_timeout: 600_000,
+            // A node cut off from the others asks before it raises its
+            // term, so it does not force an election when it returns.
+            enable_pre_vote: Some(true),
             ..Default::default()
         };
         let config = Arc::new(
@@ -432,6 +466,20 @@ impl ClusterNode {
             .await
             .map_err(io_error(format!("listening for peers on {listen}")))?;
         let mut tasks = Vec::new();
+        let peers: Vec<NodeId> = everyone
+            .iter()
+            .map(|m| m.id)
+            .filter(|id| *id != me)
+            .collect();
+        let votes = rejoin::guard_votes(
+            &raft,
+            me,
+            started_empty && !learner,
+            peers,
+            addresses.clone(),
+            link.clone(),
+            &mut tasks,
+        );
         let service = Arc::new(peer_server::PeerService {
             me,
             raft: raft.clone(),
@@ -441,6 +489,7 @@ impl ClusterNode {
             patience: options.write_timeout,
             contacts: matches!(options.reads, ReadMode::Local { .. })
                 .then(|| Arc::clone(&contacts)),
+            votes,
         });
         tasks.push(tokio::spawn(peer_server::serve(listener, service)));
 

@@ -194,6 +194,26 @@ fn read_frames(bytes: &[u8]) -> (Vec<(&[u8], u64)>, usize) {
     (frames, at)
 }
 
+/// The offset in `tail` (bytes after a damaged or torn frame) of the
+/// first whole frame that holds a log entry, if any.
+///
+/// An interrupted append leaves part of its frames and then zeros (or
+/// what the file held before, past its end); a whole frame with a valid
+/// checksum and an entry inside after the damage means the damage is in
+/// the middle of the log. Every offset is tried, since the damage may
+/// have changed a frame's length.
+fn whole_frame_in(tail: &[u8]) -> Option<usize> {
+    (1..tail.len()).find(|&at| {
+        let Some(rest) = tail.get(at..) else {
+            return false;
+        };
+        let (frames, _) = read_frames(rest);
+        frames
+            .first()
+            .is_some_and(|(payload, _)| postcard::from_bytes::<Entry>(payload).is_ok())
+    })
+}
+
 fn encode_entry(entry: &Entry, out: &mut Vec<u8>) -> io::Result<()> {
     let payload =
         postcard::to_stdvec(entry).map_err(|e| corrupt(format!("encoding a log entry: {e}")))?;
@@ -291,6 +311,16 @@ impl LogStore {
         let zeroed = if tail.iter().all(|b| *b == 0) {
             bytes.len()
         } else {
+            // Damage with whole entries after it is not an interrupted
+            // append: those entries were reported durable, and cutting
+            // the log there would drop them without a word.
+            if let Some(after) = whole_frame_in(tail) {
+                return Err(corrupt(format!(
+                    "the raft log {} is damaged at byte {whole}, and a whole entry follows at byte {}: entries acknowledged to clients may be among those after the damage, so this node does not start. Rebuild it from the others: stop it, move its data directory aside, `meridian cluster remove` it, then start it empty and `add-learner` and `promote` it (docs/design/replication.md)",
+                    path.display(),
+                    whole + after
+                )));
+            }
             // A crash in the middle of an append: that append was never
             // reported durable.
             tracing::warn!(
@@ -338,6 +368,12 @@ impl LogStore {
                 memory: Mutex::new(Memory { entries, state }),
             }),
         })
+    }
+
+    /// Nothing is here: no entry, none purged, no vote.
+    pub fn is_empty(&self) -> bool {
+        let memory = lock(&self.shared.memory);
+        memory.entries.is_empty() && memory.state.purged.is_none() && memory.state.vote.is_none()
     }
 
     /// Bytes of the entries not yet purged, kept current.
@@ -677,6 +713,41 @@ mod tests {
         drop(log);
         let mut log = LogStore::open(&dir).unwrap();
         assert_eq!(indexes(&mut log).await, (1..8).collect::<Vec<_>>());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Issue 44, R3: damage with whole entries after it used to be cut
+    /// off as a torn tail, dropping entries reported durable.
+    #[tokio::test]
+    async fn a_damaged_entry_with_entries_after_it_is_refused_not_cut() {
+        let dir = dir("damaged");
+        let mut log = LogStore::open(&dir).unwrap();
+        append(&mut log, entries(1..6)).await;
+        drop(log);
+        let mut bytes = std::fs::read(dir.join("log")).unwrap();
+        let ends: Vec<usize> = read_frames(&bytes)
+            .0
+            .iter()
+            .map(|(_, end)| *end as usize)
+            .collect();
+        // One byte of entry 3's payload flipped: entries 4 and 5 follow.
+        let third_end = ends[2];
+        bytes[third_end - 1] ^= 0xff;
+        std::fs::write(dir.join("log"), &bytes).unwrap();
+        let error = LogStore::open(&dir).err().expect("a damaged log refused");
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        let said = error.to_string();
+        assert!(said.contains("damaged at byte"), "{said}");
+        assert!(said.contains("cluster remove"), "{said}");
+        // The file is left as it was, for the operator to look at.
+        assert_eq!(std::fs::read(dir.join("log")).unwrap(), bytes);
+        // The same damage in the last entry is a torn tail: cut off.
+        bytes[third_end - 1] ^= 0xff;
+        let last_end = ends[4];
+        bytes[last_end - 1] ^= 0xff;
+        std::fs::write(dir.join("log"), &bytes).unwrap();
+        let mut log = LogStore::open(&dir).unwrap();
+        assert_eq!(indexes(&mut log).await, vec![1, 2, 3, 4]);
         let _ = std::fs::remove_dir_all(dir);
     }
 

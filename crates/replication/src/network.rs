@@ -197,6 +197,20 @@ impl RaftNetworkV2<Meridian> for PeerClient {
         }
     }
 
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<Meridian>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<Meridian>, RPCError<Meridian>> {
+        match self
+            .call(&Request::PreVote(rpc), rpc_timeout(&option))
+            .await?
+        {
+            Response::Vote(response) => Ok(response),
+            _ => Err(unexpected("pre-vote").into()),
+        }
+    }
+
     async fn transfer_leader(
         &mut self,
         rpc: openraft::raft::TransferLeaderRequest<Meridian>,

@@ -29,6 +29,8 @@ pub(crate) struct PeerService {
     /// The leader's AppendEntries as they arrive (`cluster.reads = "local"`).
     /// Kept only under `cluster.reads = "local"`, which reads them.
     pub(crate) contacts: Option<Arc<crate::reads::Contacts>>,
+    /// Whether this node may vote yet (`rejoin.rs`).
+    pub(crate) votes: Arc<crate::rejoin::VoteGuard>,
 }
 
 /// Accepts peers until the listener fails or the task is dropped.
@@ -90,10 +92,21 @@ async fn serve_connection(tcp: TcpStream, service: &PeerService) -> std::io::Res
             } else {
                 Err(format!("node {} does not lead now", service.me))
             }),
-            Request::Vote(rpc) => match service.raft.vote(rpc).await {
-                Ok(response) => Response::Vote(response),
-                Err(e) => Response::Failed(e.to_string()),
+            Request::Vote(rpc) => match service.votes.refusal(&service.raft, service.me) {
+                Some(refusal) => Response::Failed(refusal),
+                None => match service.raft.vote(rpc).await {
+                    Ok(response) => Response::Vote(response),
+                    Err(e) => Response::Failed(e.to_string()),
+                },
             },
+            Request::PreVote(rpc) => match service.votes.refusal(&service.raft, service.me) {
+                Some(refusal) => Response::Failed(refusal),
+                None => match service.raft.pre_vote(rpc).await {
+                    Ok(response) => Response::Vote(response),
+                    Err(e) => Response::Failed(e.to_string()),
+                },
+            },
+            Request::StartedEmpty(node) => crate::rejoin::answer(&service.raft, node).await,
             Request::TransferLeader(rpc) => match service.raft.handle_transfer_leader(rpc).await {
                 Ok(response) => Response::TransferLeader(response),
                 Err(e) => Response::Failed(e.to_string()),

@@ -17,6 +17,8 @@ use meridian_store::replicated::Reply;
 use meridian_store::{Command, Effect, StoreError};
 use tokio::sync::oneshot;
 
+use crate::types::Batch;
+
 /// A batch sent and not yet answered.
 struct Waiting {
     /// Its clients' replies, in the order of its commands.
@@ -26,6 +28,10 @@ struct Waiting {
     /// the log entry (the journal's encoding gives back the very
     /// commands it was given: `every_command_survives_the_round_trip`).
     commands: Option<Vec<Command>>,
+    /// CRC-32C of the batch's encoded commands: what tells this batch
+    /// from one of an earlier life of this node under the same session
+    /// and number ([`Pending::claim`]).
+    checksum: u32,
     /// Told the batch's log index once it is applied here.
     applied: Option<oneshot::Sender<u64>>,
     /// Held results (acknowledgement by every voter), once applied.
@@ -50,21 +56,22 @@ impl Pending {
         }
     }
 
-    /// Files batch `seq`: its commands and their clients' replies; the
+    /// Files `batch`, made of `commands` for `replies`' clients; the
     /// receiver resolves with the batch's log index once it is applied
     /// here.
     pub(crate) fn file(
         &self,
-        seq: u64,
+        batch: &Batch,
         commands: Vec<Command>,
         replies: Vec<Reply>,
     ) -> oneshot::Receiver<u64> {
         let (applied, receiver) = oneshot::channel();
         self.lock().insert(
-            seq,
+            batch.seq,
             Waiting {
                 replies,
                 commands: Some(commands),
+                checksum: crc32c::crc32c(&batch.commands),
                 applied: Some(applied),
                 results: None,
             },
@@ -72,14 +79,31 @@ impl Pending {
         receiver
     }
 
-    /// The commands of batch `seq` of `session`, to be applied: `None`
-    /// if they are not here (another session's batch, taken already, or
-    /// answered), and then they are decoded from the log entry.
-    pub(crate) fn take_commands(&self, session: u64, seq: u64) -> Option<Vec<Command>> {
-        if session != self.session {
+    /// Whether `batch`, from this node, is one this life filed and still
+    /// waits for: its session, a sequence number filed, and the very
+    /// bytes filed under it. `Some` with its commands when they are still
+    /// here (else they are decoded from the log entry); `None` when the
+    /// batch is not this life's, and nobody here waits for its results.
+    ///
+    /// Sessions are unique per life of a node ([`crate::Storage::open`]),
+    /// so an earlier life's batch under this session and number would
+    /// take a clock set back across a wiped disk; its bytes still tell
+    /// it apart, and it is applied as another node's batch would be
+    /// rather than in place of the commands a client here waits for.
+    pub(crate) fn claim(&self, batch: &Batch) -> Option<Option<Vec<Command>>> {
+        if batch.session != self.session {
             return None;
         }
-        self.lock().get_mut(&seq)?.commands.take()
+        let mut waiting = self.lock();
+        let filed = waiting.get_mut(&batch.seq)?;
+        if filed.checksum != crc32c::crc32c(&batch.commands) {
+            tracing::error!(
+                %batch,
+                "a batch of an earlier life of this node under this life's session: applied, but answered to nobody"
+            );
+            return None;
+        }
+        Some(filed.commands.take())
     }
 
     /// Batch `seq` of `session` was applied at log `index` with these

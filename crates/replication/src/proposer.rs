@@ -112,7 +112,7 @@ impl Proposer {
             seq,
             commands: encode_commands(commands.iter(), &self.schema),
         };
-        let mut applied = self.pending.file(seq, commands, replies);
+        let mut applied = self.pending.file(&batch, commands, replies);
         let deadline = tokio::time::Instant::now() + self.write_timeout;
         let mut sent = false;
         loop {

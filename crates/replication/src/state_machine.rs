@@ -134,13 +134,21 @@ impl StateMachine {
                 let last = self.marker.origins.get(&batch.origin).copied();
                 let fresh = last.is_none_or(|last| (batch.session, batch.seq) > last);
                 if fresh {
-                    // This node's own batch is applied from the commands
-                    // its proposer encoded, when it still has them.
-                    let ours = batch.origin == self.me;
-                    let kept = ours
-                        .then(|| self.pending.take_commands(batch.session, batch.seq))
+                    // This node's own batch, filed by this life, is
+                    // applied from the commands its proposer encoded,
+                    // when it still has them, and answered here.
+                    let claimed = (batch.origin == self.me)
+                        .then(|| self.pending.claim(&batch))
                         .flatten();
-                    let commands = match kept {
+                    let ours = claimed.is_some();
+                    if batch.origin == self.me && !ours && batch.session > self.pending.session {
+                        tracing::error!(
+                            %batch,
+                            session = self.pending.session,
+                            "an earlier life of this node had a higher session than this one (was the clock set back?): this node's writes will be skipped as applied before; restart it to take a new session"
+                        );
+                    }
+                    let commands = match claimed.flatten() {
                         Some(commands) => commands,
                         None => decode_commands(&batch.commands, &self.schema).map_err(|e| {
                             io::Error::new(

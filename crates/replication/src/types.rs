@@ -34,7 +34,9 @@ pub type Raft = openraft::Raft<Meridian, crate::state_machine::StateMachine>;
 /// twice (its first leader died before answering) is applied once, as
 /// every node skips a batch whose `(session, seq)` is not above the last
 /// one applied from that origin. A node takes a new, higher session at
-/// each start, so a copy from its previous life never applies after it.
+/// each start (at least the clock's microseconds, so also after it lost
+/// its disk), so a copy from its previous life never applies after it,
+/// and its new batches are never mistaken for its old ones.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Batch {
     /// The node whose clients sent these commands, and which answers them.

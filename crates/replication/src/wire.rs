@@ -55,6 +55,13 @@ pub(crate) enum Request {
     ReadIndex,
     /// A membership change or leadership transfer, for the leader.
     Admin(crate::admin::AdminCommand),
+    /// A candidate asks whether it would be elected, before it raises
+    /// its term (openraft's Pre-Vote): a node that cannot reach a
+    /// majority no longer drives the term up while it is away.
+    PreVote(openraft::raft::VoteRequest<Meridian>),
+    /// This voter started with an empty log (`rejoin.rs`): where is the
+    /// cluster?
+    StartedEmpty(NodeId),
 }
 
 /// The answer to a [`Request`].
@@ -71,6 +78,12 @@ pub(crate) enum Response {
     ReadIndex(Result<u64, String>),
     /// The request failed on the peer; the text says why.
     Failed(String),
+    /// To [`Request::StartedEmpty`]: the peer's commit index, and
+    /// whether it leads (and so restarted its stream to the asker).
+    StartedEmpty {
+        committed: u64,
+        leads: bool,
+    },
 }
 
 /// What a leader did with a forwarded batch.
