@@ -309,6 +309,10 @@ pub struct DirectoryConfig {
     /// changes would hold the writer, and every write behind it, for
     /// minutes. Many values in one change are not limited by this.
     pub max_modify_changes: usize,
+    /// Most RDNs a DN in a request may have (then invalidDNSyntax, as
+    /// slapd refuses over-deep DNs): each level of a DN is a lookup when
+    /// its matchedDN or its access is worked out.
+    pub max_dn_rdns: usize,
     /// Most keys a server-side sort (RFC 2891) may have; more is refused
     /// (unwillingToPerform in the sort response), as slapd's
     /// `sssvlv-maxkeys`.
@@ -364,6 +368,10 @@ pub struct SecurityConfig {
     pub password_max_crypt_sha_rounds: u32,
     /// Highest cost of a `{CRYPT}` bcrypt hash.
     pub password_max_bcrypt_cost: u32,
+    /// Most values userPassword may hold in one entry (then
+    /// constraintViolation): a bind tries each, so a user who stored a
+    /// thousand would make every bind to its DN cost a thousand hashes.
+    pub max_password_values: usize,
     /// The crypt(3) methods a `{CRYPT}` value may use, by prefix
     /// (`$y$`, `$6$`, `$5$`, `$2b$`, `$2a$`, `$2y$`, `$1$`; `des` for
     /// traditional DES).
@@ -421,6 +429,7 @@ impl Default for SecurityConfig {
             password_max_pbkdf2_rounds: 1_200_000,
             password_max_crypt_sha_rounds: 1_000_000,
             password_max_bcrypt_cost: 14,
+            max_password_values: 8,
             password_crypt_methods: ["$y$", "$6$", "$5$", "$2b$", "$2a$", "$2y$", "$1$", "des"]
                 .map(str::to_owned)
                 .to_vec(),
@@ -550,6 +559,9 @@ impl Default for DirectoryConfig {
             lookthrough_limit: 2_000_000,
             max_filter_items: 4096,
             max_modify_changes: 1000,
+            // Far deeper than any directory tree in use (a few levels to
+            // a dozen); a DN of 16,000 RDNs fits in 64 KB.
+            max_dn_rdns: 128,
             // slapd's sssvlv default.
             sort_max_keys: 5,
             // About two million entries sorted by one short key.
@@ -676,7 +688,7 @@ impl Config {
                 ),
             );
         }
-        let ranges: [(&'static str, usize, usize, usize); 13] = [
+        let ranges: [(&'static str, usize, usize, usize); 15] = [
             ("server.max_connections", s.max_connections, 1, 1_000_000),
             (
                 "server.max_outstanding_per_connection",
@@ -718,6 +730,18 @@ impl Config {
                 self.directory.max_modify_changes,
                 1,
                 1_000_000,
+            ),
+            (
+                "directory.max_dn_rdns",
+                self.directory.max_dn_rdns,
+                1,
+                100_000,
+            ),
+            (
+                "security.max_password_values",
+                self.security.max_password_values,
+                1,
+                10_000,
             ),
             (
                 "directory.sort_max_keys",

@@ -364,7 +364,11 @@ impl Directory {
         let policy = &self.limits().password_policy;
         let checked = !matches!(who, Identity::Admin(_));
         let refused = |why: String| Outcome::new(ResultCode::CONSTRAINT_VIOLATION, why);
-        for value in values {
+        let most = self.limits().password_bounds.max_values;
+        for (i, value) in values.into_iter().enumerate() {
+            if i == most {
+                return Err(refused(too_many_passwords(most)));
+            }
             let value = value.as_ref();
             if password::is_hashed(value) {
                 password::check_stored(value, &self.limits().password_bounds).map_err(refused)?;
@@ -378,6 +382,46 @@ impl Directory {
             }
         }
         Ok(())
+    }
+
+    /// Refuses a modify of `dn` that would leave it more userPassword
+    /// values than `security.max_password_values` (the values it has,
+    /// less those deleted, plus those added; a replace starts afresh).
+    pub(crate) fn check_password_count(
+        &self,
+        dn: &Dn,
+        changes: &[Modification],
+    ) -> Result<(), Outcome> {
+        let most = self.limits().password_bounds.max_values;
+        let mut held: Option<usize> = None;
+        for change in changes.iter().filter(|c| self.names_user_password(&c.attr)) {
+            // Each clear-text value deleted is checked against each held
+            // (`match_deleted_passwords`): bounded as the values added.
+            if change.values.len() > most {
+                return Err(Outcome::new(
+                    ResultCode::CONSTRAINT_VIOLATION,
+                    too_many_passwords(most),
+                ));
+            }
+            let now = match held {
+                Some(n) => n,
+                None => self.user_passwords(dn)?.map_or(0, |values| values.len()),
+            };
+            held = Some(match change.op {
+                ModOp::Add => now.saturating_add(change.values.len()),
+                ModOp::Replace => change.values.len(),
+                ModOp::Delete if change.values.is_empty() => 0,
+                ModOp::Delete => now.saturating_sub(change.values.len()),
+                ModOp::Increment => now,
+            });
+        }
+        match held {
+            Some(n) if n > most => Err(Outcome::new(
+                ResultCode::CONSTRAINT_VIOLATION,
+                too_many_passwords(most),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// A modify deleting a userPassword given in clear text (the old
@@ -432,4 +476,11 @@ impl Directory {
     pub(crate) fn is_user_password(&self, attribute: &meridian_model::entry::Attribute) -> bool {
         Some(attribute.desc.attr) == self.user_password
     }
+}
+
+/// The refusal of more userPassword values than allowed.
+fn too_many_passwords(most: usize) -> String {
+    format!(
+        "an entry may hold at most {most} userPassword values (security.max_password_values): each one is a hash every bind to the entry computes"
+    )
 }

@@ -111,6 +111,8 @@ pub struct Limits {
     pub search_step_time: Duration,
     /// Most changes one modify makes (`directory.max_modify_changes`).
     pub max_modify_changes: usize,
+    /// Most RDNs of a DN a request names (`directory.max_dn_rdns`).
+    pub max_dn_rdns: usize,
     /// Most keys one server-side sort may have (`directory.sort_max_keys`).
     pub sort_max_keys: usize,
     /// Memory the sort keys of every sorted search in progress may hold
@@ -139,6 +141,7 @@ impl Default for Limits {
             max_filter_items: 4096,
             search_step_time: search::STEP_TIME,
             max_modify_changes: 1000,
+            max_dn_rdns: 128,
             // slapd's sssvlv default.
             sort_max_keys: 5,
             sort_memory_bytes: 256 << 20,
@@ -376,6 +379,25 @@ impl Directory {
                 parents.parse(text, &self.schema)
             })
             .map_err(Outcome::from)
+            .and_then(|dn| self.within_depth(dn))
+    }
+
+    /// `dn`, unless it has more RDNs than `directory.max_dn_rdns`: each
+    /// level is a lookup when a missing entry's matchedDN, its access or
+    /// a referral above it is looked for, and a 64 KB request can name
+    /// 16,000 of them.
+    fn within_depth(&self, dn: Dn) -> Result<Dn, Outcome> {
+        let most = self.limits().max_dn_rdns;
+        if dn.rdn_count() > most {
+            return Err(Outcome::new(
+                ResultCode::INVALID_DN_SYNTAX,
+                format!(
+                    "a DN may have at most {most} RDNs (directory.max_dn_rdns); this one has {}",
+                    dn.rdn_count()
+                ),
+            ));
+        }
+        Ok(dn)
     }
 
     /// Learns from commands another node prepared, about to be applied

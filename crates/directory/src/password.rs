@@ -122,6 +122,9 @@ pub struct HashBounds {
     pub max_bcrypt_cost: u32,
     /// The crypt(3) methods a `{CRYPT}` value may use.
     pub crypt_methods: CryptMethods,
+    /// Most userPassword values an entry may hold, and a bind tries
+    /// (`security.max_password_values`): each is a hash to compute.
+    pub max_values: usize,
 }
 
 impl Default for HashBounds {
@@ -139,6 +142,9 @@ impl Default for HashBounds {
             // 2^14 rounds: about a second; 10 to 12 is usual.
             max_bcrypt_cost: 14,
             crypt_methods: CryptMethods::default(),
+            // slapd's users hold one or two (a hash, perhaps a second
+            // scheme kept for an old client).
+            max_values: 8,
         }
     }
 }

@@ -322,6 +322,7 @@ impl Directory {
         }
         let mut operational = self.operational_changes(who);
         if touches_password {
+            self.check_password_count(&dn, &changes)?;
             self.check_safe_modify(who, &dn, &changes)?;
             operational.push(self.password_changed_now());
         }

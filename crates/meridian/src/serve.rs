@@ -321,6 +321,7 @@ const RELOADED: &[&str] = &[
     "directory.lookthrough_limit",
     "directory.max_filter_items",
     "directory.max_modify_changes",
+    "directory.max_dn_rdns",
     "directory.sort_max_keys",
     "directory.dynamic_default_ttl_secs",
     "directory.dynamic_min_ttl_secs",
@@ -329,6 +330,7 @@ const RELOADED: &[&str] = &[
     "directory.password_hash_iterations",
     "directory.rehash_on_bind",
     "security.password_max_",
+    "security.max_password_values",
     "password_policy.",
 ];
 

@@ -213,6 +213,7 @@ impl Setup {
             max_filter_items: d.max_filter_items,
             search_step_time: meridian_directory::Limits::default().search_step_time,
             max_modify_changes: d.max_modify_changes,
+            max_dn_rdns: d.max_dn_rdns,
             sort_max_keys: d.sort_max_keys,
             sort_memory_bytes: d.sort_memory_bytes,
             dynamic: meridian_directory::dynamic::DynamicTtl {
@@ -260,6 +261,7 @@ impl Setup {
             max_crypt_sha_rounds: s.password_max_crypt_sha_rounds,
             max_bcrypt_cost: s.password_max_bcrypt_cost,
             crypt_methods,
+            max_values: s.max_password_values,
         })
     }
 

@@ -390,6 +390,51 @@ fn pdu_header(len: usize) -> Vec<u8> {
     header
 }
 
+/// Issue 44, severe 5: a search or compare based at a missing DN of
+/// 16,000 RDNs (a 64 KB anonymous request) cost 10 s, the time growing
+/// with the square of the depth. A DN deeper than
+/// `directory.max_dn_rdns` is invalidDNSyntax, as slapd refuses one.
+#[test]
+fn a_base_dn_of_thousands_of_rdns_is_refused_not_walked() {
+    let server = Server::start("");
+    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(BASE));
+    assert_eq!(rc, 0, "{out}");
+    let deep = |rdns: usize| {
+        let mut dn = String::new();
+        for n in 0..rdns {
+            dn.push_str(&format!("l={},", n % 10));
+        }
+        dn.push_str("dc=example,dc=com");
+        dn
+    };
+    // Within the bound: a missing entry, as before.
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &["-s", "base", "-b", &deep(100)],
+        None,
+    );
+    assert_eq!(rc, 32, "{out}");
+    let base = deep(16_000);
+    for _ in 0..4 {
+        let (rc, out) = tool(
+            &server,
+            "ldapsearch",
+            &[],
+            &["-s", "base", "-b", &base],
+            None,
+        );
+        assert_eq!(rc, 34, "{out}");
+        assert!(
+            out.contains("at most 128 RDNs (directory.max_dn_rdns)"),
+            "{out}"
+        );
+        let (rc, out) = tool(&server, "ldapcompare", &[], &[&base, "ou:x"], None);
+        assert_eq!(rc, 34, "{out}");
+    }
+    answers_promptly(&server, Duration::from_secs(2));
+}
+
 #[test]
 fn big_pdus_before_a_bind_are_refused_at_once_and_cost_no_memory() {
     let server = Server::start("");

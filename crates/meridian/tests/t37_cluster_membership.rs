@@ -155,7 +155,7 @@ fn a_node_is_added_promoted_given_the_lead_and_another_removed_while_writes_go_o
 
 #[test]
 fn cluster_administration_is_the_administrators_and_says_what_is_wrong() {
-    let mut cluster = Cluster::start(3, "");
+    let mut cluster = Cluster::start(3, "write_timeout_ms = 2000");
     let leader = cluster.leader(Duration::from_secs(20));
     let at = url(&cluster, leader);
     // Through OpenLDAP's ldapexop, as the administrator: the status.
@@ -193,6 +193,46 @@ fn cluster_administration_is_the_administrators_and_says_what_is_wrong() {
     assert!(!garbage.status.success());
     assert!(said.contains("Protocol error (2)"), "{said}");
     assert!(said.contains("not a node ID"), "{said}");
+    // Issue 44, R4: a node that could never be reached is refused at
+    // once, and a learner that never caught up is not made a voter.
+    for (command, says) in [
+        (
+            "add-learner 0 127.0.0.1:4000 ldap://127.0.0.1:4001",
+            "out of range",
+        ),
+        (
+            "add-learner 4096 127.0.0.1:4000 ldap://127.0.0.1:4001",
+            "out of range",
+        ),
+        (
+            "add-learner 5 notanaddress ldap://127.0.0.1:4001",
+            "is not HOST:PORT",
+        ),
+        (
+            "add-learner 5 127.0.0.1:4000 http://127.0.0.1:4001",
+            "is not ldap://",
+        ),
+    ] {
+        let refused = ldapexop(&at, true, command);
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success(), "{command}");
+        assert!(
+            said.contains("Server is unwilling to perform (53)"),
+            "{command}: {said}"
+        );
+        assert!(said.contains(says), "{command}: {said}");
+    }
+    // Port 1: nothing listens there.
+    let leader = cluster.leader(Duration::from_secs(20));
+    let at = url(&cluster, leader);
+    let added = ldapexop(&at, true, "add-learner 5 127.0.0.1:1 ldap://127.0.0.1:1");
+    assert!(added.status.success(), "{added:?}");
+    let promote = ldapexop(&at, true, "promote 5");
+    let said = String::from_utf8_lossy(&promote.stderr);
+    assert!(!promote.status.success());
+    assert!(said.contains("Server is unavailable (52)"), "{said}");
+    assert!(said.contains("node 5 has not caught up"), "{said}");
+    assert_eq!(voters(&at), "1 2 3");
     drop(cluster);
 
     // A single server does not serve it, and says so.

@@ -1016,6 +1016,71 @@ fn a_cached_bind_ends_when_the_password_changes() {
     }
 }
 
+/// Issue 44, severe 2: a user could store a thousand userPassword
+/// values, and every bind to its DN (a wrong one from anyone included)
+/// then computed a thousand hashes, holding the password pool.
+#[test]
+fn the_userpassword_values_of_an_entry_are_bounded() {
+    let server = Server::start("");
+    let admin = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let (rc, out) = tool(
+        &server,
+        "ldapadd",
+        &admin,
+        &[],
+        Some(&with_accounts(&[("erin", "p0")])),
+    );
+    assert_eq!(rc, 0, "{out}");
+    let dn = "uid=erin,dc=example,dc=com";
+    let user = ["-D", dn, "-w", "p0"];
+    let add = |values: &[String]| {
+        let mut change = format!("dn: {dn}\nchangetype: modify\nadd: userPassword\n");
+        for v in values {
+            change.push_str(&format!("userPassword: {v}\n"));
+        }
+        tool(&server, "ldapmodify", &user, &[], Some(&change))
+    };
+    // Eight more, nine in all: refused before any is hashed.
+    let clear: Vec<String> = (1..=8).map(|n| format!("clear-{n}")).collect();
+    let (rc, out) = add(&clear);
+    assert_eq!(rc, 19, "{out}");
+    assert!(
+        out.contains("at most 8 userPassword values (security.max_password_values)"),
+        "{out}"
+    );
+    // Seven more, eight in all, given hashed: taken, and each binds.
+    let hashed: Vec<String> = (1..=7)
+        .map(|n| slappasswd(&format!("h{n}"), "{SSHA}"))
+        .collect();
+    let (rc, out) = add(&hashed);
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(whoami(&server, dn, "h7").0, 0);
+    assert_eq!(whoami(&server, dn, "p0").0, 0);
+    // One at a time does not get past the bound either.
+    let (rc, out) = add(&[slappasswd("h8", "{SSHA}")]);
+    assert_eq!(rc, 19, "{out}");
+    // Deleting in clear text is bounded alike (each is checked against
+    // every value held).
+    let mut delete = format!("dn: {dn}\nchangetype: modify\ndelete: userPassword\n");
+    for n in 0..9 {
+        delete.push_str(&format!("userPassword: wrong-{n}\n"));
+    }
+    let (rc, out) = tool(&server, "ldapmodify", &admin, &[], Some(&delete));
+    assert_eq!(rc, 19, "{out}");
+    drop(server);
+
+    // The key lowers it, for adds too.
+    let server = Server::start("[security]\nmax_password_values = 2\n");
+    let mut ldif = with_accounts(&[("erin", "p0")]);
+    ldif.push_str(&format!(
+        "userPassword: {}\nuserPassword: {}\n",
+        hashed[0], hashed[1]
+    ));
+    let (rc, out) = tool(&server, "ldapadd", &admin, &[], Some(&ldif));
+    assert_eq!(rc, 19, "{out}");
+    assert!(out.contains("at most 2 userPassword values"), "{out}");
+}
+
 #[test]
 fn users_migrated_with_md5_hashes_bind() {
     // slappasswd's {MD5} and {SMD5}, as an OpenLDAP directory holds them

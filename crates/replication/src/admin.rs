@@ -180,11 +180,7 @@ pub(crate) async fn execute(
                     "node {id} is already a {role} of the cluster"
                 )));
             }
-            if peer.is_empty() || ldap.is_empty() {
-                return Err(AdminError::Refused(
-                    "a learner needs its peer address and its LDAP URL".into(),
-                ));
-            }
+            check_new_node(id, &peer, &ldap)?;
             let node = Addresses::runtime_node(&peer, &ldap);
             within(patience, raft.add_learner(id, node, false))
                 .await?
@@ -202,6 +198,7 @@ pub(crate) async fn execute(
                     "node {id} is not a learner of the cluster: add it with add-learner first"
                 )));
             }
+            caught_up(raft, id, patience).await?;
             let change = ChangeMembers::AddVoterIds(BTreeSet::from([id]));
             within(patience, raft.change_membership(change, false))
                 .await?
@@ -267,6 +264,76 @@ pub(crate) async fn execute(
                 ))),
             }
         }
+    }
+}
+
+/// The node IDs a cluster may use (`cluster.node_id`).
+const NODE_IDS: std::ops::RangeInclusive<NodeId> = 1..=4095;
+
+/// Entries a learner may still lack when it is promoted: a voter that
+/// lags far behind adds nothing to the cluster's safety, and one more
+/// failure would stop its writes while it catches up.
+const PROMOTE_MAX_LAG: u64 = 1024;
+
+/// Refuses an ID out of range, a peer address that is not `HOST:PORT`
+/// and an LDAP URL that is not `ldap://` or `ldaps://`: a node added
+/// with one of those could never be reached.
+fn check_new_node(id: NodeId, peer: &str, ldap: &str) -> Result<(), AdminError> {
+    if !NODE_IDS.contains(&id) {
+        return Err(AdminError::Refused(format!(
+            "node ID {id} is out of range: node IDs are {}..={}",
+            NODE_IDS.start(),
+            NODE_IDS.end()
+        )));
+    }
+    let port_ok = peer
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+    if !port_ok {
+        return Err(AdminError::Refused(format!(
+            "the peer address {peer:?} is not HOST:PORT (e.g. 10.0.0.5:4389)"
+        )));
+    }
+    let scheme_ok = ["ldap://", "ldaps://"].iter().any(|scheme| {
+        ldap.strip_prefix(scheme)
+            .is_some_and(|rest| !rest.is_empty())
+    });
+    if !scheme_ok {
+        return Err(AdminError::Refused(format!(
+            "the LDAP URL {ldap:?} is not ldap://HOST:PORT or ldaps://HOST:PORT"
+        )));
+    }
+    Ok(())
+}
+
+/// Waits, up to `patience`, until learner `id` holds the log to within
+/// [`PROMOTE_MAX_LAG`] entries of this leader's; unavailable if it does
+/// not (it may be unreachable, or still taking a snapshot).
+async fn caught_up(raft: &Raft, id: NodeId, patience: Duration) -> Result<(), AdminError> {
+    let lag = |raft: &Raft| {
+        let metrics = raft.metrics().borrow_watched().clone();
+        let last = metrics.last_log_index.unwrap_or(0);
+        let matched = metrics
+            .replication
+            .as_ref()
+            .and_then(|progress| progress.get(&id).cloned())
+            .flatten()
+            .map(|log_id| log_id.index);
+        (matched, last)
+    };
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        let (matched, last) = lag(raft);
+        if matched.is_some_and(|matched| last.saturating_sub(matched) <= PROMOTE_MAX_LAG) {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let held = matched.map_or_else(|| "nothing yet".to_owned(), |m| format!("up to {m}"));
+            return Err(AdminError::Unavailable(format!(
+                "node {id} has not caught up: it holds the log {held} of {last} (promoted, it would count toward the majority without being able to help make one); check that it runs and is reachable, and promote it once `meridian cluster status` shows its lag near 0"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

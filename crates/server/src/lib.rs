@@ -538,8 +538,6 @@ fn seconds(secs: u64) -> Option<Duration> {
     (secs > 0).then(|| Duration::from_secs(secs))
 }
 
-/// Over the connection limit: tell the client why, then close.
-/// Every naming context the config serves, the first first.
 /// Checks `password` against each stored value: the value it matched
 /// (with the password, for the cache and rehashing) and why any value
 /// could not be checked.
@@ -554,7 +552,14 @@ fn check_stored(
     bounds: &password::HashBounds,
 ) -> (Option<(Vec<u8>, Vec<u8>)>, Vec<String>) {
     let mut refused = Vec::new();
-    for value in stored {
+    let held = stored.len();
+    if held > bounds.max_values {
+        refused.push(format!(
+            "the entry holds {held} userPassword values: only the first {} were tried (security.max_password_values)",
+            bounds.max_values
+        ));
+    }
+    for value in stored.into_iter().take(bounds.max_values) {
         match password::verify(&value, &password, cleartext, bounds) {
             password::Verdict::Matched => return (Some((value, password)), refused),
             password::Verdict::OverBounds(why) => refused.push(why),
