@@ -435,6 +435,35 @@ fn a_base_dn_of_thousands_of_rdns_is_refused_not_walked() {
     answers_promptly(&server, Duration::from_secs(2));
 }
 
+/// Issue 44, severe 3: anonymous, who may read nothing under the default
+/// rules, was refused a search based at the suffix at once, but one
+/// based at the root walked every context and evaluated its filter on
+/// every entry (an OR of 4,000 substrings: 15.8 s of CPU for nothing).
+/// A context whose top the caller may not search is now skipped, as it
+/// is refused when the search is based there: the lookthrough limit,
+/// which counts every entry examined, is never reached.
+#[test]
+fn a_search_of_the_whole_tree_skips_the_contexts_the_caller_may_not_search() {
+    let server = server_with_accounts(300, "[directory]\nlookthrough_limit = 100\n");
+    let search_all = |bind: &[&str]| {
+        tool(
+            &server,
+            "ldapsearch",
+            bind,
+            &["-b", "", "-s", "sub", &costly_filter(50), "dn"],
+            None,
+        )
+    };
+    let (rc, out) = search_all(&[]);
+    assert_eq!(rc, 0, "anonymous walks nothing: {out}");
+    assert!(!out.contains("dn: uid="), "{out}");
+    // A user the rules let search does walk it (and meets the limit).
+    let as_reader = ["-D", "uid=reader,dc=example,dc=com", "-w", "reader-pw"];
+    let (rc, out) = search_all(&as_reader);
+    assert_eq!(rc, 11, "adminLimitExceeded: {out}");
+    answers_promptly(&server, Duration::from_secs(2));
+}
+
 #[test]
 fn big_pdus_before_a_bind_are_refused_at_once_and_cost_no_memory() {
     let server = Server::start("");

@@ -301,11 +301,23 @@ impl Directory {
         // is searched with: the base's, and those glued below the base
         // within the scope; or, for a search of the whole tree (the root
         // with a wider scope), every one in turn.
-        let contexts = self.searched_contexts(&base, req.scope);
+        let mut contexts = self.searched_contexts(&base, req.scope);
         let groups = &Memberships::default();
         if !admin && !base.is_root() {
             // As in slapd, the base itself needs search access.
             self.require_visible(who, &base, None, Level::Search, groups)?;
+        }
+        if !admin && base.is_root() {
+            // A search of the whole tree walks only the contexts whose top
+            // the caller may search, as a search based there would: an
+            // anonymous filter of thousands of substrings was otherwise
+            // evaluated on every entry of contexts it may not read.
+            contexts.retain(|searched| {
+                searched.store.suffixes().iter().any(|suffix| {
+                    self.require(who, suffix, None, Level::Search, groups)
+                        .is_ok()
+                })
+            });
         }
         // Compiled once for this step: the store matches with it, and
         // access control reads it (`may_see`).
