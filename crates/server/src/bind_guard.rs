@@ -106,8 +106,11 @@ pub(crate) struct BindGuard {
 }
 
 /// Finds or makes the tally of `key`, keeping the table within
-/// [`MAX_TRACKED`]: stale tallies go first; a key that still finds no
-/// room is not tracked (`None`). The key is copied only when it is new.
+/// [`MAX_TRACKED`]: stale tallies go first, then, while the table is
+/// still full, those with the fewest failures that are not locked (a
+/// flood of one guess each cannot push out an account under attack); a
+/// key that still finds no room is not tracked (`None`), and the caller
+/// fails safe. The key is copied only when it is new.
 fn tally_of<'t, K, Q>(
     table: &'t mut HashMap<K, Tally>,
     key: &Q,
@@ -121,9 +124,17 @@ where
     if !table.contains_key(key) {
         if table.len() >= MAX_TRACKED {
             table.retain(|_, t| !t.stale(now, window));
-            if table.len() >= MAX_TRACKED {
-                return None;
-            }
+        }
+        if table.len() >= MAX_TRACKED {
+            // All the lightest go at once, so the scan is paid once for
+            // as many insertions as it frees (a flood of one guess each
+            // frees the whole table).
+            let lightest = table
+                .values()
+                .filter(|t| !t.locked(now))
+                .map(|t| t.failures)
+                .min()?;
+            table.retain(|_, t| t.locked(now) || t.failures > lightest);
         }
         table.insert(key.to_owned(), Tally::new(now));
     }
@@ -158,9 +169,13 @@ impl BindGuard {
         None
     }
 
-    /// Counts a failed bind; returns how long to wait before answering,
-    /// and what it locked, if anything.
-    pub(crate) fn failed(&self, dn: &str, ip: IpAddr) -> (Duration, Option<Locked>) {
+    /// Counts a failed bind, to `dn` when it names an entry with a
+    /// password (`None`: no entry, or none to match, so the DN cannot be
+    /// guessed into; counted against the address only, and so junk DNs
+    /// never crowd real accounts out of the table). Returns how long to
+    /// wait before answering, and what it locked, if anything. A failure
+    /// the full table cannot count is answered after the longest delay.
+    pub(crate) fn failed(&self, dn: Option<&str>, ip: IpAddr) -> (Duration, Option<Locked>) {
         // In-memory rate limits of the network layer, never stored.
         #[allow(clippy::disallowed_methods)]
         let now = Instant::now();
@@ -168,22 +183,34 @@ impl BindGuard {
         let mut t = self.lock();
         let mut started = None;
         let mut most = 0;
-        let dn_lock = if dn == self.exempt_dn {
-            0
-        } else {
-            s.lockout_after
-        };
-        if let Some(tally) = tally_of(&mut t.by_dn, dn, now, s.window) {
-            if tally.fail(now, s, dn_lock) {
-                started = Some(Locked::Dn);
+        let mut untracked = false;
+        if let Some(dn) = dn {
+            let dn_lock = if dn == self.exempt_dn {
+                0
+            } else {
+                s.lockout_after
+            };
+            match tally_of(&mut t.by_dn, dn, now, s.window) {
+                Some(tally) => {
+                    if tally.fail(now, s, dn_lock) {
+                        started = Some(Locked::Dn);
+                    }
+                    most = most.max(tally.failures);
+                }
+                None => untracked = true,
             }
-            most = most.max(tally.failures);
         }
-        if let Some(tally) = tally_of(&mut t.by_ip, &ip, now, s.window) {
-            if tally.fail(now, s, s.lockout_per_ip_after) {
-                started = Some(Locked::Address);
+        match tally_of(&mut t.by_ip, &ip, now, s.window) {
+            Some(tally) => {
+                if tally.fail(now, s, s.lockout_per_ip_after) {
+                    started = Some(Locked::Address);
+                }
+                most = most.max(tally.failures);
             }
-            most = most.max(tally.failures);
+            None => untracked = true,
+        }
+        if untracked && s.delay_after > 0 {
+            return (s.max_delay, started);
         }
         let delay = if s.delay_after > 0 && most > s.delay_after {
             let doublings = (most - s.delay_after - 1).min(16);
@@ -226,10 +253,10 @@ mod tests {
     fn failures_slow_then_lock_a_dn_but_never_the_administrator() {
         let guard = BindGuard::new(settings(), "cn=admin");
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
-        let delays: Vec<Duration> = (0..4).map(|_| guard.failed("uid=a", ip).0).collect();
+        let delays: Vec<Duration> = (0..4).map(|_| guard.failed(Some("uid=a"), ip).0).collect();
         assert_eq!(delays, [0, 0, 100, 200].map(Duration::from_millis).to_vec());
         assert_eq!(guard.locked("uid=a", ip), None);
-        assert_eq!(guard.failed("uid=a", ip).1, Some(Locked::Dn));
+        assert_eq!(guard.failed(Some("uid=a"), ip).1, Some(Locked::Dn));
         assert_eq!(guard.locked("uid=a", ip), Some(Locked::Dn));
         // A success does not lift a lockout.
         guard.succeeded("uid=a");
@@ -237,13 +264,13 @@ mod tests {
         // Another address may bind to another DN.
         let other: IpAddr = "10.0.0.2".parse().unwrap();
         for _ in 0..6 {
-            guard.failed("cn=admin", other);
+            guard.failed(Some("cn=admin"), other);
         }
         assert_eq!(guard.locked("cn=admin", other), None);
         assert_eq!(guard.locked("uid=b", other), None);
         // The delay is capped.
         assert_eq!(
-            guard.failed("cn=admin", other).0,
+            guard.failed(Some("cn=admin"), other).0,
             Duration::from_millis(400)
         );
     }
@@ -253,9 +280,9 @@ mod tests {
         let guard = BindGuard::new(settings(), "cn=admin");
         let ip: IpAddr = "10.0.0.9".parse().unwrap();
         for i in 0..7 {
-            assert_eq!(guard.failed(&format!("uid=u{i}"), ip).1, None);
+            assert_eq!(guard.failed(Some(&format!("uid=u{i}")), ip).1, None);
         }
-        assert_eq!(guard.failed("uid=u7", ip).1, Some(Locked::Address));
+        assert_eq!(guard.failed(Some("uid=u7"), ip).1, Some(Locked::Address));
         assert_eq!(guard.locked("uid=anyone", ip), Some(Locked::Address));
         // A success resets the DN only.
         guard.succeeded("uid=u1");
@@ -267,10 +294,56 @@ mod tests {
         let guard = BindGuard::new(settings(), "cn=admin");
         let ip: IpAddr = "10.0.0.3".parse().unwrap();
         for _ in 0..4 {
-            guard.failed("uid=c", ip);
+            guard.failed(Some("uid=c"), ip);
         }
         guard.succeeded("uid=c");
         let other: IpAddr = "10.0.0.4".parse().unwrap();
-        assert_eq!(guard.failed("uid=c", other).0, Duration::ZERO);
+        assert_eq!(guard.failed(Some("uid=c"), other).0, Duration::ZERO);
+    }
+
+    /// Issue 44, severe 4: failures on 100,500 junk DNs filled the table,
+    /// after which a real account's failures were neither slowed nor
+    /// locked.
+    #[test]
+    fn junk_dns_and_a_full_table_never_switch_the_lockout_off() {
+        let guard = BindGuard::new(settings(), "cn=admin");
+        // Junk DNs (no entry, no password) count per address only.
+        for i in 0..(MAX_TRACKED as u32 + 500) {
+            let ip = IpAddr::from(std::net::Ipv4Addr::from(0x0b00_0000 + i));
+            guard.failed(None, ip);
+        }
+        assert!(guard.lock().by_dn.is_empty());
+        // Real accounts guessed once each from as many addresses fill
+        // both tables; an account under attack still gets its place.
+        for i in 0..(MAX_TRACKED as u32) {
+            let ip = IpAddr::from(std::net::Ipv4Addr::from(0x0c00_0000 + i));
+            guard.failed(Some(&format!("uid=u{i}")), ip);
+        }
+        let ip: IpAddr = "10.9.9.9".parse().unwrap();
+        for _ in 0..4 {
+            assert_eq!(guard.failed(Some("uid=victim"), ip).1, None);
+        }
+        assert_eq!(guard.failed(Some("uid=victim"), ip).1, Some(Locked::Dn));
+        assert_eq!(guard.locked("uid=victim", ip), Some(Locked::Dn));
+    }
+
+    #[test]
+    fn a_failure_the_full_table_cannot_count_waits_the_longest() {
+        let guard = BindGuard::new(settings(), "cn=admin");
+        let now = Instant::now();
+        {
+            let mut t = guard.lock();
+            for i in 0..(MAX_TRACKED as u32) {
+                let mut tally = Tally::new(now);
+                tally.locked_until = Some(now + Duration::from_secs(60));
+                t.by_dn.insert(format!("uid=l{i}"), tally);
+            }
+        }
+        let ip: IpAddr = "10.9.9.8".parse().unwrap();
+        assert_eq!(
+            guard.failed(Some("uid=new"), ip).0,
+            settings().max_delay,
+            "every tally locked: nothing to evict, so the longest delay"
+        );
     }
 }

@@ -375,10 +375,13 @@ impl RequestReader<'_> {
     /// (`bind_guard.rs`): refused unchecked while the DN or the address is
     /// locked out; a failure is logged with the client's address (never
     /// the password), counted, and answered late once there were several.
+    /// Failures count against the DN only when `guessable`: an entry
+    /// with a password (or the administrator).
     async fn guarded_bind(
         &self,
         dn_key: &str,
         dn_shown: &str,
+        guessable: bool,
         check: impl std::future::Future<Output = bool>,
     ) -> bool {
         let (conn, peer, guard) = (self.session.conn_id, self.peer, &self.ctx.bind_guard);
@@ -390,7 +393,7 @@ impl RequestReader<'_> {
             guard.succeeded(dn_key);
             return true;
         }
-        let (delay, locked) = guard.failed(dn_key, peer.ip());
+        let (delay, locked) = guard.failed(guessable.then_some(dn_key), peer.ip());
         tracing::warn!(target: "meridian::auth", conn, %peer, dn = dn_shown, "bind failed: invalid credentials");
         crate::metrics::failed_bind();
         match locked {
@@ -579,9 +582,10 @@ impl RequestReader<'_> {
                 } => {
                     self.out.push(&mut self.batch);
                     let stored = target.take_passwords();
+                    let guessable = !stored.is_empty();
                     let check = self.ctx.verify_password(&dn, stored, password);
                     let verified = self
-                        .guarded_bind(dn.normalized(), dn.original(), check)
+                        .guarded_bind(dn.normalized(), dn.original(), guessable, check)
                         .await;
                     self.record_bind(&dn, &target, verified).await;
                     // The right password of an expired one binds no one.
@@ -616,7 +620,7 @@ impl RequestReader<'_> {
                     self.out.push(&mut self.batch);
                     let check = self.ctx.verify_admin(password);
                     let (key, shown) = (self.ctx.admin.dn_key(), self.ctx.admin.dn());
-                    let verified = self.guarded_bind(key, shown, check).await;
+                    let verified = self.guarded_bind(key, shown, true, check).await;
                     self.session.finish_admin_bind(
                         self.ctx,
                         message_id,
