@@ -17,15 +17,20 @@ use std::process::Command;
 
 use support::*;
 
-/// `meridian migrate --from PATH`: the configuration and the notes.
-fn migrate(from: &Path) -> (String, String) {
+/// `meridian migrate --from PATH [EXTRA]`: the configuration and the notes.
+fn migrate_with(from: &Path, extra: &[&str]) -> (String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
         .args(["migrate", "--from"])
         .arg(from)
+        .args(extra)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     (text(&out.stdout), text(&out.stderr))
+}
+
+fn migrate(from: &Path) -> (String, String) {
+    migrate_with(from, &[])
 }
 
 #[test]
@@ -148,7 +153,22 @@ database monitor
 "#,
     )
     .unwrap();
-    let (config, notes) = migrate(&conf);
+    // Two rules do not translate: nothing is written unless told.
+    let refused = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["migrate", "--from"])
+        .arg(&conf)
+        .output()
+        .unwrap();
+    let said = text(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert!(refused.stdout.is_empty());
+    assert!(
+        said.contains("2 access rule(s) could not be translated"),
+        "{said}"
+    );
+    assert!(said.contains("--drop-untranslated-access"), "{said}");
+    let (config, notes) = migrate_with(&conf, &["--drop-untranslated-access"]);
+    assert!(notes.contains("DROPPED 2 access rule(s)"), "{notes}");
     for line in [
         "suffix = \"dc=example,dc=com\"",
         "additional_suffixes = [\"o=other\"]",
@@ -194,7 +214,7 @@ database monitor
     let out = dir.join("meridian.toml");
     let run = |path: &Path| {
         Command::new(env!("CARGO_BIN_EXE_meridian"))
-            .args(["migrate", "--from"])
+            .args(["migrate", "--drop-untranslated-access", "--from"])
             .arg(&conf)
             .arg("-o")
             .arg(path)
@@ -216,6 +236,80 @@ database monitor
     );
     let again = run(&out);
     assert!(!again.status.success() && text(&again.stderr).contains("exists"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Issue 44, severe 6: everything after an `overlay` line of a database
+/// was taken as the overlay's, so a later index and access rules vanished
+/// without a word (and the migrated server let every user read
+/// `ou=Secret`); TLS and serverID lines after `database` were dropped;
+/// `security simple_bind=64` was not carried over.
+#[test]
+fn directives_after_an_overlay_line_stay_the_databases() {
+    let dir = temp_dir("migrate-overlay");
+    let conf = dir.join("slapd.conf");
+    std::fs::write(
+        &conf,
+        r#"include /etc/ldap/schema/core.schema
+database mdb
+suffix "dc=example,dc=com"
+rootdn "cn=Manager,dc=example,dc=com"
+index objectClass eq
+overlay ppolicy
+ppolicy_default "cn=default,ou=Policies,dc=example,dc=com"
+index mail eq
+access to attrs=userPassword by anonymous auth by self write by * none
+access to dn.subtree="ou=Secret,dc=example,dc=com" by dn.exact="cn=auditor,dc=example,dc=com" read by * none
+access to * by users read
+TLSCertificateFile /etc/ldap/tls/server.pem
+TLSCertificateKeyFile /etc/ldap/tls/server.key
+serverID 7
+security simple_bind=64
+"#,
+    )
+    .unwrap();
+    let (config, notes) = migrate(&conf);
+    for line in [
+        "mail = [\"eq\"]",
+        "to = \"subtree:ou=Secret,dc=example,dc=com\"",
+        "{ who = \"dn:cn=auditor,dc=example,dc=com\", grant = \"read\" }",
+        "tls_certificate_file = \"/etc/ldap/tls/server.pem\"",
+        "tls_key_file = \"/etc/ldap/tls/server.key\"",
+        "server_id = 7",
+        "require_tls = true",
+    ] {
+        assert!(config.contains(line), "no {line:?} in:\n{config}\n{notes}");
+    }
+    assert!(!notes.contains("no Meridian counterpart"), "{notes}");
+    assert!(notes.contains("overlay ppolicy"), "{notes}");
+    // Served: a user reads the directory but not ou=Secret.
+    let config = config
+        .lines()
+        .filter(|l| !l.starts_with("tls_") && !l.starts_with("require_tls"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let server = Server::start(&config);
+    let ldif = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
+                dn: ou=Secret,dc=example,dc=com\nobjectClass: organizationalUnit\nou: Secret\n\n\
+                dn: uid=u,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: u\nuserPassword: u-pw\n";
+    let (rc, out) = tool(
+        &server,
+        "ldapadd",
+        &["-D", "cn=Manager,dc=example,dc=com", "-w", ADMIN_PASSWORD],
+        &[],
+        Some(ldif),
+    );
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = tool(
+        &server,
+        "ldapsearch",
+        &["-D", "uid=u,dc=example,dc=com", "-w", "u-pw"],
+        &["-LLL", "-b", "dc=example,dc=com", "(objectClass=*)", "dn"],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("dn: uid=u,"), "{out}");
+    assert!(!out.contains("ou=Secret"), "{out}");
     std::fs::remove_dir_all(dir).unwrap();
 }
 

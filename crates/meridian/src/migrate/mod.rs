@@ -27,6 +27,11 @@ pub(crate) struct MigrateArgs {
     /// of to standard output.
     #[arg(short = 'o', long)]
     output: Option<PathBuf>,
+    /// Write the configuration even though some access rules could not be
+    /// translated (they are listed; without this flag nothing is written,
+    /// since a server without them may let people read what slapd hid).
+    #[arg(long)]
+    drop_untranslated_access: bool,
 }
 
 pub(crate) fn run(args: MigrateArgs) -> anyhow::Result<()> {
@@ -36,6 +41,24 @@ pub(crate) fn run(args: MigrateArgs) -> anyhow::Result<()> {
         read::slapd_conf(&args.from)?
     };
     let migration = translate(&slapd);
+    if !migration.dropped_access.is_empty() {
+        let listed: Vec<String> = migration
+            .dropped_access
+            .iter()
+            .map(|rule| format!("  {rule}"))
+            .collect();
+        let listed = listed.join("\n");
+        if !args.drop_untranslated_access {
+            anyhow::bail!(
+                "{} access rule(s) could not be translated, and a server without them may show what slapd hid:\n{listed}\nwrite them as [[access]] rules by hand (docs/configuration.md) after migrating with --drop-untranslated-access; nothing was written",
+                migration.dropped_access.len()
+            );
+        }
+        eprintln!(
+            "DROPPED {} access rule(s) (--drop-untranslated-access); add them as [[access]] rules by hand:\n{listed}",
+            migration.dropped_access.len()
+        );
+    }
     // What it wrote must load: the same check `serve` makes.
     meridian_config::Config::from_toml(&migration.toml, Path::new("(migrated)")).map_err(|e| {
         anyhow::anyhow!("the translated configuration does not load ({e}); please report this")
@@ -72,6 +95,64 @@ pub(crate) fn run(args: MigrateArgs) -> anyhow::Result<()> {
 pub(crate) struct Migration {
     pub(crate) toml: String,
     pub(crate) notes: Vec<String>,
+    /// Access rules that could not be translated, with where each is and
+    /// why: `run` writes nothing while there are any, unless told.
+    pub(crate) dropped_access: Vec<String>,
+}
+
+/// An access rule that did not translate: dropped (and the migration
+/// refused unless told), or only noted when all it does is grant to
+/// identities that cannot exist in Meridian, local root over `ldapi://`
+/// (Debian's `by dn.exact=gidNumber=0+uidNumber=0,cn=peercred,...
+/// manage by * break`): leaving it out takes no right away from anyone.
+fn drop_access(
+    d: &Directive,
+    why: &str,
+    dropped: &mut Vec<String>,
+    note: &mut impl FnMut(&str, String),
+) {
+    let clauses: Vec<&[String]> = d
+        .args
+        .split(|word| word.eq_ignore_ascii_case("by"))
+        .skip(1)
+        .collect();
+    let harmless = !clauses.is_empty()
+        && clauses.iter().all(|clause| {
+            let who = clause
+                .first()
+                .map(|w| w.to_ascii_lowercase())
+                .unwrap_or_default();
+            let local_root = who.contains("cn=peercred,cn=external,cn=auth");
+            let passes_on = who == "*" && clause.get(1).is_some_and(|w| w == "break");
+            local_root || passes_on
+        });
+    if harmless {
+        note(
+            &d.origin,
+            format!(
+                "access not translated ({why}); it grants only to local root over ldapi://, which Meridian does not serve"
+            ),
+        );
+    } else {
+        dropped.push(format!("{}: {why}", d.origin));
+    }
+}
+
+/// Directives slapd takes as global wherever they stand (a `TLS*` or
+/// `serverID` line after a `database` line still configures the server).
+fn global_only(name: &str) -> bool {
+    name == "serverid" || name.starts_with("tls")
+}
+
+/// Whether slapd's `security` factors ask for TLS (`ssf`, `transport`,
+/// `tls`, `simple_bind` above 0, `update_*` alike): Meridian's
+/// counterpart is `security.require_tls`.
+fn security_needs_tls(args: &[String]) -> bool {
+    args.iter().any(|factor| {
+        factor
+            .split_once('=')
+            .is_some_and(|(_, strength)| strength.parse::<u32>().is_ok_and(|n| n > 0))
+    })
 }
 
 /// Schema files Meridian has built in, by the name slapd knows them.
@@ -111,6 +192,8 @@ fn translate(slapd: &SlapdConfig) -> Migration {
     let mut storage = String::new();
     let mut indexes: Vec<(String, Vec<String>)> = Vec::new();
     let mut rules: Vec<String> = Vec::new();
+    let mut dropped_access: Vec<String> = Vec::new();
+    let mut require_tls = false;
 
     // Schema.
     let mut schema_files = Vec::new();
@@ -143,6 +226,11 @@ fn translate(slapd: &SlapdConfig) -> Migration {
         .filter(|d| d.kind == "frontend")
         .flat_map(|d| d.directives.iter())
         .chain(slapd.global.iter())
+        .chain(
+            data.iter()
+                .flat_map(|d| d.directives.iter())
+                .filter(|d| global_only(&d.name)),
+        )
         .collect();
     for db in &slapd.databases {
         if !matches!(
@@ -257,8 +345,11 @@ fn translate(slapd: &SlapdConfig) -> Migration {
                 }
                 "access" => match acl::translate(&d.args) {
                     Ok(rule) => rules.push(rule.toml()),
-                    Err(why) => note(&d.origin, format!("access not translated: {why}")),
+                    Err(why) => drop_access(d, &why, &mut dropped_access, &mut note),
                 },
+                "security" if security_needs_tls(&d.args) => require_tls = true,
+                // Taken with the global directives.
+                name if global_only(name) => {}
                 name if NOT_NEEDED.contains(&name) => {}
                 name => note(&d.origin, format!("{name}: no Meridian counterpart")),
             }
@@ -323,10 +414,11 @@ fn translate(slapd: &SlapdConfig) -> Migration {
                 // slapd checks the frontend's rules after each database's.
                 match acl::translate(&d.args) {
                     Ok(rule) => rules.push(rule.toml()),
-                    Err(why) => note(&d.origin, format!("access not translated: {why}")),
+                    Err(why) => drop_access(d, &why, &mut dropped_access, &mut note),
                 }
             }
             name if NOT_NEEDED.contains(&name) => {}
+            "security" if security_needs_tls(&d.args) => require_tls = true,
             "security" | "require" | "disallow" | "allow" => {
                 note(
                     &d.origin,
@@ -363,13 +455,22 @@ fn translate(slapd: &SlapdConfig) -> Migration {
         }
         toml.push('\n');
     }
+    if require_tls {
+        // slapd's factors bind every operation; Meridian's key, binds
+        // with a password (the clear-text secret such factors protect).
+        let _ = writeln!(security, "require_tls = true");
+    }
     if !security.is_empty() {
         let _ = writeln!(toml, "[security]\n{security}");
     }
     for rule in &rules {
         let _ = writeln!(toml, "{rule}");
     }
-    Migration { toml, notes }
+    Migration {
+        toml,
+        notes,
+        dropped_access,
+    }
 }
 
 /// `index cn,uid eq,sub`: each attribute's index kinds, merged.

@@ -91,6 +91,17 @@ pub(crate) fn words(line: &str) -> Vec<String> {
     words
 }
 
+/// Whether `name` is a directive of overlay `overlay` (slapd.conf keeps
+/// them after its `overlay` line). Overlays name their directives after
+/// themselves (`ppolicy_default`, `memberof-group-oc`, `syncprov-checkpoint`,
+/// `unique_uri`, `refint_attributes`, `pcacheAttrset`); accesslog's are
+/// `log*`.
+fn overlay_directive(overlay: &str, name: &str) -> bool {
+    let overlay = overlay.to_ascii_lowercase();
+    // `pcacheAttrset` has no separator; every overlay's name starts its own.
+    name.starts_with(overlay.as_str()) || (overlay == "accesslog" && name.starts_with("log"))
+}
+
 /// Reads `slapd.conf`: comments, continuation lines (starting with
 /// white space), `database` and `overlay` sections.
 pub(crate) fn slapd_conf(path: &Path) -> anyhow::Result<SlapdConfig> {
@@ -150,12 +161,21 @@ pub(crate) fn slapd_conf(path: &Path) -> anyhow::Result<SlapdConfig> {
                 None => config.global.push(directive),
             },
             _ => match (config.databases.last_mut(), overlay) {
-                (Some(db), Some(at)) => {
+                (Some(db), Some(at))
+                    if db
+                        .overlays
+                        .get(at)
+                        .is_some_and(|(name, _)| overlay_directive(name, &directive.name)) =>
+                {
                     if let Some((_, directives)) = db.overlays.get_mut(at) {
                         directives.push(directive);
                     }
                 }
-                (Some(db), None) => db.directives.push(directive),
+                // slapd offers a directive to the overlays first and
+                // gives the database what none of them takes: an index or
+                // an access rule after an `overlay` line is the
+                // database's.
+                (Some(db), _) => db.directives.push(directive),
                 (None, _) => config.global.push(directive),
             },
         }
