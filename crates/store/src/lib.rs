@@ -521,11 +521,15 @@ impl Store {
             _writer_lock: writer_lock,
             writer_queue: std::sync::OnceLock::new(),
         });
-        let journal = if read_only {
+        let (journal, deferred) = if read_only {
             settle_index_record(&inner, false)?;
-            None
+            (None, None)
         } else {
-            recover(&inner, previous, journaling, st.journal_checkpoint_bytes)?
+            match recover(&inner, previous, journaling, st.journal_checkpoint_bytes)? {
+                None => (None, None),
+                Some(Ok(journal)) => (Some(journal), None),
+                Some(Err(deferred)) => (None, Some(deferred)),
+            }
         };
         let (sender, receiver) = mpsc::channel(st.queue_depth);
         let handle = if read_only {
@@ -537,7 +541,7 @@ impl Store {
             let thread_inner = Arc::clone(&inner);
             let handle = std::thread::Builder::new()
                 .name("meridian-writer".into())
-                .spawn(move || writer::run(&thread_inner, receiver, journal))
+                .spawn(move || writer::run(&thread_inner, receiver, journal, deferred))
                 .map_err(|e| StoreError::io("start", "the writer thread", &e))?;
             Some(handle)
         };
@@ -750,14 +754,15 @@ impl Store {
 }
 
 /// Replays what the journal holds beyond the database (after a crash),
-/// then starts journaling (journal mode) or, after a switch to another
-/// durability, syncs the database and removes the journal.
+/// then starts journaling (journal mode; deferred when the disk has no
+/// room for it, `Err` inside) or, after a switch to another durability,
+/// syncs the database and removes the journal.
 fn recover(
     inner: &Arc<Inner>,
     previous: journal::Previous,
     journaling: bool,
     checkpoint_bytes: u64,
-) -> Result<Option<journal::Journal>, StoreError> {
+) -> Result<Option<Result<journal::Journal, journal::Deferred>>, StoreError> {
     let applied = {
         let rtxn = inner.env.read_txn()?;
         match inner.dbs.meta.get(&rtxn, journal::APPLIED_SEQ)? {
@@ -800,12 +805,7 @@ fn recover(
     // LMDB holds a batch whose append failed (it is in no journal file),
     // or the index record just written (no journal record holds it).
     let base_needed = replayed.covered.is_none_or(|covered| applied > covered) || record_changed;
-    Ok(Some(journal::Journal::start(
-        inner,
-        replayed.last,
-        checkpoint_bytes,
-        base_needed,
-    )?))
+    journal::Deferred::start_or_defer(inner, replayed.last, checkpoint_bytes, base_needed).map(Some)
 }
 
 /// Learns which configured indexes the database holds

@@ -27,6 +27,7 @@ pub(crate) fn run(
     inner: &Arc<Inner>,
     mut receiver: mpsc::Receiver<Work>,
     mut journal: Option<Journal>,
+    mut deferred: Option<journal::Deferred>,
 ) {
     let mut batch: Vec<Job> = Vec::with_capacity(inner.max_batch);
     // A replicated batch met while gathering clients' jobs: the next work.
@@ -61,7 +62,24 @@ pub(crate) fn run(
                 Err(_) => break,
             }
         }
-        let results = commit_batch(inner, &batch, journal.as_mut());
+        // A journal the full disk kept from starting: started now, or
+        // this batch is refused (and the next one tries again).
+        let results = match deferred.map(|d| d.start(inner)) {
+            Some(Err(e)) => {
+                if !matches!(e, StoreError::WritesRefused(_)) {
+                    refuse(inner, &e);
+                }
+                all(&batch, &e)
+            }
+            started => {
+                if let Some(Ok(started)) = started {
+                    tracing::warn!("the journal started: writes are taken again");
+                    journal = Some(started);
+                    deferred = None;
+                }
+                commit_batch(inner, &batch, journal.as_mut())
+            }
+        };
         let answered = batch.drain(..).zip(results);
         match journal.as_mut() {
             // Answered by the journal thread once the batch is durable.

@@ -229,3 +229,121 @@ fn a_full_journal_refuses_writes_that_then_never_appear() {
     drop(mount);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 44, severe 1: with checkpoints while the journal's disk fills,
+/// a checkpoint's move to a new segment recorded room it had not
+/// allocated; later claims skipped `fallocate`, LMDB committed, the
+/// append failed, and the refused add was visible and stayed refused
+/// until a restart, which a full disk then prevented. Here: the refused
+/// write never appears, writes resume once room is freed, and a store
+/// opened on the full disk starts, refuses writes, and takes them again
+/// once there is room.
+#[test]
+fn checkpoints_while_the_journal_fills_lose_nothing_and_a_full_disk_still_starts() {
+    if !can_run_as_root("mounting a tmpfs needs root") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("meridian-journalcheck-{}", std::process::id()));
+    let db = dir.join("db");
+    // Database and journal on one small file system, as a data
+    // directory on its own disk is.
+    let mount = Tmpfs::mount(&dir, "24m");
+    std::fs::write(dir.join("filler"), vec![0u8; 4 << 20]).unwrap();
+    let schema = Arc::new(Schema::builtin().unwrap());
+    let open = || {
+        Store::open(
+            StoreOptions {
+                path: db.clone(),
+                storage: StorageConfig {
+                    durability: Durability::Journal,
+                    journal_checkpoint_bytes: 256 << 10,
+                    map_size_bytes: 64 << 20,
+                    ..StorageConfig::default()
+                },
+                suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+            },
+            Arc::clone(&schema),
+        )
+    };
+    let store = open().unwrap();
+    store
+        .execute_blocking(Command::Add {
+            entry: suffix_entry(&schema),
+            prechecked: false,
+        })
+        .unwrap();
+    let big = "v".repeat(60_000);
+    let add_to = |store: &Store, uid: &str| {
+        store.execute_blocking(Command::Add {
+            entry: entry(
+                &schema,
+                &format!("uid={uid},{SUFFIX}"),
+                &[
+                    ("objectClass", &["account"]),
+                    ("uid", &[uid]),
+                    ("description", &[&big]),
+                ],
+            ),
+            prechecked: false,
+        })
+    };
+    let present = |store: &Store, uid: &str| {
+        let snap = store.snapshot().unwrap();
+        let dn = Dn::parse(format!("uid={uid},{SUFFIX}").as_bytes(), &schema).unwrap();
+        snap.get(&dn).unwrap().is_some()
+    };
+    let mut acknowledged = 0;
+    let mut refusals = 0;
+    // Fill it, and go on a while after the first refusal: each refused
+    // add must stay absent, each acknowledged one present.
+    for n in 0..1000 {
+        let uid = format!("u{n}");
+        match add_to(&store, &uid) {
+            Ok(_) => {
+                acknowledged += 1;
+                assert!(present(&store, &uid), "{uid} acknowledged but absent");
+            }
+            Err(e) => {
+                assert_eq!(e.code(), ResultCode::UNWILLING_TO_PERFORM, "{e}");
+                assert!(!present(&store, &uid), "{uid} refused ({e}) but visible");
+                refusals += 1;
+                if refusals == 20 {
+                    break;
+                }
+            }
+        }
+    }
+    assert!(refusals == 20, "the disk never filled");
+    assert!(
+        acknowledged > 20,
+        "only {acknowledged} adds before the disk filled"
+    );
+    // Room again: writes resume without a restart.
+    std::fs::remove_file(dir.join("filler")).unwrap();
+    add_to(&store, "after-free").unwrap();
+    // Closed (which gives back the map's room ahead), the disk filled
+    // to the last byte, then opened on it.
+    store.close();
+    let mut fill = std::fs::File::create(dir.join("filler")).unwrap();
+    while std::io::Write::write_all(&mut fill, &[0u8; 4096]).is_ok() {}
+    drop(fill);
+    let store = open().expect("a store opens on a full disk");
+    assert!(present(&store, "after-free"));
+    let refused = add_to(&store, "while-full").unwrap_err();
+    assert_eq!(
+        refused.code(),
+        ResultCode::UNWILLING_TO_PERFORM,
+        "{refused}"
+    );
+    assert!(!present(&store, "while-full"));
+    std::fs::remove_file(dir.join("filler")).unwrap();
+    add_to(&store, "after-restart").unwrap();
+    assert!(store.snapshot().unwrap().check().unwrap().is_empty());
+    store.close();
+    let store = open().unwrap();
+    assert!(present(&store, "after-restart"));
+    assert!(!present(&store, "while-full"));
+    store.close();
+    drop(mount);
+    let _ = std::fs::remove_dir_all(&dir);
+}

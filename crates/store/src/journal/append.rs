@@ -173,6 +173,67 @@ impl Journal {
     }
 }
 
+/// A journal that could not start for want of room (a store opened on a
+/// full disk): the writer starts it before each batch, refusing the
+/// batch while it still cannot, so the store opens, serves reads, and
+/// takes writes once there is room, as in durable mode. Nothing is
+/// committed meanwhile, so the database still holds exactly `last_seq`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deferred {
+    last_seq: u64,
+    checkpoint_bytes: u64,
+    base_needed: bool,
+}
+
+impl Deferred {
+    /// [`Journal::start`], and a [`Deferred`] in its place when the disk
+    /// had no room for it.
+    pub(crate) fn start_or_defer(
+        inner: &Arc<Inner>,
+        last_seq: u64,
+        checkpoint_bytes: u64,
+        base_needed: bool,
+    ) -> Result<Result<Journal, Deferred>, StoreError> {
+        let deferred = Deferred {
+            last_seq,
+            checkpoint_bytes,
+            base_needed,
+        };
+        match Journal::start(inner, last_seq, checkpoint_bytes, base_needed) {
+            Ok(journal) => Ok(Ok(journal)),
+            Err(e) if is_full(&e) => {
+                tracing::error!(
+                    "the journal cannot start ({e}): writes are refused until space is freed, reads go on"
+                );
+                Ok(Err(deferred))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Tries to start the journal now; a full disk's refusal if it
+    /// still cannot, any other failure as it is.
+    pub(crate) fn start(&self, inner: &Arc<Inner>) -> Result<Journal, StoreError> {
+        Journal::start(
+            inner,
+            self.last_seq,
+            self.checkpoint_bytes,
+            self.base_needed,
+        )
+        .map_err(|e| {
+            if is_full(&e) {
+                StoreError::disk_full(&e)
+            } else {
+                e
+            }
+        })
+    }
+}
+
+fn is_full(e: &StoreError) -> bool {
+    matches!(e.errno(), Some(libc::ENOSPC | libc::EDQUOT))
+}
+
 /// The journal thread's state.
 struct Appender {
     inner: Arc<Inner>,

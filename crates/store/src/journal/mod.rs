@@ -48,7 +48,7 @@ pub(crate) mod frame;
 pub(crate) mod record;
 mod space;
 
-pub(crate) use append::Journal;
+pub(crate) use append::{Deferred, Journal};
 pub(crate) use space::Space;
 
 use std::fs::{self, File, OpenOptions};

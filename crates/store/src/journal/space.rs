@@ -121,16 +121,23 @@ impl Space {
         let mut s = self.lock();
         let pending = s.claimed - s.written;
         let want = pending + STEP;
-        if !s.unsupported {
+        // The room recorded is the room the disk gave: recording `want`
+        // when only `pending` could be had let later claims skip
+        // `fallocate`, and their appends then failed after LMDB had
+        // committed their batches (issue 44).
+        let allocated = if s.unsupported {
+            want
+        } else {
             allocate(file, 0, want)
-                .or_else(|_| allocate(file, 0, pending))
-                .map_err(|e| super::io_error("allocate room in", &path, &e))?;
-        }
+                .map(|()| want)
+                .or_else(|_| allocate(file, 0, pending).map(|()| pending))
+                .map_err(|e| super::io_error("allocate room in", &path, &e))?
+        };
         s.file = clone(file, &path)?;
         s.path = path;
         s.written = 0;
         s.claimed = pending;
-        s.allocated = want.max(pending);
+        s.allocated = allocated;
         Ok(())
     }
 }
