@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{ADMIN_DN, ADMIN_PASSWORD, Server, temp_dir, text, tool, whoami};
+use support::{
+    ADMIN_DN, ADMIN_PASSWORD, Server, admin_tool, temp_dir, text, tool, tool_at, whoami,
+};
 
 /// Runs `meridian <args> --data-dir <dir>`: success, stdout, stderr.
 fn meridian(args: &[&str], dir: &Path) -> (bool, String, String) {
@@ -168,6 +170,93 @@ fn slapcat_output_loads_and_its_users_log_in_with_their_ssha_passwords() {
         .to_owned();
     assert_eq!(count(&server, &format!("(entryUUID={uuid})")), 1);
     assert_eq!(count(&server, "(objectClass=*)"), entries.len() + 1);
+    drop(server);
+    std::fs::remove_dir_all(work).unwrap();
+}
+
+/// Issue 44, medium 7: slapcat output of a site running the ppolicy
+/// overlay stopped `meridian import` at its policy entry (pwdPolicy,
+/// pwdAttribute... unknown). Its schema is now built in, state
+/// attributes included (pwdFailureTime, pwdPolicySubentry, pwdReset).
+#[test]
+fn slapcat_output_of_a_site_with_the_ppolicy_overlay_loads() {
+    let ldif = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
+                dn: ou=Policies,dc=example,dc=com\nobjectClass: organizationalUnit\nou: Policies\n\n\
+                dn: cn=default,ou=Policies,dc=example,dc=com\nobjectClass: device\nobjectClass: pwdPolicy\n\
+                objectClass: pwdPolicyChecker\ncn: default\npwdAttribute: userPassword\npwdMaxFailure: 3\n\
+                pwdLockout: TRUE\npwdInHistory: 5\npwdMustChange: TRUE\npwdMinLength: 8\npwdCheckQuality: 1\n\
+                pwdMaxAge: 7776000\npwdExpireWarning: 86400\npwdGraceAuthNLimit: 2\npwdAllowUserChange: TRUE\n\
+                pwdSafeModify: FALSE\npwdFailureCountInterval: 0\npwdLockoutDuration: 300\n\n\
+                dn: uid=pat,dc=example,dc=com\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: pat\n\
+                userPassword: pat-secret-1\npwdPolicySubentry: cn=default,ou=Policies,dc=example,dc=com\npwdReset: TRUE\n";
+    let reference = slapd::Slapd::start_with(
+        "t80-ppolicy",
+        ldif,
+        &slapd::Extra {
+            global: "moduleload ppolicy\n",
+            database: "overlay ppolicy\nppolicy_default \"cn=default,ou=Policies,dc=example,dc=com\"\n",
+            ..slapd::Extra::default()
+        },
+    );
+    // A wrong password: slapd records the failure in the entry.
+    let (rc, _) = tool_at(
+        &format!("ldap://127.0.0.1:{}", reference.port),
+        "ldapwhoami",
+        &["-D", "uid=pat,dc=example,dc=com", "-w", "wrong"],
+        &[],
+        None,
+    );
+    assert_eq!(rc, 49);
+    let slapcat = reference.slapcat();
+    for state in ["pwdFailureTime: ", "pwdPolicySubentry: ", "pwdReset: TRUE"] {
+        assert!(slapcat.contains(state), "no {state} in {slapcat}");
+    }
+    let work = temp_dir("ppolicy");
+    let file = write(&work, "slapcat.ldif", &slapcat);
+    let data = work.join("data");
+    let (ok, out, err) = import(&data, &[&file], &[]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("imported 4 entries"), "{out}");
+    let server = serve(&data);
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &[
+            "-LLL",
+            "-b",
+            "cn=default,ou=Policies,dc=example,dc=com",
+            "-s",
+            "base",
+            "pwdMaxFailure",
+            "pwdLockout",
+        ],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(
+        out.contains("pwdMaxFailure: 3") && out.contains("pwdLockout: TRUE"),
+        "{out}"
+    );
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &[
+            "-LLL",
+            "-b",
+            "uid=pat,dc=example,dc=com",
+            "-s",
+            "base",
+            "pwdPolicySubentry",
+            "pwdFailureTime",
+        ],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert!(
+        out.contains("pwdPolicySubentry: cn=default,ou=Policies,dc=example,dc=com"),
+        "{out}"
+    );
+    assert!(out.contains("pwdFailureTime: "), "{out}");
     drop(server);
     std::fs::remove_dir_all(work).unwrap();
 }

@@ -202,13 +202,22 @@ async fn read_index(
                     *leader_link = Some((leader, PeerClient::new(leader, addr, link.clone())));
                 }
                 match leader_link.as_mut() {
-                    Some((_, client)) => match client
-                        .call(&Request::ReadIndex, Duration::from_secs(5))
-                        .await
-                    {
-                        Ok(Response::ReadIndex(answer)) => answer,
-                        Ok(_) => Err(format!("node {leader} gave an unexpected answer")),
-                        Err(e) => Err(format!("asking node {leader}: {e}")),
+                    // A leader that stopped answering (paused, cut off)
+                    // is given up on as soon as another is elected, as
+                    // a write is: the read then took up to the call's
+                    // 5 s where a write took the election's 0.8.
+                    Some((_, client)) => tokio::select! {
+                        answer = client.call(&Request::ReadIndex, Duration::from_secs(5)) => match answer {
+                            Ok(Response::ReadIndex(answer)) => answer,
+                            Ok(_) => Err(format!("node {leader} gave an unexpected answer")),
+                            Err(e) => Err(format!("asking node {leader}: {e}")),
+                        },
+                        () = leader_other_than(raft, leader) => {
+                            // The call was cut short: its connection may
+                            // hold a late answer, so it is not reused.
+                            *leader_link = None;
+                            Err(format!("node {leader} no longer leads"))
+                        }
                     },
                     None => Err("no link to the leader".to_owned()),
                 }
@@ -220,6 +229,21 @@ async fn read_index(
                 tracing::debug!("a read index: {e}; trying again");
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
+        }
+    }
+}
+
+/// Resolves once a node other than `known` leads.
+async fn leader_other_than(raft: &Raft, known: NodeId) {
+    let mut metrics = raft.metrics();
+    loop {
+        let now = metrics.borrow_watched().current_leader;
+        if now.is_some_and(|leader| leader != known) {
+            return;
+        }
+        if metrics.changed().await.is_err() {
+            // The raft engine stopped: nothing will change.
+            std::future::pending::<()>().await;
         }
     }
 }

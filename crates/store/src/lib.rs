@@ -65,6 +65,23 @@ pub(crate) struct Dbs {
 pub(crate) struct Job {
     pub(crate) command: Command,
     pub(crate) reply: oneshot::Sender<Answer>,
+    /// When it was submitted: a cluster's proposer counts its client's
+    /// wait (`cluster.write_timeout_ms`) from here, so a write queued
+    /// behind a batch that waited does not wait its whole time again.
+    pub(crate) submitted: std::time::Instant,
+}
+
+impl Job {
+    pub(crate) fn new(command: Command, reply: oneshot::Sender<Answer>) -> Job {
+        // A time-out's start, never stored nor applied.
+        #[allow(clippy::disallowed_methods)]
+        let submitted = std::time::Instant::now();
+        Job {
+            command,
+            reply,
+            submitted,
+        }
+    }
 }
 
 /// What the writer thread is given: a client's job, or the commands of
@@ -613,7 +630,7 @@ impl Store {
     pub async fn submit(&self, command: Command) -> Result<Submitted, StoreError> {
         let (reply, rx) = oneshot::channel();
         self.sender
-            .send(Work::Client(Job { command, reply }))
+            .send(Work::Client(Job::new(command, reply)))
             .await
             .map_err(|_| StoreError::Closed)?;
         Ok(Submitted(rx))
@@ -630,7 +647,7 @@ impl Store {
     pub fn submit_blocking(&self, command: Command) -> Result<Submitted, StoreError> {
         let (reply, rx) = oneshot::channel();
         self.sender
-            .blocking_send(Work::Client(Job { command, reply }))
+            .blocking_send(Work::Client(Job::new(command, reply)))
             .map_err(|_| StoreError::Closed)?;
         Ok(Submitted(rx))
     }

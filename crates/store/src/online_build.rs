@@ -105,7 +105,7 @@ fn build(sender: &mpsc::WeakSender<Work>, types: &[String], end: u64) -> Result<
             types: types.to_vec(),
             complete,
         };
-        live.blocking_send(Work::Client(Job { command, reply }))
+        live.blocking_send(Work::Client(Job::new(command, reply)))
             .ok()?;
         Some(Submitted(answer))
     };

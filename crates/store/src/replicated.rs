@@ -78,8 +78,13 @@ impl Proposal {
     /// The command, to be encoded into the log and applied here without
     /// being decoded back, and the reply its client waits for.
     pub fn into_parts(self) -> (Command, Reply) {
-        let Job { command, reply } = self.0;
+        let Job { command, reply, .. } = self.0;
         (command, Reply(reply))
+    }
+
+    /// When its client submitted it.
+    pub fn submitted(&self) -> std::time::Instant {
+        self.0.submitted
     }
 }
 
