@@ -168,9 +168,11 @@ impl Directory {
         changes: &[Modification],
     ) -> Result<(), Outcome> {
         let oc = self.schema.object_class_attr();
+        // objectClassViolation, as slapd's dds overlay answers (RFC 2589
+        // section 3: a static entry cannot become dynamic, nor back).
         let refused = || {
             Outcome::new(
-                ResultCode::OBJECT_CLASS_MODS_PROHIBITED,
+                ResultCode::OBJECT_CLASS_VIOLATION,
                 "an entry cannot become dynamic or static (RFC 2589): dynamicObject is set when it is added",
             )
         };

@@ -160,6 +160,7 @@ impl Directory {
         subtree: bool,
     ) -> Result<Command, Outcome> {
         let dn = self.parse_dn(dn)?;
+        not_the_root(&dn, "cannot delete the root DSE")?;
         if subtree && !matches!(who, Identity::Admin(_)) {
             // The rules are checked per entry, and a subtree's entries are
             // only known inside the write: the control is the
@@ -269,6 +270,7 @@ impl Directory {
         permissive: bool,
     ) -> Result<Command, Outcome> {
         let dn = self.parse_dn(req.dn)?;
+        not_the_root(&dn, "modify upon the root DSE not supported")?;
         let groups = &Memberships::default();
         let mut changes = Vec::new();
         let mut touches_object_class = false;
@@ -348,6 +350,7 @@ impl Directory {
         req: &ModifyDnRequest<'_>,
     ) -> Result<Command, Outcome> {
         let dn = self.parse_dn(req.dn)?;
+        not_the_root(&dn, "cannot rename the root DSE")?;
         let groups = &Memberships::default();
         self.require_visible(who, &dn, None, Level::Write, groups)?;
         let new_rdn = std::str::from_utf8(req.new_rdn)
@@ -389,4 +392,14 @@ impl Directory {
             operational: self.operational_changes(who),
         })
     }
+}
+
+/// The root DSE is the server's, not an entry of a naming context: a
+/// write to it is unwillingToPerform with slapd's words (the store has
+/// no key for the empty DN, and answered 80 "MDB_BAD_VALSIZE").
+fn not_the_root(dn: &Dn, refusal: &str) -> Result<(), Outcome> {
+    if dn.is_root() {
+        return Err(Outcome::new(ResultCode::UNWILLING_TO_PERFORM, refusal));
+    }
+    Ok(())
 }

@@ -579,6 +579,25 @@ mod tests {
         items
     }
 
+    /// Issue 44, small 13: seven keys or more were a protocolError
+    /// ("not a SortKeyList"), even in a non-critical control; more keys
+    /// than allowed are refused as RFC 2891 says, whatever their number.
+    #[test]
+    fn a_list_of_too_many_keys_is_refused_not_malformed() {
+        let names = [
+            "cn", "sn", "uid", "mail", "o", "ou", "l", "st", "title", "street",
+        ];
+        for n in 6..=names.len() {
+            let keys: Vec<SortKey<'_>> = names[..n].iter().map(|name| key(name)).collect();
+            let refusal = plan(&keys).err().flatten();
+            assert_eq!(
+                refusal.map(|r| r.code),
+                Some(ResultCode::UNWILLING_TO_PERFORM),
+                "{n} keys"
+            );
+        }
+    }
+
     #[test]
     fn keys_are_resolved_or_refused_with_the_rfc_codes() {
         assert!(

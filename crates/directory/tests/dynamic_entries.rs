@@ -220,7 +220,7 @@ async fn expire_refresh_and_stay_dynamic(ordered: bool) {
         };
         assert_eq!(
             d.prepare_modify(&admin, &request, false).unwrap_err().code,
-            ResultCode::OBJECT_CLASS_MODS_PROHIBITED
+            ResultCode::OBJECT_CLASS_VIOLATION
         );
     }
 }

@@ -598,3 +598,24 @@ fn a_modify_of_more_changes_than_the_limit_is_refused_whole() {
     let (rc, out) = admin_tool(&server, "ldapmodify", &[], Some(&ldif));
     assert_eq!(rc, 0, "{out}");
 }
+
+/// Issue 44, small 14: the administrator's delete, modify or rename of
+/// the root DSE ("") answered 80 with LMDB's "MDB_BAD_VALSIZE"; slapd
+/// answers unwillingToPerform, with these words.
+#[test]
+fn writes_to_the_root_dse_are_unwilling_to_perform_as_in_slapd() {
+    let server = Server::start("");
+    let (rc, out) = admin_tool(&server, "ldapdelete", &[""], None);
+    assert_eq!(rc, 53, "{out}");
+    assert!(out.contains("cannot delete the root DSE"), "{out}");
+    let change = "dn:\nchangetype: modify\nreplace: description\ndescription: x\n";
+    let (rc, out) = admin_tool(&server, "ldapmodify", &[], Some(change));
+    assert_eq!(rc, 53, "{out}");
+    assert!(
+        out.contains("modify upon the root DSE not supported"),
+        "{out}"
+    );
+    let (rc, out) = admin_tool(&server, "ldapmodrdn", &["", "cn=x"], None);
+    assert_eq!(rc, 53, "{out}");
+    assert!(out.contains("cannot rename the root DSE"), "{out}");
+}

@@ -26,14 +26,16 @@ const ORDERING_RULE: Tag = Tag::context(0, false);
 const REVERSE_ORDER: Tag = Tag::context(1, false);
 
 /// Decodes a sort request value, `SortKeyList ::= SEQUENCE OF SortKey`:
-/// at least one key, at most `most` (more is malformed here: the caller
-/// checks its own, lower, bound and answers for it).
+/// at least one key. Decoding stops after `most` keys and returns them,
+/// the rest unread: a list longer than the caller's bound is refused
+/// by it (by the control's criticality, RFC 2891), not as malformed, so
+/// the caller asks for one key more than it allows.
 pub fn decode_sort_request(value: Option<&[u8]>, most: usize) -> Result<Vec<SortKey<'_>>> {
     let mut list = sequence_reader(value, "the sort control's value must be a SortKeyList")?;
     let mut keys = Vec::new();
     while !list.is_empty() {
         if keys.len() >= most {
-            return Err(Error::Malformed("too many sort keys"));
+            return Ok(keys);
         }
         let body = list.expect(Tag::SEQUENCE, "each sort key must be a SEQUENCE")?;
         let mut key = Reader::new(body);
@@ -290,9 +292,10 @@ mod tests {
         let mut buf = Vec::new();
         encode_sort_request(&keys, &mut buf);
         assert_eq!(decode_sort_request(Some(&buf), 8).unwrap(), keys);
-        assert!(
-            decode_sort_request(Some(&buf), 1).is_err(),
-            "over the bound"
+        assert_eq!(
+            decode_sort_request(Some(&buf), 1).unwrap(),
+            keys[..1],
+            "over the bound: the first keys, for the caller to refuse"
         );
         assert!(decode_sort_request(None, 8).is_err(), "no value");
         assert!(
