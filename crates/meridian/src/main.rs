@@ -8,6 +8,7 @@ mod export;
 mod import;
 mod logging;
 mod migrate;
+mod notify;
 mod privileges;
 mod serve;
 mod setup;

@@ -96,7 +96,10 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         Some(access_rules(config, schema)?)
     };
-    let env_password = std::env::var(PASSWORD_ENV).ok().filter(|p| !p.is_empty());
+    let env_password = std::env::var(PASSWORD_ENV)
+        .ok()
+        .filter(|p| !p.is_empty())
+        .or_else(credential_password);
     let (admin, source) = AdminCredentials::load(
         &admin_dn,
         &config.directory.admin_dn,
@@ -107,17 +110,18 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         setup.password_bounds(),
     )?;
     // What this server runs with, every key (the cluster secret only
-    // by its length), one line each under `meridian::config`.
+    // by its length), one line each under `meridian::config`, at debug:
+    // a start is one line at info, not a hundred.
     tracing::info!(
         data_dir = %config.directory.data_dir.display(),
-        "starting; the effective configuration follows"
+        "starting (log.level = \"info,meridian::config=debug\" shows every key in effect)"
     );
     for line in config
         .effective_toml()
         .lines()
         .filter(|l| !l.trim().is_empty())
     {
-        tracing::info!(target: "meridian::config", "{line}");
+        tracing::debug!(target: "meridian::config", "{line}");
     }
     match &source {
         PasswordSource::Environment => {
@@ -225,6 +229,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         println!("meridian listening on {addr}");
         std::io::stdout().flush()?;
+        crate::notify::notify("READY=1");
         let rereads = Rereads {
             common: common.clone(),
             overrides: Box::new(overrides),
@@ -455,9 +460,24 @@ async fn reload_on_sighup(reloader: meridian_server::Reloader, mut rereads: Rere
     };
     while hangup.recv().await.is_some() {
         tracing::info!("SIGHUP received: reloading");
+        crate::notify::notify("RELOADING=1");
         reloader.reload();
         rereads.reread();
+        crate::notify::notify("READY=1");
     }
+}
+
+/// The administrator's password from systemd's credential
+/// `admin-password` (`LoadCredential=`, read from
+/// `$CREDENTIALS_DIRECTORY`): unlike `Environment=`, no other local user
+/// can read it. One trailing newline is not part of it.
+fn credential_password() -> Option<String> {
+    let dir = std::env::var_os("CREDENTIALS_DIRECTORY")?;
+    let path = std::path::Path::new(&dir).join("admin-password");
+    let text = std::fs::read_to_string(&path).ok()?;
+    let password = text.strip_suffix('\n').unwrap_or(&text).to_owned();
+    tracing::info!(path = %path.display(), "administrator password taken from systemd's credential");
+    (!password.is_empty()).then_some(password)
 }
 
 /// Resolves on SIGINT or SIGTERM.
@@ -475,6 +495,7 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
         _ = term.recv() => tracing::info!("SIGTERM received"),
     }
+    crate::notify::notify("STOPPING=1");
 }
 
 /// The configured `[[access]]` rules, checked against the schema.

@@ -152,3 +152,68 @@ fn the_log_goes_to_a_file_rotated_by_size() {
     // Dropping the server removes its directory.
     server.terminate();
 }
+
+/// Issue 44, small 16: under systemd (`Type=notify`) the server says
+/// READY=1 once it listens, RELOADING=1 and READY=1 around a SIGHUP and
+/// STOPPING=1 when it stops; and it takes the administrator's password
+/// from a `LoadCredential=` credential, which other local users cannot
+/// read as they can a unit's `Environment=`.
+#[test]
+fn under_systemd_it_notifies_readiness_and_reads_its_password_credential() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = temp_dir("notify");
+    let socket_path = dir.join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let credentials = dir.join("credentials");
+    std::fs::create_dir_all(&credentials).unwrap();
+    std::fs::write(credentials.join("admin-password"), "from-a-credential\n").unwrap();
+    let config = dir.join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .env("NOTIFY_SOCKET", &socket_path)
+        .env("CREDENTIALS_DIRECTORY", &credentials)
+        .env_remove("MERIDIAN_ADMIN_PASSWORD")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let said = |expected: &str| {
+        let mut buf = [0u8; 256];
+        let n = socket.recv(&mut buf).expect("a notification");
+        assert_eq!(std::str::from_utf8(&buf[..n]).unwrap(), expected);
+    };
+    said("READY=1");
+    // Listening by now: its address is on standard output.
+    let stdout = child.stdout.take().unwrap();
+    let addr = std::io::BufRead::lines(std::io::BufReader::new(stdout))
+        .map_while(Result::ok)
+        .find_map(|line| {
+            line.strip_prefix("meridian listening on ")
+                .map(str::to_owned)
+        })
+        .unwrap();
+    let (rc, out) = tool_at(
+        &format!("ldap://{addr}"),
+        "ldapwhoami",
+        &["-D", ADMIN_DN, "-w", "from-a-credential"],
+        &[],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    signal(child.id(), "HUP");
+    said("RELOADING=1");
+    said("READY=1");
+    signal(child.id(), "TERM");
+    said("STOPPING=1");
+    assert!(child.wait().unwrap().success());
+    std::fs::remove_dir_all(dir).unwrap();
+}

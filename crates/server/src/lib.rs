@@ -222,7 +222,9 @@ pub enum StartError {
     #[error("{0}")]
     Config(String),
     /// The socket could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    // The OS error follows as the source: a caller printing the chain
+    // (anyhow's `{:#}`) would otherwise show it twice.
+    #[error("cannot listen on {addr}")]
     Bind {
         /// The address.
         addr: SocketAddr,
