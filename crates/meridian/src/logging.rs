@@ -26,11 +26,16 @@ pub(crate) type LogFilter = Option<
 pub(crate) fn filter(level: &str) -> anyhow::Result<tracing_subscriber::EnvFilter> {
     // openraft narrates every vote and heartbeat at info: its warnings
     // and errors are what an operator needs, unless the level names it.
-    let text = if level.contains("openraft") {
+    let mut text = if level.contains("openraft") {
         level.to_owned()
     } else {
         format!("{level},openraft=warn")
     };
+    // The access log is switched by `log.access`, not by the level: a
+    // level of "warn" used to silence it too.
+    if !level.contains(meridian_server::access_log::TARGET) {
+        text.push_str(",meridian::access=info");
+    }
     tracing_subscriber::EnvFilter::try_new(text)
         .with_context(|| format!("log.level: {level:?} is not a valid filter"))
 }
@@ -280,8 +285,21 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for NonBlocking {
     }
 }
 
+/// Set by SIGHUP ([`reopen`]): the log file is opened again by its name
+/// before the next write.
+static REOPEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Has the log file opened again by its name before the next write, as
+/// logrotate's `postrotate` SIGHUP asks.
+pub(crate) fn reopen() {
+    REOPEN.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// A log file renamed to `NAME.1` (the older ones shifted up to
 /// `NAME.keep`, the oldest removed) when it would pass `max_bytes`.
+/// Moved or removed by someone else (logrotate), it is opened again by
+/// its name at the next write: the moved file stops growing, and this
+/// rotation's numbering starts over from the new file.
 struct Rotating {
     path: PathBuf,
     file: File,
@@ -335,8 +353,36 @@ fn open_append(path: &PathBuf) -> anyhow::Result<File> {
         .with_context(|| format!("log.file: opening {}", path.display()))
 }
 
+impl Rotating {
+    /// Whether the name no longer leads to the file written (moved,
+    /// removed, or replaced), or a SIGHUP asked for a reopen.
+    fn must_reopen(&self) -> bool {
+        use std::os::unix::fs::MetadataExt as _;
+        if REOPEN.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            return true;
+        }
+        match (std::fs::metadata(&self.path), self.file.metadata()) {
+            (Ok(named), Ok(open)) => named.ino() != open.ino() || named.dev() != open.dev(),
+            (Err(_), _) => true,
+            (Ok(_), Err(_)) => false,
+        }
+    }
+
+    fn reopen(&mut self) -> std::io::Result<()> {
+        self.file = open_append(&self.path).map_err(std::io::Error::other)?;
+        self.written = self.file.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(())
+    }
+}
+
 impl Write for Rotating {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // One stat per write of the writer thread, which gathers every
+        // line waiting (a write every few milliseconds under load).
+        if self.must_reopen() {
+            // A failed reopen keeps writing to the file held.
+            let _ = self.reopen();
+        }
         if self.written > 0 && self.written + buf.len() as u64 > self.max_bytes {
             // A failed rotation keeps writing to the same file.
             let _ = self.rotate();
@@ -354,6 +400,51 @@ impl Write for Rotating {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 44, medium 9: after logrotate moved the file (and sent
+    /// SIGHUP), the server kept writing the moved file, and its own next
+    /// rotation deleted older files while the moved one grew unbounded.
+    #[test]
+    fn a_file_moved_away_is_written_anew_by_its_name() {
+        let dir = std::env::temp_dir().join(format!("meridian-logmove-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("server.log");
+        let mut log = Rotating::open(path.clone(), 1 << 20, 2).unwrap();
+        log.write_all(b"before\n").unwrap();
+        let moved = dir.join("server.log-20261128");
+        std::fs::rename(&path, &moved).unwrap();
+        log.write_all(b"after\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&moved).unwrap(), "before\n");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "after\n");
+        // A SIGHUP's reopen with the file in place changes nothing seen.
+        reopen();
+        log.write_all(b"again\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "after\nagain\n");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Issue 44, medium 9: `log.level = "warn"` silenced the access log,
+    /// which `log.access` switches.
+    #[test]
+    fn the_access_log_is_not_silenced_by_the_level() {
+        use tracing_subscriber::prelude::*;
+        for (level, access) in [
+            ("warn", true),
+            ("error", true),
+            ("warn,meridian::access=off", false),
+        ] {
+            let subscriber = tracing_subscriber::registry().with(filter(level).unwrap());
+            tracing::subscriber::with_default(subscriber, || {
+                assert_eq!(
+                    tracing::enabled!(target: "meridian::access", tracing::Level::INFO),
+                    access,
+                    "{level}"
+                );
+                assert!(!tracing::enabled!(target: "meridian::serve", tracing::Level::INFO));
+            });
+        }
+    }
 
     #[test]
     fn a_file_is_rotated_by_size_and_old_ones_removed() {

@@ -395,10 +395,14 @@ impl Rereads {
                 tracing::info!(changed = ?keys, "SIGHUP: access rules and limits reloaded");
                 changed.retain(|k| !reloaded(k));
             }
-            Err(e) => tracing::warn!(
-                error = %e,
-                "SIGHUP: the access rules are refused; rules and limits unchanged"
-            ),
+            Err(e) => {
+                // Not "at the next start": a start with this file fails.
+                changed.retain(|k| !reloaded(k));
+                tracing::warn!(
+                    error = %e,
+                    "SIGHUP: the access rules are refused; the rules and limits in force are kept. Fix the file: a start with it would fail"
+                );
+            }
         }
         if changed.is_empty() {
             tracing::info!("SIGHUP: no other key changed");
@@ -461,6 +465,8 @@ async fn reload_on_sighup(reloader: meridian_server::Reloader, mut rereads: Rere
     while hangup.recv().await.is_some() {
         tracing::info!("SIGHUP received: reloading");
         crate::notify::notify("RELOADING=1");
+        // A log file moved away (logrotate) is written anew.
+        crate::logging::reopen();
         reloader.reload();
         rereads.reread();
         crate::notify::notify("READY=1");

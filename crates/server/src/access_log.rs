@@ -47,7 +47,7 @@ pub fn install(sink: Box<dyn LineSink>, ansi: bool) {
 }
 
 /// The target an access line is logged under, for `log.level`.
-const TARGET: &str = "meridian::access";
+pub const TARGET: &str = "meridian::access";
 
 /// Formats one line with `fields` and writes it, when `log.level` lets
 /// `meridian::access` through at info.
