@@ -211,6 +211,16 @@ fn a_streamed_search_gets_its_access_log_line() {
         format!("cn=x\n{forged},dc=example,dc=com").as_bytes(),
     );
     client.read_until(|m| matches!(m.op, ProtocolOp::SearchResultDone(_)));
+    // WhoAmI: its line names the extended operation's OID.
+    client.send_message(&LdapMessage {
+        message_id: 4,
+        op: ProtocolOp::ExtendedRequest(meridian_proto::ExtendedRequest {
+            name: b"1.3.6.1.4.1.4203.1.11.3",
+            value: None,
+        }),
+        controls: Seq::empty(),
+    });
+    client.read_until(|m| matches!(m.op, ProtocolOp::ExtendedResponse(_)));
     drop(client);
     support::signal(server.id(), "TERM");
     server.wait().unwrap();
@@ -225,6 +235,23 @@ fn a_streamed_search_gets_its_access_log_line() {
     assert!(
         line.contains(&format!("nentries={}", ENTRIES + 1)),
         "{line}"
+    );
+    // Issue 44, medium 10: what operators grep slapd's lines for: the
+    // search's scope, filter and attributes, the bind's method.
+    assert!(
+        line.contains("scope=2 filter=\"(objectClass=*)\" attrs=\"\""),
+        "{line}"
+    );
+    let bind = log
+        .lines()
+        .find(|l| l.contains("meridian::access") && l.contains("op=\"BIND\""))
+        .unwrap_or_else(|| panic!("no BIND line:\n{log}"));
+    assert!(bind.contains("method=\"simple\""), "{bind}");
+    assert!(
+        log.lines().any(|l| l.contains("msgid=4")
+            && l.contains("op=\"EXT\"")
+            && l.contains("oid=\"1.3.6.1.4.1.4203.1.11.3\"")),
+        "no EXT line with its OID:\n{log}"
     );
     let connect = log
         .lines()

@@ -159,7 +159,36 @@ async fn handshake(
     let limit = ctx
         .first_request_timeout
         .unwrap_or(std::time::Duration::from_secs(30));
-    match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+    let outcome = tokio::time::timeout(limit, acceptor.accept(stream)).await;
+    if ctx.access_log {
+        // What a TLS line of slapd's shows: the version and cipher, or
+        // why the handshake failed.
+        crate::access_log::write(|line| {
+            line.number("conn", conn_id).word("op", "TLS");
+            match &outcome {
+                Ok(Ok(tls)) => {
+                    let session = tls.get_ref().1;
+                    let version = session
+                        .protocol_version()
+                        .map(|v| format!("{v:?}"))
+                        .unwrap_or_default();
+                    let cipher = session
+                        .negotiated_cipher_suite()
+                        .map(|c| format!("{:?}", c.suite()))
+                        .unwrap_or_default();
+                    line.word("tls_version", &version)
+                        .word("tls_cipher", &cipher);
+                }
+                Ok(Err(e)) => {
+                    line.word("error", &e.to_string());
+                }
+                Err(_) => {
+                    line.word("error", "not done within server.first_request_timeout_secs");
+                }
+            }
+        });
+    }
+    match outcome {
         Ok(Ok(tls)) => Some(tls),
         Ok(Err(e)) => {
             tracing::info!(conn = conn_id, %peer, error = %e, "closing: TLS handshake failed");

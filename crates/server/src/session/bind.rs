@@ -170,6 +170,8 @@ impl Session {
             tag: tags::BIND_RESPONSE,
             op_name: "BIND",
             started,
+            // Passwords are checked for simple binds only.
+            detail: Detail::Simple,
         }
     }
 

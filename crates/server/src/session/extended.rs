@@ -112,7 +112,16 @@ impl Session {
         }
         .encode(&mut batch.bytes);
         batch.completed += 1;
-        self.log(ctx, message_id, "EXT", b"", Some(code), started);
+        log_access_of(
+            ctx.access_log,
+            self.conn_id,
+            message_id,
+            "EXT",
+            b"",
+            Detail::Extended(extended_oid::START_TLS),
+            Some(code),
+            started,
+        );
         if refusal.is_none() {
             self.tls = true;
         }

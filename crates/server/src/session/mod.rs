@@ -179,6 +179,7 @@ impl Session {
                 tag,
                 op_name: msg.op.name(),
                 started,
+                detail: Detail::of(&msg.op),
             };
             reply.result(op_dn(&msg.op), code, message.as_bytes())
         };
@@ -259,6 +260,7 @@ impl Session {
             tag: response_tag,
             op_name: op.name(),
             started,
+            detail: Detail::of(op),
         };
         match check_controls(msg) {
             Ok(bundle) => reply.batch.bundle += bundle,

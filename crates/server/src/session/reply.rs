@@ -16,21 +16,70 @@ pub(super) fn log_access(
     code: Option<ResultCode>,
     started: Instant,
 ) {
+    log_access_of(enabled, conn, id, op, dn, Detail::None, code, started);
+}
+
+/// What an operator greps for in a request's access line, as slapd's
+/// `SRCH`, `EXT` and `BIND` lines name them.
+#[derive(Clone, Copy)]
+pub(super) enum Detail<'r> {
+    None,
+    /// Its scope, filter and attributes.
+    Search(&'r SearchRequest<'r>),
+    /// An extended operation's OID.
+    Extended(&'r [u8]),
+    /// A simple bind.
+    Simple,
+    /// A SASL bind and its mechanism.
+    Sasl(&'r [u8]),
+}
+
+impl<'r> Detail<'r> {
+    pub(super) fn of(op: &'r ProtocolOp<'r>) -> Detail<'r> {
+        match op {
+            ProtocolOp::SearchRequest(search) => Detail::Search(search),
+            ProtocolOp::ExtendedRequest(ext) => Detail::Extended(ext.name),
+            ProtocolOp::BindRequest(bind) => match bind.auth {
+                Authentication::Simple(_) => Detail::Simple,
+                Authentication::Sasl { mechanism, .. } => Detail::Sasl(mechanism),
+            },
+            _ => Detail::None,
+        }
+    }
+}
+
+/// [`log_access`] with the request's [`Detail`].
+#[allow(clippy::disallowed_methods, clippy::too_many_arguments)]
+pub(super) fn log_access_of(
+    enabled: bool,
+    conn: u64,
+    id: i32,
+    op: &str,
+    dn: &[u8],
+    detail: Detail<'_>,
+    code: Option<ResultCode>,
+    started: Instant,
+) {
     let took = started.elapsed();
     crate::metrics::operation(op, code, took);
     if enabled {
         let result = code.map_or(-1, |c| i64::from(c.0));
-        write_access_line(conn, id, op, dn, result, None, took);
+        write_access_line(conn, id, op, dn, detail, result, None, took);
     }
 }
 
-/// `conn msgid op dn result [nentries] etime_us`: the fields of an
-/// operation's line, in the order log readers expect.
+/// Most bytes of a filter the access log shows: a line stays a line.
+const LOGGED_FILTER_BYTES: usize = 512;
+
+/// `conn msgid op dn [request details] result [nentries] etime_us`: the
+/// fields of an operation's line, in the order log readers expect.
+#[allow(clippy::too_many_arguments)]
 fn write_access_line(
     conn: u64,
     id: i32,
     op: &str,
     dn: &[u8],
+    detail: Detail<'_>,
     result: i64,
     entries: Option<u64>,
     took: std::time::Duration,
@@ -39,8 +88,42 @@ fn write_access_line(
         line.number("conn", conn)
             .signed("msgid", id.into())
             .word("op", op)
-            .dn("dn", dn)
-            .signed("result", result);
+            .dn("dn", dn);
+        match detail {
+            Detail::Search(search) => {
+                let mut filter = search.filter.to_string();
+                if filter.len() > LOGGED_FILTER_BYTES {
+                    let mut cut = LOGGED_FILTER_BYTES;
+                    while !filter.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    filter.truncate(cut);
+                    filter.push_str("...");
+                }
+                let attrs: Vec<String> = search
+                    .attributes
+                    .iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect();
+                line.number("scope", search.scope as u64)
+                    .word("filter", &filter)
+                    .word("attrs", &attrs.join(","));
+            }
+            Detail::Extended(oid) => {
+                line.word("oid", &String::from_utf8_lossy(oid));
+            }
+            Detail::Simple => {
+                line.word("method", "simple");
+            }
+            Detail::Sasl(mechanism) => {
+                line.word(
+                    "method",
+                    &format!("SASL/{}", String::from_utf8_lossy(mechanism)),
+                );
+            }
+            Detail::None => {}
+        }
+        line.signed("result", result);
         if let Some(entries) = entries {
             line.number("nentries", entries);
         }
@@ -55,7 +138,7 @@ pub(super) fn log_search(
     enabled: bool,
     conn: u64,
     id: i32,
-    base: &[u8],
+    search: &SearchRequest<'_>,
     done: Option<&SearchDone>,
     started: Instant,
 ) {
@@ -65,7 +148,16 @@ pub(super) fn log_search(
     if enabled {
         let result = done.map_or(-1, |d| i64::from(d.outcome.code.0));
         let entries = done.map_or(0, |d| d.entries);
-        write_access_line(conn, id, "SRCH", base, result, Some(entries), took);
+        write_access_line(
+            conn,
+            id,
+            "SRCH",
+            search.base,
+            Detail::Search(search),
+            result,
+            Some(entries),
+            took,
+        );
     }
 }
 
@@ -78,6 +170,8 @@ pub(super) struct Reply<'a> {
     pub(super) tag: Tag,
     pub(super) op_name: &'static str,
     pub(super) started: Instant,
+    /// What its access line shows of the request.
+    pub(super) detail: Detail<'a>,
 }
 
 impl Reply<'_> {
@@ -92,14 +186,14 @@ impl Reply<'_> {
     }
 
     /// A SearchResultDone with its response controls.
-    pub(super) fn search_done(self, dn: &[u8], done: &SearchDone) -> Action {
+    pub(super) fn search_done(self, search: &SearchRequest<'_>, done: &SearchDone) -> Action {
         encode_search_done(&mut self.batch.bytes, self.id, done);
         self.batch.completed += 1;
         log_search(
             self.ctx.access_log,
             self.session_conn,
             self.id,
-            dn,
+            search,
             Some(done),
             self.started,
         );
@@ -139,12 +233,13 @@ impl Reply<'_> {
 
     pub(super) fn done(self, dn: &[u8], code: ResultCode) -> Action {
         self.batch.completed += 1;
-        log_access(
+        log_access_of(
             self.ctx.access_log,
             self.session_conn,
             self.id,
             self.op_name,
             dn,
+            self.detail,
             Some(code),
             self.started,
         );

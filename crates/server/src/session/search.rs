@@ -105,7 +105,7 @@ impl Session {
             SEARCH_STEP_BYTES,
         );
         match step {
-            Step::Done(done) => reply.search_done(search.base, &done),
+            Step::Done(done) => reply.search_done(search, &done),
             Step::More => {
                 let stream = StreamedSearch {
                     request: OwnedSearch::new(search, controls),
@@ -249,18 +249,19 @@ pub(super) struct StreamedSearch {
 }
 
 impl StreamedSearch {
-    pub(super) async fn run(self) {
+    pub(super) async fn run(mut self) {
         let in_flight = Arc::clone(&self.in_flight);
         let (access_log, conn, id, started) = (self.access_log, self.conn, self.id, self.started);
-        let base = self.request.base.clone();
         let done = self.steps().await;
         in_flight.finish();
-        log_search(access_log, conn, id, &base, done.as_ref(), started);
+        self.request.with(|search, _| {
+            log_search(access_log, conn, id, search, done.as_ref(), started);
+        });
     }
 
     /// Runs the search to its end: its SearchResultDone, `None` if it
     /// sent none (abandoned, or the connection closed).
-    pub(super) async fn steps(mut self) -> Option<SearchDone> {
+    pub(super) async fn steps(&mut self) -> Option<SearchDone> {
         if let Some(wait) = self.wait.take()
             && let Err(answer) = wait.await
         {
