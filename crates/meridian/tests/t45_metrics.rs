@@ -144,6 +144,29 @@ fn metrics_show_what_the_server_did() {
         "{page}"
     );
     assert!(sample(&page, "meridian_operations_total{op=\"SRCH\",result=\"0\"}") >= 3.0);
+    // Issue 44, medium 11: the process's own figures, as every client
+    // library names them, and the build.
+    assert!(
+        sample(&page, "process_resident_memory_bytes") > 1e6,
+        "{page}"
+    );
+    assert!(sample(&page, "process_open_fds") >= 3.0, "{page}");
+    assert!(sample(&page, "process_max_fds") >= sample(&page, "process_open_fds"));
+    assert!(sample(&page, "process_cpu_seconds_total") > 0.0, "{page}");
+    assert!(
+        sample(&page, "process_start_time_seconds") > 1.7e9,
+        "{page}"
+    );
+    assert_eq!(
+        sample(
+            &page,
+            &format!(
+                "meridian_build_info{{version=\"{}\"}}",
+                env!("CARGO_PKG_VERSION")
+            )
+        ),
+        1.0
+    );
     assert!(sample(&page, "meridian_operations_total{op=\"ADD\",result=\"0\"}") >= 2.0);
     assert!(
         sample(
@@ -298,6 +321,39 @@ fn cn_monitor_shows_the_figures_to_the_administrator() {
         .parse()
         .unwrap();
     assert!(completed >= 3, "{out}");
+    // Issue 44, medium 11: each client above unbound; an Unbind has no
+    // response and was never counted completed.
+    let (rc, out) = monitor(&[
+        "-b",
+        "cn=Unbind,cn=Operations,cn=Monitor",
+        "-s",
+        "base",
+        "monitorOpCompleted",
+    ]);
+    assert_eq!(rc, 0, "{out}");
+    let unbinds: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("monitorOpCompleted: "))
+        .unwrap_or_else(|| panic!("{out}"))
+        .parse()
+        .unwrap();
+    assert!(unbinds >= 3, "{out}");
+    // cn=Start is when the server started, before this first read of
+    // cn=Monitor's times, not the moment of that read.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let (rc, out) = monitor(&["-b", "cn=Time,cn=Monitor", "-s", "one", "monitorTimestamp"]);
+    assert_eq!(rc, 0, "{out}");
+    let stamp = |cn: &str| -> String {
+        let mut lines = out
+            .lines()
+            .skip_while(|l| !l.starts_with(&format!("dn: cn={cn},")));
+        lines
+            .find_map(|l| l.strip_prefix("monitorTimestamp: "))
+            .unwrap_or_else(|| panic!("no {cn} in {out}"))
+            .to_owned()
+    };
+    // Generalized times of one form order as text.
+    assert!(stamp("Start") < stamp("Current"), "{out}");
     // A filter on a counter, over the subtree.
     let (rc, out) = monitor(&["-b", "cn=Monitor", "(monitorCounter>=1)", "monitorCounter"]);
     assert_eq!(rc, 0, "{out}");

@@ -18,6 +18,7 @@ pub mod metrics;
 mod monitor;
 mod outbound;
 mod password_pool;
+mod process;
 mod root_dse;
 mod session;
 mod tls;
@@ -400,6 +401,9 @@ impl Server {
     /// lets every connection finish its in-flight operations and flush its
     /// responses (up to `server.shutdown_grace_secs`), and returns.
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
+        // cn=Monitor's cn=Start,cn=Time and process_start_time_seconds:
+        // when the server began serving, not when they were first read.
+        metrics::started();
         let (stop_tx, stop_rx) = watch::channel(false);
         let admission = Arc::new(admission::Admission::new(
             self.max_connections,

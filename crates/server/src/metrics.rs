@@ -266,6 +266,13 @@ fn page(ctx: &ServerContext) -> String {
         &[],
         METRICS.failed_binds.get(),
     );
+    page.gauge(
+        "meridian_build_info",
+        "The running build: its version, in the label",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1.0,
+    );
+    crate::process::expose(&mut page, started());
     // Per naming context, one family at a time (the text format wants a
     // family's samples together).
     let stores: Vec<(&str, &meridian_store::Store)> = ctx

@@ -126,7 +126,17 @@ fn entries(directory: &Directory) -> Vec<Entry> {
             .ops
             .iter()
             .find(|o| o.name == name)
-            .map_or((0, 0), |o| (o.answered + o.unanswered, o.answered))
+            .map_or((0, 0), |o| {
+                let initiated = o.answered + o.unanswered;
+                // Unbind and Abandon have no response: each one counted
+                // is completed (slapd counts them so).
+                let completed = if matches!(o.name, "UNBIND" | "ABANDON") {
+                    initiated
+                } else {
+                    o.answered
+                };
+                (initiated, completed)
+            })
     };
     let mut specs: Vec<(String, Attrs)> = Vec::new();
     let container = |cn: &str, description: &str| -> Attrs {
