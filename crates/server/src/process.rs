@@ -8,7 +8,7 @@ use meridian_metrics::Exposition;
 /// memory, open and allowed descriptors, start time. A figure `/proc`
 /// does not give (another OS) is left out.
 pub(crate) fn expose(page: &mut Exposition, started: std::time::SystemTime) {
-    if let Some(stat) = std::fs::read_to_string("/proc/self/stat").ok() {
+    if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
         // Fields after the command's closing parenthesis, which may hold
         // spaces: utime and stime are the 14th and 15th of the line.
         let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
