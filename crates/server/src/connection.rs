@@ -518,9 +518,11 @@ impl RequestReader<'_> {
                         #[allow(clippy::disallowed_methods)]
                         self.partial_since.get_or_insert_with(Instant::now);
                     }
-                    // Reserve for the rest of this PDU (bounded by the size
-                    // limit checked above) or one more read.
-                    self.buf.reserve(needed.max(READ_CHUNK));
+                    // Room for one more read, not for the whole PDU its
+                    // header announced: a client that announces 256 KiB
+                    // and trickles costs what it sent, not what it
+                    // promised (the buffer grows as the bytes arrive).
+                    self.buf.reserve(needed.min(READ_CHUNK));
                     return None;
                 }
                 Err(BerError::TooLarge { length, max }) => {

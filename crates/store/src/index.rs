@@ -282,6 +282,13 @@ impl Indexes {
             if let Some(rule) = rules.sub {
                 let parts = rule.substring_parts(&[(Part::Whole, value)], schema);
                 for (_, part) in parts.iter().flatten() {
+                    if part.len() > DISTINCT_GRAMS_ABOVE {
+                        for_each_distinct_gram(part, |gram| {
+                            keys::sub_prefix_into(prefix, &spec.oid, gram);
+                            f(prefix);
+                        });
+                        continue;
+                    }
                     for gram in part.windows(GRAM) {
                         keys::sub_prefix_into(prefix, &spec.oid, gram);
                         f(prefix);
@@ -292,7 +299,47 @@ impl Indexes {
     }
 }
 
+/// Values longer than this give each trigram once: a value of 30 MiB
+/// gave 30 million keys, most of them repeats, and the writer held them
+/// all (2 GB for one add; issue 44). Shorter ones, nearly every value,
+/// keep the plain walk, whose repeats the index's puts absorb.
+const DISTINCT_GRAMS_ABOVE: usize = 4096;
+
+/// Calls `f` once with each distinct trigram of `part`, in the order of
+/// their first appearance; a bit per possible trigram (2 MiB) notes the
+/// ones given.
+fn for_each_distinct_gram(part: &[u8], mut f: impl FnMut(&[u8])) {
+    let mut seen = vec![0u64; (1 << (8 * GRAM)) / 64];
+    for gram in part.windows(GRAM) {
+        let n = gram.iter().fold(0usize, |n, &b| (n << 8) | usize::from(b));
+        let (word, bit) = (n / 64, 1u64 << (n % 64));
+        if let Some(w) = seen.get_mut(word)
+            && *w & bit == 0
+        {
+            *w |= bit;
+            f(gram);
+        }
+    }
+}
+
 /// Overlapping byte trigrams.
 pub fn grams(prepared: &[u8]) -> BTreeSet<Vec<u8>> {
     prepared.windows(GRAM).map(<[u8]>::to_vec).collect()
+}
+
+#[cfg(test)]
+mod distinct_tests {
+    use super::*;
+
+    #[test]
+    fn a_long_value_gives_each_trigram_once_and_all_of_them() {
+        let value: Vec<u8> = (0..20_000u32)
+            .map(|i| b"abcdefgh"[(i * 7 % 13 % 8) as usize])
+            .collect();
+        let mut given = Vec::new();
+        for_each_distinct_gram(&value, |g| given.push(g.to_vec()));
+        let distinct: BTreeSet<Vec<u8>> = given.iter().cloned().collect();
+        assert_eq!(given.len(), distinct.len(), "each once");
+        assert_eq!(distinct, grams(&value), "all of them");
+    }
 }
