@@ -58,7 +58,12 @@ impl PasswordChange {
                 .into_iter()
                 .find(|v| password::verify(v, old, allow_cleartext, &self.bounds).matched())
                 .ok_or_else(|| {
-                    Outcome::new(ResultCode::INVALID_CREDENTIALS, "the old password is wrong")
+                    // slapd's code: the operation is refused, the bind
+                    // stands (49 reads as a failed bind to some clients).
+                    Outcome::new(
+                        ResultCode::UNWILLING_TO_PERFORM,
+                        "unwilling to verify old password: it does not match",
+                    )
                 })?;
             proven = Some(matched);
         }
@@ -258,6 +263,15 @@ impl Directory {
         old: Option<&[u8]>,
         new: Option<&[u8]>,
     ) -> Result<PasswordChange, Outcome> {
+        // slapd's answer: a password is changed by someone bound, whether
+        // or not the request names the user (RFC 3062 leaves it to the
+        // server).
+        if matches!(who, Identity::Anonymous) {
+            return Err(Outcome::new(
+                ResultCode::STRONGER_AUTH_REQUIRED,
+                "only authenticated users may change passwords",
+            ));
+        }
         let target = match user {
             Some(id) => {
                 // An authzId "dn:..." or a plain DN.

@@ -335,7 +335,7 @@ impl Directory {
     pub(crate) fn password_changed_now(&self) -> meridian_store::OperationalAttribute {
         (
             CHANGED_TIME.into(),
-            vec![self.instant_now().canonical().into_bytes()],
+            vec![self.instant_now().whole_seconds().canonical().into_bytes()],
         )
     }
 
@@ -346,7 +346,7 @@ impl Directory {
         };
         let has_password = entry.attributes.iter().any(|a| self.is_user_password(a));
         if has_password && entry.get(desc.attr).is_none() {
-            let now = self.instant_now().canonical().into_bytes();
+            let now = self.instant_now().whole_seconds().canonical().into_bytes();
             entry.attributes.push(meridian_model::entry::Attribute {
                 desc: desc.clone(),
                 name: name.clone(),
@@ -385,7 +385,10 @@ impl Directory {
         )];
         if failures.len() >= policy.lockout_failures {
             tracing::warn!(target: "meridian::auth", dn = dn.original(), "entry locked: password_policy.lockout_failures reached");
-            operational.push((LOCKED_TIME.into(), vec![now.canonical().into_bytes()]));
+            operational.push((
+                LOCKED_TIME.into(),
+                vec![now.whole_seconds().canonical().into_bytes()],
+            ));
         }
         Some(self.policy_write(dn, operational))
     }

@@ -114,6 +114,18 @@ fn failed_binds_lock_the_entry_until_the_administrator_unlocks_it() {
     let out = state_of(&server, &["pwdAccountLockedTime", "pwdFailureTime"]);
     assert!(out.contains("pwdAccountLockedTime: "), "{out}");
     assert_eq!(out.matches("pwdFailureTime: ").count(), 3, "{out}");
+    // Issue 44, medium 8: whole seconds, as slapd writes it (scripts
+    // parse it with %Y%m%d%H%M%SZ).
+    let locked = out
+        .lines()
+        .find_map(|l| l.strip_prefix("pwdAccountLockedTime: "))
+        .unwrap();
+    assert!(
+        locked.len() == 15
+            && locked.ends_with('Z')
+            && locked[..14].bytes().all(|b| b.is_ascii_digit()),
+        "{locked}"
+    );
 
     // It survives a restart (a store write, not process memory).
     let data_dir = server.data_dir.clone();
@@ -260,4 +272,44 @@ fn one_rule_for_changing_ones_own_password_both_ways() {
     let (rc, out) = modify(&swap("Initial-Pass1", "Second-Pass2"), "Initial-Pass1");
     assert_eq!(rc, 0, "{out}");
     assert_eq!(change_own(&server, "Second-Pass2", "Third-Pass3").0, 0);
+}
+
+/// Issue 44, medium 8: Password Modify answers as slapd does: a wrong
+/// old password is unwillingToPerform (53, not 49, which some clients
+/// read as a failed bind), an anonymous request strongerAuthRequired
+/// (8); pwdChangedTime is in whole seconds.
+#[test]
+fn password_modify_refusals_carry_slapds_codes() {
+    let server = server_with("");
+    let (rc, out) = change_own(&server, "Initial-Pass1", "Next-Pass2");
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = tool(
+        &server,
+        "ldappasswd",
+        &["-D", USER, "-w", "Next-Pass2"],
+        &["-a", "not-the-old-one", "-s", "Third-Pass3"],
+        None,
+    );
+    // ldappasswd exits 1 on any refusal and prints the code.
+    assert_ne!(rc, 0, "{out}");
+    assert!(out.contains("unwilling to perform (53)"), "{out}");
+    let (rc, out) = tool(
+        &server,
+        "ldappasswd",
+        &[],
+        &["-a", "Next-Pass2", "-s", "x", USER],
+        None,
+    );
+    assert_ne!(rc, 0, "{out}");
+    assert!(out.contains("required (8)"), "{out}");
+    assert!(
+        out.contains("only authenticated users may change passwords"),
+        "{out}"
+    );
+    let out = state_of(&server, &["pwdChangedTime"]);
+    let changed = out
+        .lines()
+        .find_map(|l| l.strip_prefix("pwdChangedTime: "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(changed.len(), 15, "whole seconds: {changed}");
 }

@@ -16,7 +16,7 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::cluster::{Cluster, Outcome, PEOPLE, Writer1, setup_base, url};
+use support::cluster::{Cluster, Outcome, PEOPLE, Writer1, admin_at, setup_base, url};
 use support::*;
 
 const CLUSTER_ADMIN_OID: &str = "2.25.241941608197083682915838068312096323903.5.1";
@@ -139,6 +139,19 @@ fn a_node_is_added_promoted_given_the_lead_and_another_removed_while_writes_go_o
     // The old leader removed, then stopped: three voters go on.
     let (code, out) = cluster_command(&url(&cluster, 4), &["remove", "--id", &leader.to_string()]);
     assert_eq!(code, 0, "{out}");
+    // Issue 44, R4: removed, it says so, names no leader, and refuses
+    // reads it can no longer keep current.
+    wait_for("the removed node says so", Duration::from_secs(10), || {
+        support::cluster::cluster_role(cluster.node(leader).ldap).as_deref() == Some("removed")
+    });
+    let (code, out) = admin_at(
+        &url(&cluster, leader),
+        "ldapsearch",
+        &["-b", PEOPLE, "-s", "base", "1.1"],
+        None,
+    );
+    assert_eq!(code, 52, "{out}");
+    assert!(out.contains("was removed from the cluster"), "{out}");
     cluster.kill(leader);
     let expected: Vec<String> = (1..=4)
         .filter(|id| *id != leader)

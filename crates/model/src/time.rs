@@ -142,6 +142,16 @@ impl Instant {
         key
     }
 
+    /// This instant with its fraction of a second dropped: slapd's
+    /// ppolicy writes pwdChangedTime and pwdAccountLockedTime in whole
+    /// seconds, and scripts parse them with `%Y%m%d%H%M%SZ`.
+    pub fn whole_seconds(&self) -> Instant {
+        Instant {
+            secs: self.secs,
+            nanos: 0,
+        }
+    }
+
     /// The canonical `YYYYMMDDHHMMSS[.fff]Z` spelling in UTC.
     pub fn canonical(&self) -> String {
         let (y, m, d) = civil_from_days(self.secs.div_euclid(86_400));

@@ -162,6 +162,7 @@ fn membership(raft: &Raft) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
 pub(crate) async fn execute(
     raft: &Raft,
     addresses: &Addresses,
+    link: &crate::wire::Link,
     command: AdminCommand,
     patience: Duration,
 ) -> Result<String, AdminError> {
@@ -220,9 +221,14 @@ pub(crate) async fn execute(
                     "node {id} is not a member of the cluster"
                 )));
             };
+            // Where it is reached, read before the membership forgets it.
+            let reach = addresses.peer_of(raft, id);
             within(patience, raft.change_membership(change, false))
                 .await?
                 .map_err(|e| describe(&e))?;
+            if let Some(addr) = reach.filter(|_| id != *raft.node_id()) {
+                crate::removal::tell(id, addr, link).await;
+            }
             Ok(format!(
                 "node {id} removed; stop it, and take it out of cluster.nodes and cluster.learners in every node's config (a leader adds the learners its config names)"
             ))

@@ -25,6 +25,7 @@ mod proposer;
 mod raw_bytes;
 mod reads;
 mod rejoin;
+mod removal;
 mod snapshot;
 mod state_machine;
 mod tls;
@@ -143,6 +144,8 @@ pub struct ClusterNode {
     patience: Duration,
     reads: ReadMode,
     contacts: Arc<reads::Contacts>,
+    /// Whether this node was taken out of the cluster (`removal.rs`).
+    removal: Arc<removal::Removal>,
     /// Linearizable reads waiting for their round (`cluster.reads`).
     read_rounds: Option<reads::ReadWaiters>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -471,6 +474,7 @@ impl ClusterNode {
             .map(|m| m.id)
             .filter(|id| *id != me)
             .collect();
+        let removal = Arc::new(removal::Removal::default());
         let votes = rejoin::guard_votes(
             &raft,
             me,
@@ -490,6 +494,7 @@ impl ClusterNode {
             contacts: matches!(options.reads, ReadMode::Local { .. })
                 .then(|| Arc::clone(&contacts)),
             votes,
+            removal: Arc::clone(&removal),
         });
         tasks.push(tokio::spawn(peer_server::serve(listener, service)));
 
@@ -560,6 +565,7 @@ impl ClusterNode {
             patience: options.write_timeout,
             reads: options.reads,
             contacts,
+            removal,
             read_rounds,
             tasks,
         })
@@ -609,8 +615,15 @@ impl ClusterNode {
         // Read in place: asked at every root DSE read.
         let receiver = self.raft.metrics();
         let metrics = receiver.borrow_watched();
-        let role = admin::role_name(metrics.state);
-        let leader_url = metrics.current_leader.and_then(|leader| {
+        let removed = self.removal.removed(&self.raft, self.me);
+        let role = if removed {
+            "removed"
+        } else {
+            admin::role_name(metrics.state)
+        };
+        // A removed node's last known leader is no longer its business.
+        let current_leader = metrics.current_leader.filter(|_| !removed);
+        let leader_url = current_leader.and_then(|leader| {
             let node = metrics.membership_config.membership().get_node(&leader);
             self.addresses.ldap(leader, node)
         });
@@ -626,7 +639,7 @@ impl ClusterNode {
         Status {
             node_id: self.me,
             role,
-            leader: metrics.current_leader,
+            leader: current_leader,
             leader_url,
             term: metrics.current_term,
             applied: metrics.last_applied.as_ref().map_or(0, |id| id.index),
@@ -643,7 +656,14 @@ impl ClusterNode {
     /// change at the leader (sent to it when this node does not lead).
     pub async fn administer(&self, command: AdminCommand) -> Result<String, AdminError> {
         if command == AdminCommand::Status || self.raft.is_leader() {
-            return admin::execute(&self.raft, &self.addresses, command, self.patience).await;
+            return admin::execute(
+                &self.raft,
+                &self.addresses,
+                &self.link,
+                command,
+                self.patience,
+            )
+            .await;
         }
         let Some(leader) = self.raft.metrics().borrow_watched().current_leader else {
             return Err(AdminError::Unavailable(
@@ -673,6 +693,14 @@ impl ClusterNode {
     /// node may serve it (a linearizable read's round, then this node's
     /// application up to the index it got).
     pub fn before_read(&self) -> Result<Option<ReadWait>, ReadRefused> {
+        if self.removal.removed(&self.raft, self.me) {
+            // Its copy stopped at its removal and no entry reaches it
+            // any more: whatever `cluster.reads` says, it is stale.
+            return Err(ReadRefused::Unavailable(format!(
+                "node {} was removed from the cluster: its copy is no longer kept current; read at a member",
+                self.me
+            )));
+        }
         match self.reads {
             ReadMode::Session => Ok(None),
             ReadMode::Local { max_staleness } => {

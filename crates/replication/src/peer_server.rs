@@ -31,6 +31,8 @@ pub(crate) struct PeerService {
     pub(crate) contacts: Option<Arc<crate::reads::Contacts>>,
     /// Whether this node may vote yet (`rejoin.rs`).
     pub(crate) votes: Arc<crate::rejoin::VoteGuard>,
+    /// Whether the leader took this node out (`removal.rs`).
+    pub(crate) removal: Arc<crate::removal::Removal>,
 }
 
 /// Accepts peers until the listener fails or the task is dropped.
@@ -107,6 +109,14 @@ async fn serve_connection(tcp: TcpStream, service: &PeerService) -> std::io::Res
                 },
             },
             Request::StartedEmpty(node) => crate::rejoin::answer(&service.raft, node).await,
+            Request::Removed => {
+                tracing::warn!(
+                    node = service.me,
+                    "the leader took this node out of the cluster: it refuses reads; stop it"
+                );
+                service.removal.told(&service.raft);
+                Response::Noted
+            }
             Request::TransferLeader(rpc) => match service.raft.handle_transfer_leader(rpc).await {
                 Ok(response) => Response::TransferLeader(response),
                 Err(e) => Response::Failed(e.to_string()),
@@ -116,8 +126,14 @@ async fn serve_connection(tcp: TcpStream, service: &PeerService) -> std::io::Res
                 crate::ack::every_voter_holds(&service.raft, service.me, index, ALL_ACK_WAIT).await,
             ),
             Request::Admin(command) => Response::Admin(if service.raft.is_leader() {
-                crate::admin::execute(&service.raft, &service.addresses, command, service.patience)
-                    .await
+                crate::admin::execute(
+                    &service.raft,
+                    &service.addresses,
+                    &service.link,
+                    command,
+                    service.patience,
+                )
+                .await
             } else {
                 Err(crate::admin::AdminError::Unavailable(format!(
                     "node {} was asked as the leader but does not lead now; try again",

@@ -62,6 +62,9 @@ pub(crate) enum Request {
     /// This voter started with an empty log (`rejoin.rs`): where is the
     /// cluster?
     StartedEmpty(NodeId),
+    /// From the leader: the receiver was taken out of the cluster
+    /// (`removal.rs`).
+    Removed,
 }
 
 /// The answer to a [`Request`].
@@ -84,6 +87,8 @@ pub(crate) enum Response {
         committed: u64,
         leads: bool,
     },
+    /// To [`Request::Removed`].
+    Noted,
 }
 
 /// What a leader did with a forwarded batch.

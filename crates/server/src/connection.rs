@@ -623,6 +623,10 @@ impl RequestReader<'_> {
                     // The lock a failure may just have set shows in the
                     // next bind's answer.
                     let expired = verified && target.expired();
+                    if expired {
+                        tracing::warn!(target: "meridian::auth", conn = self.session.conn_id, peer = %self.peer, dn = dn.original(), "bind refused: the password has expired (password_policy.max_age_secs)");
+                        crate::metrics::failed_bind();
+                    }
                     let policy = self.ctx.directory.password_policy();
                     let answer = BindAnswer {
                         verified: verified && !expired,

@@ -81,8 +81,11 @@ impl Session {
         };
         if !reply.ctx.admin.is_admin_dn(&dn) {
             return match reply.ctx.directory.bind_target(&dn) {
-                // Locked by the password policy: refused unchecked.
+                // Locked by the password policy: refused unchecked, and
+                // logged and counted as any failed bind.
                 Ok(Some(target)) if target.locked => {
+                    tracing::warn!(target: "meridian::auth", conn = self.conn_id, dn = dn.original(), "bind refused: the account is locked (password policy)");
+                    crate::metrics::failed_bind();
                     let policy = wants_policy.then_some(PolicyResponse {
                         expires_in: None,
                         error: Some(PolicyError::AccountLocked),
