@@ -518,11 +518,9 @@ impl RequestReader<'_> {
                         #[allow(clippy::disallowed_methods)]
                         self.partial_since.get_or_insert_with(Instant::now);
                     }
-                    // Room for one more read, not for the whole PDU its
-                    // header announced: a client that announces 256 KiB
-                    // and trickles costs what it sent, not what it
-                    // promised (the buffer grows as the bytes arrive).
-                    self.buf.reserve(needed.min(READ_CHUNK));
+                    // Reserve for the rest of this PDU (bounded by the size
+                    // limit checked above) or one more read.
+                    self.buf.reserve(needed.max(READ_CHUNK));
                     return None;
                 }
                 Err(BerError::TooLarge { length, max }) => {
