@@ -168,7 +168,9 @@ fn serve_logs_its_effective_configuration_with_the_data_directory_made_absolute(
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir", "here"])
         .current_dir(&cwd)
         .env("MERIDIAN_ADMIN_PASSWORD", support::ADMIN_PASSWORD)
-        .env("RUST_LOG", "info")
+        // The configuration's lines are at debug (a start is one line at
+        // info).
+        .env("RUST_LOG", "info,meridian::config=debug")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()

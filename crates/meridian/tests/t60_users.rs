@@ -171,7 +171,8 @@ fn users_bind_with_hashed_passwords_and_read_but_not_write() {
     let alice = ["-D", "uid=alice,dc=example,dc=com", "-w", "looking-glass"];
     // ldappasswd exits 1 on any failure and prints the result code.
     for (extra, code) in [
-        (vec!["-a", "wrong", "-s", "x"], "(49)"),
+        // A wrong old password: unwillingToPerform, as slapd answers.
+        (vec!["-a", "wrong", "-s", "x"], "(53)"),
         (
             vec![
                 "-a",
