@@ -137,3 +137,39 @@ fn a_bad_schema_file_is_refused_with_file_line_and_reason() {
     assert!(stderr.contains("noSuchType"), "{stderr}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Issue 44, small 15: the matched values control was ignored on
+/// cn=Subschema, so a client asking for one attribute type's definition
+/// got them all. slapd gives just the one (checked side by side).
+#[test]
+fn matched_values_select_definitions_in_cn_subschema() {
+    let server = Server::start("");
+    let (rc, out) = tool(
+        &server,
+        "ldapsearch",
+        &[],
+        &[
+            "-LLL",
+            "-o",
+            "ldif-wrap=no",
+            "-b",
+            "cn=Subschema",
+            "-s",
+            "base",
+            "-E",
+            "mv=(attributeTypes=2.5.4.3)",
+            "attributeTypes",
+        ],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    let definitions: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("attributeTypes: "))
+        .collect();
+    assert_eq!(definitions.len(), 1, "{out}");
+    assert!(
+        definitions[0].contains("( 2.5.4.3 NAME ( 'cn' 'commonName' )"),
+        "{out}"
+    );
+}

@@ -183,6 +183,7 @@ impl PublishedEntries {
         entry: &Entry,
         request: &SearchRequest<'_>,
         schema: &Schema,
+        values: Option<&meridian_model::filter::ValuesFilter>,
         message_id: i32,
         buf: &mut Vec<u8>,
     ) {
@@ -191,7 +192,7 @@ impl PublishedEntries {
         }
         let selection = Selection::parse(request.attributes.iter(), schema);
         let projection = Projection {
-            values: None,
+            values,
             selection: &selection,
             types_only: request.types_only,
             schema,

@@ -32,15 +32,29 @@ impl Session {
             );
             return reply.result(search.base, code, message.as_bytes());
         }
+        let matched_values = match matched_values_request(controls, ctx) {
+            Ok(value) => value,
+            Err(message) => {
+                return reply.result(search.base, ResultCode::PROTOCOL_ERROR, message.as_bytes());
+            }
+        };
         // The root DSE and the subschema entry: a list of one, which the
         // sort and VLV controls leave as it is (as slapd, whose sssvlv
-        // overlay serves databases only).
+        // overlay serves databases only); matched values apply (a client
+        // asks cn=Subschema for one attribute type's definition so).
         if let (Scope::Base, Some(entry)) = (search.scope, ctx.published.lookup(&base, &ctx.schema))
         {
+            let depth = meridian_proto::Depth::new(ctx.limits.max_depth);
+            let values = matched_values
+                .and_then(|value| {
+                    meridian_proto::controls::decode_values_return_filter(Some(value), depth).ok()
+                })
+                .map(|items| meridian_model::filter::ValuesFilter::compile(&items, &ctx.schema));
             ctx.published.search(
                 &entry,
                 search,
                 &ctx.schema,
+                values.as_ref(),
                 reply.id,
                 &mut reply.batch.bytes,
             );
@@ -48,12 +62,6 @@ impl Session {
         }
         let page = match paged_request(controls) {
             Ok(page) => page,
-            Err(message) => {
-                return reply.result(search.base, ResultCode::PROTOCOL_ERROR, message.as_bytes());
-            }
-        };
-        let matched_values = match matched_values_request(controls, ctx) {
-            Ok(value) => value,
             Err(message) => {
                 return reply.result(search.base, ResultCode::PROTOCOL_ERROR, message.as_bytes());
             }
