@@ -259,7 +259,7 @@ mod tests {
             filter: f,
             attributes: Seq::from_items(selection),
         };
-        p.search(&entry, &request, &schema, 1, &mut buf);
+        p.search(&entry, &request, &schema, None, 1, &mut buf);
         if buf.is_empty() {
             return Vec::new();
         }
