@@ -416,3 +416,36 @@ fn contexts_that_differ_in_non_ascii_letters_do_not_share_a_database() {
         .count();
     assert_eq!(folders, 2);
 }
+
+/// Issue 44, small 15: a subtree search of a context whose top entry is
+/// not there yet answered noSuchObject (32) though a context glued below
+/// it held entries; slapd passes over the missing top and answers with
+/// the glued entries (OpenLDAP's test005-modrdn searches such a tree).
+#[test]
+fn a_search_passes_over_a_missing_top_to_the_contexts_glued_below() {
+    let server =
+        Server::start("[directory]\nadditional_suffixes = [\"ou=sub,dc=example,dc=com\"]\n");
+    let ldif = "dn: ou=sub,dc=example,dc=com\nobjectClass: organizationalUnit\nou: sub\n\n\
+                dn: cn=x,ou=sub,dc=example,dc=com\nobjectClass: device\ncn: x\n";
+    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(ldif));
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &["-LLL", "-b", "dc=example,dc=com", "(objectClass=*)", "1.1"],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(
+        dns(&out),
+        ["cn=x,ou=sub,dc=example,dc=com", "ou=sub,dc=example,dc=com"]
+    );
+    // A base search of the missing top is still noSuchObject.
+    let (rc, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &["-LLL", "-b", "dc=example,dc=com", "-s", "base", "1.1"],
+        None,
+    );
+    assert_eq!(rc, 32, "{out}");
+}

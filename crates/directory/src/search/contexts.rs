@@ -12,6 +12,17 @@ pub(super) struct Searched<'d> {
 }
 
 impl Directory {
+    /// Whether `base` is the suffix of its naming context and that
+    /// context holds no entry for it yet.
+    pub(super) fn top_missing(&self, base: &meridian_model::dn::Dn) -> Result<bool, Outcome> {
+        let store = self.store_for(base);
+        if !store.suffixes().iter().any(|s| s.same_entry(base)) {
+            return Ok(false);
+        }
+        let snapshot = store.snapshot().map_err(Outcome::from)?;
+        Ok(snapshot.get(base).map_err(Outcome::from)?.is_none())
+    }
+
     /// The naming contexts a search of `base` with `scope` walks, in a
     /// fixed order (a page cookie names one by its position): the
     /// base's own, then the contexts glued below it that the scope
