@@ -241,6 +241,11 @@ pub struct ServerConfig {
     /// Bytes of responses one connection may have waiting for its client
     /// to read them; past it the server reads no more of its requests.
     pub max_buffered_bytes: usize,
+    /// Bytes of requests begun and not yet whole, over every connection:
+    /// past it a connection holding a large part of one is closed with
+    /// busy, so many clients each sending most of a large PDU and then
+    /// stalling cannot take the server's memory.
+    pub max_partial_pdu_bytes: usize,
     /// Deepest accepted nesting of BER values in a message (filters).
     pub max_ber_depth: usize,
     /// Milliseconds the server holds a Queue Length bundle's responses
@@ -528,6 +533,9 @@ impl Default for ServerConfig {
             // Eight streamed-search steps' worth; a bundle of a thousand
             // pipelined answers is a small part of it.
             max_buffered_bytes: 8 << 20,
+            // A thousand clients each halfway through an anonymous
+            // request of the largest size.
+            max_partial_pdu_bytes: 256 << 20,
             max_ber_depth: meridian_proto::DecodeLimits::DEFAULT_MAX_DEPTH,
             // Short next to a network round trip, long next to the time a
             // bundle's responses take to become ready.
@@ -688,7 +696,7 @@ impl Config {
                 ),
             );
         }
-        let ranges: [(&'static str, usize, usize, usize); 15] = [
+        let ranges: [(&'static str, usize, usize, usize); 16] = [
             ("server.max_connections", s.max_connections, 1, 1_000_000),
             (
                 "server.max_outstanding_per_connection",
@@ -710,6 +718,12 @@ impl Config {
                 s.max_buffered_bytes,
                 64 << 10,
                 1 << 34,
+            ),
+            (
+                "server.max_partial_pdu_bytes",
+                s.max_partial_pdu_bytes,
+                1 << 20,
+                1 << 40,
             ),
             ("server.max_ber_depth", s.max_ber_depth, 4, 1024),
             ("server.worker_threads", s.worker_threads, 0, 1024),

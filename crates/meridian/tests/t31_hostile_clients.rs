@@ -509,6 +509,61 @@ fn big_pdus_before_a_bind_are_refused_at_once_and_cost_no_memory() {
     admin.read_until(|m| matches!(m.op, meridian_proto::ProtocolOp::AddResponse(_)));
 }
 
+/// Issue 44, medium 12: each PDU is bounded by its size limit, but many
+/// clients each sending most of one and stalling held the sum (300 KB a
+/// connection at the anonymous limit, 3 GB at the connection limit).
+/// Unfinished requests are now bounded over all connections
+/// (`server.max_partial_pdu_bytes`): past it, a connection holding more
+/// than 64 KiB of one is closed with busy.
+#[test]
+fn unfinished_requests_are_bounded_over_all_connections() {
+    use std::io::{Read, Write};
+    let server = Server::start("[server]\nmax_partial_pdu_bytes = 1048576\n");
+    // Twenty clients, each 100 KiB into a request of 200 KiB: ten fit.
+    let mut streams: Vec<std::net::TcpStream> = (0..20)
+        .map(|_| {
+            let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
+            stream.write_all(&pdu_header(200 * 1024)).unwrap();
+            let _ = stream.write_all(&vec![0x04; 100 * 1024]);
+            stream
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1000));
+    let (mut open, mut busy) = (0, 0);
+    for stream in &mut streams {
+        stream
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let mut bytes = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            match stream.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+                Err(_) => break,
+            }
+        }
+        if bytes.is_empty() {
+            open += 1;
+            continue;
+        }
+        let message =
+            meridian_proto::LdapMessage::decode(&bytes, &meridian_proto::DecodeLimits::default())
+                .unwrap();
+        match message.op {
+            meridian_proto::ProtocolOp::ExtendedResponse(r) => {
+                assert_eq!(r.result.code, meridian_proto::ResultCode::BUSY);
+                let text = String::from_utf8_lossy(r.result.message);
+                assert!(text.contains("server.max_partial_pdu_bytes"), "{text}");
+                busy += 1;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(open >= 8 && busy >= 8, "{open} open, {busy} closed busy");
+    answers_promptly(&server, Duration::from_secs(2));
+}
+
 #[test]
 fn idle_connections_cost_little_and_one_address_cannot_take_them_all() {
     let server = Server::start("[server]\nmax_connections_per_ip = 600\n");

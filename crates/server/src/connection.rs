@@ -65,6 +65,9 @@ enum End {
     Shutdown,
     /// Undecodable or forbidden input.
     Protocol(String),
+    /// Over a server-wide bound (`server.max_partial_pdu_bytes`): the
+    /// notice says busy.
+    Busy(&'static str),
     /// The socket failed.
     Io(std::io::Error),
     /// The writer stopped (the peer stopped accepting data).
@@ -247,6 +250,7 @@ pub(crate) async fn serve_connection(
         last_request: opened,
         requests: 0,
         partial_since: None,
+        partial_counted: 0,
         peer,
     };
     let end = loop {
@@ -261,6 +265,7 @@ pub(crate) async fn serve_connection(
     };
     let notice = match &end {
         End::Protocol(reason) => Some((ResultCode::PROTOCOL_ERROR, reason.as_str())),
+        End::Busy(reason) => Some((ResultCode::BUSY, *reason)),
         End::Shutdown => Some((ResultCode::UNAVAILABLE, "the server is shutting down")),
         _ => None,
     };
@@ -285,6 +290,7 @@ pub(crate) async fn serve_connection(
         }
         End::Io(e) => tracing::debug!(conn = conn_id, %peer, error = %e, "closing: read failed"),
         End::Slow(why) => tracing::info!(conn = conn_id, %peer, reason = why, "closing: too slow"),
+        End::Busy(why) => tracing::warn!(conn = conn_id, %peer, reason = why, "closing: busy"),
         other => tracing::debug!(conn = conn_id, %peer, reason = ?other, "connection closed"),
     }
     // Responses already produced are flushed before the socket closes.
@@ -300,6 +306,7 @@ pub(crate) async fn serve_connection(
             End::Slow(_) => "too slow",
             End::Shutdown => "shutdown",
             End::Protocol(_) => "protocol error",
+            End::Busy(_) => "busy",
             End::Io(_) => "read failed",
             End::WriterGone => "write failed",
             End::StartTls | End::HandshakeFailed => "TLS handshake failed",
@@ -329,8 +336,53 @@ struct RequestReader<'c> {
     requests: u64,
     /// When the first bytes of the PDU now partly buffered came.
     partial_since: Option<Instant>,
+    /// Bytes of this connection's unfinished request counted in the
+    /// server's [`PartialBudget`].
+    partial_counted: usize,
     /// The client's address.
     peer: SocketAddr,
+}
+
+/// What a connection may hold of an unfinished request whatever the
+/// others hold: small requests arriving in pieces are never refused.
+const PARTIAL_FREE_BYTES: usize = 64 << 10;
+
+/// Bytes of requests begun and not yet whole, over every connection
+/// (`server.max_partial_pdu_bytes`): each PDU is bounded by its size
+/// limit, but a thousand clients each sending most of a 256 KiB request
+/// and stalling held 300 MB (issue 44).
+#[derive(Debug)]
+pub(crate) struct PartialBudget {
+    held: std::sync::atomic::AtomicUsize,
+    max: usize,
+}
+
+impl PartialBudget {
+    pub(crate) fn new(max: usize) -> PartialBudget {
+        PartialBudget {
+            held: std::sync::atomic::AtomicUsize::new(0),
+            max,
+        }
+    }
+
+    /// Moves a connection's count from `before` to `now` bytes: whether
+    /// the server's total stays within the budget.
+    fn hold(&self, before: usize, now: usize) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let total = if now >= before {
+            self.held.fetch_add(now - before, Relaxed) + (now - before)
+        } else {
+            self.held.fetch_sub(before - now, Relaxed) - (before - now)
+        };
+        total <= self.max
+    }
+}
+
+impl Drop for RequestReader<'_> {
+    fn drop(&mut self) {
+        // A closed connection holds nothing any more.
+        self.ctx.partial_pdus.hold(self.partial_counted, 0);
+    }
 }
 
 impl RequestReader<'_> {
@@ -518,6 +570,17 @@ impl RequestReader<'_> {
                         #[allow(clippy::disallowed_methods)]
                         self.partial_since.get_or_insert_with(Instant::now);
                     }
+                    // Counted in the server's budget of unfinished requests;
+                    // past it, a connection holding a large part of one
+                    // is let go.
+                    let held = self.buf.len();
+                    let within = self.ctx.partial_pdus.hold(self.partial_counted, held);
+                    self.partial_counted = held;
+                    if !within && held > PARTIAL_FREE_BYTES {
+                        return Some(End::Busy(
+                            "the server holds as many unfinished requests as server.max_partial_pdu_bytes allows; send the request again later",
+                        ));
+                    }
                     // Reserve for the rest of this PDU (bounded by the size
                     // limit checked above) or one more read.
                     self.buf.reserve(needed.max(READ_CHUNK));
@@ -536,6 +599,10 @@ impl RequestReader<'_> {
                 Err(e) => return Some(End::Protocol(e.to_string())),
             };
             self.partial_since = None;
+            if self.partial_counted > 0 {
+                self.ctx.partial_pdus.hold(self.partial_counted, 0);
+                self.partial_counted = 0;
+            }
             self.requests += 1;
             if !self.out.try_reserve() {
                 // At the outstanding limit: let the writer drain, and read

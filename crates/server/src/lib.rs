@@ -65,6 +65,9 @@ pub(crate) struct ServerContext {
     /// before the server stops reading its requests
     /// (`server.max_buffered_bytes`).
     pub(crate) max_buffered: usize,
+    /// Bytes of unfinished requests over every connection
+    /// (`server.max_partial_pdu_bytes`).
+    pub(crate) partial_pdus: connection::PartialBudget,
     pub(crate) max_outstanding: usize,
     /// Where every password check and hash runs (one job per CPU).
     pub(crate) password_pool: password_pool::PasswordPool,
@@ -320,6 +323,7 @@ impl Server {
             pdu_timeout: seconds(s.pdu_timeout_secs),
             max_pdu_anonymous: s.max_pdu_bytes_anonymous.min(s.max_pdu_bytes),
             max_buffered: s.max_buffered_bytes,
+            partial_pdus: connection::PartialBudget::new(s.max_partial_pdu_bytes),
             max_outstanding: s.max_outstanding_per_connection,
             shutdown_grace: Duration::from_secs(s.shutdown_grace_secs),
             password_pool: password_pool::PasswordPool::per_cpu(),
