@@ -72,6 +72,18 @@ fn ldapexop(url: &str, as_admin: bool, command: &str) -> std::process::Output {
         .unwrap()
 }
 
+/// Kills node `id` and removes its database, its raft log and its lock,
+/// as a lost disk would: its directory, for its log file.
+fn wipe(cluster: &mut Cluster, id: usize) -> std::path::PathBuf {
+    cluster.kill(id);
+    let dir = cluster.node(id).dir.clone();
+    for data in ["db", "raft"] {
+        std::fs::remove_dir_all(dir.join(data)).unwrap();
+    }
+    let _ = std::fs::remove_file(dir.join("lock"));
+    dir
+}
+
 fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;
     while !done() {
@@ -267,10 +279,7 @@ fn a_node_that_lost_its_disk_rejoins_by_a_membership_change() {
     for n in 0..300 {
         assert_eq!(w.add_account(PEOPLE, &format!("before-{n}")), Outcome::Ok);
     }
-    cluster.kill(wiped);
-    for data in ["db", "raft"] {
-        std::fs::remove_dir_all(cluster.node(wiped).dir.join(data)).unwrap();
-    }
+    wipe(&mut cluster, wiped);
     let at = url(&cluster, leader);
     let id = wiped.to_string();
     let (code, out) = cluster_command(&at, &["remove", "--id", &id]);
@@ -328,12 +337,7 @@ fn a_node_that_lost_its_disk_never_answers_for_a_batch_of_its_earlier_life() {
         );
     }
     drop(w);
-    cluster.kill(wiped);
-    let dir = cluster.node(wiped).dir.clone();
-    for data in ["db", "raft"] {
-        std::fs::remove_dir_all(dir.join(data)).unwrap();
-    }
-    let _ = std::fs::remove_file(dir.join("lock"));
+    wipe(&mut cluster, wiped);
     let at = url(&cluster, leader);
     let id = wiped.to_string();
     let (code, out) = cluster_command(&at, &["remove", "--id", &id]);
@@ -374,12 +378,7 @@ fn a_voter_that_lost_its_disk_and_restarts_as_it_was_catches_up_by_itself() {
     for n in 0..50 {
         assert_eq!(w.add_account(PEOPLE, &format!("before-{n}")), Outcome::Ok);
     }
-    cluster.kill(wiped);
-    let dir = cluster.node(wiped).dir.clone();
-    for data in ["db", "raft"] {
-        std::fs::remove_dir_all(dir.join(data)).unwrap();
-    }
-    let _ = std::fs::remove_file(dir.join("lock"));
+    let dir = wipe(&mut cluster, wiped);
     cluster.start_node(wiped);
     for n in 0..10 {
         assert_eq!(w.add_account(PEOPLE, &format!("after-{n}")), Outcome::Ok);

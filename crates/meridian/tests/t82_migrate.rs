@@ -17,14 +17,19 @@ use std::process::Command;
 
 use support::*;
 
-/// `meridian migrate --from PATH [EXTRA]`: the configuration and the notes.
-fn migrate_with(from: &Path, extra: &[&str]) -> (String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+/// `meridian migrate --from PATH EXTRA...`, as it ended.
+fn run_migrate(from: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_meridian"))
         .args(["migrate", "--from"])
         .arg(from)
         .args(extra)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// [`run_migrate`], which must succeed: the configuration and the notes.
+fn migrate_with(from: &Path, extra: &[&str]) -> (String, String) {
+    let out = run_migrate(from, extra);
     assert!(out.status.success(), "{}", text(&out.stderr));
     (text(&out.stdout), text(&out.stderr))
 }
@@ -154,11 +159,7 @@ database monitor
     )
     .unwrap();
     // Two rules do not translate: nothing is written unless told.
-    let refused = Command::new(env!("CARGO_BIN_EXE_meridian"))
-        .args(["migrate", "--from"])
-        .arg(&conf)
-        .output()
-        .unwrap();
+    let refused = run_migrate(&conf, &[]);
     let said = text(&refused.stderr);
     assert!(!refused.status.success(), "{said}");
     assert!(refused.stdout.is_empty());
@@ -213,13 +214,8 @@ database monitor
     // Written to a file, it is refused over an existing one.
     let out = dir.join("meridian.toml");
     let run = |path: &Path| {
-        Command::new(env!("CARGO_BIN_EXE_meridian"))
-            .args(["migrate", "--drop-untranslated-access", "--from"])
-            .arg(&conf)
-            .arg("-o")
-            .arg(path)
-            .output()
-            .unwrap()
+        let path = path.to_str().unwrap();
+        run_migrate(&conf, &["--drop-untranslated-access", "-o", path])
     };
     assert!(run(&out).status.success());
     // (The same but for the clear-text rootpw's {ARGON2} hash, salted

@@ -429,6 +429,14 @@ impl ClusterNode {
             // A node cut off from the others asks before it raises its
             // term, so it does not force an election when it returns.
             enable_pre_vote: Some(true),
+            // A follower whose log went back (it lost its disk, or the
+            // last appends it reported durable) is streamed the log again
+            // from where it now ends. Without it openraft stalls that
+            // stream, and its debug builds panic the leader when the
+            // follower's answer comes before `rejoin.rs` has asked for
+            // the reset. What makes such a follower safe is that it
+            // does not vote meanwhile (`rejoin.rs`'s vote guard).
+            allow_log_reversion: Some(true),
             ..Default::default()
         };
         let config = Arc::new(

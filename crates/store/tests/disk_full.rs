@@ -163,20 +163,7 @@ fn a_full_journal_refuses_writes_that_then_never_appear() {
         })
         .unwrap();
     let big = "v".repeat(60_000);
-    let add_to = |store: &Store, uid: &str| {
-        store.execute_blocking(Command::Add {
-            entry: entry(
-                &schema,
-                &format!("uid={uid},{SUFFIX}"),
-                &[
-                    ("objectClass", &["account"]),
-                    ("uid", &[uid]),
-                    ("description", &[&big]),
-                ],
-            ),
-            prechecked: false,
-        })
-    };
+    let add_to = |store: &Store, uid: &str| add_described(store, &schema, uid, &big);
     let mut acknowledged = 0;
     let refusal = loop {
         match add_to(&store, &format!("u{acknowledged}")) {
@@ -273,20 +260,7 @@ fn checkpoints_while_the_journal_fills_lose_nothing_and_a_full_disk_still_starts
         })
         .unwrap();
     let big = "v".repeat(60_000);
-    let add_to = |store: &Store, uid: &str| {
-        store.execute_blocking(Command::Add {
-            entry: entry(
-                &schema,
-                &format!("uid={uid},{SUFFIX}"),
-                &[
-                    ("objectClass", &["account"]),
-                    ("uid", &[uid]),
-                    ("description", &[&big]),
-                ],
-            ),
-            prechecked: false,
-        })
-    };
+    let add_to = |store: &Store, uid: &str| add_described(store, &schema, uid, &big);
     let present = |store: &Store, uid: &str| {
         let snap = store.snapshot().unwrap();
         let dn = Dn::parse(format!("uid={uid},{SUFFIX}").as_bytes(), &schema).unwrap();
@@ -346,4 +320,25 @@ fn checkpoints_while_the_journal_fills_lose_nothing_and_a_full_disk_still_starts
     store.close();
     drop(mount);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Adds the account `uid=<uid>` below the suffix, with `description`.
+fn add_described(
+    store: &Store,
+    schema: &Schema,
+    uid: &str,
+    description: &str,
+) -> Result<meridian_store::Effect, StoreError> {
+    store.execute_blocking(Command::Add {
+        entry: entry(
+            schema,
+            &format!("uid={uid},{SUFFIX}"),
+            &[
+                ("objectClass", &["account"]),
+                ("uid", &[uid]),
+                ("description", &[description]),
+            ],
+        ),
+        prechecked: false,
+    })
 }
