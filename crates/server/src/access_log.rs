@@ -189,6 +189,33 @@ impl Line {
         self
     }
 
+    /// A value written by its `Display`, quoted and escaped as
+    /// [`Line::word`] writes one, straight into the line (no string in
+    /// between: a search's filter is formatted for every search) and cut
+    /// after `most` bytes with `...`.
+    pub(crate) fn shown(
+        &mut self,
+        name: &str,
+        value: &dyn std::fmt::Display,
+        most: usize,
+    ) -> &mut Line {
+        use std::fmt::Write as _;
+        self.name(name);
+        self.bytes.push(b'"');
+        let mut quoted = Quoted {
+            out: &mut self.bytes,
+            left: most,
+            cut: false,
+        };
+        // Writing into a Vec cannot fail; a cut ends the formatting early.
+        let _ = write!(quoted, "{value}");
+        if quoted.cut {
+            self.bytes.extend_from_slice(b"...");
+        }
+        self.bytes.push(b'"');
+        self
+    }
+
     pub(crate) fn address(&mut self, name: &str, value: &SocketAddr) -> &mut Line {
         use std::io::Write as _;
         self.name(name);
@@ -221,6 +248,31 @@ impl Line {
             }
         }
         self
+    }
+}
+
+/// The quoting writer of [`Line::shown`]: `"` and `\` escaped, at most
+/// `left` bytes, then an error that ends the formatting.
+struct Quoted<'b> {
+    out: &'b mut Vec<u8>,
+    left: usize,
+    cut: bool,
+}
+
+impl std::fmt::Write for Quoted<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        for c in s.chars() {
+            if self.left < c.len_utf8() {
+                self.cut = true;
+                return Err(std::fmt::Error);
+            }
+            self.left -= c.len_utf8();
+            if c == '"' || c == '\\' {
+                self.out.push(b'\\');
+            }
+            push_char(self.out, c);
+        }
+        Ok(())
     }
 }
 
@@ -278,6 +330,15 @@ mod tests {
         let mut out = Vec::new();
         push_date_time(&mut out, second);
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_shown_value_is_quoted_escaped_and_cut() {
+        let mut line = Line::new();
+        line.shown("filter", &"(cn=\"a\\b\")", 100)
+            .shown("long", &"x".repeat(20), 8);
+        let text = String::from_utf8(line.bytes).unwrap();
+        assert_eq!(text, "filter=\"(cn=\\\"a\\\\b\\\")\" long=\"xxxxxxxx...\"");
     }
 
     #[test]

@@ -68,8 +68,24 @@ pub(super) fn log_access_of(
     }
 }
 
-/// Most bytes of a filter the access log shows: a line stays a line.
+/// Most bytes of a filter (or of an attribute list) the access log
+/// shows: a line stays a line.
 const LOGGED_FILTER_BYTES: usize = 512;
+
+/// A search's attribute list as the access log shows it: `cn,mail`.
+struct Attrs<'r>(&'r SearchRequest<'r>);
+
+impl std::fmt::Display for Attrs<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, attr) in self.0.attributes.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            f.write_str(&String::from_utf8_lossy(attr))?;
+        }
+        Ok(())
+    }
+}
 
 /// `conn msgid op dn [request details] result [nentries] etime_us`: the
 /// fields of an operation's line, in the order log readers expect.
@@ -91,23 +107,9 @@ fn write_access_line(
             .dn("dn", dn);
         match detail {
             Detail::Search(search) => {
-                let mut filter = search.filter.to_string();
-                if filter.len() > LOGGED_FILTER_BYTES {
-                    let mut cut = LOGGED_FILTER_BYTES;
-                    while !filter.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    filter.truncate(cut);
-                    filter.push_str("...");
-                }
-                let attrs: Vec<String> = search
-                    .attributes
-                    .iter()
-                    .map(|a| String::from_utf8_lossy(a).into_owned())
-                    .collect();
                 line.number("scope", search.scope as u64)
-                    .word("filter", &filter)
-                    .word("attrs", &attrs.join(","));
+                    .shown("filter", &search.filter, LOGGED_FILTER_BYTES)
+                    .shown("attrs", &Attrs(search), LOGGED_FILTER_BYTES);
             }
             Detail::Extended(oid) => {
                 line.word("oid", &String::from_utf8_lossy(oid));
