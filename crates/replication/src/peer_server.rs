@@ -108,7 +108,7 @@ async fn serve_connection(tcp: TcpStream, service: &PeerService) -> std::io::Res
                     Err(e) => Response::Failed(e.to_string()),
                 },
             },
-            Request::StartedEmpty(node) => crate::rejoin::answer(&service.raft, node).await,
+            Request::StartedEmpty(_) => crate::rejoin::answer(&service.raft),
             Request::Removed => {
                 tracing::warn!(
                     node = service.me,

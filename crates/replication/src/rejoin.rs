@@ -15,10 +15,10 @@
 //!   (Raft's "a server that lost its disk must not vote" rule).
 //!
 //! So a voter whose log, vote and applied state are all empty at start
-//! asks its peers where the cluster is ([`Request::StartedEmpty`]). The
-//! leader answers with its commit index and lets its stream to the node
-//! go back to the start (`allow_next_revert`: a snapshot or the whole
-//! log follows); a follower answers with its commit index. Until the
+//! asks its peers where the cluster is ([`Request::StartedEmpty`]); each
+//! answers with its commit index. (The leader streams the node from
+//! where its log now ends by itself: openraft's `allow_log_reversion` is
+//! on for every follower, `lib.rs`.) Until the
 //! node has applied that index it grants no vote or pre-vote, and until
 //! some peer has answered at all it grants none either: a new cluster's
 //! peers answer at once with nothing committed, so its first election
@@ -186,26 +186,11 @@ async fn ask_peers(
 }
 
 /// A peer's answer to a node that started with nothing: this node's
-/// commit index and whether it leads; as leader, its stream to that
-/// node may go back to the start (the node's log did).
-pub(crate) async fn answer(raft: &Raft, node: NodeId) -> Response {
-    let (committed, leads) = {
-        let metrics = raft.metrics().borrow_watched().clone();
-        let leads = metrics.current_leader == Some(metrics.id);
-        let committed = metrics.local_committed.as_ref().map_or(0, |id| id.index);
-        (committed, leads)
-    };
-    if leads {
-        match raft.trigger().allow_next_revert(&node, true).await {
-            Ok(Ok(())) => {
-                tracing::info!(
-                    node,
-                    "node {node} started with an empty log: its replication starts again from the beginning"
-                );
-            }
-            Ok(Err(e)) => tracing::debug!(node, "letting node {node}'s log go back: {e}"),
-            Err(e) => return Response::Failed(format!("the raft engine stopped: {e}")),
-        }
+/// commit index and whether it leads.
+pub(crate) fn answer(raft: &Raft) -> Response {
+    let metrics = raft.metrics().borrow_watched().clone();
+    Response::StartedEmpty {
+        committed: metrics.local_committed.as_ref().map_or(0, |id| id.index),
+        leads: metrics.current_leader == Some(metrics.id),
     }
-    Response::StartedEmpty { committed, leads }
 }
