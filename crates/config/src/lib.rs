@@ -456,7 +456,7 @@ impl Default for SecurityConfig {
 
 /// `[password_policy]`: what a password a user sets must be (the
 /// administrator may set any).
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct PasswordPolicyConfig {
     /// Fewest characters of a new password; 0: no minimum.
@@ -485,6 +485,39 @@ pub struct PasswordPolicyConfig {
     /// A user changing its own password must give the old one, by
     /// Password Modify or by a modify (OpenLDAP's pwdSafeModify).
     pub safe_modify: bool,
+    /// Binds an expired password still allows, each warned with the
+    /// number left (pwdGraceAuthNLimit); 0: none.
+    pub grace_logins: usize,
+    /// Seconds after a change before a user may change the password
+    /// again (pwdMinAge); 0: at once.
+    pub min_age_secs: u64,
+    /// Users may change their own password (pwdAllowUserChange).
+    pub allow_user_change: bool,
+    /// A password the administrator sets must be changed by the user
+    /// before anything else once bound (pwdMustChange: the reset marks
+    /// the entry `pwdReset: TRUE`).
+    pub must_change: bool,
+}
+
+impl Default for PasswordPolicyConfig {
+    /// No rules; users may change their own password.
+    fn default() -> Self {
+        PasswordPolicyConfig {
+            min_length: 0,
+            min_classes: 0,
+            lockout_failures: 0,
+            lockout_secs: 0,
+            failure_window_secs: 0,
+            max_age_secs: 0,
+            expire_warning_secs: 0,
+            history: 0,
+            safe_modify: false,
+            grace_logins: 0,
+            min_age_secs: 0,
+            allow_user_change: true,
+            must_change: false,
+        }
+    }
 }
 
 /// `[log]`.

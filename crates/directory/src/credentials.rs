@@ -3,7 +3,9 @@
 //! bounds), and Password Modify (RFC 3062).
 
 use super::*;
+use crate::policy::PasswordPolicy;
 use meridian_model::ModelError;
+use meridian_proto::controls::PolicyError;
 
 /// A password change checked by [`Directory::prepare_password_modify`];
 /// [`PasswordChange::into_command`] finishes it on the blocking pool.
@@ -293,16 +295,16 @@ impl Directory {
         // changing their own must prove they know the old one.
         let groups = &Memberships::default();
         self.require_visible(who, &target, self.user_password, Level::Write, groups)?;
+        // Whether this user may change this password now, and the policy
+        // in force for it.
+        let policy = self.password_change_policy(who, &target, true)?;
         // One policy for both ways of changing one's own password
-        // (`password_policy.safe_modify`, OpenLDAP's pwdSafeModify):
-        // with it, the old password is needed; without, a bound user may
-        // change its own without it. An old password given is checked.
+        // (pwdSafeModify): with it, the old password is needed; without,
+        // a bound user may change its own without it. An old password
+        // given is checked.
         let own = matches!(who, Identity::User(dn) if dn.same_entry(&target));
-        if own && old.is_none() && self.limits().password_policy.safe_modify {
-            return Err(Outcome::new(
-                ResultCode::UNWILLING_TO_PERFORM,
-                "changing your own password needs the old one (oldPasswd; password_policy.safe_modify)",
-            ));
+        if own && old.is_none() && policy.safe_modify {
+            return Err(Self::old_password_needed("give it as oldPasswd"));
         }
         let check_old = own && old.is_some();
         // The entry must exist; its passwords are read when the old one
@@ -315,7 +317,7 @@ impl Directory {
         })?;
         let (new, generated) = match new {
             Some(n) if !n.is_empty() => {
-                self.check_password_values(who, [n])?;
+                self.check_password_values(who, &policy, [n])?;
                 (n.to_vec(), false)
             }
             _ => {
@@ -335,7 +337,7 @@ impl Directory {
             generated,
             operational: {
                 let mut operational = self.operational_changes(who);
-                operational.push(self.password_changed_now());
+                operational.extend(self.password_set_state(who, &policy, false));
                 operational
             },
             cost: self.limits().password_hash,
@@ -373,9 +375,9 @@ impl Directory {
     pub(crate) fn check_password_values<V: AsRef<[u8]>>(
         &self,
         who: &Identity,
+        policy: &PasswordPolicy,
         values: impl IntoIterator<Item = V>,
     ) -> Result<(), Outcome> {
-        let policy = &self.limits().password_policy;
         let checked = !matches!(who, Identity::Admin(_));
         let refused = |why: String| Outcome::new(ResultCode::CONSTRAINT_VIOLATION, why);
         let most = self.limits().password_bounds.max_values;
@@ -386,16 +388,40 @@ impl Directory {
             let value = value.as_ref();
             if password::is_hashed(value) {
                 password::check_stored(value, &self.limits().password_bounds).map_err(refused)?;
-                if checked && policy.checks_quality() {
+                if checked && policy.checks_quality() && !policy.allow_hashed {
                     return Err(refused(
-                        "a hashed password cannot be checked against the password policy (password_policy.min_length, min_classes): send it in clear text over TLS".into(),
-                    ));
+                        "a hashed password cannot be checked against the password policy (password_policy.min_length, min_classes; pwdCheckQuality: 2): send it in clear text over TLS".into(),
+                    )
+                    .with_password_error(PolicyError::InsufficientPasswordQuality));
                 }
-            } else if checked && let Some(why) = policy.quality_refusal(value) {
-                return Err(refused(why));
+            } else if checked && let Some((why, error)) = policy.quality_refusal(value) {
+                return Err(refused(why).with_password_error(error));
             }
         }
         Ok(())
+    }
+
+    /// Checks a modify's changes of `dn`'s userPassword by `who` against
+    /// the password policy in force for `dn` (who may change it and
+    /// when, the old password, the new one's quality) and the bound on
+    /// values; gives that policy.
+    pub(crate) fn check_password_change(
+        &self,
+        who: &Identity,
+        dn: &Dn,
+        changes: &[Modification],
+    ) -> Result<PasswordPolicy, Outcome> {
+        let sets = |c: &&Modification| {
+            matches!(c.op, ModOp::Add | ModOp::Replace) && self.names_user_password(&c.attr)
+        };
+        let sets_new = changes.iter().filter(sets).any(|c| !c.values.is_empty());
+        let policy = self.password_change_policy(who, dn, sets_new)?;
+        self.check_safe_modify(who, dn, &policy, changes)?;
+        for change in changes.iter().filter(sets) {
+            self.check_password_values(who, &policy, &change.values)?;
+        }
+        self.check_password_count(dn, changes)?;
+        Ok(policy)
     }
 
     /// Refuses a modify of `dn` that would leave it more userPassword
@@ -481,8 +507,13 @@ impl Directory {
     /// Whether an attribute description as a client wrote it
     /// (`userPassword`, `USERPASSWORD;x-opt`) is userPassword.
     pub(crate) fn names_user_password(&self, name: &str) -> bool {
-        Description::parse(name.as_bytes(), &self.schema)
-            .is_ok_and(|d| Some(d.attr) == self.user_password)
+        self.names_password(name.as_bytes())
+    }
+
+    /// [`Directory::names_user_password`], for a type as a request
+    /// carries it.
+    pub fn names_password(&self, ty: &[u8]) -> bool {
+        Description::parse(ty, &self.schema).is_ok_and(|d| Some(d.attr) == self.user_password)
     }
 
     /// Whether an entry's attribute is userPassword (its description is

@@ -2,6 +2,7 @@
 //! referrals, made from model and store errors.
 
 use super::*;
+use meridian_proto::controls::PolicyError;
 
 /// An LDAPResult to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +16,9 @@ pub struct Outcome {
     /// The referral URLs of a `referral` result (RFC 4511 section
     /// 4.1.10); empty for every other code.
     pub referrals: Vec<String>,
+    /// Why the password policy refused the operation, for the password
+    /// policy response control of a client that asked for it.
+    pub password_error: Option<PolicyError>,
 }
 
 impl Outcome {
@@ -30,7 +34,14 @@ impl Outcome {
             matched: String::new(),
             message: message.into(),
             referrals: Vec::new(),
+            password_error: None,
         }
+    }
+
+    /// The same answer, marked with the password policy's `error`.
+    pub fn with_password_error(mut self, error: PolicyError) -> Self {
+        self.password_error = Some(error);
+        self
     }
 }
 
@@ -49,6 +60,7 @@ impl From<StoreError> for Outcome {
                 matched,
                 message: format!("no such entry: {dn}"),
                 referrals: Vec::new(),
+                password_error: None,
             },
             StoreError::Model(m) => m.into(),
             StoreError::Referral(url) => Outcome {
@@ -58,6 +70,7 @@ impl From<StoreError> for Outcome {
                     "this node does not take writes; send them to the leader at {url}"
                 ),
                 referrals: vec![url],
+                password_error: None,
             },
             other => Outcome::new(code, other.to_string()),
         }

@@ -56,8 +56,9 @@ impl Directory {
         )?
         .with_rdn_values(&self.schema);
         let checked = entry.check(&self.schema, WrittenBy::Client)?;
+        let policy = self.policy_of(&entry);
         for attr in entry.attributes.iter().filter(|a| self.is_user_password(a)) {
-            self.check_password_values(who, &attr.values)?;
+            self.check_password_values(who, &policy, &attr.values)?;
         }
         let mut entry = self.stamp_new_entry(entry, checked.structural, who.dn_text(), false)?;
         self.stamp_password_set(&mut entry);
@@ -304,13 +305,6 @@ impl Directory {
                     format!("attribute {:?} is not user-modifiable", at.name()),
                 ));
             }
-            let adds_values = matches!(
-                change.operation,
-                ModifyOperation::Add | ModifyOperation::Replace
-            );
-            if adds_values && Some(desc.attr) == self.user_password {
-                self.check_password_values(who, m.values.iter())?;
-            }
             changes.push(Modification {
                 op: match change.operation {
                     ModifyOperation::Add => ModOp::Add,
@@ -324,9 +318,8 @@ impl Directory {
         }
         let mut operational = self.operational_changes(who);
         if touches_password {
-            self.check_password_count(&dn, &changes)?;
-            self.check_safe_modify(who, &dn, &changes)?;
-            operational.push(self.password_changed_now());
+            let policy = self.check_password_change(who, &dn, &changes)?;
+            operational.extend(self.password_set_state(who, &policy, self.sets_reset(&changes)));
         }
         if touches_object_class {
             self.check_dynamic_modify(&dn, &changes)?;

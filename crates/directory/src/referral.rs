@@ -268,6 +268,7 @@ impl Directory {
                 entry.dn.original()
             ),
             referrals,
+            password_error: None,
         }))
     }
 }

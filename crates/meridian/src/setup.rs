@@ -224,21 +224,29 @@ impl Setup {
             password_hash: self.password_hash_cost(),
             rehash_on_bind: self.config.directory.rehash_on_bind,
             password_bounds: self.password_bounds,
-            password_policy: meridian_directory::policy::PasswordPolicy {
-                min_length: self.config.password_policy.min_length,
-                min_classes: self.config.password_policy.min_classes,
-                lockout_failures: self.config.password_policy.lockout_failures,
-                lockout: std::time::Duration::from_secs(self.config.password_policy.lockout_secs),
-                failure_window: std::time::Duration::from_secs(
-                    self.config.password_policy.failure_window_secs,
-                ),
-                max_age: std::time::Duration::from_secs(self.config.password_policy.max_age_secs),
-                expire_warning: std::time::Duration::from_secs(
-                    self.config.password_policy.expire_warning_secs,
-                ),
-                history: self.config.password_policy.history,
-                safe_modify: self.config.password_policy.safe_modify,
-            },
+            password_policy: self.password_policy(),
+        }
+    }
+
+    /// The default password policy (`[password_policy]`).
+    fn password_policy(&self) -> meridian_directory::policy::PasswordPolicy {
+        let p = &self.config.password_policy;
+        let secs = std::time::Duration::from_secs;
+        meridian_directory::policy::PasswordPolicy {
+            min_length: p.min_length,
+            min_classes: p.min_classes,
+            allow_hashed: false,
+            lockout_failures: p.lockout_failures,
+            lockout: secs(p.lockout_secs),
+            failure_window: secs(p.failure_window_secs),
+            max_age: secs(p.max_age_secs),
+            expire_warning: secs(p.expire_warning_secs),
+            grace_logins: p.grace_logins,
+            min_age: secs(p.min_age_secs),
+            history: p.history,
+            safe_modify: p.safe_modify,
+            allow_user_change: p.allow_user_change,
+            must_change: p.must_change,
         }
     }
 

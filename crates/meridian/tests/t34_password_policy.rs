@@ -244,7 +244,7 @@ fn one_rule_for_changing_ones_own_password_both_ways() {
         &["-s", "Second-Pass2"],
         None,
     );
-    assert!(rc != 0 && out.contains("(53)"), "{out}");
+    assert!(rc != 0 && out.contains("(50)"), "{out}");
     let modify = |ldif: &str, password: &str| {
         tool(
             &server,
@@ -258,7 +258,7 @@ fn one_rule_for_changing_ones_own_password_both_ways() {
         "dn: {USER}\nchangetype: modify\nreplace: userPassword\nuserPassword: Second-Pass2\n"
     );
     let (rc, out) = modify(&replace, "Initial-Pass1");
-    assert_eq!(rc, 53, "a replace without the old one: {out}");
+    assert_eq!(rc, 50, "a replace without the old one: {out}");
     let swap = |old: &str, new: &str| {
         format!(
             "dn: {USER}\nchangetype: modify\ndelete: userPassword\nuserPassword: {old}\n-\nadd: userPassword\nuserPassword: {new}\n"
@@ -312,4 +312,215 @@ fn password_modify_refusals_carry_slapds_codes() {
         .find_map(|l| l.strip_prefix("pwdChangedTime: "))
         .unwrap_or_else(|| panic!("{out}"));
     assert_eq!(changed.len(), 15, "whole seconds: {changed}");
+}
+
+/// `ldappasswd` as `pat` (bound with `bound`), asking for the password
+/// policy control, with `args` (`-a OLD`, `-s NEW`).
+fn passwd_with_policy(server: &Server, bound: &str, args: &[&str]) -> (i32, String) {
+    let mut extra = vec!["-e", "ppolicy"];
+    extra.extend_from_slice(args);
+    tool(
+        server,
+        "ldappasswd",
+        &["-D", USER, "-w", bound],
+        &extra,
+        None,
+    )
+}
+
+/// Issue 44, medium 8: a change the policy refuses answers with the
+/// policy control's error when the request asked for it, with the codes
+/// slapd 2.5's ppolicy answers (checked side by side by hand:
+/// passwordTooShort 6 and passwordInHistory 8 with constraintViolation,
+/// mustSupplyOldPassword 4 with insufficientAccessRights).
+#[test]
+fn refused_changes_carry_the_policy_controls_error() {
+    let server = server_with("min_length = 8\nhistory = 2\nsafe_modify = true");
+    let (rc, out) = passwd_with_policy(
+        &server,
+        "Initial-Pass1",
+        &["-a", "Initial-Pass1", "-s", "Ab1-"],
+    );
+    assert!(rc != 0 && out.contains("(19)"), "{out}");
+    assert!(out.contains("error=6"), "passwordTooShort: {out}");
+    let (rc, out) = passwd_with_policy(
+        &server,
+        "Initial-Pass1",
+        &["-a", "Initial-Pass1", "-s", "Initial-Pass1"],
+    );
+    assert!(rc != 0 && out.contains("(19)"), "{out}");
+    assert!(out.contains("error=8"), "passwordInHistory: {out}");
+    let (rc, out) = passwd_with_policy(&server, "Initial-Pass1", &["-s", "Second-Pass2"]);
+    assert!(rc != 0 && out.contains("(50)"), "{out}");
+    assert!(out.contains("error=4"), "mustSupplyOldPassword: {out}");
+    // Without the control asked for, no control comes back.
+    let (rc, out) = change_own(&server, "Initial-Pass1", "Ab1-");
+    assert!(rc != 0 && !out.contains("ppolicy"), "{out}");
+    // A modify is answered the same way (ldapmodify prints the control).
+    let ldif = format!(
+        "dn: {USER}\nchangetype: modify\ndelete: userPassword\nuserPassword: Initial-Pass1\n-\nadd: userPassword\nuserPassword: Ab1-\n"
+    );
+    let (rc, out) = tool(
+        &server,
+        "ldapmodify",
+        &["-D", USER, "-w", "Initial-Pass1"],
+        &["-e", "ppolicy"],
+        Some(&ldif),
+    );
+    assert_eq!(rc, 19, "{out}");
+    assert!(out.contains("error=6"), "{out}");
+}
+
+/// Issue 44, medium 8: `min_age_secs` (pwdMinAge) holds a user's next
+/// change back; `allow_user_change = false` (pwdAllowUserChange) leaves
+/// passwords to the administrator.
+#[test]
+fn users_change_passwords_only_when_the_policy_allows() {
+    let server = server_with("min_age_secs = 3600");
+    let (rc, out) = passwd_with_policy(
+        &server,
+        "Initial-Pass1",
+        &["-a", "Initial-Pass1", "-s", "Second-Pass2"],
+    );
+    assert!(rc != 0 && out.contains("(19)"), "{out}");
+    assert!(
+        out.contains("error=7") && out.contains("too young"),
+        "passwordTooYoung: {out}"
+    );
+    let (rc, out) = admin_tool(&server, "ldappasswd", &["-s", "Second-Pass2", USER], None);
+    assert_eq!(rc, 0, "the administrator is not held back: {out}");
+    drop(server);
+
+    let server = server_with("allow_user_change = false");
+    let (rc, out) = passwd_with_policy(
+        &server,
+        "Initial-Pass1",
+        &["-a", "Initial-Pass1", "-s", "Second-Pass2"],
+    );
+    assert!(rc != 0 && out.contains("(50)"), "{out}");
+    assert!(out.contains("error=3"), "passwordModNotAllowed: {out}");
+    let (rc, out) = admin_tool(&server, "ldappasswd", &["-s", "Second-Pass2", USER], None);
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(whoami_with_policy(&server, "Second-Pass2").0, 0);
+}
+
+/// Issue 44, medium 8: under `must_change` (pwdMustChange) the
+/// administrator's reset marks the entry `pwdReset: TRUE`; a bind with
+/// it succeeds with changeAfterReset, and that session may do nothing
+/// but change the password until it is changed, as in slapd.
+#[test]
+fn a_reset_password_must_be_changed_before_anything_else() {
+    let server = server_with("must_change = true\nmin_age_secs = 3600");
+    let (rc, out) = admin_tool(&server, "ldappasswd", &["-s", "Reset-Pass1", USER], None);
+    assert_eq!(rc, 0, "{out}");
+    assert!(state_of(&server, &["pwdReset"]).contains("pwdReset: TRUE"));
+    let (rc, out) = whoami_with_policy(&server, "Reset-Pass1");
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("Password must be changed"), "{out}");
+    let (rc, out) = tool(
+        &server,
+        "ldapsearch",
+        &["-D", USER, "-w", "Reset-Pass1"],
+        &["-e", "ppolicy", "-b", USER, "-s", "base"],
+        None,
+    );
+    assert_eq!(rc, 50, "{out}");
+    assert!(
+        out.contains("restricted to bind/unbind/abandon/StartTLS/modify password"),
+        "{out}"
+    );
+    // The user's own change is allowed (the minimum age does not hold a
+    // reset back) and lifts the mark.
+    let (rc, out) = change_own(&server, "Reset-Pass1", "Mine-Pass2");
+    assert_eq!(rc, 0, "{out}");
+    assert!(!state_of(&server, &["pwdReset"]).contains("pwdReset: "));
+    let (rc, out) = tool(
+        &server,
+        "ldapsearch",
+        &["-D", USER, "-w", "Mine-Pass2"],
+        &["-b", USER, "-s", "base", "uid"],
+        None,
+    );
+    assert_eq!(rc, 0, "{out}");
+    // In one session: the restricted bind, a modify of the password alone,
+    // then anything (ldapmodify sends its changes on one connection).
+    admin_tool(&server, "ldappasswd", &["-s", "Reset-Pass3", USER], None);
+    let ldif = format!(
+        "dn: {USER}\nchangetype: modify\nreplace: userPassword\nuserPassword: Mine-Pass4\n\n\
+         dn: {USER}\nchangetype: modify\nreplace: description\ndescription: changed\n"
+    );
+    let (rc, out) = tool(
+        &server,
+        "ldapmodify",
+        &["-D", USER, "-w", "Reset-Pass3"],
+        &[],
+        Some(&ldif),
+    );
+    // The second modify is refused by the default access rules (a user
+    // writes only its password), not by the reset: 50 either way, so
+    // the message tells them apart.
+    assert_eq!(rc, 50, "{out}");
+    assert!(
+        !out.contains("restricted"),
+        "the change lifted the restriction: {out}"
+    );
+}
+
+/// Issue 44, medium 8: an expired password still binds `grace_logins`
+/// times (pwdGraceAuthNLimit), each warned with the logins left and
+/// recorded in `pwdGraceUseTime`; then it is refused.
+#[test]
+fn an_expired_password_allows_its_grace_logins() {
+    let server = server_with("max_age_secs = 3\ngrace_logins = 2");
+    std::thread::sleep(std::time::Duration::from_millis(3200));
+    let (rc, out) = whoami_with_policy(&server, "Initial-Pass1");
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("1 grace logins remain"), "{out}");
+    let (rc, out) = whoami_with_policy(&server, "Initial-Pass1");
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("0 grace logins remain"), "{out}");
+    let (rc, out) = whoami_with_policy(&server, "Initial-Pass1");
+    assert_eq!(rc, 49, "{out}");
+    assert!(out.contains("Password expired"), "{out}");
+    let used = state_of(&server, &["pwdGraceUseTime"]);
+    assert_eq!(used.matches("pwdGraceUseTime: ").count(), 2, "{used}");
+    // The administrator's reset renews the password and forgets them.
+    let (rc, out) = admin_tool(&server, "ldappasswd", &["-s", "Renewed-Pass2", USER], None);
+    assert_eq!(rc, 0, "{out}");
+    assert!(!state_of(&server, &["pwdGraceUseTime"]).contains("pwdGraceUseTime: "));
+}
+
+/// Issue 44, medium 8: an entry's `pwdPolicySubentry` names the policy
+/// in force for it, a `pwdPolicy` entry read as slapd reads it; the
+/// configured policy is the default for the others.
+#[test]
+fn an_entrys_policy_subentry_is_the_policy_in_force() {
+    let server = server_with("");
+    let policy = "dn: cn=strict,dc=example,dc=com\nobjectClass: device\nobjectClass: pwdPolicy\ncn: strict\n\
+                  pwdAttribute: userPassword\npwdCheckQuality: 2\npwdMinLength: 12\npwdLockout: TRUE\npwdMaxFailure: 2\n";
+    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(policy));
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = change_own(&server, "Initial-Pass1", "Short-Pass2");
+    assert_eq!(rc, 0, "no rules by default: {out}");
+    let name = format!(
+        "dn: {USER}\nchangetype: modify\nadd: pwdPolicySubentry\npwdPolicySubentry: cn=strict,dc=example,dc=com\n"
+    );
+    let (rc, out) = admin_tool(&server, "ldapmodify", &[], Some(&name));
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = passwd_with_policy(
+        &server,
+        "Short-Pass2",
+        &["-a", "Short-Pass2", "-s", "Short-Pass3"],
+    );
+    assert!(
+        rc != 0 && out.contains("(19)") && out.contains("error=6"),
+        "{out}"
+    );
+    assert!(out.contains("pwdMinLength"), "{out}");
+    // Its lockout applies: two failures lock the entry.
+    for _ in 0..2 {
+        assert_eq!(whoami_with_policy(&server, "wrong").0, 49);
+    }
+    let (rc, out) = whoami_with_policy(&server, "Short-Pass2");
+    assert!(rc == 49 && out.contains("Account locked"), "{out}");
 }

@@ -94,39 +94,74 @@ pub mod oid {
     pub const MATCHED_VALUES: &[u8] = b"1.2.826.0.1.3344810.2.3";
 }
 
-/// Why a password policy refused a bind (draft-behera-ldap-password-
-/// policy, the response's `error` values the server sends; those of
-/// password changes are not sent: a change is refused with a message).
+/// Why the password policy refused or qualified an operation
+/// (draft-behera-ldap-password-policy-11, section 6.2, the response's
+/// `error`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyError {
-    /// passwordExpired (0).
+    /// passwordExpired (0): a bind with an expired password.
     PasswordExpired = 0,
-    /// accountLocked (1).
+    /// accountLocked (1): a bind to a locked entry.
     AccountLocked = 1,
+    /// changeAfterReset (2): the password was reset by someone else and
+    /// must be changed before anything but a password change is done.
+    ChangeAfterReset = 2,
+    /// passwordModNotAllowed (3): users may not change their password.
+    PasswordModNotAllowed = 3,
+    /// mustSupplyOldPassword (4).
+    MustSupplyOldPassword = 4,
+    /// insufficientPasswordQuality (5).
+    InsufficientPasswordQuality = 5,
+    /// passwordTooShort (6).
+    PasswordTooShort = 6,
+    /// passwordTooYoung (7): changed again before the minimum age.
+    PasswordTooYoung = 7,
+    /// passwordInHistory (8).
+    PasswordInHistory = 8,
+}
+
+/// The warning of a password policy response control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyWarning {
+    /// timeBeforeExpiration: seconds until the password expires.
+    TimeBeforeExpiration(u32),
+    /// graceAuthNsRemaining: binds left with the expired password.
+    GraceAuthNsRemaining(u32),
 }
 
 /// The value of a password policy response control.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PolicyResponse {
-    /// Seconds before the password expires (the `timeBeforeExpiration`
-    /// warning).
-    pub expires_in: Option<u32>,
+    /// The warning, if any.
+    pub warning: Option<PolicyWarning>,
     /// The error, if any.
     pub error: Option<PolicyError>,
 }
 
 impl PolicyResponse {
+    /// A response with only `error`.
+    pub fn error(error: PolicyError) -> Self {
+        PolicyResponse {
+            warning: None,
+            error: Some(error),
+        }
+    }
+
     /// `PasswordPolicyResponseValue ::= SEQUENCE { warning [0] CHOICE {
-    /// timeBeforeExpiration [0] INTEGER, ... } OPTIONAL, error [1]
-    /// ENUMERATED OPTIONAL }`: the CHOICE's tag is explicit, the rest
-    /// implicit.
+    /// timeBeforeExpiration [0] INTEGER, graceAuthNsRemaining [1]
+    /// INTEGER } OPTIONAL, error [1] ENUMERATED OPTIONAL }`: the
+    /// CHOICE's tag is explicit, the rest implicit.
     pub fn encode(&self, buf: &mut Vec<u8>) {
         let mut w = Writer::new(buf);
         let seq = w.start(Tag::SEQUENCE);
-        if let Some(seconds) = self.expires_in {
-            let warning = w.start(Tag::context(0, true));
-            w.integer(Tag::context(0, false), i64::from(seconds));
-            w.end(warning);
+        if let Some(warning) = self.warning {
+            let (choice, value) = match warning {
+                PolicyWarning::TimeBeforeExpiration(secs) => (0, secs),
+                PolicyWarning::GraceAuthNsRemaining(left) => (1, left),
+            };
+            let outer = w.start(Tag::context(0, true));
+            w.integer(Tag::context(choice, false), i64::from(value));
+            w.end(outer);
         }
         if let Some(error) = self.error {
             w.integer(Tag::context(1, false), error as i64);
@@ -300,6 +335,38 @@ pub fn expect_no_value(value: Option<&[u8]>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_policy_response_encodes_its_warning_choice_and_error() {
+        let encode = |response: PolicyResponse| {
+            let mut out = Vec::new();
+            response.encode(&mut out);
+            out
+        };
+        // warning [0] { timeBeforeExpiration [0] 300 }
+        let expiry = PolicyResponse {
+            warning: Some(PolicyWarning::TimeBeforeExpiration(300)),
+            error: None,
+        };
+        assert_eq!(
+            encode(expiry),
+            [0x30, 0x06, 0xa0, 0x04, 0x80, 0x02, 0x01, 0x2c]
+        );
+        // warning [0] { graceAuthNsRemaining [1] 2 }, error [1] 2
+        let grace = PolicyResponse {
+            warning: Some(PolicyWarning::GraceAuthNsRemaining(2)),
+            error: Some(PolicyError::ChangeAfterReset),
+        };
+        assert_eq!(
+            encode(grace),
+            [0x30, 0x08, 0xa0, 0x03, 0x81, 0x01, 0x02, 0x81, 0x01, 0x02]
+        );
+        // slapd's mustSupplyOldPassword, byte for byte (MAOBAQQ=).
+        assert_eq!(
+            encode(PolicyResponse::error(PolicyError::MustSupplyOldPassword)),
+            [0x30, 0x03, 0x81, 0x01, 0x04]
+        );
+    }
 
     #[test]
     fn paged_results_round_trip() {

@@ -33,6 +33,7 @@ use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
 use meridian_ber::{Error as BerError, frame};
+use meridian_directory::policy::Admission;
 use meridian_proto::controls::{PolicyError, PolicyResponse};
 use meridian_proto::message::encode_notice_of_disconnection;
 use meridian_proto::{LdapMessage, ResultCode};
@@ -684,21 +685,31 @@ impl RequestReader<'_> {
                         .guarded_bind(dn.normalized(), dn.original(), guessable, check)
                         .await;
                     self.record_bind(&dn, &target, verified).await;
-                    // The right password of an expired one binds no one.
-                    // The lock a failure may just have set shows in the
-                    // next bind's answer.
-                    let expired = verified && target.expired();
+                    // The right password of an expired one binds no one
+                    // once its grace logins are used. The lock a failure
+                    // may just have set shows in the next bind's answer.
+                    let admission = target.admission();
+                    let expired = verified && admission == Admission::Expired;
                     if expired {
-                        tracing::warn!(target: "meridian::auth", conn = self.session.conn_id, peer = %self.peer, dn = dn.original(), "bind refused: the password has expired (password_policy.max_age_secs)");
+                        tracing::warn!(target: "meridian::auth", conn = self.session.conn_id, peer = %self.peer, dn = dn.original(), "bind refused: the password has expired and no grace login is left (password policy max_age, grace_logins)");
                         crate::metrics::failed_bind();
                     }
-                    let policy = self.ctx.directory.password_policy();
+                    let (warning, must_change) = match admission {
+                        Admission::Bound {
+                            warning,
+                            must_change,
+                        } if verified => (warning, must_change),
+                        _ => (None, false),
+                    };
+                    let error = if expired {
+                        Some(PolicyError::PasswordExpired)
+                    } else {
+                        must_change.then_some(PolicyError::ChangeAfterReset)
+                    };
                     let answer = BindAnswer {
                         verified: verified && !expired,
-                        policy: wants_policy.then(|| PolicyResponse {
-                            expires_in: verified.then(|| target.expiry_warning(&policy)).flatten(),
-                            error: expired.then_some(PolicyError::PasswordExpired),
-                        }),
+                        must_change,
+                        policy: wants_policy.then_some(PolicyResponse { warning, error }),
                     };
                     self.session.finish_user_bind(
                         self.ctx,

@@ -358,11 +358,11 @@ fn translate(slapd: &SlapdConfig) -> Migration {
             let what = match overlay.as_str() {
                 "dds" => "built in (dynamicObject, Refresh; directory.dynamic_* keys)".to_owned(),
                 "sssvlv" => "built in (server-side sort and VLV; directory.sort_* keys)".to_owned(),
-                "ppolicy" => {
-                    "set [password_policy] from the policy entry's pwd* attributes by hand \
-                              (lockout, max age, history, safe modify; the same state attributes)"
-                        .to_owned()
-                }
+                "ppolicy" => "built in: entries' pwdPolicySubentry are honoured and the pwdPolicy \
+                              entries load as they are; set [password_policy] from the \
+                              ppolicy_default entry's pwd* attributes by hand (the same state \
+                              attributes)"
+                    .to_owned(),
                 other => format!("overlay {other} has no Meridian counterpart"),
             };
             note(&db.origin, format!("overlay {overlay}: {what}"));

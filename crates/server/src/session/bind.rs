@@ -13,8 +13,10 @@ impl Session {
         reply: Reply<'_>,
     ) -> Action {
         // RFC 4513 section 5: a bind, whatever its outcome, first drops the
-        // current authorization.
+        // current authorization (and with it a reset password's
+        // restriction, which belongs to that identity).
         self.identity = Identity::Anonymous;
+        self.must_change_password = false;
         if bind.version != 3 {
             return reply.result(
                 bind.name,
@@ -86,10 +88,8 @@ impl Session {
                 Ok(Some(target)) if target.locked => {
                     tracing::warn!(target: "meridian::auth", conn = self.conn_id, dn = dn.original(), "bind refused: the account is locked (password policy)");
                     crate::metrics::failed_bind();
-                    let policy = wants_policy.then_some(PolicyResponse {
-                        expires_in: None,
-                        error: Some(PolicyError::AccountLocked),
-                    });
+                    let policy =
+                        wants_policy.then_some(PolicyResponse::error(PolicyError::AccountLocked));
                     bind_result(reply, bind.name, ResultCode::INVALID_CREDENTIALS, policy)
                 }
                 // Unknown DN or no password: no password matches, the
@@ -98,7 +98,7 @@ impl Session {
                 Ok(target) => Action::VerifyUser {
                     message_id: reply.id,
                     dn,
-                    target: target.unwrap_or_default(),
+                    target: Box::new(target.unwrap_or_default()),
                     password: password.to_vec(),
                     started: reply.started,
                     wants_policy,
@@ -175,6 +175,8 @@ impl Session {
             started,
             // Passwords are checked for simple binds only.
             detail: Detail::Simple,
+            // A bind answers with its own policy control.
+            policy_control: false,
         }
     }
 
@@ -223,11 +225,16 @@ impl Session {
         batch: &mut ResponseBatch,
         started: Instant,
     ) {
-        let BindAnswer { verified, policy } = answer;
+        let BindAnswer {
+            verified,
+            must_change,
+            policy,
+        } = answer;
         let reply = self.bind_reply(ctx, message_id, batch, started);
         let name = dn.original().as_bytes().to_vec();
         let code = if verified {
             self.identity = ctx.directory.identity_for(dn);
+            self.must_change_password = must_change;
             ResultCode::SUCCESS
         } else {
             ResultCode::INVALID_CREDENTIALS
@@ -241,6 +248,9 @@ impl Session {
 pub(crate) struct BindAnswer {
     /// The password matched.
     pub(crate) verified: bool,
+    /// The password was reset and must be changed before anything else
+    /// (changeAfterReset).
+    pub(crate) must_change: bool,
     /// The password policy response control's value, when asked for.
     pub(crate) policy: Option<PolicyResponse>,
 }
@@ -273,4 +283,53 @@ fn bind_result(
     }
     .encode(&mut reply.batch.bytes);
     reply.done(dn, code)
+}
+
+impl Session {
+    /// While the bound user must change a reset password, why `op` is
+    /// refused, as slapd's ppolicy refuses it: insufficientAccessRights
+    /// with changeAfterReset for anything but a bind, StartTLS, Password
+    /// Modify, or a modify of the user's own userPassword alone. The
+    /// entry is read again first: a change made meanwhile (by this
+    /// connection's write, or another's) lifts the restriction.
+    pub(super) fn reset_restriction(
+        &mut self,
+        ctx: &ServerContext,
+        op: &ProtocolOp<'_>,
+    ) -> Option<Outcome> {
+        let Identity::User(me) = &self.identity else {
+            return None;
+        };
+        let allowed = match op {
+            ProtocolOp::BindRequest(_) => true,
+            ProtocolOp::ExtendedRequest(ext) => [
+                extended_oid::START_TLS,
+                extended_oid::PASSWORD_MODIFY,
+                extended_oid::WHO_AM_I,
+            ]
+            .contains(&ext.name),
+            ProtocolOp::ModifyRequest(modify) => {
+                Dn::parse(modify.dn, &ctx.schema).is_ok_and(|dn| dn.same_entry(me))
+                    && modify
+                        .changes
+                        .iter()
+                        .all(|c| ctx.directory.names_password(c.modification.ty))
+            }
+            _ => false,
+        };
+        if allowed {
+            return None;
+        }
+        if !ctx.directory.must_change_password(me) {
+            self.must_change_password = false;
+            return None;
+        }
+        Some(
+            Outcome::new(
+                ResultCode::INSUFFICIENT_ACCESS_RIGHTS,
+                "operations are restricted to bind/unbind/abandon/StartTLS/modify password: the password was reset and must be changed first (pwdReset, pwdMustChange)",
+            )
+            .with_password_error(PolicyError::ChangeAfterReset),
+        )
+    }
 }

@@ -30,7 +30,7 @@ impl Session {
             request.new_password,
         ) {
             Ok(change) => change,
-            Err(outcome) => return reply.extended(outcome.code, outcome.message.as_bytes(), None),
+            Err(outcome) => return reply.outcome(b"", &outcome),
         };
         let success_value = change.generated.then(|| {
             let mut value = Vec::new();

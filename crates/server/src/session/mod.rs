@@ -80,7 +80,7 @@ pub(crate) enum Action {
         message_id: i32,
         dn: Dn,
         /// Its passwords and password policy state.
-        target: meridian_directory::policy::BindTarget,
+        target: Box<meridian_directory::policy::BindTarget>,
         password: Vec<u8>,
         started: Instant,
         /// The bind asked for the password policy response control.
@@ -105,6 +105,9 @@ pub(crate) struct Session {
     pub(crate) conn_id: u64,
     /// Who the client is (RFC 4513 authorization identity).
     identity: Identity,
+    /// The bound user's password was reset and must be changed before
+    /// anything else ([`Session::reset_restriction`]).
+    must_change_password: bool,
     /// The connection's write sequencer, started at its first write.
     writes: Option<tokio::sync::mpsc::UnboundedSender<(SpawnedWrite, Pending)>>,
     /// Streamed searches and writes still running, for Abandon and Cancel.
@@ -120,6 +123,7 @@ impl Session {
         Session {
             conn_id,
             identity: Identity::Anonymous,
+            must_change_password: false,
             writes: None,
             running: Running::default(),
             tls: false,
@@ -180,6 +184,7 @@ impl Session {
                 op_name: msg.op.name(),
                 started,
                 detail: Detail::of(&msg.op),
+                policy_control: false,
             };
             reply.result(op_dn(&msg.op), code, message.as_bytes())
         };
@@ -252,6 +257,10 @@ impl Session {
                 _ => Action::Disconnect("clients must not send response PDUs"),
             };
         };
+        let wants_policy = msg
+            .controls
+            .iter()
+            .any(|c| c.oid == control_oid::PASSWORD_POLICY);
         let reply = Reply {
             ctx,
             session_conn: self.conn_id,
@@ -261,10 +270,16 @@ impl Session {
             op_name: op.name(),
             started,
             detail: Detail::of(op),
+            policy_control: wants_policy,
         };
         match check_controls(msg) {
             Ok(bundle) => reply.batch.bundle += bundle,
             Err((code, message)) => return reply.result(op_dn(op), code, message.as_bytes()),
+        }
+        if self.must_change_password
+            && let Some(refusal) = self.reset_restriction(ctx, op)
+        {
+            return reply.outcome(op_dn(op), &refusal);
         }
         if let Some(why) = self.needs_tls(ctx, op) {
             return reply.result(
@@ -303,13 +318,7 @@ impl Session {
             };
         }
         let prepared = match op {
-            ProtocolOp::BindRequest(bind) => {
-                let wants_policy = msg
-                    .controls
-                    .iter()
-                    .any(|c| c.oid == control_oid::PASSWORD_POLICY);
-                return self.bind(bind, wants_policy, reply);
-            }
+            ProtocolOp::BindRequest(bind) => return self.bind(bind, wants_policy, reply),
             ProtocolOp::SearchRequest(search) => {
                 if let Some(filter) = &assertion
                     && let Err(outcome) =

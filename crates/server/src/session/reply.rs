@@ -2,6 +2,7 @@
 //! requests to their response tags.
 
 use super::*;
+use meridian_proto::controls::PolicyResponse;
 
 /// The access log line of one operation (`log.access`); `code` is `None`
 /// for operations without a response (unbind, abandon, an abandoned
@@ -174,16 +175,29 @@ pub(super) struct Reply<'a> {
     pub(super) started: Instant,
     /// What its access line shows of the request.
     pub(super) detail: Detail<'a>,
+    /// The request carried the password policy control: a refusal by
+    /// the policy answers with the response control.
+    pub(super) policy_control: bool,
 }
 
 impl Reply<'_> {
     pub(super) fn outcome(self, dn: &[u8], outcome: &Outcome) -> Action {
-        if self.tag == tags::EXTENDED_RESPONSE {
-            return self.extended_outcome(outcome, None);
-        }
-        let urls = referral_urls(outcome);
-        let result = ldap_result(outcome, &urls);
-        encode_result(&mut self.batch.bytes, self.id, self.tag, &result);
+        let controls: Vec<_> = policy_refusal_control(self.policy_control, outcome)
+            .into_iter()
+            .collect();
+        encode_response(
+            &mut self.batch.bytes,
+            self.id,
+            self.tag,
+            outcome,
+            None,
+            &controls,
+        );
+        let dn = if self.tag == tags::EXTENDED_RESPONSE {
+            b""
+        } else {
+            dn
+        };
         self.done(dn, outcome.code)
     }
 
@@ -226,13 +240,6 @@ impl Reply<'_> {
         self.done(b"", code)
     }
 
-    /// An ExtendedResponse with the whole of `outcome` (matched DN and
-    /// referrals too), through the one encoder of extended responses.
-    pub(super) fn extended_outcome(self, outcome: &Outcome, value: Option<&[u8]>) -> Action {
-        encode_extended(&mut self.batch.bytes, self.id, outcome, value);
-        self.done(b"", outcome.code)
-    }
-
     pub(super) fn done(self, dn: &[u8], code: ResultCode) -> Action {
         self.batch.completed += 1;
         log_access_of(
@@ -246,6 +253,61 @@ impl Reply<'_> {
             self.started,
         );
         Action::Responded
+    }
+}
+
+/// A response control to send: its OID and value.
+pub(super) type ResponseControl = (&'static [u8], Vec<u8>);
+
+/// The password policy response control of a refusal by the policy,
+/// when the request asked for it (`wanted`).
+pub(super) fn policy_refusal_control(wanted: bool, outcome: &Outcome) -> Option<ResponseControl> {
+    let error = outcome.password_error.filter(|_| wanted)?;
+    let mut value = Vec::new();
+    PolicyResponse::error(error).encode(&mut value);
+    Some((control_oid::PASSWORD_POLICY, value))
+}
+
+/// Appends the final response with `tag` answering with `outcome` (for
+/// an ExtendedResponse with the responseValue `value`), with response
+/// `controls`: the one encoder of results that may carry controls.
+pub(super) fn encode_response(
+    buf: &mut Vec<u8>,
+    id: i32,
+    tag: Tag,
+    outcome: &Outcome,
+    value: Option<&[u8]>,
+    controls: &[ResponseControl],
+) {
+    let urls = referral_urls(outcome);
+    let result = ldap_result(outcome, &urls);
+    let controls: Vec<Control<'_>> = controls
+        .iter()
+        .map(|(oid, value)| Control {
+            oid,
+            critical: false,
+            value: Some(value),
+        })
+        .collect();
+    let op = if tag == tags::EXTENDED_RESPONSE {
+        Some(ProtocolOp::ExtendedResponse(
+            meridian_proto::ExtendedResponse {
+                result,
+                name: None,
+                value,
+            },
+        ))
+    } else {
+        result_op(tag, result)
+    };
+    match op {
+        Some(op) => LdapMessage {
+            message_id: id,
+            op,
+            controls: meridian_proto::Seq::from_items(&controls),
+        }
+        .encode(buf),
+        None => encode_result(buf, id, tag, &result),
     }
 }
 
@@ -281,12 +343,11 @@ pub(super) fn push_extended(outbound: &Outbound, id: i32, outcome: &Outcome, val
 /// Appends an ExtendedResponse answering with `outcome` (its matched DN
 /// and referrals too).
 pub(super) fn encode_extended(buf: &mut Vec<u8>, id: i32, outcome: &Outcome, value: Option<&[u8]>) {
-    let urls = referral_urls(outcome);
-    encode_extended_result(buf, id, ldap_result(outcome, &urls), value);
+    encode_response(buf, id, tags::EXTENDED_RESPONSE, outcome, value, &[]);
 }
 
-/// Appends an ExtendedResponse with an optional responseValue: the one
-/// encoder of extended responses.
+/// Appends an ExtendedResponse with an optional responseValue, from its
+/// parts.
 pub(super) fn encode_extended_result(
     buf: &mut Vec<u8>,
     id: i32,

@@ -27,6 +27,7 @@ impl Session {
             read_back: None,
             success_value: None,
             guard_failure: None,
+            policy_control: reply.policy_control,
             in_flight: self.running.start(reply.id, Kind::Write),
             started: reply.started,
         }
@@ -75,6 +76,8 @@ pub(super) struct SpawnedWrite {
     /// The answer instead of assertionFailed when the write's own guard
     /// fails (Password Modify's, not a client's assertion control).
     pub(super) guard_failure: Option<Outcome>,
+    /// The request carried the password policy control.
+    pub(super) policy_control: bool,
     /// Marked finished once the response is queued.
     pub(super) in_flight: Arc<InFlight>,
     pub(super) started: Instant,
@@ -83,7 +86,7 @@ pub(super) struct SpawnedWrite {
 impl SpawnedWrite {
     /// Sends the write's response and logs it.
     pub(super) fn respond(self, outcome: Outcome) {
-        self.respond_with(outcome, &[]);
+        self.respond_with(outcome, Vec::new());
     }
 
     /// The pre-read and post-read response controls: `(OID, value)`.
@@ -91,7 +94,7 @@ impl SpawnedWrite {
         &self,
         pre: Option<Box<meridian_model::entry::Entry>>,
         post: Option<Box<meridian_model::entry::Entry>>,
-    ) -> Vec<(&'static [u8], Vec<u8>)> {
+    ) -> Vec<ResponseControl> {
         let Some(request) = &self.read_back else {
             return Vec::new();
         };
@@ -112,37 +115,25 @@ impl SpawnedWrite {
         controls
     }
 
-    /// Sends the write's response, with `controls` (`(OID, value)`), and
-    /// logs it.
-    pub(super) fn respond_with(self, outcome: Outcome, controls: &[(&'static [u8], Vec<u8>)]) {
+    /// Sends the write's response, with `controls` (`(OID, value)`; and
+    /// the password policy's when it refused the write and was asked
+    /// for), and logs it.
+    pub(super) fn respond_with(self, outcome: Outcome, mut controls: Vec<ResponseControl>) {
         let outcome = self.directory.disclose(&self.identity, outcome);
         let mut batch = ResponseBatch::default();
-        let urls = referral_urls(&outcome);
-        let result = ldap_result(&outcome, &urls);
-        let controls: Vec<Control<'_>> = controls
-            .iter()
-            .map(|(oid, value)| Control {
-                oid,
-                critical: false,
-                value: Some(value),
-            })
-            .collect();
-        match result_op(self.tag, result) {
-            _ if self.tag == tags::EXTENDED_RESPONSE => {
-                let value = self
-                    .success_value
-                    .as_deref()
-                    .filter(|_| outcome.code == ResultCode::SUCCESS);
-                encode_extended(&mut batch.bytes, self.id, &outcome, value);
-            }
-            Some(op) if !controls.is_empty() => LdapMessage {
-                message_id: self.id,
-                op,
-                controls: meridian_proto::Seq::from_items(&controls),
-            }
-            .encode(&mut batch.bytes),
-            _ => encode_result(&mut batch.bytes, self.id, self.tag, &result),
-        }
+        controls.extend(policy_refusal_control(self.policy_control, &outcome));
+        let value = self
+            .success_value
+            .as_deref()
+            .filter(|_| outcome.code == ResultCode::SUCCESS);
+        encode_response(
+            &mut batch.bytes,
+            self.id,
+            self.tag,
+            &outcome,
+            value,
+            &controls,
+        );
         batch.completed = 1;
         self.outbound.push(&mut batch);
         self.in_flight.finish();
@@ -305,7 +296,7 @@ pub(super) async fn sequence_writes(
                     match submitted.wait().await {
                         Ok(meridian_store::Effect::ReadBack { pre, post, .. }) => {
                             let controls = write.read_back_controls(pre, post);
-                            write.respond_with(Outcome::success(), &controls);
+                            write.respond_with(Outcome::success(), controls);
                         }
                         Ok(_) => write.respond(Outcome::success()),
                         Err(e) => {
