@@ -54,6 +54,30 @@ impl Directory {
         output.admin || self.may_see(output.who, entry, output.visible_filter, output.groups)
     }
 
+    /// Whether a match read in place as a record, by its DN only, may be
+    /// sent: `Some(false)` when the caller may not read the entry;
+    /// `None` when the decoded entry must decide, because the filter
+    /// tested a type the caller may not search there (`may_see`
+    /// evaluates the filter again with the hidden types Undefined).
+    pub(super) fn may_output_record(
+        &self,
+        output: &Output<'_>,
+        dn: &meridian_model::dn::Dn,
+    ) -> Option<bool> {
+        let (who, groups) = (output.who, output.groups);
+        if self.access_level(who, dn, None, groups) < Level::Read {
+            return Some(false);
+        }
+        let tested = output.visible_filter.tested();
+        let searchable = |attr: &meridian_model::schema::AttrId| {
+            self.access_level(who, dn, Some(*attr), groups) >= Level::Search
+        };
+        if tested.every || !tested.attrs.iter().all(searchable) {
+            return None;
+        }
+        Some(true)
+    }
+
     /// Appends `entry` as a SearchResultEntry: the attributes the caller
     /// asked for and may read, and the computed ones it asked for.
     pub(super) fn encode_match(
