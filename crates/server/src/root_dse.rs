@@ -12,7 +12,6 @@ use meridian_model::filter::CompiledFilter;
 use meridian_model::selection::Selection;
 use meridian_model::subschema::{SUBSCHEMA_DN, subschema_attributes};
 use meridian_proto::SearchRequest;
-use meridian_proto::controls::oid as control_oid;
 use meridian_proto::extended::oid as extended_oid;
 
 /// "All operational attributes" (`+`, RFC 3673).
@@ -46,22 +45,6 @@ impl std::fmt::Debug for PublishedEntries {
 }
 
 impl PublishedEntries {
-    /// The controls a client may mark critical and get served.
-    pub(crate) const SUPPORTED_CONTROLS: &'static [&'static [u8]] = &[
-        control_oid::QUEUE_LENGTH,
-        control_oid::PAGED_RESULTS,
-        control_oid::ASSERTION,
-        control_oid::SUBTREE_DELETE,
-        control_oid::PERMISSIVE_MODIFY,
-        control_oid::PRE_READ,
-        control_oid::POST_READ,
-        control_oid::PROXIED_AUTHZ_V2,
-        control_oid::MANAGE_DSA_IT,
-        control_oid::PASSWORD_POLICY,
-        control_oid::MATCHED_VALUES,
-        control_oid::SORT_REQUEST,
-        control_oid::VLV_REQUEST,
-    ];
     /// The extended operations served.
     pub(crate) const SUPPORTED_EXTENSIONS: &'static [&'static [u8]] = &[
         extended_oid::WHO_AM_I,
@@ -98,7 +81,10 @@ impl PublishedEntries {
                 vec![crate::monitor::MONITOR_DN.to_owned()],
             ),
             ("supportedLDAPVersion", vec!["3".into()]),
-            ("supportedControl", text(Self::SUPPORTED_CONTROLS)),
+            (
+                "supportedControl",
+                text(&crate::session::supported_control_oids()),
+            ),
             ("supportedExtension", {
                 let mut extensions = text(Self::SUPPORTED_EXTENSIONS);
                 if tls {

@@ -1,9 +1,22 @@
 //! Simple binds: checked here up to the password, which the connection
 //! verifies in the password pool under bind protection, then finished.
 
-use meridian_proto::controls::{PolicyError, PolicyResponse};
+use std::sync::Arc;
+use std::time::Instant;
 
-use super::*;
+use meridian_directory::{Identity, Outcome};
+use meridian_model::dn::Dn;
+use meridian_proto::controls::{PolicyError, PolicyResponse, oid as control_oid};
+use meridian_proto::extended::oid as extended_oid;
+use meridian_proto::message::tags;
+use meridian_proto::{
+    Authentication, BindRequest, Control, LdapMessage, LdapResult, ProtocolOp, ResultCode,
+};
+
+use super::reply::{Detail, Reply};
+use super::{Action, Session};
+use crate::ServerContext;
+use crate::outbound::ResponseBatch;
 
 impl Session {
     pub(super) fn bind(

@@ -1,15 +1,23 @@
 //! Compare, and the assertion control on it; under `cluster.reads =
 //! "linearizable"`, on its own task once the read may be served.
 
-use meridian_proto::{CompareRequest, Filter};
+use std::sync::Arc;
 
-use super::*;
+use meridian_directory::{Directory, Identity, Outcome};
+use meridian_proto::controls::decode_assertion;
+use meridian_proto::message::{encode_result, tags};
+use meridian_proto::{CompareRequest, Filter, ResultCode};
+
+use super::reply::{Reply, ldap_result, log_access, referral_urls};
+use super::search::before_read;
+use super::{Action, Session};
+use crate::outbound::{Outbound, ResponseBatch};
 
 impl Session {
     pub(super) fn compare_request(
         &mut self,
         cmp: &CompareRequest<'_>,
-        assertion: Option<(&Filter<'_>, Option<&[u8]>)>,
+        assertion: Option<(&Filter<'_>, &[u8])>,
         reply: Reply<'_>,
         out: &Arc<Outbound>,
     ) -> Action {
@@ -29,7 +37,7 @@ impl Session {
             cmp.ava.attr.to_vec(),
             cmp.ava.value.to_vec(),
         );
-        let assertion = assertion.map(|(_, encoded)| encoded.map(<[u8]>::to_vec));
+        let assertion = assertion.map(|(_, encoded)| encoded.to_vec());
         let (identity, directory) = (self.identity.clone(), Arc::clone(&ctx.directory));
         let (outbound, depth) = (Arc::clone(out), ctx.limits.max_depth);
         let (id, log) = (
@@ -48,7 +56,7 @@ impl Session {
                         },
                     };
                     match assertion.as_ref().map(|encoded| {
-                        decode_assertion(encoded.as_deref(), meridian_proto::Depth::new(depth))
+                        decode_assertion(Some(encoded), meridian_proto::Depth::new(depth))
                     }) {
                         Some(Err(e)) => Outcome::new(
                             ResultCode::PROTOCOL_ERROR,

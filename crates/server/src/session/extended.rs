@@ -2,7 +2,22 @@
 //! Cancel (RFC 3909), Refresh (RFC 2589), cluster administration
 //! (Meridian's, `cluster_hooks.rs`), and the refusal of others.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Instant;
+
+use meridian_directory::{Identity, Outcome};
+use meridian_proto::extended::{
+    PasswordModifyRequest, RefreshRequest, decode_cancel, encode_password_modify_response,
+    encode_refresh_response, oid as extended_oid,
+};
+use meridian_proto::{ExtendedRequest, LdapMessage, LdapResult, ProtocolOp, ResultCode};
+
+use super::reply::{Detail, Reply, log_access_of, push_extended};
+use super::writes::Pending;
+use super::{Action, Session};
+use crate::ServerContext;
+use crate::inflight::{Kind, Stop};
+use crate::outbound::{Outbound, ResponseBatch};
 
 impl Session {
     /// Password Modify (RFC 3062): checked here, then a write like any

@@ -31,34 +31,23 @@ pub(crate) use self::bind::BindAnswer;
 use std::sync::Arc;
 use std::time::Instant;
 
-use meridian_ber::Tag;
-use meridian_directory::{
-    ControlValue, Directory, Identity, Outcome, PageRequest, SearchControls, SearchCursor,
-    SearchDone, Step,
-};
+use meridian_directory::Identity;
 use meridian_model::dn::Dn;
-use meridian_proto::controls::{
-    PagedResults, QueueLength, decode_assertion, decode_proxied_authz, decode_read_entry_request,
-    oid as control_oid,
-};
-use meridian_proto::extended::{
-    PasswordModifyRequest, RefreshRequest, decode_cancel, encode_password_modify_response,
-    encode_refresh_response, oid as extended_oid,
-};
-use meridian_proto::message::{encode_result, tags};
-use meridian_proto::{
-    Authentication, BindRequest, Control, ExtendedRequest, LdapMessage, LdapResult, ProtocolOp,
-    ResultCode, Scope, SearchRequest,
-};
+use meridian_proto::extended::oid as extended_oid;
+use meridian_proto::{LdapMessage, ProtocolOp, ResultCode};
 
-use self::controls::*;
-use self::reply::*;
-use self::search::*;
-use self::writes::*;
+use self::controls::{RequestControls, SUPPORTED_CONTROLS, referral_answer};
+use self::reply::{Detail, Reply, log_access, op_description, op_dn, response_tag};
+use self::writes::{Pending, SpawnedWrite, read_back_request};
 use crate::ServerContext;
-use crate::inflight::{InFlight, Kind, Running, Stop};
-use crate::monitor;
+use crate::inflight::{Kind, Running, Stop};
 use crate::outbound::{Outbound, ResponseBatch};
+
+/// The OIDs of the request controls served: the root DSE's
+/// `supportedControl`, from the one table ([`SUPPORTED_CONTROLS`]).
+pub(crate) fn supported_control_oids() -> Vec<&'static [u8]> {
+    SUPPORTED_CONTROLS.iter().map(|c| c.oid).collect()
+}
 
 /// What the connection must do after [`Session::handle`].
 #[derive(Debug)]
@@ -157,74 +146,10 @@ impl Session {
         !matches!(self.identity, Identity::Anonymous)
     }
 
-    /// Dispatches one decoded request; under the proxied authorization
-    /// control (RFC 4370) it runs as the identity the control names.
+    /// Dispatches one decoded request: its controls parsed once
+    /// ([`RequestControls`]); under the proxied authorization control
+    /// (RFC 4370) it runs as the identity the control names.
     pub(crate) fn handle(
-        &mut self,
-        ctx: &ServerContext,
-        out: &Arc<Outbound>,
-        msg: &LdapMessage<'_>,
-        batch: &mut ResponseBatch,
-        started: Instant,
-    ) -> Action {
-        let proxy = msg
-            .controls
-            .iter()
-            .find(|c| c.oid == control_oid::PROXIED_AUTHZ_V2);
-        let (Some(control), Some(tag)) = (proxy, response_tag(&msg.op)) else {
-            return self.handle_op(ctx, out, msg, batch, started);
-        };
-        let refuse = |batch: &mut ResponseBatch, code: ResultCode, message: String| {
-            let reply = Reply {
-                ctx,
-                session_conn: self.conn_id,
-                batch,
-                id: msg.message_id,
-                tag,
-                op_name: msg.op.name(),
-                started,
-                detail: Detail::of(&msg.op),
-                policy_control: false,
-            };
-            reply.result(op_dn(&msg.op), code, message.as_bytes())
-        };
-        if !control.critical {
-            return refuse(
-                batch,
-                ResultCode::PROTOCOL_ERROR,
-                "the proxied authorization control must be critical (RFC 4370)".into(),
-            );
-        }
-        if matches!(msg.op, ProtocolOp::BindRequest(_)) {
-            return refuse(
-                batch,
-                ResultCode::UNAVAILABLE_CRITICAL_EXTENSION,
-                "the proxied authorization control does not apply to bind".into(),
-            );
-        }
-        let authz_id = match decode_proxied_authz(control.value) {
-            Ok(id) => id,
-            Err(e) => {
-                return refuse(
-                    batch,
-                    ResultCode::PROTOCOL_ERROR,
-                    format!("proxied authorization control: {e}"),
-                );
-            }
-        };
-        let proxied = match ctx.directory.proxied_identity(&self.identity, authz_id) {
-            Ok(identity) => identity,
-            Err(outcome) => return refuse(batch, outcome.code, outcome.message),
-        };
-        // For this operation only: writes and streamed searches take their
-        // own copy of the identity before `handle_op` returns.
-        let own = std::mem::replace(&mut self.identity, proxied);
-        let action = self.handle_op(ctx, out, msg, batch, started);
-        self.identity = own;
-        action
-    }
-
-    fn handle_op(
         &mut self,
         ctx: &ServerContext,
         out: &Arc<Outbound>,
@@ -235,47 +160,84 @@ impl Session {
         if msg.message_id == 0 {
             return Action::Disconnect("messageID 0 is reserved for unsolicited notifications");
         }
-        let id = msg.message_id;
-        let op = &msg.op;
-        let Some(response_tag) = response_tag(op) else {
-            return match op {
-                ProtocolOp::UnbindRequest => {
-                    self.log(ctx, id, "UNBIND", b"", None, started);
-                    Action::Unbind
-                }
-                ProtocolOp::AbandonRequest(target) => {
-                    // Only a streamed search can still be stopped (other
-                    // reads complete before the next request is read; a
-                    // submitted write runs to its end). RFC 4511 section
-                    // 4.11: no response either way.
-                    let stopped = self.running.get(*target).is_some_and(|op| {
-                        op.kind() == Kind::Search && op.request_stop(Stop::Abandon)
-                    });
-                    tracing::debug!(conn = self.conn_id, msgid = id, target, stopped, "abandon");
-                    Action::NoResponse
-                }
-                _ => Action::Disconnect("clients must not send response PDUs"),
-            };
+        let Some(tag) = response_tag(&msg.op) else {
+            return self.without_response(ctx, msg, started);
         };
-        let wants_policy = msg
-            .controls
-            .iter()
-            .any(|c| c.oid == control_oid::PASSWORD_POLICY);
-        let reply = Reply {
+        let op = &msg.op;
+        let mut reply = Reply {
             ctx,
             session_conn: self.conn_id,
             batch,
-            id,
-            tag: response_tag,
+            id: msg.message_id,
+            tag,
             op_name: op.name(),
             started,
             detail: Detail::of(op),
-            policy_control: wants_policy,
+            policy_control: false,
         };
-        match check_controls(msg) {
-            Ok(bundle) => reply.batch.bundle += bundle,
+        let depth = meridian_proto::Depth::new(ctx.limits.max_depth);
+        let controls = match RequestControls::parse(msg, depth) {
+            Ok(controls) => controls,
             Err((code, message)) => return reply.result(op_dn(op), code, message.as_bytes()),
+        };
+        reply.batch.bundle += controls.queue_length;
+        reply.policy_control = controls.password_policy;
+        let Some((_, authz_id)) = controls.proxied_authz else {
+            return self.handle_op(ctx, out, msg, &controls, reply);
+        };
+        let proxied = match ctx.directory.proxied_identity(&self.identity, authz_id) {
+            Ok(identity) => identity,
+            Err(outcome) => {
+                return reply.result(op_dn(op), outcome.code, outcome.message.as_bytes());
+            }
+        };
+        // For this operation only: writes and streamed searches take their
+        // own copy of the identity before `handle_op` returns.
+        let own = std::mem::replace(&mut self.identity, proxied);
+        let action = self.handle_op(ctx, out, msg, &controls, reply);
+        self.identity = own;
+        action
+    }
+
+    /// Unbind and Abandon, which have no response (and any response PDU
+    /// a client sends, which ends the session).
+    fn without_response(
+        &mut self,
+        ctx: &ServerContext,
+        msg: &LdapMessage<'_>,
+        started: Instant,
+    ) -> Action {
+        let id = msg.message_id;
+        match &msg.op {
+            ProtocolOp::UnbindRequest => {
+                self.log(ctx, id, "UNBIND", b"", None, started);
+                Action::Unbind
+            }
+            ProtocolOp::AbandonRequest(target) => {
+                // Only a streamed search can still be stopped (other reads
+                // complete before the next request is read; a submitted
+                // write runs to its end). RFC 4511 section 4.11: no
+                // response either way.
+                let stopped = self
+                    .running
+                    .get(*target)
+                    .is_some_and(|op| op.kind() == Kind::Search && op.request_stop(Stop::Abandon));
+                tracing::debug!(conn = self.conn_id, msgid = id, target, stopped, "abandon");
+                Action::NoResponse
+            }
+            _ => Action::Disconnect("clients must not send response PDUs"),
         }
+    }
+
+    fn handle_op(
+        &mut self,
+        ctx: &ServerContext,
+        out: &Arc<Outbound>,
+        msg: &LdapMessage<'_>,
+        controls: &RequestControls<'_>,
+        reply: Reply<'_>,
+    ) -> Action {
+        let op = &msg.op;
         if self.must_change_password
             && let Some(refusal) = self.reset_restriction(ctx, op)
         {
@@ -288,37 +250,17 @@ impl Session {
                 why.as_bytes(),
             );
         }
-        let permissive = msg
-            .controls
-            .iter()
-            .any(|c| c.oid == control_oid::PERMISSIVE_MODIFY);
-        // The assertion control: decoded here, checked against the target
-        // (inside the write's transaction for updates).
-        let assertion_control = msg
-            .controls
-            .iter()
-            .find(|c| c.oid == control_oid::ASSERTION);
-        let assertion = match assertion_control
-            .map(|c| decode_assertion(c.value, meridian_proto::Depth::new(ctx.limits.max_depth)))
-        {
-            None => None,
-            Some(Ok(filter)) => Some(filter),
-            Some(Err(e)) => {
-                let message = format!("assertion control: {e}");
-                return reply.result(op_dn(op), ResultCode::PROTOCOL_ERROR, message.as_bytes());
-            }
-        };
-        let manage_dsa_it = msg
-            .controls
-            .iter()
-            .any(|c| c.oid == control_oid::MANAGE_DSA_IT);
+        let assertion = controls.assertion.as_ref().map(|(filter, _)| filter);
+        let manage_dsa_it = controls.manage_dsa_it;
         if let Some(action) = referral_answer(op, manage_dsa_it, &ctx.directory) {
             return match action {
                 Ok(outcome) | Err(outcome) => reply.outcome(op_dn(op), &outcome),
             };
         }
         let prepared = match op {
-            ProtocolOp::BindRequest(bind) => return self.bind(bind, wants_policy, reply),
+            ProtocolOp::BindRequest(bind) => {
+                return self.bind(bind, controls.password_policy, reply);
+            }
             ProtocolOp::SearchRequest(search) => {
                 if let Some(filter) = &assertion
                     && let Err(outcome) =
@@ -327,25 +269,24 @@ impl Session {
                 {
                     return reply.outcome(search.base, &outcome);
                 }
-                return self.search_request(search, &msg.controls, manage_dsa_it, reply, out);
+                return self.search_request(search, controls, reply, out);
             }
             ProtocolOp::ExtendedRequest(ext) => return self.extended(ext, reply, out),
             ProtocolOp::CompareRequest(cmp) => {
-                let assertion = assertion
+                let assertion = controls
+                    .assertion
                     .as_ref()
-                    .map(|filter| (filter, assertion_control.and_then(|c| c.value)));
+                    .map(|(filter, encoded)| (filter, *encoded));
                 return self.compare_request(cmp, assertion, reply, out);
             }
             ProtocolOp::AddRequest(add) => ctx.directory.prepare_add(&self.identity, add),
             ProtocolOp::DelRequest(dn) => {
-                let subtree = msg
-                    .controls
-                    .iter()
-                    .any(|c| c.oid == control_oid::SUBTREE_DELETE);
-                ctx.directory.prepare_delete(&self.identity, dn, subtree)
+                ctx.directory
+                    .prepare_delete(&self.identity, dn, controls.subtree_delete)
             }
             ProtocolOp::ModifyRequest(m) => {
-                ctx.directory.prepare_modify(&self.identity, m, permissive)
+                ctx.directory
+                    .prepare_modify(&self.identity, m, controls.permissive_modify)
             }
             ProtocolOp::ModifyDnRequest(m) => ctx.directory.prepare_modify_dn(&self.identity, m),
             _ => {
@@ -357,17 +298,17 @@ impl Session {
                 );
             }
         };
-        let prepared = match (prepared, assertion_control, &assertion) {
-            (Ok(command), Some(control), Some(filter)) => ctx
+        let prepared = match (prepared, &controls.assertion) {
+            (Ok(command), Some((filter, encoded))) => ctx
                 .directory
                 .check_assertion_access(&self.identity, op_dn(op), filter)
                 .map(|()| meridian_store::Command::Guarded {
-                    assertion: control.value.unwrap_or_default().to_vec(),
+                    assertion: encoded.to_vec(),
                     command: Box::new(command),
                 }),
-            (other, _, _) => other,
+            (other, _) => other,
         };
-        let read_back = match read_back_request(msg, op, &self.identity, &ctx.directory) {
+        let read_back = match read_back_request(controls, op, &self.identity, &ctx.directory) {
             Ok(read_back) => read_back,
             Err((code, message)) => return reply.result(op_dn(op), code, message.as_bytes()),
         };

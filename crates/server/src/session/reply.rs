@@ -1,8 +1,20 @@
 //! Final responses: encoding, the access log line, and the mapping of
 //! requests to their response tags.
 
-use super::*;
-use meridian_proto::controls::PolicyResponse;
+use std::time::Instant;
+
+use meridian_ber::Tag;
+use meridian_directory::{Outcome, SearchDone};
+use meridian_proto::controls::{PolicyResponse, oid as control_oid};
+use meridian_proto::message::{encode_result, tags};
+use meridian_proto::{
+    Authentication, Control, LdapMessage, LdapResult, ProtocolOp, ResultCode, SearchRequest,
+};
+
+use super::Action;
+use super::search::encode_search_done;
+use crate::ServerContext;
+use crate::outbound::{Outbound, ResponseBatch};
 
 /// The access log line of one operation (`log.access`); `code` is `None`
 /// for operations without a response (unbind, abandon, an abandoned
@@ -399,6 +411,9 @@ pub(super) fn op_description(op: &ProtocolOp<'_>) -> &'static str {
         ProtocolOp::DelRequest(_) => "delete",
         ProtocolOp::ModifyDnRequest(_) => "modify DN",
         ProtocolOp::CompareRequest(_) => "compare",
+        ProtocolOp::SearchRequest(_) => "search",
+        ProtocolOp::BindRequest(_) => "bind",
+        ProtocolOp::ExtendedRequest(_) => "an extended operation",
         _ => "this operation",
     }
 }

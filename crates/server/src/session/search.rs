@@ -2,14 +2,28 @@
 //! search on its own task that waits for the client and yields between
 //! steps; the paged results control.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Instant;
+
+use meridian_directory::{
+    ControlValue, Directory, Identity, Outcome, PageRequest, SearchControls, SearchCursor,
+    SearchDone, Step,
+};
+use meridian_proto::controls::{PagedResults, oid as control_oid};
+use meridian_proto::{Control, LdapMessage, ProtocolOp, ResultCode, Scope, SearchRequest};
+
+use super::controls::RequestControls;
+use super::reply::{Reply, ldap_result, log_search, referral_urls};
+use super::{Action, Session};
+use crate::inflight::{InFlight, Kind, Stop};
+use crate::outbound::{Outbound, ResponseBatch};
+use crate::{ServerContext, monitor};
 
 impl Session {
     pub(super) fn search_request(
         &mut self,
         search: &SearchRequest<'_>,
-        controls: &meridian_proto::Seq<'_, Control<'_>>,
-        manage_dsa_it: bool,
+        controls: &RequestControls<'_>,
         reply: Reply<'_>,
         out: &Arc<Outbound>,
     ) -> Action {
@@ -32,12 +46,7 @@ impl Session {
             );
             return reply.result(search.base, code, message.as_bytes());
         }
-        let matched_values = match matched_values_request(controls, ctx) {
-            Ok(value) => value,
-            Err(message) => {
-                return reply.result(search.base, ResultCode::PROTOCOL_ERROR, message.as_bytes());
-            }
-        };
+        let matched_values = controls.matched_values;
         // The root DSE and the subschema entry: a list of one, which the
         // sort and VLV controls leave as it is (as slapd, whose sssvlv
         // overlay serves databases only); matched values apply (a client
@@ -60,17 +69,11 @@ impl Session {
             );
             return reply.result(b"", ResultCode::SUCCESS, b"");
         }
-        let page = match paged_request(controls) {
-            Ok(page) => page,
-            Err(message) => {
-                return reply.result(search.base, ResultCode::PROTOCOL_ERROR, message.as_bytes());
-            }
-        };
         let controls = SearchControls {
-            sort: request_control(controls, control_oid::SORT_REQUEST),
-            vlv: request_control(controls, control_oid::VLV_REQUEST),
-            page,
-            manage_dsa_it,
+            sort: controls.sort,
+            vlv: controls.vlv,
+            page: controls.page,
+            manage_dsa_it: controls.manage_dsa_it,
             matched_values,
         };
         // `cluster.reads`: a read that must wait runs on its own task.
@@ -396,56 +399,6 @@ pub(super) fn encode_search_done(buf: &mut Vec<u8>, id: i32, done: &SearchDone) 
         controls: meridian_proto::Seq::from_items(&controls),
     }
     .encode(buf);
-}
-
-/// A request control by OID, if the request carries it.
-fn request_control<'a>(
-    controls: &meridian_proto::Seq<'a, Control<'a>>,
-    oid: &[u8],
-) -> Option<ControlValue<'a>> {
-    controls
-        .iter()
-        .find(|c| c.oid == oid)
-        .map(|c| ControlValue {
-            critical: c.critical,
-            value: c.value,
-        })
-}
-
-/// The paged results control of a request, if any.
-pub(super) fn paged_request<'a>(
-    controls: &meridian_proto::Seq<'a, Control<'a>>,
-) -> Result<Option<PageRequest<'a>>, String> {
-    let Some(control) = controls
-        .iter()
-        .find(|c| c.oid == control_oid::PAGED_RESULTS)
-    else {
-        return Ok(None);
-    };
-    let value =
-        PagedResults::decode(control.value).map_err(|e| format!("paged results control: {e}"))?;
-    Ok(Some(PageRequest {
-        size: value.size,
-        cookie: value.cookie,
-    }))
-}
-
-/// The matched values control's value (RFC 3876), checked here so a
-/// malformed one is a protocol error before the search begins.
-fn matched_values_request<'a>(
-    controls: &meridian_proto::Seq<'a, Control<'a>>,
-    ctx: &ServerContext,
-) -> Result<Option<&'a [u8]>, String> {
-    let Some(control) = controls
-        .iter()
-        .find(|c| c.oid == control_oid::MATCHED_VALUES)
-    else {
-        return Ok(None);
-    };
-    let depth = meridian_proto::Depth::new(ctx.limits.max_depth);
-    meridian_proto::controls::decode_values_return_filter(control.value, depth)
-        .map_err(|e| format!("matched values control: {e}"))?;
-    Ok(control.value)
 }
 
 /// What `cluster.reads` asks of a read on this server: nothing (a single

@@ -3,7 +3,22 @@
 //! submits commands in the order they were read; pre-read and post-read
 //! controls (RFC 4527) are answered from the write's own transaction.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Instant;
+
+use meridian_ber::Tag;
+use meridian_directory::{Directory, Identity, Outcome};
+use meridian_proto::controls::{decode_read_entry_request, oid as control_oid};
+use meridian_proto::{ProtocolOp, ResultCode};
+
+use super::controls::RequestControls;
+use super::reply::{
+    Reply, ResponseControl, encode_response, log_access, op_dn, policy_refusal_control,
+};
+use super::{Action, Session};
+use crate::ServerContext;
+use crate::inflight::{InFlight, Kind};
+use crate::outbound::{Outbound, ResponseBatch};
 
 impl Session {
     /// The write answering `reply`'s request on the entry `dn`, tracked
@@ -158,57 +173,25 @@ pub(super) struct ReadBackRequest {
     pub(super) post: Option<Vec<Vec<u8>>>,
 }
 
-/// Decodes the pre-read and post-read controls of `msg`. A control that
-/// does not apply to the operation (pre-read on an add, post-read on a
-/// delete) or asks for an entry the caller may not read is ignored when
-/// not critical (RFC 4511 section 4.1.11), and refuses the operation when
-/// critical: unavailableCriticalExtension, or insufficientAccessRights.
+/// The pre-read and post-read controls of an update (their values
+/// checked and the operations they apply to decided by the control
+/// table): a control asking for an entry the caller may not read is
+/// ignored when not critical (RFC 4511 section 4.1.11), and refuses the
+/// operation when critical (insufficientAccessRights).
 pub(super) fn read_back_request(
-    msg: &LdapMessage<'_>,
+    controls: &RequestControls<'_>,
     op: &ProtocolOp<'_>,
     who: &Identity,
     directory: &Directory,
 ) -> Result<Option<ReadBackRequest>, (ResultCode, String)> {
     let mut request = ReadBackRequest::default();
-    for control in msg.controls.iter() {
-        let (slot, name, applies) = if control.oid == control_oid::PRE_READ {
-            let applies = matches!(
-                op,
-                ProtocolOp::DelRequest(_)
-                    | ProtocolOp::ModifyRequest(_)
-                    | ProtocolOp::ModifyDnRequest(_)
-            );
-            (&mut request.pre, "pre-read", applies)
-        } else if control.oid == control_oid::POST_READ {
-            let applies = matches!(
-                op,
-                ProtocolOp::AddRequest(_)
-                    | ProtocolOp::ModifyRequest(_)
-                    | ProtocolOp::ModifyDnRequest(_)
-            );
-            (&mut request.post, "post-read", applies)
-        } else {
+    for (slot, name, control) in [
+        (&mut request.pre, "pre-read", controls.pre_read),
+        (&mut request.post, "post-read", controls.post_read),
+    ] {
+        let Some(control) = control else {
             continue;
         };
-        let attributes = decode_read_entry_request(control.value, meridian_proto::Depth::new(4))
-            .map_err(|e| {
-                (
-                    ResultCode::PROTOCOL_ERROR,
-                    format!("{name} control: {e}; the value is a SEQUENCE OF attribute names"),
-                )
-            })?;
-        if !applies {
-            if control.critical {
-                return Err((
-                    ResultCode::UNAVAILABLE_CRITICAL_EXTENSION,
-                    format!(
-                        "the {name} control does not apply to {} (pre-read: delete, modify, modify DN; post-read: add, modify, modify DN)",
-                        op_description(op)
-                    ),
-                ));
-            }
-            continue;
-        }
         if !directory.may_read(who, op_dn(op)) {
             if control.critical {
                 return Err((
@@ -218,6 +201,9 @@ pub(super) fn read_back_request(
             }
             continue;
         }
+        // Checked by the control table: only a well-formed value is here.
+        let attributes = decode_read_entry_request(control.value, meridian_proto::Depth::new(4))
+            .map_err(|e| (ResultCode::PROTOCOL_ERROR, format!("{name} control: {e}")))?;
         *slot = Some(attributes.iter().map(<[u8]>::to_vec).collect());
     }
     Ok((request.pre.is_some() || request.post.is_some()).then_some(request))
