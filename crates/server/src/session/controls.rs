@@ -152,8 +152,8 @@ pub(crate) const SUPPORTED_CONTROLS: &[SupportedControl] = &[
     SupportedControl {
         oid: control_oid::SUBTREE_DELETE,
         name: "subtree delete",
-        serves: any,
-        served_with: "any operation",
+        serves: |op| matches!(op, ProtocolOp::DelRequest(_)),
+        served_with: "delete only",
         take: |control, parsed, _| {
             no_value(control, "subtree delete")?;
             parsed.subtree_delete = true;
@@ -163,8 +163,8 @@ pub(crate) const SUPPORTED_CONTROLS: &[SupportedControl] = &[
     SupportedControl {
         oid: control_oid::PERMISSIVE_MODIFY,
         name: "permissive modify",
-        serves: any,
-        served_with: "any operation",
+        serves: |op| matches!(op, ProtocolOp::ModifyRequest(_)),
+        served_with: "modify only",
         take: |control, parsed, _| {
             no_value(control, "permissive modify")?;
             parsed.permissive_modify = true;
@@ -422,6 +422,12 @@ mod tests {
         assert!(message.contains("does not apply to delete"), "{message}");
         let ignored = [control(control_oid::PAGED_RESULTS, false, Some(page))];
         assert!(parse(&delete_with(&ignored)).unwrap().page.is_none());
+        // Permissive modify is served with a modify only.
+        let permissive = [control(control_oid::PERMISSIVE_MODIFY, true, None)];
+        assert_eq!(
+            parse(&delete_with(&permissive)).unwrap_err().0,
+            ResultCode::UNAVAILABLE_CRITICAL_EXTENSION
+        );
         // Unknown: the same rule.
         let unknown = [control(b"1.2.3.4", true, None)];
         assert_eq!(
