@@ -1,7 +1,13 @@
 //! Compare (RFC 4511 4.10).
 
-use super::*;
 use meridian_model::ModelError;
+use meridian_model::entry::Description;
+use meridian_proto::{CompareRequest, ResultCode};
+use meridian_store::StoreError;
+
+use crate::access::Level;
+use crate::rights::{Memberships, insufficient};
+use crate::{Directory, Identity, Outcome};
 
 impl Directory {
     /// Compare (RFC 4511 section 4.10).

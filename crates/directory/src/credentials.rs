@@ -2,10 +2,20 @@
 //! of written passwords (and the refusal of pre-hashed ones over the
 //! bounds), and Password Modify (RFC 3062).
 
-use super::*;
-use crate::policy::PasswordPolicy;
+use std::sync::Arc;
+
 use meridian_model::ModelError;
+use meridian_model::dn::Dn;
+use meridian_model::entry::Description;
+use meridian_model::modify::{ModOp, Modification};
+use meridian_proto::ResultCode;
 use meridian_proto::controls::PolicyError;
+use meridian_store::{Command, Operational, StoreError};
+
+use crate::access::Level;
+use crate::policy::PasswordPolicy;
+use crate::rights::Memberships;
+use crate::{Directory, Identity, Outcome, password};
 
 /// A password change checked by [`Directory::prepare_password_modify`];
 /// [`PasswordChange::into_command`] finishes it on the blocking pool.

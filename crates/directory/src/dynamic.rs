@@ -21,7 +21,8 @@ use meridian_store::{Command, StoreError};
 
 use crate::access::Level;
 use crate::clock::generalized_time;
-use crate::{Directory, Identity, Memberships, Outcome};
+use crate::rights::Memberships;
+use crate::{Directory, Identity, Outcome};
 
 /// TTL bounds, in seconds (`directory.dynamic_*_ttl_secs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -44,30 +44,24 @@ pub use outcome::Outcome;
 pub use search::{PageRequest, SearchControls, SearchCursor, SearchDone, Step, VlvAnswer};
 pub use sort::ControlValue;
 
-use credentials::*;
-use prepare::*;
-use proxy::*;
-use rights::*;
-
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
+use meridian_model::Schema;
 use meridian_model::dn::{Dn, RecentParent};
-use meridian_model::entry::{AttrName, Description, Entry, WrittenBy};
-use meridian_model::modify::{ModOp, Modification};
+use meridian_model::entry::{AttrName, Description, Entry};
+use meridian_model::modify::Modification;
 use meridian_model::schema::AttrId;
-use meridian_model::selection::Selection;
-use meridian_model::{ModelError, Schema};
-use meridian_proto::{
-    AddRequest, CompareRequest, ModifyDnRequest, ModifyOperation, ModifyRequest, ResultCode,
-};
-use meridian_store::{Command, Operational, Store, StoreError};
+use meridian_proto::ResultCode;
+use meridian_store::{Command, Store};
 
-use crate::access::{AccessRules, FilterAttrs, Level};
-use crate::clock::{Clock, generalized_time};
-use crate::encode::{Projection, encode_entry_op};
-use crate::ids::{CsnSource, uuid_v4};
+use crate::access::AccessRules;
+use crate::clock::Clock;
+use crate::credentials::USER_PASSWORD;
+use crate::ids::CsnSource;
+use crate::prepare::NEW_ENTRY_ATTRIBUTES;
+use crate::proxy::ProxyAuthorizer;
 
 /// Who is asking. The DN is shared: every write a connection sends
 /// takes a copy of its identity for its answer, and copying the DN

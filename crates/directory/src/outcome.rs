@@ -1,8 +1,10 @@
 //! What an operation answers: a result code, a message, a matched DN and
 //! referrals, made from model and store errors.
 
-use super::*;
+use meridian_model::ModelError;
+use meridian_proto::ResultCode;
 use meridian_proto::controls::PolicyError;
+use meridian_store::StoreError;
 
 /// An LDAPResult to send.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,8 +3,18 @@
 //! timestamps, entryUUID and entryCSN (deterministic writes: applying the
 //! command reads no clock).
 
-use super::*;
 use meridian_model::ModelError;
+use meridian_model::dn::Dn;
+use meridian_model::entry::{Description, Entry, WrittenBy};
+use meridian_model::modify::{ModOp, Modification};
+use meridian_proto::{AddRequest, ModifyDnRequest, ModifyOperation, ModifyRequest, ResultCode};
+use meridian_store::{Command, Operational, StoreError};
+
+use crate::access::Level;
+use crate::clock::generalized_time;
+use crate::ids::uuid_v4;
+use crate::rights::{Memberships, insufficient};
+use crate::{Directory, Identity, Outcome, presence, referral};
 
 /// The operational attributes an add sets, in the order they are stored.
 pub(crate) const NEW_ENTRY_ATTRIBUTES: [&str; 7] = [

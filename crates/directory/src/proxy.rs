@@ -1,6 +1,11 @@
 //! Proxied authorization (RFC 4370): who may act as whom.
 
-use super::*;
+use std::sync::Arc;
+
+use meridian_model::dn::Dn;
+use meridian_proto::ResultCode;
+
+use crate::{Directory, Identity, Outcome};
 
 /// One `directory.proxy_authorizers` entry.
 #[derive(Debug, Clone)]

@@ -1,8 +1,19 @@
 //! Rights: group memberships, the access level the rules give, and the
 //! checks that refuse (`require`) or hide (`disclose`, `may_see`).
 
-use super::*;
+use std::sync::Arc;
+
+use meridian_model::dn::Dn;
+use meridian_model::entry::Entry;
 use meridian_model::filter::CompiledFilter;
+use meridian_model::schema::AttrId;
+use meridian_model::selection::Selection;
+use meridian_proto::ResultCode;
+use meridian_store::StoreError;
+
+use crate::access::{FilterAttrs, Level};
+use crate::encode::{Projection, encode_entry_op};
+use crate::{Directory, Identity, Outcome};
 
 /// What one request's access checks share: the caller's group
 /// memberships, looked up once (the group's normalised DN and whether the

@@ -1,7 +1,9 @@
 //! The naming contexts a search walks: its base's, and those glued
 //! below it that its scope reaches.
 
-use super::*;
+use meridian_proto::Scope;
+
+use crate::{Directory, Outcome};
 
 /// One naming context a search walks, with the base and scope it is
 /// searched with there.

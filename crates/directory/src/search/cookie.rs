@@ -1,8 +1,7 @@
 //! The paged results cookie of an unsorted search (version 3): where
 //! the search stands, and a fingerprint of the search it belongs to.
 
-use super::*;
-
+use meridian_proto::SearchRequest;
 /// Where a paged search stands between pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct PagePosition {

@@ -12,13 +12,15 @@ use meridian_model::filter::CompiledFilter;
 use meridian_model::selection::Selection;
 use meridian_proto::{Filter, ResultCode, Scope, SearchRequest, Seq};
 use meridian_store::{EntryId, SearchFilter};
+use output::{Computed, Output};
+use sorted::{SendLimits, Sorting};
+use walk::{WalkEnd, WalkSpec, Walked};
 
-use crate::access::Level;
-use crate::encode::{Projection, encode_entry};
+use crate::encode::Projection;
 use crate::presence::Special;
-use crate::rights::SeenFilter;
-use crate::sort::{Collected, ControlValue, SortPlan, SortRefusal, encode_page_cookie};
-use crate::{Directory, Identity, Memberships, Outcome};
+use crate::rights::{Memberships, SeenFilter};
+use crate::sort::{Collected, ControlValue, SortRefusal};
+use crate::{Directory, Identity, Outcome};
 
 mod contexts;
 mod cookie;
@@ -27,11 +29,6 @@ mod output;
 mod plan;
 mod sorted;
 mod walk;
-
-use contexts::Searched;
-use output::{Computed, Output};
-use sorted::{SendLimits, Sorting};
-use walk::{WalkEnd, WalkSpec, Walked};
 
 /// Where a streamed search stands between steps.
 #[derive(Debug)]

@@ -1,6 +1,13 @@
 //! What a search sends for each entry it returns, and who may see it.
 
-use super::*;
+use meridian_model::entry::Entry;
+use meridian_model::selection::Selection;
+use meridian_store::EntryId;
+
+use crate::access::Level;
+use crate::encode::{Projection, encode_entry};
+use crate::rights::{Memberships, SeenFilter};
+use crate::{Directory, Identity};
 
 /// What every entry a search sends needs: who asks, what they asked
 /// for, and what decides whether they may see an entry.

@@ -14,8 +14,9 @@ use super::cookie::{PagePosition, decode_cookie, fingerprint};
 use super::{Early, SearchControls, SearchCursor};
 use crate::access::Level;
 use crate::presence::Special;
+use crate::rights::Memberships;
 use crate::sort::{SortPlan, Sorted, decode_page_cookie};
-use crate::{Directory, Identity, Memberships, Outcome};
+use crate::{Directory, Identity, Outcome};
 
 /// The size and time limits of one search: the client's, capped by the
 /// server's for everyone but the administrator.

@@ -2,7 +2,16 @@
 //! how a sorted search sends its matches (`crate::sort` holds the
 //! keys, the order and the windows).
 
-use super::*;
+use meridian_proto::ResultCode;
+
+use super::contexts::Searched;
+use super::output::Output;
+use super::{
+    SearchControls, SearchCursor, SearchDone, Sending, SortPhase, Step, VlvAnswer,
+    size_limit_reached,
+};
+use crate::sort::{SortPlan, SortRefusal, encode_page_cookie};
+use crate::{Directory, Outcome};
 
 /// How a search is sorted.
 pub(super) enum Sorting<'a> {

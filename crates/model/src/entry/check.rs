@@ -2,7 +2,11 @@
 //! types, single-valued types, syntaxes and duplicate values) with the
 //! result codes of RFC 4511.
 
-use super::*;
+use meridian_proto::ResultCode;
+
+use super::{CheckedEntry, Entry, Values, WrittenBy};
+use crate::schema::{AttrId, AttrSet, AttributeType, ClassId, ClassKind};
+use crate::{ModelError, Schema};
 
 pub(crate) fn violation(code: ResultCode, message: String) -> ModelError {
     ModelError::new(code, message)

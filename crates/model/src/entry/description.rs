@@ -1,7 +1,11 @@
 //! Attribute descriptions (RFC 4512 2.5: a type and its options) and the
 //! caches that parse a run of them once.
 
-use super::*;
+use meridian_proto::ResultCode;
+
+use super::{AttrName, spelling};
+use crate::schema::AttrId;
+use crate::{ModelError, Schema};
 
 /// An attribute description: a type and its options (RFC 4512 2.5).
 #[derive(Debug, PartialEq, Eq, Hash)]

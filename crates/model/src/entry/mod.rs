@@ -18,7 +18,7 @@ use meridian_proto::ResultCode;
 
 use crate::ModelError;
 use crate::dn::Dn;
-use crate::schema::{AttrId, AttrSet, AttributeType, ClassId, ClassKind, Schema};
+use crate::schema::{AttrId, ClassId, Schema};
 
 /// The values of an attribute: inline when there is one, as for most
 /// attributes, so a single-valued attribute costs one allocation (its
