@@ -7,6 +7,39 @@ use serde::{Deserialize, Serialize};
 
 use crate::ConfigError;
 
+/// `cluster.ack`: when a write is answered.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Ack {
+    /// Once a majority of voters holds it durably.
+    Majority,
+    /// Once every voter does.
+    All,
+}
+
+/// `cluster.followers`: what a follower does with a write.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FollowerWrites {
+    /// Forward it to the leader, and answer once it is applied here.
+    Forward,
+    /// Refer the client to the leader (result 10).
+    Referral,
+}
+
+/// `cluster.reads`: what a search or compare sees.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Reads {
+    /// This node's state.
+    Session,
+    /// Every write acknowledged anywhere before the read began.
+    Linearizable,
+    /// This node's state, refused once not known current for
+    /// `max_staleness_ms`.
+    Local,
+}
+
 /// `[cluster]`: a Raft-replicated directory (docs/replication.md).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -35,11 +68,11 @@ pub struct ClusterConfig {
     pub tls_ca_file: Option<PathBuf>,
     /// When a write is answered: once a `"majority"` of voters holds it
     /// durably, or once `"all"` do.
-    pub ack: String,
+    pub ack: Ack,
     /// What a follower does with a write: `"forward"` it to the leader
     /// and answer once it is applied here, or `"referral"` (result 10
     /// with the leader's `ldap` URL).
-    pub followers: String,
+    pub followers: FollowerWrites,
     /// How long a write waits for a leader (or for the cluster to
     /// confirm it after a failover) before it gets `unavailable` (52).
     pub write_timeout_ms: u64,
@@ -50,7 +83,7 @@ pub struct ClusterConfig {
     /// index, confirmed by a majority, and waits until it has applied
     /// it), or `"local"` (this node's state, refused with busy (51) once
     /// it has not been known current for `max_staleness_ms`).
-    pub reads: String,
+    pub reads: Reads,
     /// With `reads = "local"`: how old this node's state may be.
     pub max_staleness_ms: u64,
     /// The leader's heartbeat interval.
@@ -169,18 +202,6 @@ impl ClusterConfig {
                 "give at least 16 characters: nodes prove it to each other".into(),
             );
         }
-        if !matches!(self.ack.as_str(), "majority" | "all") {
-            return invalid(
-                "cluster.ack",
-                format!("{:?}: \"majority\" or \"all\"", self.ack),
-            );
-        }
-        if !matches!(self.followers.as_str(), "forward" | "referral") {
-            return invalid(
-                "cluster.followers",
-                format!("{:?}: \"forward\" or \"referral\"", self.followers),
-            );
-        }
         if self.heartbeat_ms == 0 || self.election_timeout_ms < 3 * self.heartbeat_ms {
             return invalid(
                 "cluster.election_timeout_ms",
@@ -190,16 +211,7 @@ impl ClusterConfig {
                 ),
             );
         }
-        if !matches!(self.reads.as_str(), "session" | "linearizable" | "local") {
-            return invalid(
-                "cluster.reads",
-                format!(
-                    "{:?}: \"session\", \"linearizable\" or \"local\"",
-                    self.reads
-                ),
-            );
-        }
-        if self.reads == "local" && self.max_staleness_ms < self.heartbeat_ms {
+        if self.reads == Reads::Local && self.max_staleness_ms < self.heartbeat_ms {
             return invalid(
                 "cluster.max_staleness_ms",
                 format!(
@@ -229,10 +241,10 @@ impl Default for ClusterConfig {
             tls_key_file: None,
             tls_ca_file: None,
             secret: String::new(),
-            ack: "majority".into(),
-            followers: "forward".into(),
+            ack: Ack::Majority,
+            followers: FollowerWrites::Forward,
             write_timeout_ms: 10_000,
-            reads: "session".into(),
+            reads: Reads::Session,
             max_staleness_ms: 5_000,
             // A leader lost is noticed within about a third of a second,
             // and a heartbeat every 50 ms costs nothing on a LAN.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 mod cluster;
-pub use cluster::{ClusterConfig, ClusterNodeConfig};
+pub use cluster::{Ack, ClusterConfig, ClusterNodeConfig, FollowerWrites, Reads};
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -972,6 +972,30 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cluster_choices_are_parsed_once_and_an_unknown_one_is_refused() {
+        let config = Config::from_toml(
+            "[cluster]\nack = \"all\"\nreads = \"linearizable\"\nfollowers = \"referral\"\n",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                config.cluster.ack,
+                config.cluster.reads,
+                config.cluster.followers
+            ),
+            (Ack::All, Reads::Linearizable, FollowerWrites::Referral)
+        );
+        let err = Config::from_toml("[cluster]\nreads = \"eventual\"\n", Path::new("x.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("reads") && err.contains("eventual") && err.contains("linearizable"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn defaults_are_valid_and_an_empty_file_is_the_default() {

@@ -18,6 +18,7 @@
 mod ack;
 mod admin;
 mod log_store;
+mod marker;
 mod network;
 mod peer_server;
 mod pending;
@@ -28,6 +29,7 @@ mod rejoin;
 mod removal;
 mod snapshot;
 mod state_machine;
+mod store_io;
 mod tls;
 pub mod types;
 mod wire;
@@ -52,9 +54,9 @@ pub use tls::PeerTlsFiles;
 pub use wire::ConfigDigest;
 
 use crate::admin::Addresses;
+use crate::marker::Marker;
 use crate::pending::Pending;
 use crate::snapshot::Snapshots;
-use crate::state_machine::Marker;
 use crate::types::{NodeId, Raft};
 use crate::wire::Link;
 
@@ -69,9 +71,24 @@ pub enum ClusterError {
         /// The I/O error.
         source: io::Error,
     },
-    /// The Raft engine refused to start.
+    /// The database's replication marker could not be read.
+    #[error("reading the database's replication marker: {0}")]
+    Marker(#[source] meridian_store::StoreError),
+    /// `cluster.node_id` names no node of `cluster.nodes` or
+    /// `cluster.learners`.
+    #[error(
+        "node {0} is not a member: cluster.node_id must be one of cluster.nodes or cluster.learners"
+    )]
+    NotAMember(NodeId),
+    /// The Raft configuration made from `[cluster]` is refused.
+    #[error("the raft configuration: {0}")]
+    Config(#[source] openraft::ConfigError),
+    /// The peer TLS files could not be loaded.
+    #[error("peer TLS: {0}")]
+    PeerTls(String),
+    /// The Raft engine stopped (or would not start).
     #[error("the raft engine: {0}")]
-    Raft(String),
+    Raft(#[source] openraft::error::Fatal<types::Meridian>),
 }
 
 fn io_error(what: impl Into<String>) -> impl FnOnce(io::Error) -> ClusterError {
@@ -214,9 +231,7 @@ impl Storage {
             Snapshots::open(&dir.join("snapshots"))
                 .map_err(io_error("opening the snapshot directory"))?,
         );
-        let marker_bytes = store.replication_marker().map_err(|e| {
-            ClusterError::Raft(format!("reading the database's replication marker: {e}"))
-        })?;
+        let marker_bytes = store.replication_marker().map_err(ClusterError::Marker)?;
         let marker = Marker::decode(marker_bytes.as_deref())
             .map_err(io_error("the database's replication marker"))?;
         let floor = marker.next_session(me).max(session_from_clock());
@@ -397,7 +412,7 @@ impl ClusterNode {
             .collect();
         let learner = options.learners.iter().any(|m| m.id == me);
         let Some(this) = everyone.iter().find(|m| m.id == me) else {
-            return Err(ClusterError::Raft(format!("node {me} is not a member")));
+            return Err(ClusterError::NotAMember(me));
         };
         let schema = Arc::clone(store.schema());
         let Storage {
@@ -439,17 +454,13 @@ impl ClusterNode {
             allow_log_reversion: Some(true),
             ..Default::default()
         };
-        let config = Arc::new(
-            config
-                .validate()
-                .map_err(|e| ClusterError::Raft(e.to_string()))?,
-        );
+        let config = Arc::new(config.validate().map_err(ClusterError::Config)?);
         let tls = options
             .tls
             .as_ref()
             .map(tls::PeerTls::load)
             .transpose()
-            .map_err(|e| ClusterError::Raft(format!("peer TLS: {e}")))?;
+            .map_err(ClusterError::PeerTls)?;
         let link = Link::new(
             &options.secret,
             options.max_message,
@@ -470,7 +481,7 @@ impl ClusterNode {
         };
         let raft = Raft::new(me, config, network, log, state_machine)
             .await
-            .map_err(|e| ClusterError::Raft(e.to_string()))?;
+            .map_err(ClusterError::Raft)?;
 
         let listen = options.peer_listen.as_deref().unwrap_or(&this.peer);
         let listener = tokio::net::TcpListener::bind(listen)
@@ -506,10 +517,7 @@ impl ClusterNode {
         });
         tasks.push(tokio::spawn(peer_server::serve(listener, service)));
 
-        let initialized = raft
-            .is_initialized()
-            .await
-            .map_err(|e| ClusterError::Raft(e.to_string()))?;
+        let initialized = raft.is_initialized().await.map_err(ClusterError::Raft)?;
         // A learner waits to be added by the leader.
         if !initialized && !learner {
             // Every node proposes the same membership: safe (the vote

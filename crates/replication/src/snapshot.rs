@@ -14,16 +14,16 @@
 //! purged) receives the leader's current snapshot in chunks and installs
 //! it in one store transaction ([`meridian_store::Store::install_copy`]).
 
-use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
+use std::{fs, io};
 
 use meridian_store::Store;
 use openraft::RaftSnapshotBuilder;
 use serde::{Deserialize, Serialize};
 
-use crate::state_machine::Marker;
+use crate::marker::Marker;
+use crate::store_io::store_failed;
 use crate::types::Meridian;
 
 type SnapshotMeta = openraft::alias::SnapshotMetaOf<Meridian>;
@@ -52,10 +52,6 @@ pub(crate) struct Snapshots {
 
 fn invalid(what: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.to_string())
-}
-
-fn store_error(e: meridian_store::StoreError) -> io::Error {
-    io::Error::other(e.to_string())
 }
 
 impl Snapshots {
@@ -153,7 +149,7 @@ impl Snapshots {
         let marker = store
             .install_copy(snapshot.path.clone())
             .await
-            .map_err(store_error)?;
+            .map_err(store_failed("installing a snapshot"))?;
         let marker = Marker::decode(marker.as_deref())?;
         if marker.applied != meta.last_log_id {
             return Err(invalid(format!(
@@ -188,7 +184,9 @@ impl RaftSnapshotBuilder<Meridian> for SnapshotBuilder {
         tokio::task::spawn_blocking(move || {
             let building = snapshots.dir.join("building.mdb");
             let _ = fs::remove_file(&building);
-            let marker = store.copy_for_snapshot(&building).map_err(store_error)?;
+            let marker = store
+                .copy_for_snapshot(&building)
+                .map_err(store_failed("copying the database for a snapshot"))?;
             let marker = Marker::decode(marker.as_deref())?;
             let meta = SnapshotMeta {
                 last_log_id: marker.applied,

@@ -16,7 +16,6 @@
 //! the error into a fatal stop) rather than be recorded as a result
 //! other nodes would not have.
 
-use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
 
@@ -25,52 +24,17 @@ use meridian_model::Schema;
 use meridian_store::replicated::decode_commands;
 use meridian_store::{Command, Store};
 use openraft::EntryPayload;
-use openraft::storage::EntryResponder;
-use openraft::storage::RaftStateMachine;
-use serde::{Deserialize, Serialize};
+use openraft::storage::{EntryResponder, RaftStateMachine};
 
+use crate::marker::Marker;
 use crate::pending::Pending;
 use crate::snapshot::{SnapshotBuilder, SnapshotFile, Snapshots};
+use crate::store_io::store_failed;
 use crate::types::{LogId, Meridian, NodeId, StoredMembership};
 
 /// Most commands applied in one store transaction when a call brings
 /// many entries (a node catching up): bounds the transaction's memory.
 const MAX_COMMANDS_PER_TRANSACTION: usize = 8192;
-
-/// What the store records with each replicated transaction.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub(crate) struct Marker {
-    pub(crate) applied: Option<LogId>,
-    pub(crate) membership: StoredMembership,
-    /// Per origin node: the `(session, seq)` of its last batch applied.
-    pub(crate) origins: BTreeMap<NodeId, (u64, u64)>,
-}
-
-impl Marker {
-    pub(crate) fn decode(bytes: Option<&[u8]>) -> io::Result<Marker> {
-        match bytes {
-            None => Ok(Marker::default()),
-            Some(bytes) => postcard::from_bytes(bytes).map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("the database's replication marker does not decode: {e}"),
-                )
-            }),
-        }
-    }
-
-    fn encode(&self) -> io::Result<Vec<u8>> {
-        postcard::to_stdvec(self).map_err(io::Error::other)
-    }
-
-    /// The session a node starting now takes: above any of its batches
-    /// applied so far.
-    pub(crate) fn next_session(&self, node: NodeId) -> u64 {
-        self.origins
-            .get(&node)
-            .map_or(1, |(session, _)| session.saturating_add(1))
-    }
-}
 
 /// Shown the commands of other nodes before they are applied here, so
 /// the directory learns what its own prepare would have taught it: the
@@ -212,7 +176,7 @@ impl StateMachine {
                 tracing::error!(
                     "applying committed log entries failed: {e}; this node stops applying"
                 );
-                io::Error::other(format!("applying committed log entries: {e}"))
+                store_failed("applying committed log entries")(e)
             })?;
         // Each command goes back with its result to the client that made
         // it, to be freed there; other nodes' commands are freed here.

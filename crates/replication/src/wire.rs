@@ -5,13 +5,16 @@
 //! LZ4-compressed (1: its size, u32 little-endian, then the LZ4 block).
 //! Messages of [`COMPRESS_FROM`] bytes or more are compressed when that
 //! makes them smaller: a batch's commands repeat the suffix of every DN,
-//! attribute names, the CSN's date and the modifier's DN. A connection begins with the acceptor's
-//! challenge (32 random bytes) and the connector's proof of the cluster
-//! secret (SHA-256 of the challenge, the node it means to reach, and the
-//! secret), so only nodes that know the secret are served, and a
-//! connection that reached the wrong node (a stale address, a port
-//! reused) is refused rather than served as if it were the right one;
-//! then requests and responses alternate.
+//! attribute names, the CSN's date and the modifier's DN. A connection
+//! begins with the acceptor's protocol version and challenge (32 random
+//! bytes), and the connector's version and proof of the cluster secret
+//! (SHA-256 of the challenge, the node it means to reach, and the
+//! secret), so only nodes that know the secret are served, a connection
+//! that reached the wrong node (a stale address, a port reused) is
+//! refused rather than served as if it were the right one, and a node
+//! of another protocol version (a cluster in the middle of an upgrade) is
+//! refused by name before any message is misread; then the two compare
+//! their configurations, and requests and responses alternate.
 
 use std::io;
 use std::time::Duration;
@@ -123,15 +126,37 @@ pub(crate) struct Link {
     me: NodeId,
     /// Bytes of messages sent to peers (requests and responses).
     pub(crate) sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// The peer protocol version this node speaks ([`PROTOCOL_VERSION`];
+    /// another only in tests).
+    protocol: u16,
 }
 
+/// The peer protocol's version. Both ends of a connection must speak the
+/// same: raise it with any change to the messages or their encoding, so
+/// that nodes of two releases refuse each other by name during a rolling
+/// upgrade instead of misreading each other's messages.
+pub(crate) const PROTOCOL_VERSION: u16 = 2;
+
 const CHALLENGE: usize = 32;
+/// The acceptor's verdict on the connector's proof.
+const REFUSED: u8 = 0;
+const ACCEPTED: u8 = 1;
+const OTHER_VERSION: u8 = 2;
 
 /// Messages this long or longer are compressed (appends of batches);
 /// shorter ones (votes, heartbeats, answers) are not worth it.
 const COMPRESS_FROM: usize = 256;
 const RAW: u8 = 0;
 const LZ4: u8 = 1;
+
+/// The version a handshake's first two bytes carry (big-endian).
+fn protocol_version(bytes: &[u8]) -> u16 {
+    let mut version = [0u8; 2];
+    for (to, from) in version.iter_mut().zip(bytes) {
+        *to = *from;
+    }
+    u16::from_be_bytes(version)
+}
 
 fn invalid(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message)
@@ -152,12 +177,23 @@ impl Link {
             max_message,
             me,
             sent: std::sync::Arc::default(),
+            protocol: PROTOCOL_VERSION,
         }
+    }
+
+    fn version_refusal(&self, whose: &str, theirs: u16) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{whose} speaks peer protocol version {theirs} and this node {}: every node of a cluster must run a Meridian release of one protocol version",
+                self.protocol
+            ),
+        )
     }
 
     fn proof(&self, challenge: &[u8], target: NodeId) -> [u8; 32] {
         let mut hash = Sha256::new();
-        hash.update(b"meridian peer v1\0");
+        hash.update(b"meridian peer v2\0");
         hash.update(challenge);
         hash.update(target.to_be_bytes());
         hash.update(&self.secret);
@@ -195,17 +231,28 @@ impl Link {
                 Box::new(tls)
             }
         };
-        let mut challenge = [0u8; CHALLENGE];
-        tokio::time::timeout(timeout, stream.read_exact(&mut challenge))
+        let mut opening = [0u8; 2 + CHALLENGE];
+        tokio::time::timeout(timeout, stream.read_exact(&mut opening))
             .await
             .map_err(within("the peer sent no challenge"))??;
-        stream.write_all(&self.proof(&challenge, target)).await?;
+        let (version, challenge) = opening.split_at(2);
+        let theirs = protocol_version(version);
+        // Our version and the proof either way: a peer of another
+        // version learns ours and says so in its own log.
+        stream.write_all(&self.protocol.to_be_bytes()).await?;
+        stream.write_all(&self.proof(challenge, target)).await?;
         stream.flush().await?;
+        if theirs != self.protocol {
+            return Err(self.version_refusal(&format!("the peer at {addr}"), theirs));
+        }
         let mut verdict = [0u8; 1];
         tokio::time::timeout(timeout, stream.read_exact(&mut verdict))
             .await
             .map_err(within("the peer did not answer"))??;
-        if verdict != [1] {
+        if verdict == [OTHER_VERSION] {
+            return Err(self.version_refusal(&format!("the peer at {addr}"), 0));
+        }
+        if verdict != [ACCEPTED] {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
                 format!(
@@ -261,14 +308,26 @@ impl Link {
         };
         let mut challenge = [0u8; CHALLENGE];
         getrandom::fill(&mut challenge).map_err(|e| io::Error::other(e.to_string()))?;
+        stream.write_all(&self.protocol.to_be_bytes()).await?;
         stream.write_all(&challenge).await?;
         stream.flush().await?;
-        let mut proof = [0u8; 32];
-        tokio::time::timeout(timeout, stream.read_exact(&mut proof))
+        let mut answer = [0u8; 2 + 32];
+        tokio::time::timeout(timeout, stream.read_exact(&mut answer))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no proof of the secret"))??;
-        let good = bool::from(self.proof(&challenge, self.me).ct_eq(&proof));
-        stream.write_all(&[u8::from(good)]).await?;
+        let (version, proof) = answer.split_at(2);
+        let theirs = protocol_version(version);
+        if theirs != self.protocol {
+            // Written before the refusal is returned: the connector may
+            // not have read our version yet.
+            let _ = stream.write_all(&[OTHER_VERSION]).await;
+            let _ = stream.flush().await;
+            return Err(self.version_refusal("a peer", theirs));
+        }
+        let good = bool::from(self.proof(&challenge, self.me).ct_eq(proof));
+        stream
+            .write_all(&[if good { ACCEPTED } else { REFUSED }])
+            .await?;
         stream.flush().await?;
         if !good {
             return Ok(None);
@@ -512,5 +571,37 @@ mod handshake_tests {
             .send(&mut stream, &vec!["x".to_owned()])
             .await
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_node_of_another_protocol_version_is_refused_by_name_on_both_sides() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let acceptor = link(2, Vec::new());
+        let accepted = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            acceptor
+                .accept(tcp, Duration::from_secs(5))
+                .await
+                .map(|s| s.is_some())
+                .map_err(|e| e.to_string())
+        });
+        let mut older = link(1, Vec::new());
+        older.protocol = PROTOCOL_VERSION - 1;
+        let refused = older
+            .connect(&addr, 2, Duration::from_secs(5))
+            .await
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            refused.contains(&format!("peer protocol version {PROTOCOL_VERSION}")),
+            "{refused}"
+        );
+        let logged = accepted.await.unwrap().unwrap_err();
+        assert!(
+            logged.contains(&format!("peer protocol version {}", PROTOCOL_VERSION - 1)),
+            "{logged}"
+        );
     }
 }

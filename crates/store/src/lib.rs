@@ -30,6 +30,7 @@ pub mod private;
 mod read;
 pub mod replicated;
 mod sorted_puts;
+mod submissions;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -42,6 +43,8 @@ use meridian_config::{Backend, Durability, StorageConfig};
 use meridian_model::Schema;
 use meridian_model::dn::Dn;
 use tokio::sync::{mpsc, oneshot};
+
+use crate::submissions::Submissions;
 
 pub use command::{Command, Effect, Operational, OperationalAttribute};
 pub use error::StoreError;
@@ -248,7 +251,7 @@ pub struct Store {
     // Declared before `writer`: the channels must close before the join.
     /// Where clients' commands go: the writer thread, or in a cluster
     /// the replication layer ([`Store::open_replicated`]).
-    sender: mpsc::Sender<Work>,
+    sender: Submissions,
     /// The writer thread's queue (the same channel as `sender` unless
     /// replicated).
     writer: mpsc::Sender<Work>,
@@ -403,7 +406,7 @@ impl Store {
         }
         let mut store = Store::open_mode(options, schema, Mode::Serve)?;
         let (sender, receiver) = mpsc::channel(queue_depth);
-        store.sender = sender;
+        store.sender = Submissions::Proposals(sender);
         Ok((store, replicated::Proposals::new(receiver)))
     }
 
@@ -581,7 +584,7 @@ impl Store {
             }),
             inner,
             writer: sender.clone(),
-            sender,
+            sender: Submissions::Writer(sender),
             _writer: Arc::new(WriterThread(Mutex::new(handle))),
         })
     }
@@ -629,10 +632,7 @@ impl Store {
     /// order (a connection's pipelined writes keep their order).
     pub async fn submit(&self, command: Command) -> Result<Submitted, StoreError> {
         let (reply, rx) = oneshot::channel();
-        self.sender
-            .send(Work::Client(Job::new(command, reply)))
-            .await
-            .map_err(|_| StoreError::Closed)?;
+        self.sender.send(Job::new(command, reply)).await?;
         Ok(Submitted(rx))
     }
 
@@ -646,9 +646,7 @@ impl Store {
     /// next one while the writer applies this one.
     pub fn submit_blocking(&self, command: Command) -> Result<Submitted, StoreError> {
         let (reply, rx) = oneshot::channel();
-        self.sender
-            .blocking_send(Work::Client(Job::new(command, reply)))
-            .map_err(|_| StoreError::Closed)?;
+        self.sender.blocking_send(Job::new(command, reply))?;
         Ok(Submitted(rx))
     }
 

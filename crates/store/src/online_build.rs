@@ -18,9 +18,10 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
-use crate::{Command, Job, Store, StoreError, Submitted, Work, apply};
+use crate::submissions::WeakSubmissions;
+use crate::{Command, Job, Store, StoreError, Submitted, apply};
 
 /// Entry IDs per step: a step holds the writer for about a
 /// millisecond.
@@ -95,7 +96,7 @@ impl Store {
 
 /// Submits the steps below `end`, then the last one: `Ok(false)` if the
 /// store closed first.
-fn build(sender: &mpsc::WeakSender<Work>, types: &[String], end: u64) -> Result<bool, StoreError> {
+fn build(sender: &WeakSubmissions, types: &[String], end: u64) -> Result<bool, StoreError> {
     let submit = |from: u64, to: u64, complete: bool| -> Option<Submitted> {
         let live = sender.upgrade()?;
         let (reply, answer) = oneshot::channel();
@@ -105,8 +106,7 @@ fn build(sender: &mpsc::WeakSender<Work>, types: &[String], end: u64) -> Result<
             types: types.to_vec(),
             complete,
         };
-        live.blocking_send(Work::Client(Job::new(command, reply)))
-            .ok()?;
+        live.blocking_send(Job::new(command, reply)).ok()?;
         Some(Submitted(answer))
     };
     let mut in_flight = VecDeque::with_capacity(IN_FLIGHT);

@@ -25,29 +25,21 @@ use crate::{Answer, Command, Effect, Inner, Job, ReplicatedJob, Store, StoreErro
 pub(crate) const APPLIED_MARKER: &[u8] = b"replication_applied";
 
 /// What clients submitted to a replicated store, in submission order.
-pub struct Proposals(mpsc::Receiver<Work>);
+pub struct Proposals(mpsc::Receiver<Job>);
 
 impl Proposals {
-    pub(crate) fn new(receiver: mpsc::Receiver<Work>) -> Proposals {
+    pub(crate) fn new(receiver: mpsc::Receiver<Job>) -> Proposals {
         Proposals(receiver)
     }
 
     /// The next proposal; `None` once the store is closed.
     pub async fn next(&mut self) -> Option<Proposal> {
-        loop {
-            if let Some(proposal) = Proposal::of(self.0.recv().await?) {
-                return Some(proposal);
-            }
-        }
+        self.0.recv().await.map(Proposal)
     }
 
     /// A proposal already waiting, without waiting for one.
     pub fn try_next(&mut self) -> Option<Proposal> {
-        loop {
-            if let Some(proposal) = Proposal::of(self.0.try_recv().ok()?) {
-                return Some(proposal);
-            }
-        }
+        self.0.try_recv().ok().map(Proposal)
     }
 }
 
@@ -55,19 +47,6 @@ impl Proposals {
 pub struct Proposal(Job);
 
 impl Proposal {
-    /// A client's job; only those are sent to the proposal queue (any
-    /// other work is answered with an error, never dropped silently).
-    fn of(work: Work) -> Option<Proposal> {
-        let misrouted = || StoreError::internal("writer work reached the proposal queue");
-        match work {
-            Work::Client(job) => return Some(Proposal(job)),
-            Work::Replicated(job) => drop(job.reply.send(Err(misrouted()))),
-            Work::Install(job) => drop(job.reply.send(Err(misrouted()))),
-            Work::MakeRoom(_, reply) => drop(reply.send(Err(misrouted()))),
-        }
-        None
-    }
-
     /// Answers the client without applying the command (a referral, a
     /// refusal); the command goes back to be freed by the client.
     pub fn answer(self, result: Result<Effect, StoreError>) {

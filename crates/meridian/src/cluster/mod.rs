@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use meridian_config::Config;
+use meridian_config::{Ack, Config, FollowerWrites, Reads};
 use meridian_replication::{AdminCommand, ClusterNode, Member, Options};
 use meridian_store::Store;
 use meridian_store::replicated::Proposals;
@@ -70,15 +70,15 @@ pub(crate) fn options(config: &Config) -> anyhow::Result<Options> {
             }),
             _ => None,
         },
-        refer_writes: c.followers == "referral",
-        ack_all: c.ack == "all",
+        refer_writes: c.followers == FollowerWrites::Referral,
+        ack_all: c.ack == Ack::All,
         write_timeout: Duration::from_millis(c.write_timeout_ms),
-        reads: match c.reads.as_str() {
-            "linearizable" => meridian_replication::ReadMode::Linearizable,
-            "local" => meridian_replication::ReadMode::Local {
+        reads: match c.reads {
+            Reads::Session => meridian_replication::ReadMode::Session,
+            Reads::Linearizable => meridian_replication::ReadMode::Linearizable,
+            Reads::Local => meridian_replication::ReadMode::Local {
                 max_staleness: Duration::from_millis(c.max_staleness_ms),
             },
-            _ => meridian_replication::ReadMode::Session,
         },
         heartbeat: Duration::from_millis(c.heartbeat_ms),
         election_timeout: Duration::from_millis(c.election_timeout_ms),
