@@ -75,15 +75,6 @@ pub fn argon2_phc(password: &[u8], cost: HashCost) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
-/// Whether `password` matches an Argon2 PHC string (`$argon2id$v=19$…`),
-/// computed at the string's own algorithm, version and cost: the one
-/// Argon2 check of the workspace (users' `{ARGON2}` values and the
-/// administrator's hash). Slow by design; callers bound the cost first
-/// where the hash is not their own ([`check_stored`]).
-pub fn argon2_matches(phc: &str, password: &[u8]) -> bool {
-    PasswordHash::new(phc).is_ok_and(|h| Argon2::default().verify_password(password, &h).is_ok())
-}
-
 /// A new random password: 20 characters from a 64-symbol alphabet (120
 /// bits), without modulo bias. For the administrator's first start and
 /// Password Modify without a new password (genPasswd).
