@@ -1,10 +1,33 @@
 #!/usr/bin/env bash
-# Runs every test of Meridian on a fresh Debian machine with Rust installed:
-# installs what the tests need (OpenLDAP's client tools from Debian, Python
-# ldap3 and pytest from PyPI), builds, then runs the Rust unit, property,
-# differential and integration tests and the Python client tests.
+# Runs Meridian's tests on a fresh Debian machine with Rust installed:
+# installs what the tests need (OpenLDAP's client tools and slapd from
+# Debian, Python ldap3 and pytest from PyPI, the UnboundID LDAP SDK from
+# Maven Central), builds, then runs the Rust unit, property, differential
+# and integration tests and the Python client tests.
+#
+#   scripts/test.sh          the everyday tier, under 10 minutes on 2 cores:
+#                            every crate's tests, and the integration tests
+#                            that start the real binary and drive it with
+#                            real clients (OpenLDAP's tools, ldap3, slapd as
+#                            the reference), but not those below
+#   scripts/test.sh --full   everything (what CI runs): also the cluster
+#                            tests (several processes, leader kills, wiped
+#                            and full disks), SIGKILL under load, the seed
+#                            datasets at size and the bench toolkit's runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+tier=fast
+case "${1:-}" in
+    --full) tier=full ;;
+    "" | --fast) ;;
+    *)
+        echo "usage: scripts/test.sh [--fast | --full]" >&2
+        exit 2
+        ;;
+esac
+# The integration tests (crates/meridian/tests) only the full tier runs.
+FULL_ONLY=" t32_sigkill t36_cluster t37_cluster_membership t38_cluster_reads t39_cluster_full_disk t90_seed_datasets t95_bench "
 
 # OpenLDAP's client tools drive the integration tests; its server, slapd,
 # is the reference the model is cross-checked against (the tests start
@@ -44,9 +67,23 @@ if [ ! -f "$UNBOUNDID_JAR" ]; then
 fi
 export MERIDIAN_UNBOUNDID_JAR="$UNBOUNDID_JAR"
 
-echo "== cargo test"
+echo "== cargo test ($tier tier)"
 cargo build --locked --bins
-cargo test --locked --workspace
+if [ "$tier" = full ]; then
+    cargo test --locked --workspace
+else
+    cargo test --locked --workspace --exclude meridian
+    everyday=()
+    for file in crates/meridian/tests/t*.rs; do
+        name=$(basename "$file" .rs)
+        case "$FULL_ONLY" in
+            *" $name "*) ;;
+            *) everyday+=(--test "$name") ;;
+        esac
+    done
+    cargo test --locked -p meridian --bins "${everyday[@]}"
+    echo "== not run in this tier (scripts/test.sh --full runs them):$FULL_ONLY"
+fi
 
 echo "== python client tests"
 MERIDIAN_BIN="$PWD/target/debug/meridian" python3 -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning tests/python
