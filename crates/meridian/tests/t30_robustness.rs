@@ -34,6 +34,24 @@ fn notice_then_close(client: &mut Client) -> Option<ResultCode> {
     notice
 }
 
+/// Whether a new connection's root DSE search is answered.
+fn serves(server: &Server) -> bool {
+    let out = ldap_tool(
+        "ldapsearch",
+        &[
+            "-x",
+            "-H",
+            &server.url(),
+            "-s",
+            "base",
+            "-b",
+            "",
+            "vendorName",
+        ],
+    );
+    out.status.success() && text(&out.stdout).contains("vendorName: Meridian")
+}
+
 fn still_serving(server: &Server) {
     let out = ldap_tool(
         "ldapsearch",
@@ -196,23 +214,37 @@ fn the_pdu_size_limit_is_configurable() {
 fn connections_over_the_limit_are_told_busy() {
     let server = Server::start("[server]\nmax_connections = 2\n");
     let mut held: Vec<Client> = (0..2).map(|_| Client::connect(server.addr)).collect();
-    // Make sure both are accepted and counted.
+    // Both are accepted and counted once each has been answered.
     for (i, c) in held.iter_mut().enumerate() {
         let mut buf = Vec::new();
         LdapMessage {
             message_id: 1 + i as i32,
-            op: ProtocolOp::AbandonRequest(99),
+            op: ProtocolOp::ExtendedRequest(ExtendedRequest {
+                name: extended::oid::WHO_AM_I,
+                value: None,
+            }),
             controls: Seq::empty(),
         }
         .encode(&mut buf);
         c.send(&buf);
+        assert!(c.read_pdu().is_some(), "connection {i} was not served");
     }
-    std::thread::sleep(Duration::from_millis(200));
     let mut third = Client::connect(server.addr);
     assert_eq!(notice_then_close(&mut third), Some(ResultCode::BUSY));
     drop(held);
-    std::thread::sleep(Duration::from_millis(200));
-    still_serving(&server);
+    // The server counts a connection out once it has seen it close: a
+    // new one is served from then on. (The clock bounds the wait only.)
+    #[allow(clippy::disallowed_methods)]
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !serves(&server) {
+        #[allow(clippy::disallowed_methods)]
+        let now = std::time::Instant::now();
+        assert!(
+            now < deadline,
+            "no connection served after the held ones closed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]

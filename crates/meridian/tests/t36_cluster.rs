@@ -796,18 +796,33 @@ fn peer_links_are_tls_and_a_node_that_cannot_be_verified_is_refused() {
     cluster.kill(stranger);
     TestCa::new("B").issue(&cluster.node(stranger).dir);
     cluster.start_node(stranger);
+    let logs = || -> String {
+        (1..=3)
+            .map(|id| std::fs::read_to_string(cluster.node(id).dir.join("serve.log")).unwrap())
+            .collect()
+    };
+    let refusals_before = logs().matches("refused").count();
     let mut w = Writer1::new(cluster.node(leader).ldap);
     assert_eq!(w.add_account(PEOPLE, "while-refused"), Outcome::Ok);
-    std::thread::sleep(Duration::from_secs(2));
+    // Gated on events, not a pause: the entry reached the third node, and
+    // the leader has been refused by the stranger since it was written.
+    let third = (1..=3).find(|id| *id != leader && *id != stranger).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !(support::cluster::dump(cluster.node(third).ldap).contains("uid=while-refused,")
+        && logs().matches("refused").count() > refusals_before)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the write never reached node {third}, or no refusal was logged:\n{}",
+            logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let dump = support::cluster::dump(cluster.node(stranger).ldap);
     assert!(
         !dump.contains("uid=while-refused,"),
         "a node of another CA got entries"
     );
-    let logs: String = (1..=3)
-        .map(|id| std::fs::read_to_string(cluster.node(id).dir.join("serve.log")).unwrap())
-        .collect();
-    assert!(logs.contains("refused"), "the refusals are logged:\n{logs}");
 }
 
 #[test]
@@ -824,15 +839,26 @@ fn a_node_with_other_indexes_is_refused_naming_the_key() {
     let leader = cluster.leader(Duration::from_secs(20));
     assert_ne!(leader, 3, "node 3 cannot gather votes");
     setup_base(&cluster, leader);
-    std::thread::sleep(Duration::from_secs(1));
+    // Gated on events, not a pause: the base reached the other follower,
+    // and node 3's refusal naming the key is logged.
+    let logs = || -> String {
+        (1..=3)
+            .map(|id| std::fs::read_to_string(cluster.node(id).dir.join("serve.log")).unwrap())
+            .collect()
+    };
+    let other = (1..=2).find(|id| *id != leader).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(support::cluster::dump(cluster.node(other).ldap).contains("ou=people")
+        && logs().contains("another configuration of storage.indexes"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the base never reached node {other}, or the refusal naming the key was never logged:\n{}",
+            logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert!(!support::cluster::dump(cluster.node(3).ldap).contains("ou=people"));
-    let logs: String = (1..=3)
-        .map(|id| std::fs::read_to_string(cluster.node(id).dir.join("serve.log")).unwrap())
-        .collect();
-    assert!(
-        logs.contains("another configuration of storage.indexes"),
-        "{logs}"
-    );
 }
 
 #[test]
