@@ -170,18 +170,5 @@ fn a_client_that_never_reads_holds_memory_flat() {
     assert!(grown < 32 * 1024, "server grew by {grown} KiB");
 
     // The server is still serving other clients meanwhile.
-    let out = ldap_tool(
-        "ldapsearch",
-        &[
-            "-x",
-            "-H",
-            &server.url(),
-            "-s",
-            "base",
-            "-b",
-            "",
-            "vendorName",
-        ],
-    );
-    assert!(out.status.success());
+    assert!(serves(&server));
 }

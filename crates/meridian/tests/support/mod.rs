@@ -233,6 +233,25 @@ pub fn ldap_tool(tool: &str, args: &[&str]) -> Output {
 
 /// `ldapwhoami` bound as `dn` with `password`: its exit code and output
 /// (`dn:...` on success, 49 for invalidCredentials).
+/// Whether a new connection's search of the root DSE is answered (with
+/// Meridian's vendorName): the server still serves.
+pub fn serves(server: &Server) -> bool {
+    let out = ldap_tool(
+        "ldapsearch",
+        &[
+            "-x",
+            "-H",
+            &server.url(),
+            "-s",
+            "base",
+            "-b",
+            "",
+            "vendorName",
+        ],
+    );
+    out.status.success() && text(&out.stdout).contains("vendorName: Meridian")
+}
+
 pub fn whoami(server: &Server, dn: &str, password: &str) -> (i32, String) {
     tool(server, "ldapwhoami", &["-D", dn, "-w", password], &[], None)
 }
