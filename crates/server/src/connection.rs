@@ -555,6 +555,12 @@ impl RequestReader<'_> {
     }
 
     /// Decodes and dispatches every complete PDU in the buffer.
+    ///
+    /// One function on purpose (over 150 lines): it is the reader's loop,
+    /// and each `Action` a request leaves (a bind's password check, a
+    /// StartTLS, a disconnection) must be finished in request order
+    /// before the next PDU is looked at, with the batch and the permits
+    /// of this pass at hand.
     async fn process_buffered(&mut self, shutdown: &mut watch::Receiver<bool>) -> Option<End> {
         loop {
             // Before a bind, a much smaller PDU: an anonymous client

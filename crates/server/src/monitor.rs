@@ -119,6 +119,10 @@ pub(crate) fn search(
 type Attrs = Vec<(&'static str, Vec<String>)>;
 
 /// Every entry of the subtree, as of now.
+///
+/// One function on purpose (over 150 lines): it is the list of
+/// cn=Monitor's entries in the order slapd's back-monitor lays them out,
+/// each a few lines, all read from one look at the figures.
 fn entries(directory: &Directory) -> Vec<Entry> {
     let figures = metrics::figures();
     let count = |name: &str| -> (u64, u64) {

@@ -426,6 +426,13 @@ impl<'s> Snapshot<'s> {
     /// records undecoded: it decodes what it needs ([`Found::entry`]) or
     /// reads the record in place ([`Found::record`]). An error from
     /// `each` ends the search with it.
+    ///
+    /// One function on purpose (over 150 lines): it is every search's
+    /// inner loop, and its candidate sources (index, scope walk, scan
+    /// column) share the per-candidate checks and what is kept across
+    /// candidates (the DN parent cache, the filter's relevant slots);
+    /// split, each part would take the same dozen borrowed locals as
+    /// arguments.
     pub fn search_found(
         &self,
         base: &Dn,
