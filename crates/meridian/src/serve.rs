@@ -96,54 +96,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         Some(access_rules(config, schema)?)
     };
-    let env_password = std::env::var(PASSWORD_ENV)
-        .ok()
-        .filter(|p| !p.is_empty())
-        .or_else(credential_password);
-    let (admin, source) = AdminCredentials::load(
-        &admin_dn,
-        &config.directory.admin_dn,
-        env_password,
-        Some(config.directory.admin_password_hash.as_str()),
-        &config.directory.data_dir,
-        setup.password_hash_cost(),
-        setup.password_bounds(),
-    )?;
-    // What this server runs with, every key (the cluster secret only
-    // by its length), one line each under `meridian::config`, at debug:
-    // a start is one line at info, not a hundred.
-    tracing::info!(
-        data_dir = %config.directory.data_dir.display(),
-        "starting (log.level = \"info,meridian::config=debug\" shows every key in effect)"
-    );
-    for line in config
-        .effective_toml()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-    {
-        tracing::debug!(target: "meridian::config", "{line}");
-    }
-    match &source {
-        PasswordSource::Environment => {
-            tracing::info!("administrator password taken from {PASSWORD_ENV}");
-        }
-        PasswordSource::Configured => {
-            tracing::info!("administrator password hash taken from directory.admin_password_hash");
-        }
-        PasswordSource::Stored(path) => {
-            tracing::info!(path = %path.display(), "administrator password hash loaded");
-        }
-        PasswordSource::Generated { password, path } => {
-            // Printed once: later starts find the stored hash.
-            println!(
-                "Generated a password for {}: {password}\n\
-                 It is shown only this once; its hash is in {}.\n\
-                 Set {PASSWORD_ENV} to choose your own.",
-                config.directory.admin_dn,
-                path.display()
-            );
-        }
-    }
+    let admin = admin_credentials(&setup, &admin_dn)?;
 
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all();
@@ -152,57 +105,8 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let runtime = runtime.build().context("cannot start the async runtime")?;
     let served = runtime.block_on(async {
-        let (stores, cluster) = if config.cluster.enabled() {
-            let (store, proposals) = setup.open_replicated_store()?;
-            let node =
-                Arc::new(crate::cluster::start_node(config, store.clone(), proposals).await?);
-            tokio::spawn(build_indexes_when_leading(store.clone(), Arc::clone(&node)));
-            (vec![store], Some(node))
-        } else {
-            let stores = setup.open_all_stores()?;
-            // Indexes added to the config since the data was indexed are
-            // built while the server serves (searches scan until then).
-            // The build threads end with the stores. (In a cluster the
-            // leader builds, through the log: `build_indexes_when_leading`.)
-            for store in &stores {
-                drop(store.build_indexes_online());
-            }
-            (stores, None)
-        };
-        // In a cluster, a node's entryCSNs carry its node ID.
-        let server_id = if config.cluster.enabled() {
-            u16::try_from(config.cluster.node_id).unwrap_or(0)
-        } else {
-            config.directory.server_id
-        };
-        let mut stores = stores.into_iter();
-        let first = stores
-            .next()
-            .ok_or_else(|| anyhow::anyhow!("no naming context to serve"))?;
-        let mut directory = Directory::new(
-            first,
-            admin_dn.clone(),
-            Arc::new(SystemClock),
-            setup.directory_limits(),
-        )
-        .with_more_contexts(stores.collect())
-        .with_server_id(server_id);
-        if let Some(access) = access {
-            directory = directory.with_access(access);
-        }
-        let directory = directory
-            .with_proxy_authorizers(&config.directory.proxy_authorizers)
-            .map_err(anyhow::Error::msg)?;
-        let directory = Arc::new(directory);
+        let (directory, cluster) = open_directory(&setup, &admin_dn, access).await?;
         let directory_for_reload = Arc::clone(&directory);
-        if let Some(node) = &cluster {
-            let observer = Arc::downgrade(&directory);
-            node.observe_applied(move |commands| {
-                if let Some(directory) = observer.upgrade() {
-                    directory.observe_applied(commands);
-                }
-            });
-        }
         tokio::spawn(sweep_dynamic_entries(
             Arc::clone(&directory),
             std::time::Duration::from_secs(config.directory.dynamic_sweep_secs),
@@ -248,6 +152,130 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     // The log's last lines (the shutdown's) are written before the exit.
     crate::logging::finish();
     served
+}
+
+/// The administrator's credentials (from the environment, a systemd
+/// credential, the configured hash, or the stored or generated one),
+/// with a start line saying where they came from; a generated password
+/// is printed once. Also logs every key in effect, at debug.
+fn admin_credentials(
+    setup: &crate::setup::Setup,
+    admin_dn: &meridian_model::dn::Dn,
+) -> anyhow::Result<AdminCredentials> {
+    let config = &setup.config;
+    let env_password = std::env::var(PASSWORD_ENV)
+        .ok()
+        .filter(|p| !p.is_empty())
+        .or_else(credential_password);
+    let (admin, source) = AdminCredentials::load(
+        admin_dn,
+        &config.directory.admin_dn,
+        env_password,
+        Some(config.directory.admin_password_hash.as_str()),
+        &config.directory.data_dir,
+        setup.password_hash_cost(),
+        setup.password_bounds(),
+    )?;
+    // What this server runs with, every key (the cluster secret only
+    // by its length), one line each under `meridian::config`, at debug:
+    // a start is one line at info, not a hundred.
+    tracing::info!(
+        data_dir = %config.directory.data_dir.display(),
+        "starting (log.level = \"info,meridian::config=debug\" shows every key in effect)"
+    );
+    for line in config
+        .effective_toml()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+    {
+        tracing::debug!(target: "meridian::config", "{line}");
+    }
+    match &source {
+        PasswordSource::Environment => {
+            tracing::info!("administrator password taken from {PASSWORD_ENV}");
+        }
+        PasswordSource::Configured => {
+            tracing::info!("administrator password hash taken from directory.admin_password_hash");
+        }
+        PasswordSource::Stored(path) => {
+            tracing::info!(path = %path.display(), "administrator password hash loaded");
+        }
+        PasswordSource::Generated { password, path } => {
+            // Printed once: later starts find the stored hash.
+            println!(
+                "Generated a password for {}: {password}\n\
+                 It is shown only this once; its hash is in {}.\n\
+                 Set {PASSWORD_ENV} to choose your own.",
+                config.directory.admin_dn,
+                path.display()
+            );
+        }
+    }
+
+    Ok(admin)
+}
+
+/// Opens the naming contexts' stores (in a cluster, the replicated one
+/// and this node of the cluster) and the directory over them.
+async fn open_directory(
+    setup: &crate::setup::Setup,
+    admin_dn: &meridian_model::dn::Dn,
+    access: Option<AccessRules>,
+) -> anyhow::Result<(
+    Arc<Directory>,
+    Option<Arc<meridian_replication::ClusterNode>>,
+)> {
+    let config = &setup.config;
+    let (stores, cluster) = if config.cluster.enabled() {
+        let (store, proposals) = setup.open_replicated_store()?;
+        let node = Arc::new(crate::cluster::start_node(config, store.clone(), proposals).await?);
+        tokio::spawn(build_indexes_when_leading(store.clone(), Arc::clone(&node)));
+        (vec![store], Some(node))
+    } else {
+        let stores = setup.open_all_stores()?;
+        // Indexes added to the config since the data was indexed are
+        // built while the server serves (searches scan until then).
+        // The build threads end with the stores. (In a cluster the
+        // leader builds, through the log: `build_indexes_when_leading`.)
+        for store in &stores {
+            drop(store.build_indexes_online());
+        }
+        (stores, None)
+    };
+    // In a cluster, a node's entryCSNs carry its node ID.
+    let server_id = if config.cluster.enabled() {
+        u16::try_from(config.cluster.node_id).unwrap_or(0)
+    } else {
+        config.directory.server_id
+    };
+    let mut stores = stores.into_iter();
+    let first = stores
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("no naming context to serve"))?;
+    let mut directory = Directory::new(
+        first,
+        admin_dn.clone(),
+        Arc::new(SystemClock),
+        setup.directory_limits(),
+    )
+    .with_more_contexts(stores.collect())
+    .with_server_id(server_id);
+    if let Some(access) = access {
+        directory = directory.with_access(access);
+    }
+    let directory = directory
+        .with_proxy_authorizers(&config.directory.proxy_authorizers)
+        .map_err(anyhow::Error::msg)?;
+    let directory = Arc::new(directory);
+    if let Some(node) = &cluster {
+        let observer = Arc::downgrade(&directory);
+        node.observe_applied(move |commands| {
+            if let Some(directory) = observer.upgrade() {
+                directory.observe_applied(commands);
+            }
+        });
+    }
+    Ok((directory, cluster))
 }
 
 /// In a cluster: indexes added to the config (the same on every node,
