@@ -184,36 +184,8 @@ const NOT_NEEDED: &[&str] = &[
 ];
 
 fn translate(slapd: &SlapdConfig) -> Migration {
-    let mut notes: Vec<String> = Vec::new();
-    let mut note = |origin: &str, what: String| notes.push(format!("{origin}: {what}"));
-    let mut directory = String::new();
-    let mut server = String::new();
-    let mut security = String::new();
-    let mut storage = String::new();
-    let mut indexes: Vec<(String, Vec<String>)> = Vec::new();
-    let mut rules: Vec<String> = Vec::new();
-    let mut dropped_access: Vec<String> = Vec::new();
-    let mut require_tls = false;
-
-    // Schema.
-    let mut schema_files = Vec::new();
-    for (path, origin) in &slapd.schema {
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        // slapd.d names them cn={0}core.ldif.
-        let bare = stem
-            .rsplit('}')
-            .next()
-            .unwrap_or(&stem)
-            .to_ascii_lowercase();
-        if !BUILT_IN_SCHEMA.contains(&bare.as_str()) {
-            schema_files.push(path.display().to_string());
-            let _ = origin;
-        }
-    }
-
+    let mut translation = Translation::default();
+    translation.schema(slapd);
     // The naming contexts: the mdb (or hdb, bdb) databases.
     let data: Vec<&Database> = slapd
         .databases
@@ -232,52 +204,116 @@ fn translate(slapd: &SlapdConfig) -> Migration {
                 .filter(|d| global_only(&d.name)),
         )
         .collect();
-    for db in &slapd.databases {
-        if !matches!(
-            db.kind.as_str(),
-            "mdb" | "hdb" | "bdb" | "frontend" | "config"
-        ) {
-            note(
-                &db.origin,
-                format!(
-                    "database {}: not translated (Meridian serves its naming contexts from LMDB; \
-                     cn=Monitor is built in)",
-                    db.kind
-                ),
+    translation.other_databases(slapd);
+    translation.naming_contexts(&data);
+    let first_rootdn = data.first().and_then(|d| d.first("rootdn"));
+    for (i, db) in data.iter().enumerate() {
+        translation.database(i, db, first_rootdn);
+    }
+    // Global and frontend directives.
+    for d in &frontend {
+        translation.frontend(d);
+    }
+    translation.into_migration()
+}
+
+/// The configuration being written, section by section, and what the
+/// operator must be told.
+#[derive(Default)]
+struct Translation {
+    notes: Vec<String>,
+    directory: String,
+    server: String,
+    security: String,
+    storage: String,
+    indexes: Vec<(String, Vec<String>)>,
+    rules: Vec<String>,
+    dropped_access: Vec<String>,
+    require_tls: bool,
+    schema_files: Vec<String>,
+}
+
+impl Translation {
+    fn note(&mut self, origin: &str, what: String) {
+        self.notes.push(format!("{origin}: {what}"));
+    }
+
+    /// The schema files that are not built in.
+    fn schema(&mut self, slapd: &SlapdConfig) {
+        for (path, origin) in &slapd.schema {
+            let stem = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            // slapd.d names them cn={0}core.ldif.
+            let bare = stem
+                .rsplit('}')
+                .next()
+                .unwrap_or(&stem)
+                .to_ascii_lowercase();
+            if !BUILT_IN_SCHEMA.contains(&bare.as_str()) {
+                self.schema_files.push(path.display().to_string());
+                let _ = origin;
+            }
+        }
+    }
+
+    /// Databases that are not naming contexts: noted.
+    fn other_databases(&mut self, slapd: &SlapdConfig) {
+        for db in &slapd.databases {
+            if !matches!(
+                db.kind.as_str(),
+                "mdb" | "hdb" | "bdb" | "frontend" | "config"
+            ) {
+                self.note(
+                    &db.origin,
+                    format!(
+                        "database {}: not translated (Meridian serves its naming contexts from LMDB; \
+                         cn=Monitor is built in)",
+                        db.kind
+                    ),
+                );
+            }
+        }
+    }
+
+    /// The suffixes and the administrator.
+    fn naming_contexts(&mut self, data: &[&Database]) {
+        let suffix_of = |db: &Database| db.first("suffix").map(str::to_owned);
+        match data.first().and_then(|db| suffix_of(db)) {
+            Some(suffix) => {
+                let _ = writeln!(self.directory, "suffix = {}", acl::quote(&suffix));
+            }
+            None => self.note(
+                "(configuration)",
+                "no mdb database with a suffix: the default suffix is kept".to_owned(),
+            ),
+        }
+        let more: Vec<String> = data
+            .iter()
+            .skip(1)
+            .filter_map(|db| suffix_of(db))
+            .map(|s| acl::quote(&s))
+            .collect();
+        if !more.is_empty() {
+            let _ = writeln!(
+                self.directory,
+                "additional_suffixes = [{}]",
+                more.join(", ")
             );
         }
-    }
-    let suffix_of = |db: &Database| db.first("suffix").map(str::to_owned);
-    match data.first().and_then(|db| suffix_of(db)) {
-        Some(suffix) => {
-            let _ = writeln!(directory, "suffix = {}", acl::quote(&suffix));
+        if let Some(rootdn) = data.iter().find_map(|db| db.first("rootdn")) {
+            let _ = writeln!(self.directory, "admin_dn = {}", acl::quote(rootdn));
         }
-        None => note(
-            "(configuration)",
-            "no mdb database with a suffix: the default suffix is kept".to_owned(),
-        ),
     }
-    let more: Vec<String> = data
-        .iter()
-        .skip(1)
-        .filter_map(|db| suffix_of(db))
-        .map(|s| acl::quote(&s))
-        .collect();
-    if !more.is_empty() {
-        let _ = writeln!(directory, "additional_suffixes = [{}]", more.join(", "));
-    }
-    if let Some(rootdn) = data.iter().find_map(|db| db.first("rootdn")) {
-        let _ = writeln!(directory, "admin_dn = {}", acl::quote(rootdn));
-    }
-    for (i, db) in data.iter().enumerate() {
+
+    /// The `i`th naming context's own directives and overlays.
+    fn database(&mut self, i: usize, db: &Database, first_rootdn: Option<&str>) {
         if i > 0
-            && let (Some(theirs), Some(first)) = (
-                db.first("rootdn"),
-                data.first().and_then(|d| d.first("rootdn")),
-            )
+            && let (Some(theirs), Some(first)) = (db.first("rootdn"), first_rootdn)
             && !theirs.eq_ignore_ascii_case(first)
         {
-            note(
+            self.note(
                 &db.origin,
                 format!(
                     "rootdn {theirs}: Meridian has one administrator, {first}; give this one rights with an [[access]] rule"
@@ -287,71 +323,45 @@ fn translate(slapd: &SlapdConfig) -> Migration {
         for d in &db.directives {
             match d.name.as_str() {
                 "suffix" | "rootdn" | "subordinate" => {}
-                "rootpw" if i == 0 => {
-                    let value = d.args.first().map(String::as_str).unwrap_or_default();
-                    let bounds = meridian_directory::password::HashBounds::default();
-                    if value.starts_with('{') {
-                        match meridian_directory::password::check_stored(value.as_bytes(), &bounds)
-                        {
-                            // Carried over as it is: binds check it in its scheme.
-                            Ok(()) => {
-                                let _ = writeln!(
-                                    directory,
-                                    "admin_password_hash = {}",
-                                    acl::quote(value)
-                                );
-                            }
-                            Err(why) => note(
-                                &d.origin,
-                                format!(
-                                    "rootpw not carried over ({why}); set the password with MERIDIAN_ADMIN_PASSWORD"
-                                ),
-                            ),
-                        }
-                    } else {
-                        // A clear-text rootpw: written as its {ARGON2} hash,
-                        // never as it is.
-                        match meridian_directory::password::argon2_phc(
-                            value.as_bytes(),
-                            meridian_directory::password::HashCost::default(),
-                        ) {
-                            Ok(phc) => {
-                                let _ = writeln!(
-                                    directory,
-                                    "admin_password_hash = {}",
-                                    acl::quote(&format!("{{ARGON2}}{phc}"))
-                                );
-                                note(
-                                    &d.origin,
-                                    "rootpw was clear text: written as its {ARGON2} hash"
-                                        .to_owned(),
-                                );
-                            }
-                            Err(e) => note(&d.origin, format!("rootpw not carried over: {e}")),
-                        }
-                    }
-                }
-                "rootpw" => note(
+                "rootpw" if i == 0 => self.rootpw(d),
+                "rootpw" => self.note(
                     &d.origin,
                     "rootpw of a further database: Meridian has one administrator".to_owned(),
                 ),
-                "index" => index(d, &mut indexes, &mut note),
-                "sizelimit" => limit(d, "size_limit", &mut directory, &mut note),
-                "timelimit" => limit(d, "time_limit_secs", &mut directory, &mut note),
+                "index" => index(d, &mut self.indexes, &mut |o: &str, w: String| {
+                    self.notes.push(format!("{o}: {w}"))
+                }),
+                "sizelimit" => limit(
+                    d,
+                    "size_limit",
+                    &mut self.directory,
+                    &mut |o: &str, w: String| self.notes.push(format!("{o}: {w}")),
+                ),
+                "timelimit" => limit(
+                    d,
+                    "time_limit_secs",
+                    &mut self.directory,
+                    &mut |o: &str, w: String| self.notes.push(format!("{o}: {w}")),
+                ),
                 "maxsize" => {
                     if let Some(bytes) = d.args.first().and_then(|v| v.parse::<u64>().ok()) {
-                        let _ = writeln!(storage, "map_size_bytes = {bytes}");
+                        let _ = writeln!(self.storage, "map_size_bytes = {bytes}");
                     }
                 }
                 "access" => match acl::translate(&d.args) {
-                    Ok(rule) => rules.push(rule.toml()),
-                    Err(why) => drop_access(d, &why, &mut dropped_access, &mut note),
+                    Ok(rule) => self.rules.push(rule.toml()),
+                    Err(why) => drop_access(
+                        d,
+                        &why,
+                        &mut self.dropped_access,
+                        &mut |o: &str, w: String| self.notes.push(format!("{o}: {w}")),
+                    ),
                 },
-                "security" if security_needs_tls(&d.args) => require_tls = true,
+                "security" if security_needs_tls(&d.args) => self.require_tls = true,
                 // Taken with the global directives.
                 name if global_only(name) => {}
                 name if NOT_NEEDED.contains(&name) => {}
-                name => note(&d.origin, format!("{name}: no Meridian counterpart")),
+                name => self.note(&d.origin, format!("{name}: no Meridian counterpart")),
             }
         }
         for (overlay, _) in &db.overlays {
@@ -365,23 +375,79 @@ fn translate(slapd: &SlapdConfig) -> Migration {
                     .to_owned(),
                 other => format!("overlay {other} has no Meridian counterpart"),
             };
-            note(&db.origin, format!("overlay {overlay}: {what}"));
+            self.note(&db.origin, format!("overlay {overlay}: {what}"));
         }
     }
-    // Global and frontend directives.
-    for d in &frontend {
+
+    /// The first database's rootpw: carried over as a hash.
+    fn rootpw(&mut self, d: &Directive) {
+        let value = d.args.first().map(String::as_str).unwrap_or_default();
+        let bounds = meridian_directory::password::HashBounds::default();
+        if value.starts_with('{') {
+            match meridian_directory::password::check_stored(value.as_bytes(), &bounds)
+            {
+                // Carried over as it is: binds check it in its scheme.
+                Ok(()) => {
+                    let _ = writeln!(
+                        self.directory,
+                        "admin_password_hash = {}",
+                        acl::quote(value)
+                    );
+                }
+                Err(why) => self.note(
+                    &d.origin,
+                    format!(
+                        "rootpw not carried over ({why}); set the password with MERIDIAN_ADMIN_PASSWORD"
+                    ),
+                ),
+            }
+        } else {
+            // A clear-text rootpw: written as its {ARGON2} hash,
+            // never as it is.
+            match meridian_directory::password::argon2_phc(
+                value.as_bytes(),
+                meridian_directory::password::HashCost::default(),
+            ) {
+                Ok(phc) => {
+                    let _ = writeln!(
+                        self.directory,
+                        "admin_password_hash = {}",
+                        acl::quote(&format!("{{ARGON2}}{phc}"))
+                    );
+                    self.note(
+                        &d.origin,
+                        "rootpw was clear text: written as its {ARGON2} hash".to_owned(),
+                    );
+                }
+                Err(e) => self.note(&d.origin, format!("rootpw not carried over: {e}")),
+            }
+        }
+    }
+
+    /// One global or frontend directive.
+    fn frontend(&mut self, d: &Directive) {
         match d.name.as_str() {
             "include" => {}
             "serverid" => {
                 if let Some(id) = d.args.first().and_then(|v| v.parse::<u32>().ok()) {
-                    let _ = writeln!(directory, "server_id = {id}");
+                    let _ = writeln!(self.directory, "server_id = {id}");
                 }
             }
-            "sizelimit" => limit(d, "size_limit", &mut directory, &mut note),
-            "timelimit" => limit(d, "time_limit_secs", &mut directory, &mut note),
-            "tlscertificatefile" => tls(d, "tls_certificate_file", &mut security),
-            "tlscertificatekeyfile" => tls(d, "tls_key_file", &mut security),
-            "tlscacertificatefile" => tls(d, "tls_ca_file", &mut security),
+            "sizelimit" => limit(
+                d,
+                "size_limit",
+                &mut self.directory,
+                &mut |o: &str, w: String| self.notes.push(format!("{o}: {w}")),
+            ),
+            "timelimit" => limit(
+                d,
+                "time_limit_secs",
+                &mut self.directory,
+                &mut |o: &str, w: String| self.notes.push(format!("{o}: {w}")),
+            ),
+            "tlscertificatefile" => tls(d, "tls_certificate_file", &mut self.security),
+            "tlscertificatekeyfile" => tls(d, "tls_key_file", &mut self.security),
+            "tlscacertificatefile" => tls(d, "tls_ca_file", &mut self.security),
             "tlsverifyclient" => {
                 let mode = match d.args.first().map(String::as_str) {
                     Some("never") => "none",
@@ -389,7 +455,7 @@ fn translate(slapd: &SlapdConfig) -> Migration {
                     Some("demand" | "hard" | "true") => "required",
                     _ => "none",
                 };
-                let _ = writeln!(security, "client_certificates = \"{mode}\"");
+                let _ = writeln!(self.security, "client_certificates = \"{mode}\"");
             }
             "access" => {
                 let target = d.args.get(1).map(String::as_str).unwrap_or_default();
@@ -404,72 +470,78 @@ fn translate(slapd: &SlapdConfig) -> Migration {
                     || target == "dn.base="
                     || target.eq_ignore_ascii_case("dn.base=cn=Subschema")
                 {
-                    note(
+                    self.note(
                         &d.origin,
                         "access to the root DSE or cn=Subschema: Meridian serves both to anyone"
                             .to_owned(),
                     );
-                    continue;
+                    return;
                 }
                 // slapd checks the frontend's rules after each database's.
                 match acl::translate(&d.args) {
-                    Ok(rule) => rules.push(rule.toml()),
-                    Err(why) => drop_access(d, &why, &mut dropped_access, &mut note),
+                    Ok(rule) => self.rules.push(rule.toml()),
+                    Err(why) => drop_access(
+                        d,
+                        &why,
+                        &mut self.dropped_access,
+                        &mut |o: &str, w: String| self.notes.push(format!("{o}: {w}")),
+                    ),
                 }
             }
             name if NOT_NEEDED.contains(&name) => {}
-            "security" if security_needs_tls(&d.args) => require_tls = true,
+            "security" if security_needs_tls(&d.args) => self.require_tls = true,
             "security" | "require" | "disallow" | "allow" => {
-                note(
+                self.note(
                     &d.origin,
                     format!("{}: see security.require_tls and [security]", d.name),
                 );
             }
-            name => note(&d.origin, format!("{name}: no Meridian counterpart")),
+            name => self.note(&d.origin, format!("{name}: no Meridian counterpart")),
         }
     }
 
-    let mut toml = String::new();
-    let _ = writeln!(
-        toml,
-        "# Written by `meridian migrate` from an OpenLDAP configuration. Every key\n\
-         # not set here keeps its default (contrib/meridian.toml lists them all).\n"
-    );
-    if !server.is_empty() {
-        let _ = writeln!(toml, "[server]\n{server}");
-    }
-    server.clear();
-    if !schema_files.is_empty() {
-        let files: Vec<String> = schema_files.iter().map(|f| acl::quote(f)).collect();
-        let _ = writeln!(directory, "schema_files = [{}]", files.join(", "));
-    }
-    let _ = writeln!(toml, "[directory]\n{directory}");
-    if !storage.is_empty() || !indexes.is_empty() {
-        let _ = writeln!(toml, "[storage]\n{storage}");
-    }
-    if !indexes.is_empty() {
-        let _ = writeln!(toml, "[storage.indexes]");
-        for (attr, kinds) in &indexes {
-            let kinds: Vec<String> = kinds.iter().map(|k| acl::quote(k)).collect();
-            let _ = writeln!(toml, "{attr} = [{}]", kinds.join(", "));
+    fn into_migration(mut self) -> Migration {
+        let mut toml = String::new();
+        let _ = writeln!(
+            toml,
+            "# Written by `meridian migrate` from an OpenLDAP configuration. Every key\n\
+             # not set here keeps its default (contrib/meridian.toml lists them all).\n"
+        );
+        if !self.server.is_empty() {
+            let _ = writeln!(toml, "[server]\n{}", self.server);
         }
-        toml.push('\n');
-    }
-    if require_tls {
-        // slapd's factors bind every operation; Meridian's key, binds
-        // with a password (the clear-text secret such factors protect).
-        let _ = writeln!(security, "require_tls = true");
-    }
-    if !security.is_empty() {
-        let _ = writeln!(toml, "[security]\n{security}");
-    }
-    for rule in &rules {
-        let _ = writeln!(toml, "{rule}");
-    }
-    Migration {
-        toml,
-        notes,
-        dropped_access,
+        if !self.schema_files.is_empty() {
+            let files: Vec<String> = self.schema_files.iter().map(|f| acl::quote(f)).collect();
+            let _ = writeln!(self.directory, "schema_files = [{}]", files.join(", "));
+        }
+        let _ = writeln!(toml, "[directory]\n{}", self.directory);
+        if !self.storage.is_empty() || !self.indexes.is_empty() {
+            let _ = writeln!(toml, "[storage]\n{}", self.storage);
+        }
+        if !self.indexes.is_empty() {
+            let _ = writeln!(toml, "[storage.indexes]");
+            for (attr, kinds) in &self.indexes {
+                let kinds: Vec<String> = kinds.iter().map(|k| acl::quote(k)).collect();
+                let _ = writeln!(toml, "{attr} = [{}]", kinds.join(", "));
+            }
+            toml.push('\n');
+        }
+        if self.require_tls {
+            // slapd's factors bind every operation; Meridian's key, binds
+            // with a password (the clear-text secret such factors protect).
+            let _ = writeln!(self.security, "require_tls = true");
+        }
+        if !self.security.is_empty() {
+            let _ = writeln!(toml, "[security]\n{}", self.security);
+        }
+        for rule in &self.rules {
+            let _ = writeln!(toml, "{rule}");
+        }
+        Migration {
+            toml,
+            notes: self.notes,
+            dropped_access: self.dropped_access,
+        }
     }
 }
 
