@@ -135,94 +135,14 @@ fn apply_change(
         }
     };
     let position = out.attributes.iter().position(|a| a.desc == *desc);
+    let at = Target {
+        name: change.attr,
+        desc,
+        position,
+    };
     match change.op {
-        ModOp::Add => {
-            if change.values.is_empty() {
-                return Err(error(
-                    ResultCode::PROTOCOL_ERROR,
-                    format!("{name}: add without values"),
-                ));
-            }
-            let idx = match position {
-                Some(i) => i,
-                None => {
-                    out.attributes.push(Attribute {
-                        desc: desc.clone(),
-                        name: AttrName::new(change.attr, desc, schema),
-                        values: Values::new(),
-                    });
-                    out.attributes.len() - 1
-                }
-            };
-            let attr = out
-                .attributes
-                .get_mut(idx)
-                .ok_or_else(|| ModelError::internal("attribute position past the entry's list"))?;
-            // The keys present, each worked out once: the values of the
-            // attribute, then those this change adds. (Looked for value
-            // by value, the keys of every present value were worked out
-            // again for each value added: the square of their number
-            // for a large add.)
-            let mut present = PresentKeys::of(&attr.values, key);
-            for value in change.values {
-                let k = key(value)?;
-                if present.holds(&k) {
-                    if permissive {
-                        continue;
-                    }
-                    return Err(error(
-                        ResultCode::ATTRIBUTE_OR_VALUE_EXISTS,
-                        format!("{name}: value already present"),
-                    ));
-                }
-                present.insert(k, attr.values.len());
-                attr.values.push(value.clone());
-            }
-        }
-        ModOp::Delete => {
-            let Some(idx) = position else {
-                if permissive {
-                    return Ok(());
-                }
-                return Err(error(
-                    ResultCode::NO_SUCH_ATTRIBUTE,
-                    format!("{name}: no such attribute"),
-                ));
-            };
-            if change.values.is_empty() {
-                out.attributes.remove(idx);
-                return Ok(());
-            }
-            let attr = out
-                .attributes
-                .get_mut(idx)
-                .ok_or_else(|| ModelError::internal("attribute position past the entry's list"))?;
-            // Each value deleted takes the first present value of its
-            // key that no earlier one took.
-            let mut present = PresentKeys::of(&attr.values, key);
-            let mut deleted = vec![false; attr.values.len()];
-            for value in change.values {
-                match present.take(&key(value)?) {
-                    Some(at) => {
-                        if let Some(flag) = deleted.get_mut(at) {
-                            *flag = true;
-                        }
-                    }
-                    None if permissive => {}
-                    None => {
-                        return Err(error(
-                            ResultCode::NO_SUCH_ATTRIBUTE,
-                            format!("{name}: no such value"),
-                        ));
-                    }
-                }
-            }
-            let mut flags = deleted.into_iter();
-            attr.values.retain(|_| !flags.next().unwrap_or(false));
-            if attr.values.is_empty() {
-                out.attributes.remove(idx);
-            }
-        }
+        ModOp::Add => add_values(out, &at, change.values, schema, permissive, key),
+        ModOp::Delete => delete_values(out, &at, change.values, permissive, key),
         ModOp::Replace => {
             if let Some(idx) = position {
                 out.attributes.remove(idx);
@@ -234,52 +154,186 @@ fn apply_change(
                     values: change.values.iter().cloned().collect(),
                 });
             }
+            Ok(())
         }
-        ModOp::Increment => {
-            let [delta] = change.values else {
-                return Err(error(
-                    ResultCode::PROTOCOL_ERROR,
-                    format!("{name}: increment takes exactly one value"),
-                ));
-            };
-            let delta = parse_integer(delta).ok_or_else(|| {
-                error(
-                    ResultCode::INVALID_ATTRIBUTE_SYNTAX,
-                    format!("{name}: increment value is not an INTEGER"),
-                )
-            })?;
-            if rule.is_none_or(|r| r.name != "integerMatch") {
-                return Err(error(
-                    ResultCode::CONSTRAINT_VIOLATION,
-                    format!("{name}: increment needs an INTEGER attribute"),
-                ));
+        ModOp::Increment => increment_values(
+            out,
+            &at,
+            change.values,
+            rule.is_some_and(|r| r.name == "integerMatch"),
+        ),
+    }
+}
+
+/// The attribute a change is about: its name as the client wrote it, its
+/// description, and where it is in the entry, if it is there.
+struct Target<'c> {
+    name: &'c str,
+    desc: &'c Description,
+    position: Option<usize>,
+}
+
+/// Adds `values` (attributeOrValueExists for one present, unless
+/// permissive).
+fn add_values(
+    out: &mut Entry,
+    at: &Target<'_>,
+    values: &[Vec<u8>],
+    schema: &Schema,
+    permissive: bool,
+    key: impl Fn(&[u8]) -> Result<Vec<u8>, ModelError>,
+) -> Result<(), ModelError> {
+    let name = at.name;
+    if values.is_empty() {
+        return Err(error(
+            ResultCode::PROTOCOL_ERROR,
+            format!("{name}: add without values"),
+        ));
+    }
+    let idx = match at.position {
+        Some(i) => i,
+        None => {
+            out.attributes.push(Attribute {
+                desc: at.desc.clone(),
+                name: AttrName::new(at.name, at.desc, schema),
+                values: Values::new(),
+            });
+            out.attributes.len() - 1
+        }
+    };
+    let attr = out
+        .attributes
+        .get_mut(idx)
+        .ok_or_else(|| ModelError::internal("attribute position past the entry's list"))?;
+    // The keys present, each worked out once: the values of the
+    // attribute, then those this change adds. (Looked for value
+    // by value, the keys of every present value were worked out
+    // again for each value added: the square of their number
+    // for a large add.)
+    let mut present = PresentKeys::of(&attr.values, &key);
+    for value in values {
+        let k = key(value)?;
+        if present.holds(&k) {
+            if permissive {
+                continue;
             }
-            let Some(idx) = position else {
+            return Err(error(
+                ResultCode::ATTRIBUTE_OR_VALUE_EXISTS,
+                format!("{name}: value already present"),
+            ));
+        }
+        present.insert(k, attr.values.len());
+        attr.values.push(value.clone());
+    }
+    Ok(())
+}
+
+/// Deletes `values`, or the whole attribute when none are given
+/// (noSuchAttribute for what is not there, unless permissive).
+fn delete_values(
+    out: &mut Entry,
+    at: &Target<'_>,
+    values: &[Vec<u8>],
+    permissive: bool,
+    key: impl Fn(&[u8]) -> Result<Vec<u8>, ModelError>,
+) -> Result<(), ModelError> {
+    let name = at.name;
+    let Some(idx) = at.position else {
+        if permissive {
+            return Ok(());
+        }
+        return Err(error(
+            ResultCode::NO_SUCH_ATTRIBUTE,
+            format!("{name}: no such attribute"),
+        ));
+    };
+    if values.is_empty() {
+        out.attributes.remove(idx);
+        return Ok(());
+    }
+    let attr = out
+        .attributes
+        .get_mut(idx)
+        .ok_or_else(|| ModelError::internal("attribute position past the entry's list"))?;
+    // Each value deleted takes the first present value of its
+    // key that no earlier one took.
+    let mut present = PresentKeys::of(&attr.values, &key);
+    let mut deleted = vec![false; attr.values.len()];
+    for value in values {
+        match present.take(&key(value)?) {
+            Some(at) => {
+                if let Some(flag) = deleted.get_mut(at) {
+                    *flag = true;
+                }
+            }
+            None if permissive => {}
+            None => {
                 return Err(error(
                     ResultCode::NO_SUCH_ATTRIBUTE,
-                    format!("{name}: no such attribute to increment"),
+                    format!("{name}: no such value"),
                 ));
-            };
-            let attr = out
-                .attributes
-                .get_mut(idx)
-                .ok_or_else(|| ModelError::internal("attribute position past the entry's list"))?;
-            for value in &mut attr.values {
-                let current = parse_integer(value).ok_or_else(|| {
-                    error(
-                        ResultCode::CONSTRAINT_VIOLATION,
-                        format!("{name}: stored value is not an INTEGER"),
-                    )
-                })?;
-                let next = current.checked_add(delta).ok_or_else(|| {
-                    error(
-                        ResultCode::CONSTRAINT_VIOLATION,
-                        format!("{name}: increment overflows"),
-                    )
-                })?;
-                *value = next.to_string().into_bytes();
             }
         }
+    }
+    let mut flags = deleted.into_iter();
+    attr.values.retain(|_| !flags.next().unwrap_or(false));
+    if attr.values.is_empty() {
+        out.attributes.remove(idx);
+    }
+    Ok(())
+}
+
+/// Adds the one value of `values` to every value of an INTEGER
+/// attribute (RFC 4525).
+fn increment_values(
+    out: &mut Entry,
+    at: &Target<'_>,
+    values: &[Vec<u8>],
+    integer: bool,
+) -> Result<(), ModelError> {
+    let name = at.name;
+    let [delta] = values else {
+        return Err(error(
+            ResultCode::PROTOCOL_ERROR,
+            format!("{name}: increment takes exactly one value"),
+        ));
+    };
+    let delta = parse_integer(delta).ok_or_else(|| {
+        error(
+            ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+            format!("{name}: increment value is not an INTEGER"),
+        )
+    })?;
+    if !integer {
+        return Err(error(
+            ResultCode::CONSTRAINT_VIOLATION,
+            format!("{name}: increment needs an INTEGER attribute"),
+        ));
+    }
+    let Some(idx) = at.position else {
+        return Err(error(
+            ResultCode::NO_SUCH_ATTRIBUTE,
+            format!("{name}: no such attribute to increment"),
+        ));
+    };
+    let attr = out
+        .attributes
+        .get_mut(idx)
+        .ok_or_else(|| ModelError::internal("attribute position past the entry's list"))?;
+    for value in &mut attr.values {
+        let current = parse_integer(value).ok_or_else(|| {
+            error(
+                ResultCode::CONSTRAINT_VIOLATION,
+                format!("{name}: stored value is not an INTEGER"),
+            )
+        })?;
+        let next = current.checked_add(delta).ok_or_else(|| {
+            error(
+                ResultCode::CONSTRAINT_VIOLATION,
+                format!("{name}: increment overflows"),
+            )
+        })?;
+        *value = next.to_string().into_bytes();
     }
     Ok(())
 }
