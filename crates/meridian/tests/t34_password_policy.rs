@@ -19,13 +19,18 @@ const USER: &str = "uid=pat,dc=example,dc=com";
 /// user `pat` whose password is `Initial-Pass1`.
 fn server_with(policy: &str) -> Server {
     let server = Server::start(&format!("[password_policy]\n{policy}\n"));
+    add_pat(&server);
+    server
+}
+
+/// The base entry and the user `pat`, whose password is `Initial-Pass1`.
+fn add_pat(server: &Server) {
     let ldif = format!(
         "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n\
          dn: {USER}\nobjectClass: account\nobjectClass: simpleSecurityObject\nuid: pat\nuserPassword: Initial-Pass1\n"
     );
-    let (rc, out) = admin_tool(&server, "ldapadd", &[], Some(&ldif));
+    let (rc, out) = admin_tool(server, "ldapadd", &[], Some(&ldif));
     assert_eq!(rc, 0, "{out}");
-    server
 }
 
 /// `pat` changes its own password from `old` to `new` (Password Modify).
@@ -410,7 +415,10 @@ fn users_change_passwords_only_when_the_policy_allows() {
 /// but change the password until it is changed, as in slapd.
 #[test]
 fn a_reset_password_must_be_changed_before_anything_else() {
-    let server = server_with("must_change = true\nmin_age_secs = 3600");
+    let server = Server::start(&format!(
+        "[directory]\nproxy_authorizers = [\"dn:{USER}\"]\n[password_policy]\nmust_change = true\nmin_age_secs = 3600\n"
+    ));
+    add_pat(&server);
     let (rc, out) = admin_tool(&server, "ldappasswd", &["-s", "Reset-Pass1", USER], None);
     assert_eq!(rc, 0, "{out}");
     assert!(state_of(&server, &["pwdReset"]).contains("pwdReset: TRUE"));
@@ -429,6 +437,23 @@ fn a_reset_password_must_be_changed_before_anything_else() {
         out.contains("restricted to bind/unbind/abandon/StartTLS/modify password"),
         "{out}"
     );
+    // Nor as another identity: the restriction is the bound user's.
+    let (rc, out) = tool(
+        &server,
+        "ldapsearch",
+        &["-D", USER, "-w", "Reset-Pass1"],
+        &[
+            "-e",
+            "!authzid=dn:dc=example,dc=com",
+            "-b",
+            USER,
+            "-s",
+            "base",
+        ],
+        None,
+    );
+    assert_eq!(rc, 50, "{out}");
+    assert!(out.contains("restricted"), "{out}");
     // The user's own change is allowed (the minimum age does not hold a
     // reset back) and lifts the mark.
     let (rc, out) = change_own(&server, "Reset-Pass1", "Mine-Pass2");

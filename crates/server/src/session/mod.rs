@@ -182,6 +182,14 @@ impl Session {
         };
         reply.batch.bundle += controls.queue_length;
         reply.policy_control = controls.password_policy;
+        // The bound user's restriction, before any proxied identity: a
+        // user who must change a reset password may not act as another
+        // either (slapd checks the connection's DN too).
+        if self.must_change_password
+            && let Some(refusal) = self.reset_restriction(ctx, op)
+        {
+            return reply.outcome(op_dn(op), &refusal);
+        }
         let Some((_, authz_id)) = controls.proxied_authz else {
             return self.handle_op(ctx, out, msg, &controls, reply);
         };
@@ -238,11 +246,6 @@ impl Session {
         reply: Reply<'_>,
     ) -> Action {
         let op = &msg.op;
-        if self.must_change_password
-            && let Some(refusal) = self.reset_restriction(ctx, op)
-        {
-            return reply.outcome(op_dn(op), &refusal);
-        }
         if let Some(why) = self.needs_tls(ctx, op) {
             return reply.result(
                 op_dn(op),
