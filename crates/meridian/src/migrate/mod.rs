@@ -100,41 +100,38 @@ pub(crate) struct Migration {
     pub(crate) dropped_access: Vec<String>,
 }
 
-/// An access rule that did not translate: dropped (and the migration
-/// refused unless told), or only noted when all it does is grant to
-/// identities that cannot exist in Meridian, local root over `ldapi://`
-/// (Debian's `by dn.exact=gidNumber=0+uidNumber=0,cn=peercred,...
-/// manage by * break`): leaving it out takes no right away from anyone.
-fn drop_access(
-    d: &Directive,
-    why: &str,
-    dropped: &mut Vec<String>,
-    note: &mut impl FnMut(&str, String),
-) {
-    let clauses: Vec<&[String]> = d
-        .args
-        .split(|word| word.eq_ignore_ascii_case("by"))
-        .skip(1)
-        .collect();
-    let harmless = !clauses.is_empty()
-        && clauses.iter().all(|clause| {
-            let who = clause
-                .first()
-                .map(|w| w.to_ascii_lowercase())
-                .unwrap_or_default();
-            let local_root = who.contains("cn=peercred,cn=external,cn=auth");
-            let passes_on = who == "*" && clause.get(1).is_some_and(|w| w == "break");
-            local_root || passes_on
-        });
-    if harmless {
-        note(
-            &d.origin,
-            format!(
-                "access not translated ({why}); it grants only to local root over ldapi://, which Meridian does not serve"
-            ),
-        );
-    } else {
-        dropped.push(format!("{}: {why}", d.origin));
+impl Translation {
+    /// An access rule that did not translate: dropped (and the migration
+    /// refused unless told), or only noted when all it does is grant to
+    /// identities that cannot exist in Meridian, local root over `ldapi://`
+    /// (Debian's `by dn.exact=gidNumber=0+uidNumber=0,cn=peercred,...
+    /// manage by * break`): leaving it out takes no right away from anyone.
+    fn drop_access(&mut self, d: &Directive, why: &str) {
+        let clauses: Vec<&[String]> = d
+            .args
+            .split(|word| word.eq_ignore_ascii_case("by"))
+            .skip(1)
+            .collect();
+        let harmless = !clauses.is_empty()
+            && clauses.iter().all(|clause| {
+                let who = clause
+                    .first()
+                    .map(|w| w.to_ascii_lowercase())
+                    .unwrap_or_default();
+                let local_root = who.contains("cn=peercred,cn=external,cn=auth");
+                let passes_on = who == "*" && clause.get(1).is_some_and(|w| w == "break");
+                local_root || passes_on
+            });
+        if harmless {
+            self.note(
+                &d.origin,
+                format!(
+                    "access not translated ({why}); it grants only to local root over ldapi://, which Meridian does not serve"
+                ),
+            );
+        } else {
+            self.dropped_access.push(format!("{}: {why}", d.origin));
+        }
     }
 }
 
@@ -328,21 +325,9 @@ impl Translation {
                     &d.origin,
                     "rootpw of a further database: Meridian has one administrator".to_owned(),
                 ),
-                "index" => index(d, &mut self.indexes, &mut |o: &str, w: String| {
-                    self.notes.push(format!("{o}: {w}"))
-                }),
-                "sizelimit" => limit(
-                    d,
-                    "size_limit",
-                    &mut self.directory,
-                    &mut |o: &str, w: String| self.notes.push(format!("{o}: {w}")),
-                ),
-                "timelimit" => limit(
-                    d,
-                    "time_limit_secs",
-                    &mut self.directory,
-                    &mut |o: &str, w: String| self.notes.push(format!("{o}: {w}")),
-                ),
+                "index" => self.index(d),
+                "sizelimit" => self.limit(d, "size_limit"),
+                "timelimit" => self.limit(d, "time_limit_secs"),
                 "maxsize" => {
                     if let Some(bytes) = d.args.first().and_then(|v| v.parse::<u64>().ok()) {
                         let _ = writeln!(self.storage, "map_size_bytes = {bytes}");
@@ -350,12 +335,7 @@ impl Translation {
                 }
                 "access" => match acl::translate(&d.args) {
                     Ok(rule) => self.rules.push(rule.toml()),
-                    Err(why) => drop_access(
-                        d,
-                        &why,
-                        &mut self.dropped_access,
-                        &mut |o: &str, w: String| self.notes.push(format!("{o}: {w}")),
-                    ),
+                    Err(why) => self.drop_access(d, &why),
                 },
                 "security" if security_needs_tls(&d.args) => self.require_tls = true,
                 // Taken with the global directives.
@@ -433,18 +413,8 @@ impl Translation {
                     let _ = writeln!(self.directory, "server_id = {id}");
                 }
             }
-            "sizelimit" => limit(
-                d,
-                "size_limit",
-                &mut self.directory,
-                &mut |o: &str, w: String| self.notes.push(format!("{o}: {w}")),
-            ),
-            "timelimit" => limit(
-                d,
-                "time_limit_secs",
-                &mut self.directory,
-                &mut |o: &str, w: String| self.notes.push(format!("{o}: {w}")),
-            ),
+            "sizelimit" => self.limit(d, "size_limit"),
+            "timelimit" => self.limit(d, "time_limit_secs"),
             "tlscertificatefile" => tls(d, "tls_certificate_file", &mut self.security),
             "tlscertificatekeyfile" => tls(d, "tls_key_file", &mut self.security),
             "tlscacertificatefile" => tls(d, "tls_ca_file", &mut self.security),
@@ -480,12 +450,7 @@ impl Translation {
                 // slapd checks the frontend's rules after each database's.
                 match acl::translate(&d.args) {
                     Ok(rule) => self.rules.push(rule.toml()),
-                    Err(why) => drop_access(
-                        d,
-                        &why,
-                        &mut self.dropped_access,
-                        &mut |o: &str, w: String| self.notes.push(format!("{o}: {w}")),
-                    ),
+                    Err(why) => self.drop_access(d, &why),
                 }
             }
             name if NOT_NEEDED.contains(&name) => {}
@@ -545,84 +510,85 @@ impl Translation {
     }
 }
 
-/// `index cn,uid eq,sub`: each attribute's index kinds, merged.
-fn index(
-    d: &Directive,
-    indexes: &mut Vec<(String, Vec<String>)>,
-    note: &mut impl FnMut(&str, String),
-) {
-    let Some(attrs) = d.args.first() else {
-        return;
-    };
-    let kinds = d.args.get(1).map_or("eq", String::as_str);
-    let mut ours = Vec::new();
-    for kind in kinds.split(',') {
-        let kind = match kind {
-            "eq" | "equality" => "eq",
-            "pres" | "present" => "pres",
-            "sub" | "substr" | "subinitial" | "subany" | "subfinal" | "substring" => "sub",
-            other => {
-                note(
+impl Translation {
+    /// `index cn,uid eq,sub`: each attribute's index kinds, merged.
+    fn index(&mut self, d: &Directive) {
+        let Some(attrs) = d.args.first() else {
+            return;
+        };
+        let kinds = d.args.get(1).map_or("eq", String::as_str);
+        let mut ours = Vec::new();
+        for kind in kinds.split(',') {
+            let kind = match kind {
+                "eq" | "equality" => "eq",
+                "pres" | "present" => "pres",
+                "sub" | "substr" | "subinitial" | "subany" | "subfinal" | "substring" => "sub",
+                other => {
+                    self.note(
+                        &d.origin,
+                        format!("index type {other}: Meridian indexes eq, pres, sub and ord"),
+                    );
+                    continue;
+                }
+            };
+            if !ours.contains(&kind) {
+                ours.push(kind);
+            }
+        }
+        for attr in attrs.split(',').filter(|a| !a.is_empty()) {
+            if attr == "default" {
+                self.note(
                     &d.origin,
-                    format!("index type {other}: Meridian indexes eq, pres, sub and ord"),
+                    "index default: name each attribute's index types".to_owned(),
                 );
                 continue;
             }
-        };
-        if !ours.contains(&kind) {
-            ours.push(kind);
-        }
-    }
-    for attr in attrs.split(',').filter(|a| !a.is_empty()) {
-        if attr == "default" {
-            note(
-                &d.origin,
-                "index default: name each attribute's index types".to_owned(),
-            );
-            continue;
-        }
-        match indexes
-            .iter_mut()
-            .find(|(a, _)| a.eq_ignore_ascii_case(attr))
-        {
-            Some((_, kinds)) => {
-                for kind in &ours {
-                    if !kinds.iter().any(|k| k == kind) {
-                        kinds.push((*kind).to_owned());
+            match self
+                .indexes
+                .iter_mut()
+                .find(|(a, _)| a.eq_ignore_ascii_case(attr))
+            {
+                Some((_, kinds)) => {
+                    for kind in &ours {
+                        if !kinds.iter().any(|k| k == kind) {
+                            kinds.push((*kind).to_owned());
+                        }
                     }
                 }
+                None => self.indexes.push((
+                    attr.to_owned(),
+                    ours.iter().map(|k| (*k).to_owned()).collect(),
+                )),
             }
-            None => indexes.push((
-                attr.to_owned(),
-                ours.iter().map(|k| (*k).to_owned()).collect(),
-            )),
         }
     }
 }
 
-/// `sizelimit 500` or `sizelimit size.soft=500 ...`: the soft (or only)
-/// number.
-fn limit(d: &Directive, key: &str, out: &mut String, note: &mut impl FnMut(&str, String)) {
-    let number = d.args.iter().find_map(|a| {
-        let value = a.rsplit('=').next().unwrap_or(a);
-        if a.contains('=') && !a.contains("soft") && d.args.len() > 1 {
-            return None;
-        }
-        value.parse::<u64>().ok()
-    });
-    match number {
-        Some(n) if n > 0 => {
-            let _ = writeln!(out, "{key} = {n}");
-        }
-        _ => note(
-            &d.origin,
-            format!(
-                "{} {}: not translated (Meridian's limits bind everyone but the administrator; \
-                 `unlimited` is its default for the administrator)",
-                d.name,
-                d.args.join(" ")
+impl Translation {
+    /// `sizelimit 500` or `sizelimit size.soft=500 ...`: the soft (or only)
+    /// number.
+    fn limit(&mut self, d: &Directive, key: &str) {
+        let number = d.args.iter().find_map(|a| {
+            let value = a.rsplit('=').next().unwrap_or(a);
+            if a.contains('=') && !a.contains("soft") && d.args.len() > 1 {
+                return None;
+            }
+            value.parse::<u64>().ok()
+        });
+        match number {
+            Some(n) if n > 0 => {
+                let _ = writeln!(self.directory, "{key} = {n}");
+            }
+            _ => self.note(
+                &d.origin,
+                format!(
+                    "{} {}: not translated (Meridian's limits bind everyone but the administrator; \
+                     `unlimited` is its default for the administrator)",
+                    d.name,
+                    d.args.join(" ")
+                ),
             ),
-        ),
+        }
     }
 }
 
