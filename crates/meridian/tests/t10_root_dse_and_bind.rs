@@ -49,19 +49,7 @@ fn ldapsearch_reads_the_root_dse() {
     );
 
     // A filter that does not match returns no entry.
-    let out = ldap_tool(
-        "ldapsearch",
-        &[
-            "-x",
-            "-H",
-            &server.url(),
-            "-s",
-            "base",
-            "-b",
-            "",
-            "(objectClass=person)",
-        ],
-    );
+    let out = root_dse_search(&server, &["(objectClass=person)"]);
     assert!(
         !text(&out.stdout).contains("# numEntries"),
         "{}",

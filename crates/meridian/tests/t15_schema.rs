@@ -15,20 +15,7 @@ use support::*;
 #[test]
 fn ldapsearch_reads_the_subschema_subentry() {
     let server = Server::start("");
-    let out = ldap_tool(
-        "ldapsearch",
-        &[
-            "-x",
-            "-LLL",
-            "-H",
-            &server.url(),
-            "-s",
-            "base",
-            "-b",
-            "",
-            "subschemaSubentry",
-        ],
-    );
+    let out = root_dse_search(&server, &["-LLL", "subschemaSubentry"]);
     assert!(
         text(&out.stdout).contains("subschemaSubentry: cn=Subschema"),
         "{}",

@@ -236,20 +236,17 @@ pub fn ldap_tool(tool: &str, args: &[&str]) -> Output {
 /// Whether a new connection's search of the root DSE is answered (with
 /// Meridian's vendorName): the server still serves.
 pub fn serves(server: &Server) -> bool {
-    let out = ldap_tool(
-        "ldapsearch",
-        &[
-            "-x",
-            "-H",
-            &server.url(),
-            "-s",
-            "base",
-            "-b",
-            "",
-            "vendorName",
-        ],
-    );
+    let out = root_dse_search(server, &["vendorName"]);
     out.status.success() && text(&out.stdout).contains("vendorName: Meridian")
+}
+
+/// `ldapsearch` of the root DSE (base scope, anonymous) with `extra`
+/// (options, a filter, attributes) on a new connection.
+pub fn root_dse_search(server: &Server, extra: &[&str]) -> Output {
+    let url = server.url();
+    let mut args = vec!["-x", "-H", &url, "-s", "base", "-b", ""];
+    args.extend_from_slice(extra);
+    ldap_tool("ldapsearch", &args)
 }
 
 pub fn whoami(server: &Server, dn: &str, password: &str) -> (i32, String) {
