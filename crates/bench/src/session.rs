@@ -414,6 +414,14 @@ async fn open_connection(shared: &Shared) -> anyhow::Result<Conn> {
     Ok(stream)
 }
 
+/// One session on an open connection: issue, write, read and record
+/// until the run ends.
+///
+/// One function on purpose (over 150 lines): it is the load generator's
+/// inner loop, the one `bench ceiling` measures at millions of
+/// operations per client CPU second; the ring of outstanding requests and
+/// the read and write buffers stay locals of one loop instead of being
+/// handed to helpers on every request.
 async fn persistent<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     shared: &Shared,
     index: u32,
