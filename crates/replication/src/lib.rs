@@ -394,6 +394,80 @@ fn next_session(dir: &Path, floor: u64) -> io::Result<u64> {
     Ok(session)
 }
 
+/// The Raft engine's configuration from `[cluster]`.
+fn raft_config(options: &Options) -> Result<Arc<openraft::Config>, ClusterError> {
+    let heartbeat = u64::try_from(options.heartbeat.as_millis()).unwrap_or(u64::MAX);
+    let election = u64::try_from(options.election_timeout.as_millis()).unwrap_or(u64::MAX);
+    let config = openraft::Config {
+        cluster_name: "meridian".into(),
+        heartbeat_interval: heartbeat,
+        election_timeout_min: election,
+        // The leader lease is this long (openraft): a follower votes
+        // for no one until it ends, so it bounds failover from below.
+        election_timeout_max: election.saturating_add(election / 2),
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_every.max(1)),
+        // Kept behind a snapshot, so a follower a little behind
+        // catches up from the log, not a whole snapshot.
+        max_in_snapshot_log_to_keep: options.snapshot_every.clamp(1, 1000),
+        max_payload_entries: 64,
+        install_snapshot_timeout: 600_000,
+        // A node cut off from the others asks before it raises its
+        // term, so it does not force an election when it returns.
+        enable_pre_vote: Some(true),
+        // A follower whose log went back (it lost its disk, or the
+        // last appends it reported durable) is streamed the log again
+        // from where it now ends. Without it openraft stalls that
+        // stream, and its debug builds panic the leader when the
+        // follower's answer comes before `rejoin.rs` has asked for
+        // the reset. What makes such a follower safe is that it
+        // does not vote meanwhile (`rejoin.rs`'s vote guard).
+        allow_log_reversion: Some(true),
+        ..Default::default()
+    };
+    Ok(Arc::new(config.validate().map_err(ClusterError::Config)?))
+}
+
+/// The peer link: the cluster secret, peer TLS when configured, and the
+/// configuration digest every peer must share.
+fn peer_link(options: &Options) -> Result<Link, ClusterError> {
+    let tls = options
+        .tls
+        .as_ref()
+        .map(tls::PeerTls::load)
+        .transpose()
+        .map_err(ClusterError::PeerTls)?;
+    Ok(Link::new(
+        &options.secret,
+        options.max_message,
+        options.node_id,
+        tls,
+        options.config_digest.clone(),
+    ))
+}
+
+/// Forms the cluster on its first start.
+async fn initialize_if_new(
+    raft: &Raft,
+    options: &Options,
+    learner: bool,
+) -> Result<(), ClusterError> {
+    let initialized = raft.is_initialized().await.map_err(ClusterError::Raft)?;
+    // A learner waits to be added by the leader.
+    if !initialized && !learner {
+        // Every node proposes the same membership: safe (the vote
+        // picks one leader), and no node has to be started first.
+        let nodes: BTreeMap<NodeId, BasicNode> = options
+            .members
+            .iter()
+            .map(|m| (m.id, Addresses::configured_node(m.id)))
+            .collect();
+        if let Err(e) = raft.initialize(nodes).await {
+            tracing::debug!("initializing the cluster: {e}");
+        }
+    }
+    Ok(())
+}
+
 impl ClusterNode {
     /// Starts this node: opens its log, binds its peer address, joins
     /// (or forms) the cluster of `options.members`, and takes over the
@@ -426,48 +500,8 @@ impl ClusterNode {
         let session = pending.session;
         let log_bytes = log.live_bytes();
 
-        let heartbeat = u64::try_from(options.heartbeat.as_millis()).unwrap_or(u64::MAX);
-        let election = u64::try_from(options.election_timeout.as_millis()).unwrap_or(u64::MAX);
-        let config = openraft::Config {
-            cluster_name: "meridian".into(),
-            heartbeat_interval: heartbeat,
-            election_timeout_min: election,
-            // The leader lease is this long (openraft): a follower votes
-            // for no one until it ends, so it bounds failover from below.
-            election_timeout_max: election.saturating_add(election / 2),
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_every.max(1)),
-            // Kept behind a snapshot, so a follower a little behind
-            // catches up from the log, not a whole snapshot.
-            max_in_snapshot_log_to_keep: options.snapshot_every.clamp(1, 1000),
-            max_payload_entries: 64,
-            install_snapshot_timeout: 600_000,
-            // A node cut off from the others asks before it raises its
-            // term, so it does not force an election when it returns.
-            enable_pre_vote: Some(true),
-            // A follower whose log went back (it lost its disk, or the
-            // last appends it reported durable) is streamed the log again
-            // from where it now ends. Without it openraft stalls that
-            // stream, and its debug builds panic the leader when the
-            // follower's answer comes before `rejoin.rs` has asked for
-            // the reset. What makes such a follower safe is that it
-            // does not vote meanwhile (`rejoin.rs`'s vote guard).
-            allow_log_reversion: Some(true),
-            ..Default::default()
-        };
-        let config = Arc::new(config.validate().map_err(ClusterError::Config)?);
-        let tls = options
-            .tls
-            .as_ref()
-            .map(tls::PeerTls::load)
-            .transpose()
-            .map_err(ClusterError::PeerTls)?;
-        let link = Link::new(
-            &options.secret,
-            options.max_message,
-            me,
-            tls,
-            options.config_digest.clone(),
-        );
+        let config = raft_config(&options)?;
+        let link = peer_link(&options)?;
         let peer_bytes = Arc::clone(&link.sent);
         // Peers are reached at the addresses of this node's config (the
         // membership names the config's nodes by ID only, so each node may
@@ -517,20 +551,7 @@ impl ClusterNode {
         });
         tasks.push(tokio::spawn(peer_server::serve(listener, service)));
 
-        let initialized = raft.is_initialized().await.map_err(ClusterError::Raft)?;
-        // A learner waits to be added by the leader.
-        if !initialized && !learner {
-            // Every node proposes the same membership: safe (the vote
-            // picks one leader), and no node has to be started first.
-            let nodes: BTreeMap<NodeId, BasicNode> = options
-                .members
-                .iter()
-                .map(|m| (m.id, Addresses::configured_node(m.id)))
-                .collect();
-            if let Err(e) = raft.initialize(nodes).await {
-                tracing::debug!("initializing the cluster: {e}");
-            }
-        }
+        initialize_if_new(&raft, &options, learner).await?;
 
         let proposer = proposer::Proposer {
             me,
