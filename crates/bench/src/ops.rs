@@ -223,37 +223,7 @@ impl Operation {
                         "a modify needs at least one [[operation.changes]]".into()
                     ));
                 }
-                let values: Vec<Vec<Vec<u8>>> = spec
-                    .changes
-                    .iter()
-                    .map(|c| c.values.iter().map(|v| mark("changes.values", v)).collect())
-                    .collect::<Result<_, _>>()?;
-                let value_refs: Vec<Vec<&[u8]>> = values
-                    .iter()
-                    .map(|vs| vs.iter().map(Vec::as_slice).collect())
-                    .collect();
-                let changes: Vec<Change<'_>> = spec
-                    .changes
-                    .iter()
-                    .zip(&value_refs)
-                    .map(|(c, vs)| Change {
-                        operation: match c.kind {
-                            ChangeKind::Add => ModifyOperation::Add,
-                            ChangeKind::Delete => ModifyOperation::Delete,
-                            ChangeKind::Replace => ModifyOperation::Replace,
-                            ChangeKind::Increment => ModifyOperation::Increment,
-                        },
-                        modification: PartialAttribute {
-                            ty: c.attribute.as_bytes(),
-                            values: Seq::from_items(vs),
-                        },
-                    })
-                    .collect();
-                message(ProtocolOp::ModifyRequest(ModifyRequest {
-                    dn: &dn,
-                    changes: Seq::from_items(&changes),
-                }))
-                .encode(&mut encoded);
+                encode_modify(spec, &dn, &mut mark, &mut encoded)?;
             }
             OpKind::Add => {
                 if spec.entry.is_empty() {
@@ -320,4 +290,49 @@ impl Operation {
     pub fn succeeded(&self, code: u32) -> bool {
         code == 0 || (self.kind == OpKind::Compare && (code == 5 || code == 6))
     }
+}
+
+/// A modify's changes, their values marked, encoded into `encoded`.
+fn encode_modify(
+    spec: &OpSpec,
+    dn: &[u8],
+    mark: &mut impl FnMut(&str, &str) -> Result<Vec<u8>, String>,
+    encoded: &mut Vec<u8>,
+) -> Result<(), String> {
+    let values: Vec<Vec<Vec<u8>>> = spec
+        .changes
+        .iter()
+        .map(|c| c.values.iter().map(|v| mark("changes.values", v)).collect())
+        .collect::<Result<_, _>>()?;
+    let value_refs: Vec<Vec<&[u8]>> = values
+        .iter()
+        .map(|vs| vs.iter().map(Vec::as_slice).collect())
+        .collect();
+    let changes: Vec<Change<'_>> = spec
+        .changes
+        .iter()
+        .zip(&value_refs)
+        .map(|(c, vs)| Change {
+            operation: match c.kind {
+                ChangeKind::Add => ModifyOperation::Add,
+                ChangeKind::Delete => ModifyOperation::Delete,
+                ChangeKind::Replace => ModifyOperation::Replace,
+                ChangeKind::Increment => ModifyOperation::Increment,
+            },
+            modification: PartialAttribute {
+                ty: c.attribute.as_bytes(),
+                values: Seq::from_items(vs),
+            },
+        })
+        .collect();
+    LdapMessage {
+        message_id: 0,
+        op: ProtocolOp::ModifyRequest(ModifyRequest {
+            dn,
+            changes: Seq::from_items(&changes),
+        }),
+        controls: Seq::<Control<'_>>::empty(),
+    }
+    .encode(encoded);
+    Ok(())
 }
