@@ -5,7 +5,8 @@
 # Maven Central), builds, then runs the Rust unit, property, differential
 # and integration tests and the Python client tests.
 #
-#   scripts/test.sh          the everyday tier, under 10 minutes on 2 cores:
+#   scripts/test.sh          the everyday tier, under 10 minutes on 2 cores
+#                            once the dependencies are built:
 #                            every crate's tests, and the integration tests
 #                            that start the real binary and drive it with
 #                            real clients (OpenLDAP's tools, ldap3, slapd as
