@@ -13,7 +13,7 @@ use meridian_proto::controls::{
     Control, PagedResults, QueueLength, decode_assertion, decode_proxied_authz,
     decode_read_entry_request, decode_values_return_filter, expect_no_value, oid as control_oid,
 };
-use meridian_proto::{Depth, Filter, LdapMessage, ProtocolOp, ResultCode};
+use meridian_proto::{Depth, Filter, LdapMessage, ProtocolOp, ResultCode, Seq};
 
 use super::reply::{op_description, op_dn};
 
@@ -33,11 +33,11 @@ pub(crate) struct RequestControls<'a> {
     pub(crate) subtree_delete: bool,
     /// Permissive modify.
     pub(crate) permissive_modify: bool,
-    /// Pre-read (RFC 4527): the control, its attributes decoded where
-    /// its access is decided (`read_back_request`).
-    pub(crate) pre_read: Option<Control<'a>>,
+    /// Pre-read (RFC 4527): the attributes asked for, and whether the
+    /// control is critical (its access is decided by `read_back_request`).
+    pub(crate) pre_read: Option<ReadEntry<'a>>,
     /// Post-read (RFC 4527).
-    pub(crate) post_read: Option<Control<'a>>,
+    pub(crate) post_read: Option<ReadEntry<'a>>,
     /// Proxied authorization (RFC 4370): the authorization identity.
     pub(crate) proxied_authz: Option<(Control<'a>, &'a [u8])>,
     /// ManageDsaIT (RFC 3296).
@@ -177,8 +177,7 @@ pub(crate) const SUPPORTED_CONTROLS: &[SupportedControl] = &[
         serves: before_update,
         served_with: "pre-read: delete, modify, modify DN; post-read: add, modify, modify DN",
         take: |control, parsed, _| {
-            check_read_entry(control, "pre-read")?;
-            parsed.pre_read = Some(control);
+            parsed.pre_read = Some(read_entry(control, "pre-read")?);
             Ok(())
         },
     },
@@ -188,8 +187,7 @@ pub(crate) const SUPPORTED_CONTROLS: &[SupportedControl] = &[
         serves: after_update,
         served_with: "pre-read: delete, modify, modify DN; post-read: add, modify, modify DN",
         take: |control, parsed, _| {
-            check_read_entry(control, "post-read")?;
-            parsed.post_read = Some(control);
+            parsed.post_read = Some(read_entry(control, "post-read")?);
             Ok(())
         },
     },
@@ -270,12 +268,23 @@ pub(crate) const SUPPORTED_CONTROLS: &[SupportedControl] = &[
     },
 ];
 
+/// A pre-read or post-read control, decoded once.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadEntry<'a> {
+    pub(crate) critical: bool,
+    /// The attributes asked for.
+    pub(crate) attributes: Seq<'a, &'a [u8]>,
+}
+
 /// A pre-read or post-read control's value: a SEQUENCE OF attribute
 /// names.
-fn check_read_entry(control: Control<'_>, name: &str) -> Result<(), String> {
-    decode_read_entry_request(control.value, Depth::new(4))
-        .map(|_| ())
-        .map_err(|e| format!("{name} control: {e}; the value is a SEQUENCE OF attribute names"))
+fn read_entry<'a>(control: Control<'a>, name: &str) -> Result<ReadEntry<'a>, String> {
+    let attributes = decode_read_entry_request(control.value, Depth::new(4))
+        .map_err(|e| format!("{name} control: {e}; the value is a SEQUENCE OF attribute names"))?;
+    Ok(ReadEntry {
+        critical: control.critical,
+        attributes,
+    })
 }
 
 // One bit per row marks the rows a request has used.

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use meridian_ber::Tag;
 use meridian_directory::{Directory, Identity, Outcome};
-use meridian_proto::controls::{decode_read_entry_request, oid as control_oid};
+use meridian_proto::controls::oid as control_oid;
 use meridian_proto::{ProtocolOp, ResultCode};
 
 use super::controls::RequestControls;
@@ -201,10 +201,7 @@ pub(super) fn read_back_request(
             }
             continue;
         }
-        // Checked by the control table: only a well-formed value is here.
-        let attributes = decode_read_entry_request(control.value, meridian_proto::Depth::new(4))
-            .map_err(|e| (ResultCode::PROTOCOL_ERROR, format!("{name} control: {e}")))?;
-        *slot = Some(attributes.iter().map(<[u8]>::to_vec).collect());
+        *slot = Some(control.attributes.iter().map(<[u8]>::to_vec).collect());
     }
     Ok((request.pre.is_some() || request.post.is_some()).then_some(request))
 }
