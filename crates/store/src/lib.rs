@@ -356,6 +356,52 @@ fn page_size() -> usize {
     usize::try_from(size).unwrap_or(4096)
 }
 
+/// Opens the databases of a writable environment, creating those missing.
+fn create_databases(env: &Env<WithoutTls>) -> Result<Dbs, StoreError> {
+    let mut wtxn = env.write_txn()?;
+    let dbs = Dbs {
+        meta: env.create_database(&mut wtxn, Some("meta"))?,
+        id2entry: env.create_database(&mut wtxn, Some("id2entry"))?,
+        dn2id: env.create_database(&mut wtxn, Some("dn2id"))?,
+        children: env.create_database(&mut wtxn, Some("children"))?,
+        index: env.create_database(&mut wtxn, Some("index"))?,
+    };
+    wtxn.commit()?;
+    Ok(dbs)
+}
+
+/// Starts the writer thread on `queue`, with the journal it appends to
+/// (or the one deferred until the disk has room).
+fn start_writer(
+    inner: &Arc<Inner>,
+    queue: mpsc::Receiver<Work>,
+    journal: Option<journal::Journal>,
+    deferred: Option<journal::Deferred>,
+) -> Result<std::thread::JoinHandle<()>, StoreError> {
+    let thread_inner = Arc::clone(inner);
+    std::thread::Builder::new()
+        .name("meridian-writer".into())
+        .spawn(move || writer::run(&thread_inner, queue, journal, deferred))
+        .map_err(|e| StoreError::io("start", "the writer thread", &e))
+}
+
+/// Starts the thread that makes scan columns, when they are enabled.
+fn start_column_maker(
+    inner: &Arc<Inner>,
+) -> Result<Option<std::thread::JoinHandle<()>>, StoreError> {
+    if !inner.columns.enabled() {
+        return Ok(None);
+    }
+    let (requests, received) = std::sync::mpsc::sync_channel(columns::REQUESTS_QUEUED);
+    inner.columns.start(requests);
+    let thread_inner = Arc::clone(inner);
+    let handle = std::thread::Builder::new()
+        .name("meridian-columns".into())
+        .spawn(move || columns::run_maker(&thread_inner, &received))
+        .map_err(|e| StoreError::io("start", "the scan column thread", &e))?;
+    Ok(Some(handle))
+}
+
 impl Store {
     /// Opens (creating if needed) a store and starts its writer thread.
     pub fn open(options: StoreOptions, schema: Arc<Schema>) -> Result<Store, StoreError> {
@@ -495,16 +541,7 @@ impl Store {
         let dbs = if read_only {
             open_databases(&env, &path)?
         } else {
-            let mut wtxn = env.write_txn()?;
-            let dbs = Dbs {
-                meta: env.create_database(&mut wtxn, Some("meta"))?,
-                id2entry: env.create_database(&mut wtxn, Some("id2entry"))?,
-                dn2id: env.create_database(&mut wtxn, Some("dn2id"))?,
-                children: env.create_database(&mut wtxn, Some("children"))?,
-                index: env.create_database(&mut wtxn, Some("index"))?,
-            };
-            wtxn.commit()?;
-            dbs
+            create_databases(&env)?
         };
         if st.durability == Durability::Relaxed
             && st.backend == Backend::Mdb
@@ -558,25 +595,9 @@ impl Store {
             None
         } else {
             let _ = inner.writer_queue.set(sender.downgrade());
-            let thread_inner = Arc::clone(&inner);
-            let handle = std::thread::Builder::new()
-                .name("meridian-writer".into())
-                .spawn(move || writer::run(&thread_inner, receiver, journal, deferred))
-                .map_err(|e| StoreError::io("start", "the writer thread", &e))?;
-            Some(handle)
+            Some(start_writer(&inner, receiver, journal, deferred)?)
         };
-        let column_maker = if inner.columns.enabled() {
-            let (requests, received) = std::sync::mpsc::sync_channel(columns::REQUESTS_QUEUED);
-            inner.columns.start(requests);
-            let thread_inner = Arc::clone(&inner);
-            let handle = std::thread::Builder::new()
-                .name("meridian-columns".into())
-                .spawn(move || columns::run_maker(&thread_inner, &received))
-                .map_err(|e| StoreError::io("start", "the scan column thread", &e))?;
-            Some(handle)
-        } else {
-            None
-        };
+        let column_maker = start_column_maker(&inner)?;
         Ok(Store {
             _column_maker: Arc::new(ColumnMaker {
                 inner: Arc::clone(&inner),
