@@ -86,7 +86,10 @@ pub struct ClusterConfig {
     pub reads: Reads,
     /// With `reads = "local"`: how old this node's state may be.
     pub max_staleness_ms: u64,
-    /// The leader's heartbeat interval.
+    /// The leader's heartbeat interval. A heartbeat not answered within
+    /// it counts as failed, so across a WAN it must exceed the longest
+    /// round trip between two nodes (by half: `cluster local --topology`
+    /// sets 1.5 times it).
     pub heartbeat_ms: u64,
     /// The least time a follower waits without a heartbeat before it
     /// stands for election (the most is one and a half times this, which

@@ -21,6 +21,10 @@ use crate::wire::{Link, PeerStream, Request, Response};
 const SNAPSHOT_CHUNK: usize = 1 << 20;
 /// The least time a peer has to answer an append or a vote.
 const MIN_RPC_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long a new connection's handshake may take, whatever the deadline
+/// of the call that opened it (as long as the acceptor gives it,
+/// `peer_server.rs`).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a peer may take to install a snapshot it received.
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -51,6 +55,20 @@ pub(crate) struct PeerClient {
     addr: String,
     link: Link,
     stream: Option<PeerStream>,
+    /// A handshake under way, kept across calls: a handshake takes a
+    /// round trip and a half, and a call's deadline (openraft's
+    /// heartbeat, for one) may be shorter than that plus the call's own
+    /// round trip over a long path. Were the handshake dropped with the
+    /// call, every call would start a new one and none would finish.
+    connecting: Option<tokio::task::JoinHandle<io::Result<PeerStream>>>,
+}
+
+impl Drop for PeerClient {
+    fn drop(&mut self) {
+        if let Some(connecting) = self.connecting.take() {
+            connecting.abort();
+        }
+    }
 }
 
 /// Why a call failed: before anything was sent, or after.
@@ -99,6 +117,7 @@ impl PeerClient {
             addr,
             link,
             stream: None,
+            connecting: None,
         }
     }
 
@@ -109,7 +128,7 @@ impl PeerClient {
         request: &Request,
         timeout: Duration,
     ) -> Result<Response, CallError> {
-        let result = tokio::time::timeout(timeout, self.call_inner(request, timeout)).await;
+        let result = tokio::time::timeout(timeout, self.call_inner(request)).await;
         let result = result.unwrap_or_else(|_| {
             Err(CallError::Failed(io::Error::new(
                 io::ErrorKind::TimedOut,
@@ -125,18 +144,22 @@ impl PeerClient {
         }
     }
 
-    async fn call_inner(
-        &mut self,
-        request: &Request,
-        timeout: Duration,
-    ) -> Result<Response, CallError> {
+    async fn call_inner(&mut self, request: &Request) -> Result<Response, CallError> {
         let stream = match &mut self.stream {
             Some(stream) => stream,
             None => {
-                let stream = self
-                    .link
-                    .connect(&self.addr, self.target, timeout)
-                    .await
+                let connecting = self.connecting.get_or_insert_with(|| {
+                    let (link, addr, target) = (self.link.clone(), self.addr.clone(), self.target);
+                    tokio::spawn(
+                        async move { link.connect(&addr, target, HANDSHAKE_TIMEOUT).await },
+                    )
+                });
+                // Cancelled here (the call's deadline), the handshake
+                // goes on and the next call takes it up.
+                let connected = connecting.await;
+                self.connecting = None;
+                let stream = connected
+                    .map_err(|e| CallError::Unreachable(io::Error::other(e)))?
                     .map_err(CallError::Unreachable)?;
                 self.stream.insert(stream)
             }

@@ -134,10 +134,13 @@ impl Emulator {
             ["cut", places @ ..] => self.for_each_way(places, "cut", |w| w.set_cut(true)),
             ["heal", places @ ..] => self.for_each_way(places, "healed", |w| w.set_cut(false)),
             ["isolate", site] => {
+                // From the other sites; its own clients still reach it.
                 let site = self.site(site)?;
                 for ((from, to), way) in &self.ways {
-                    let crosses = |p: &Place| *p == Place::Site(site);
-                    if (crosses(from) || crosses(to)) && from != to {
+                    let (Place::Site(a), Place::Site(b)) = (from, to) else {
+                        continue;
+                    };
+                    if (*a == site) != (*b == site) {
                         way.set_cut(true);
                     }
                 }

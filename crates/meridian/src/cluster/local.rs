@@ -9,20 +9,36 @@
 //! from `MERIDIAN_ADMIN_PASSWORD`, as for `serve`, and each node then
 //! keeps its hash. Stopping this command (Ctrl-C, SIGTERM) stops the
 //! nodes; a node that dies is reported and the others go on.
+//!
+//! With `--topology FILE` the nodes are placed at the file's sites and
+//! every peer link goes through this process's WAN emulator
+//! (`meridian-wan`): node `i` is configured to reach node `j` at the
+//! emulator's link `i -> j`, which delays, caps and cuts as the topology
+//! and the control commands say (`meridian cluster wan`), and each
+//! node's clients get a link of their own, printed at start. The
+//! emulator's control address is kept in `DATA_DIR/wan.control`.
 
 use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Args;
+use meridian_wan::{Emulator, Topology};
 
 /// Flags of `meridian cluster local`.
 #[derive(Debug, Args)]
 pub(crate) struct LocalArgs {
-    /// Voting nodes to start (3 or 5 tolerate one or two failures).
-    #[arg(long, default_value_t = 3)]
-    nodes: u16,
+    /// Voting nodes to start (3 or 5 tolerate one or two failures);
+    /// default 3, or the topology's nodes.
+    #[arg(long)]
+    nodes: Option<u16>,
+    /// Place the nodes at the sites of this topology file and carry
+    /// their traffic through the WAN emulator (`contrib/topologies/`).
+    #[arg(long)]
+    topology: Option<PathBuf>,
     /// Learners to start besides (read replicas that do not vote), with
     /// the IDs and ports after the voters'.
     #[arg(long, default_value_t = 0)]
@@ -39,43 +55,107 @@ pub(crate) struct LocalArgs {
     suffix: String,
 }
 
-/// The config of node `id` (1-based) of `nodes`.
-fn node_config(args: &LocalArgs, id: u16, secret: &str, dir: &Path) -> anyhow::Result<String> {
-    use std::fmt::Write as _;
-    let ldap_port = |i: u16| args.base_port.checked_add(i - 1);
-    let peer_port = |i: u16| args.base_port.checked_add(100 + i - 1);
-    let port_error = || {
-        anyhow::anyhow!(
-            "--base-port {} leaves no room for {} nodes",
-            args.base_port,
-            args.nodes
-        )
-    };
-    let mut text = String::new();
-    writeln!(
-        text,
-        "# Made by `meridian cluster local`; node {id} of {}.",
-        args.nodes
-    )?;
-    writeln!(
-        text,
-        "[server]\nlisten = \"127.0.0.1:{}\"",
-        ldap_port(id).ok_or_else(port_error)?
-    )?;
-    writeln!(text, "[directory]\nsuffix = {:?}", args.suffix)?;
-    writeln!(text, "admin_dn = {:?}", format!("cn=admin,{}", args.suffix))?;
-    writeln!(text, "data_dir = {:?}", dir.display().to_string())?;
-    writeln!(text, "[cluster]\nnode_id = {id}\nsecret = {secret:?}")?;
-    for i in 1..=args.nodes + args.learners {
-        let table = if i > args.nodes { "learners" } else { "nodes" };
+/// Where the nodes listen, and how each reaches the others.
+struct Layout {
+    voters: u16,
+    learners: u16,
+    /// Each node's LDAP and peer listeners (node `i` at `i - 1`).
+    ldap: Vec<SocketAddr>,
+    peer: Vec<SocketAddr>,
+    /// The WAN emulator the peer links go through, with `--topology`.
+    wan: Option<Arc<Emulator>>,
+    /// The Raft timing the topology's longest round trip needs.
+    timing: Option<(u64, u64)>,
+}
+
+impl Layout {
+    fn new(args: &LocalArgs, voters: u16) -> anyhow::Result<Layout> {
+        let total = voters + args.learners;
+        let port = |offset: u16, i: u16| {
+            args.base_port
+                .checked_add(offset + i - 1)
+                .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "--base-port {} leaves no room for {total} nodes",
+                        args.base_port
+                    )
+                })
+        };
+        Ok(Layout {
+            voters,
+            learners: args.learners,
+            ldap: (1..=total)
+                .map(|i| port(0, i))
+                .collect::<anyhow::Result<_>>()?,
+            peer: (1..=total)
+                .map(|i| port(100, i))
+                .collect::<anyhow::Result<_>>()?,
+            wan: None,
+            timing: None,
+        })
+    }
+
+    /// The address node `from` dials to reach node `to`.
+    fn route(&self, from: u16, to: u16) -> Option<SocketAddr> {
+        match &self.wan {
+            Some(wan) if from != to => wan.peer_route(usize::from(from), usize::from(to)),
+            _ => self.peer.get(usize::from(to) - 1).copied(),
+        }
+    }
+
+    /// The config of node `id` (from 1).
+    fn node_config(
+        &self,
+        args: &LocalArgs,
+        id: u16,
+        secret: &str,
+        dir: &Path,
+    ) -> anyhow::Result<String> {
+        use std::fmt::Write as _;
+        let missing = || anyhow::anyhow!("node {id} is outside the layout");
+        let mut text = String::new();
         writeln!(
             text,
-            "[[cluster.{table}]]\nid = {i}\npeer = \"127.0.0.1:{}\"\nldap = \"ldap://127.0.0.1:{}\"",
-            peer_port(i).ok_or_else(port_error)?,
-            ldap_port(i).ok_or_else(port_error)?
+            "# Made by `meridian cluster local`; node {id} of {}.",
+            self.voters + self.learners
         )?;
+        let ldap = self.ldap.get(usize::from(id) - 1).ok_or_else(missing)?;
+        let peer = self.peer.get(usize::from(id) - 1).ok_or_else(missing)?;
+        writeln!(text, "[server]\nlisten = \"{ldap}\"")?;
+        writeln!(text, "[directory]\nsuffix = {:?}", args.suffix)?;
+        writeln!(text, "admin_dn = {:?}", format!("cn=admin,{}", args.suffix))?;
+        writeln!(text, "data_dir = {:?}", dir.display().to_string())?;
+        writeln!(text, "[cluster]\nnode_id = {id}\nsecret = {secret:?}")?;
+        writeln!(text, "peer_listen = \"{peer}\"")?;
+        if let Some((heartbeat, election)) = self.timing {
+            writeln!(
+                text,
+                "heartbeat_ms = {heartbeat}\nelection_timeout_ms = {election}"
+            )?;
+        }
+        for i in 1..=self.voters + self.learners {
+            let table = if i > self.voters { "learners" } else { "nodes" };
+            let route = self.route(id, i).ok_or_else(missing)?;
+            let ldap = self.ldap.get(usize::from(i) - 1).ok_or_else(missing)?;
+            writeln!(
+                text,
+                "[[cluster.{table}]]\nid = {i}\npeer = \"{route}\"\nldap = \"ldap://{ldap}\""
+            )?;
+        }
+        Ok(text)
     }
-    Ok(text)
+}
+
+/// Heartbeat and election timeout (ms) for a longest round trip of
+/// `rtt_ms`. openraft waits for a heartbeat's answer no longer than the
+/// heartbeat interval, so the interval must exceed the round trip (by
+/// half, for jitter and a busy machine), and the election timeout is
+/// three heartbeats (openraft's rule of thumb). Never below the
+/// defaults (50 and 300).
+fn wan_timing(rtt_ms: f64) -> (u64, u64) {
+    let heartbeat = ((rtt_ms * 1.5).ceil().max(0.0) as u64).max(50);
+    (heartbeat, (heartbeat * 3).max(300))
 }
 
 /// The cluster secret: read, or made and stored.
@@ -123,27 +203,74 @@ impl Drop for Nodes {
 }
 
 pub(crate) fn run(args: LocalArgs) -> anyhow::Result<()> {
-    if !(1..=9).contains(&args.nodes) || args.learners > 9 {
+    let topology = args
+        .topology
+        .as_deref()
+        .map(|path| -> anyhow::Result<Topology> {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Ok(Topology::parse(&text)?)
+        })
+        .transpose()?;
+    let voters = match (&topology, args.nodes) {
+        (None, nodes) => nodes.unwrap_or(3),
+        (Some(t), None) => u16::try_from(t.node_count())?,
+        (Some(t), Some(nodes)) if usize::from(nodes) == t.node_count() => nodes,
+        (Some(t), Some(nodes)) => anyhow::bail!(
+            "--nodes {nodes}, but the topology places {} nodes: leave --nodes out",
+            t.node_count()
+        ),
+    };
+    // Nine processes fit a laptop; a topology may place up to sixteen.
+    let most = if topology.is_some() { 16 } else { 9 };
+    if !(1..=most).contains(&voters) || args.learners > 9 {
         anyhow::bail!(
-            "--nodes {} --learners {}: give 1 to 9 voters and at most 9 learners",
-            args.nodes,
+            "--nodes {voters} --learners {}: give 1 to {most} voters and at most 9 learners",
             args.learners
         );
+    }
+    if topology.is_some() && args.learners > 0 {
+        anyhow::bail!("--topology places voters only: leave --learners out");
     }
     meridian_store::private::create_dir(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let root = std::fs::canonicalize(&args.data_dir)?;
     let secret = secret(&root)?;
+    // The emulator's links run here, beside the wait for a stop.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut layout = Layout::new(&args, voters)?;
+    if let Some(topology) = topology {
+        let longest = topology
+            .rtt
+            .iter()
+            .map(|p| p.ms)
+            .fold(topology.local_rtt_ms, f64::max);
+        layout.timing = Some(wan_timing(longest));
+        let wan = runtime.block_on(Emulator::start(topology, &layout.peer, &layout.ldap))?;
+        let wan = Arc::new(wan);
+        let control = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+        let control_addr = control.local_addr()?;
+        runtime.spawn(meridian_wan::control::serve(control, Arc::clone(&wan)));
+        std::fs::write(root.join("wan.control"), control_addr.to_string())?;
+        println!(
+            "WAN emulator: control on {control_addr} (meridian cluster wan --data-dir {} status)",
+            args.data_dir.display()
+        );
+        layout.wan = Some(wan);
+    }
     let exe = std::env::current_exe().context("finding the meridian executable")?;
     let mut nodes = Nodes(Vec::new());
     let (lines, ready) = std::sync::mpsc::channel::<(u16, String)>();
-    let total = args.nodes + args.learners;
+    let total = voters + args.learners;
     for id in 1..=total {
         let dir = root.join(format!("node{id}"));
         meridian_store::private::create_dir(&dir)?;
         let config = dir.join("config.toml");
         let mut file = meridian_store::private::create_file(&config)?;
-        file.write_all(node_config(&args, id, &secret, &dir)?.as_bytes())?;
+        file.write_all(layout.node_config(&args, id, &secret, &dir)?.as_bytes())?;
         let log = meridian_store::private::create_file(&dir.join("serve.log"))?;
         let mut child = Command::new(&exe)
             .arg("serve")
@@ -181,22 +308,32 @@ pub(crate) fn run(args: LocalArgs) -> anyhow::Result<()> {
         );
     }
     println!(
-        "cluster of {} voters and {} learners up: ldap://127.0.0.1:{}..{}; logs in {}/node*/serve.log",
-        args.nodes,
+        "cluster of {voters} voters and {} learners up: ldap://127.0.0.1:{}..{}; logs in {}/node*/serve.log",
         args.learners,
         args.base_port,
         u32::from(args.base_port) + u32::from(total) - 1,
         root.display()
     );
+    if let Some(wan) = &layout.wan {
+        for node in 1..=usize::from(total) {
+            let site = wan
+                .topology()
+                .site_of(node)
+                .and_then(|s| wan.topology().sites.get(s));
+            if let (Some(site), Some(route)) = (site, wan.client_route(node)) {
+                println!(
+                    "node {node} at {}: its site's clients connect to ldap://{route}",
+                    site.name
+                );
+            }
+        }
+    }
     std::io::stdout().flush()?;
-    wait_for_stop(&mut nodes)
+    wait_for_stop(&runtime, &mut nodes)
 }
 
 /// Waits for SIGINT or SIGTERM, reporting nodes that exit meanwhile.
-fn wait_for_stop(nodes: &mut Nodes) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+fn wait_for_stop(runtime: &tokio::runtime::Runtime, nodes: &mut Nodes) -> anyhow::Result<()> {
     runtime.block_on(async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
@@ -216,4 +353,50 @@ fn wait_for_stop(nodes: &mut Nodes) -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     })
+}
+
+/// Flags of `meridian cluster wan`.
+#[derive(Debug, Args)]
+pub(crate) struct WanArgs {
+    /// The data directory of `cluster local --topology`, whose
+    /// `wan.control` names the control address.
+    #[arg(long, default_value = "./meridian-cluster")]
+    data_dir: PathBuf,
+    /// The control address itself, in place of `--data-dir`.
+    #[arg(long)]
+    control: Option<SocketAddr>,
+    /// The command, e.g. `cut washington frankfurt`.
+    #[arg(required = true, trailing_var_arg = true)]
+    command: Vec<String>,
+}
+
+/// `meridian cluster wan`: one command to the emulator, its answer
+/// printed.
+pub(crate) fn wan(args: WanArgs) -> anyhow::Result<()> {
+    let control = match args.control {
+        Some(control) => control,
+        None => {
+            let path = args.data_dir.join("wan.control");
+            let text = std::fs::read_to_string(&path).with_context(|| {
+                format!(
+                    "reading {} (is `cluster local --topology` running there?)",
+                    path.display()
+                )
+            })?;
+            text.trim()
+                .parse()
+                .with_context(|| format!("{} holds no address", path.display()))?
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let answer = runtime
+        .block_on(meridian_wan::control::send(
+            control,
+            &args.command.join(" "),
+        ))
+        .with_context(|| format!("the WAN emulator at {control}"))?;
+    print!("{answer}");
+    Ok(())
 }

@@ -110,6 +110,11 @@ pub(crate) struct ClusterArgs {
 enum ClusterCommand {
     /// Start a cluster of `meridian serve` processes on loopback.
     Local(local::LocalArgs),
+    /// Send a command to the WAN emulator of `cluster local --topology`:
+    /// status, cut A B, cut A>B, heal A B, heal all, isolate SITE,
+    /// stall A B MS, rtt A B MS, jitter A B MS, bandwidth A B MBIT|none
+    /// (A, B: site names, or SITE.clients).
+    Wan(local::WanArgs),
     /// Show what a node knows of the cluster: role, leader, term, applied
     /// index, voters, learners and each replica's lag (on the leader).
     Status {
@@ -160,6 +165,7 @@ enum ClusterCommand {
 pub(crate) fn run(args: ClusterArgs) -> anyhow::Result<()> {
     let (target, command) = match args.command {
         ClusterCommand::Local(args) => return local::run(args),
+        ClusterCommand::Wan(args) => return local::wan(args),
         ClusterCommand::Status { target } => (target, AdminCommand::Status),
         ClusterCommand::AddLearner {
             target,
