@@ -3,18 +3,18 @@
 //! (one direction of connection, or both) and heal it. Our kernels have
 //! no `tc netem`, and a proxy needs no root.
 //!
-//! Node `i` reaches node `j` at the proxy of link `i -> j`, which
+//! Node `i` reaches node `j` at the proxy of link `i -> j` (a link of
+//! the WAN emulator, `meridian-wan`), which
 //! forwards to `j`'s peer listener; cutting `i -> j` breaks every
 //! connection `i` opened to `j` and refuses new ones, so `i`'s requests
 //! (appends, votes, forwarded writes) to `j` fail while `j`'s to `i` go on.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use meridian_ber::{Tag, Writer};
@@ -39,92 +39,69 @@ pub fn free_port() -> u16 {
     panic!("no free port below 32000");
 }
 
-/// One directed link's proxy.
+/// One directed link: a link of the WAN emulator (`meridian-wan`), run
+/// on this test process's own runtime.
 pub struct Proxy {
     pub addr: SocketAddr,
-    cut: Arc<AtomicBool>,
-    delay_ms: Arc<AtomicU64>,
-    /// Open connections (both halves), closed by a cut.
-    open: Arc<Mutex<Vec<TcpStream>>>,
+    link: meridian_wan::Link,
+}
+
+/// The runtime every test link runs on.
+fn link_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    })
 }
 
 impl Proxy {
     pub fn start(target: SocketAddr) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let cut = Arc::new(AtomicBool::new(false));
-        let delay_ms = Arc::new(AtomicU64::new(0));
-        let open = Arc::new(Mutex::new(Vec::new()));
-        let (c, d, o) = (Arc::clone(&cut), Arc::clone(&delay_ms), Arc::clone(&open));
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { continue };
-                if c.load(Ordering::SeqCst) {
-                    drop(client);
-                    continue;
-                }
-                let Ok(server) = TcpStream::connect(target) else {
-                    continue;
-                };
-                let _ = client.set_nodelay(true);
-                let _ = server.set_nodelay(true);
-                {
-                    let mut open = o.lock().unwrap();
-                    open.retain(|s: &TcpStream| s.peer_addr().is_ok());
-                    open.push(client.try_clone().unwrap());
-                    open.push(server.try_clone().unwrap());
-                }
-                for (from, to) in [
-                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
-                    (server, client),
-                ] {
-                    let (c, d) = (Arc::clone(&c), Arc::clone(&d));
-                    std::thread::spawn(move || pump(from, to, &c, &d));
-                }
-            }
-        });
+        let way = || meridian_wan::Way::new(meridian_wan::Conditions::with_delay(Duration::ZERO));
+        let link = link_runtime()
+            .block_on(meridian_wan::Link::start(target, way(), way()))
+            .unwrap();
         Proxy {
-            addr,
-            cut,
-            delay_ms,
-            open,
+            addr: link.addr(),
+            link,
         }
     }
 
     /// Breaks every connection through the link and refuses new ones.
     pub fn cut(&self) {
-        self.cut.store(true, Ordering::SeqCst);
-        for stream in self.open.lock().unwrap().drain(..) {
-            let _ = stream.shutdown(Shutdown::Both);
-        }
+        self.link.sever();
     }
 
     pub fn heal(&self) {
-        self.cut.store(false, Ordering::SeqCst);
+        self.link.restore();
     }
 
+    /// Cuts both ways (`true`) as a partition does, silently: bytes wait
+    /// and connections stay open, unlike [`Proxy::cut`]; or heals them.
+    pub fn partition(&self, cut: bool) {
+        self.link.forward().set_cut(cut);
+        self.link.backward().set_cut(cut);
+    }
+
+    /// A path of this round trip: half of it each way, with 1 ms jitter.
+    pub fn set_rtt(&self, ms: u64) {
+        for way in [self.link.forward(), self.link.backward()] {
+            way.change(|c| {
+                c.delay = Duration::from_micros(ms * 500);
+                c.jitter = Duration::from_millis(1);
+            });
+        }
+    }
+
+    /// Delays each way by `ms`.
     pub fn delay(&self, ms: u64) {
-        self.delay_ms.store(ms, Ordering::SeqCst);
-    }
-}
-
-fn pump(mut from: TcpStream, mut to: TcpStream, cut: &AtomicBool, delay_ms: &AtomicU64) {
-    let mut buf = [0u8; 65536];
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        let delay = delay_ms.load(Ordering::SeqCst);
-        if delay > 0 {
-            std::thread::sleep(Duration::from_millis(delay));
-        }
-        if cut.load(Ordering::SeqCst) || to.write_all(&buf[..n]).is_err() {
-            break;
+        for way in [self.link.forward(), self.link.backward()] {
+            way.change(|c| c.delay = Duration::from_millis(ms));
         }
     }
-    let _ = from.shutdown(Shutdown::Both);
-    let _ = to.shutdown(Shutdown::Both);
 }
 
 /// One node: its config, process and addresses.
