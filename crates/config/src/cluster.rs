@@ -17,6 +17,19 @@ pub enum Ack {
     All,
 }
 
+/// `cluster.conflicts`: what happens when writes prepared at two nodes
+/// change one entry.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Conflicts {
+    /// Both apply, in log order: the later one's values stand.
+    LastWriterWins,
+    /// The first committed stands; a modify, delete or rename prepared
+    /// before it was committed is refused (assertionFailed, 122) on every
+    /// node alike.
+    FirstWins,
+}
+
 /// `cluster.followers`: what a follower does with a write.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -69,6 +82,9 @@ pub struct ClusterConfig {
     /// When a write is answered: once a `"majority"` of voters holds it
     /// durably, or once `"all"` do.
     pub ack: Ack,
+    /// Writes at two nodes to one entry: `"last-writer-wins"` (both
+    /// apply, the later last) or `"first-wins"` (the later is refused).
+    pub conflicts: Conflicts,
     /// What a follower does with a write: `"forward"` it to the leader
     /// and answer once it is applied here, or `"referral"` (result 10
     /// with the leader's `ldap` URL).
@@ -245,6 +261,7 @@ impl Default for ClusterConfig {
             tls_ca_file: None,
             secret: String::new(),
             ack: Ack::Majority,
+            conflicts: Conflicts::LastWriterWins,
             followers: FollowerWrites::Forward,
             write_timeout_ms: 10_000,
             reads: Reads::Session,

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 mod cluster;
 mod validate;
-pub use cluster::{Ack, ClusterConfig, ClusterNodeConfig, FollowerWrites, Reads};
+pub use cluster::{Ack, ClusterConfig, ClusterNodeConfig, Conflicts, FollowerWrites, Reads};
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]

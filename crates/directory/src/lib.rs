@@ -434,7 +434,9 @@ impl Directory {
                         .store(true, std::sync::atomic::Ordering::Release);
                 }
             }
-            Command::Guarded { command, .. } | Command::ReadBack { command, .. } => {
+            Command::Guarded { command, .. }
+            | Command::ReadBack { command, .. }
+            | Command::Unchanged { command, .. } => {
                 self.note_applied(command);
             }
             Command::Delete { .. }

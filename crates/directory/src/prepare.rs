@@ -213,6 +213,38 @@ impl Directory {
         })
     }
 
+    /// `command` made conditional on its target being unchanged when it
+    /// applies (`cluster.conflicts = "first-wins"`): the target's
+    /// entryCSN as this node's copy holds it now is what the command saw.
+    /// An add, or a target that does not exist here, is left as it is
+    /// (an add conflicts by itself: the second is entryAlreadyExists).
+    pub fn first_wins(&self, command: Command) -> Result<Command, Outcome> {
+        if matches!(command, Command::Add { .. }) {
+            return Ok(command);
+        }
+        let Some(dn) = command.target() else {
+            return Ok(command);
+        };
+        let snapshot = self.store_for(dn).snapshot().map_err(Outcome::from)?;
+        let Some(id) = snapshot.id(dn).map_err(Outcome::from)? else {
+            return Ok(command);
+        };
+        let entry = snapshot.entry(id).map_err(Outcome::from)?;
+        let seen = self
+            .schema
+            .attribute_id("entryCSN")
+            .and_then(|csn| entry.get(csn))
+            .and_then(|a| a.values.first())
+            .cloned();
+        Ok(match seen {
+            Some(seen) => Command::Unchanged {
+                seen,
+                command: Box::new(command),
+            },
+            None => command,
+        })
+    }
+
     /// The suffix of a naming context glued below `dn` whose suffix
     /// entry exists, if there is one.
     fn glued_below(&self, dn: &Dn) -> Result<Option<Dn>, Outcome> {

@@ -4,7 +4,18 @@
 //! and takes writes at every site; a site cut off by a partition (silent,
 //! as a real one: no resets) refuses its writes with unavailable within
 //! its write timeout while the other two go on over their 195 ms path;
-//! healed, every replica is identical.
+//! healed, every replica is identical. With `cluster.conflicts =
+//! "first-wins"`, two sites modifying one entry at once: one succeeds,
+//! the other is refused with assertionFailed naming the conflict, and
+//! every replica holds the winner's value.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::disallowed_methods
+)]
 
 mod support;
 
@@ -27,10 +38,10 @@ fn atlantic_rtt(a: usize, b: usize) -> u64 {
 /// Three nodes placed at the Atlantic sites, the timing `cluster local
 /// --topology` gives them (a heartbeat of 1.5 times the longest round
 /// trip), and a leader.
-fn atlantic() -> (Cluster, usize) {
+fn atlantic(extra: &str) -> (Cluster, usize) {
     let mut cluster = Cluster::start(
         3,
-        "heartbeat_ms = 293\nelection_timeout_ms = 879\nwrite_timeout_ms = 5000",
+        &format!("heartbeat_ms = 293\nelection_timeout_ms = 879\nwrite_timeout_ms = 5000\n{extra}"),
     );
     for ((from, to), link) in &cluster.links {
         link.set_rtt(atlantic_rtt(*from, *to));
@@ -56,7 +67,7 @@ fn until_ok(within: Duration, mut write: impl FnMut() -> Outcome) {
 
 #[test]
 fn every_site_writes_across_the_atlantic_and_the_replicas_agree() {
-    let (mut cluster, _) = atlantic();
+    let (mut cluster, _) = atlantic("");
     for site in 1..=3 {
         let mut writer = Writer1::new(cluster.node(site).ldap);
         for n in 0..5 {
@@ -75,7 +86,7 @@ fn every_site_writes_across_the_atlantic_and_the_replicas_agree() {
 
 #[test]
 fn a_site_cut_off_refuses_its_writes_and_the_other_two_go_on() {
-    let (mut cluster, _) = atlantic();
+    let (mut cluster, _) = atlantic("");
     // Washington is cut off: Frankfurt and Sao Paulo, a majority, are
     // left with their 195 ms path between them.
     for ((from, to), link) in &cluster.links {
@@ -108,4 +119,83 @@ fn a_site_cut_off_refuses_its_writes_and_the_other_two_go_on() {
     let dump = cluster.await_identical(Duration::from_secs(30));
     assert!(dump.contains("description: site 3"), "{dump}");
     assert!(!dump.contains("description: cut off"), "{dump}");
+}
+
+#[test]
+fn first_wins_keeps_one_of_two_simultaneous_modifies_on_every_replica() {
+    let (mut cluster, _) = atlantic("conflicts = \"first-wins\"");
+    // Each round, Frankfurt and Sao Paulo modify one entry at the same
+    // moment: each prepares against the entryCSN its copy holds, and
+    // neither write can commit in less than a round trip.
+    let mut writers: Vec<Writer1> = [2, 3]
+        .iter()
+        .map(|s| Writer1::new(cluster.node(*s).ldap))
+        .collect();
+    // Connected and bound before the rounds, so that each round's two
+    // modifies leave together (a barrier) and are prepared together.
+    for writer in &mut writers {
+        assert!(writer.read(&format!("uid=own1,{PEOPLE}"), "uid").is_ok());
+    }
+    let barrier = std::sync::Barrier::new(2);
+    let mut winners = Vec::new();
+    let mut unraced = 0;
+    for round in 0..6 {
+        let uid = format!("race{round}");
+        assert_eq!(writers[0].add_account(PEOPLE, &uid), Outcome::Ok);
+        let dn = format!("uid={uid},{PEOPLE}");
+        // Until Sao Paulo has the entry too: both prepare against it.
+        until_ok(Duration::from_secs(10), || {
+            match writers[1].read(&dn, "uid") {
+                Ok(Some(_)) => Outcome::Ok,
+                _ => Outcome::Unknown,
+            }
+        });
+        let outcomes: Vec<Outcome> = std::thread::scope(|scope| {
+            let running: Vec<_> = writers
+                .iter_mut()
+                .zip([2, 3])
+                .map(|(writer, site)| {
+                    let (dn, barrier) = (dn.clone(), &barrier);
+                    scope.spawn(move || {
+                        barrier.wait();
+                        writer.replace(&dn, "description", &format!("round {round} site {site}"))
+                    })
+                })
+                .collect();
+            running.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        let won: Vec<usize> = outcomes
+            .iter()
+            .zip([2, 3])
+            .filter(|(o, _)| **o == Outcome::Ok)
+            .map(|(_, site)| site)
+            .collect();
+        for lost in outcomes.iter().filter(|o| **o != Outcome::Ok) {
+            assert!(
+                matches!(lost, Outcome::Refused(122, m) if m.contains("conflict") && m.contains("first-wins")),
+                "round {round}: {lost:?}"
+            );
+        }
+        match won.as_slice() {
+            [site] => winners.push((dn, format!("round {round} site {site}"))),
+            // A thread held up past the other's commit (a busy machine):
+            // the second was prepared after the first applied, no race.
+            [_, _] => unraced += 1,
+            _ => panic!("round {round}: both refused: {outcomes:?}"),
+        }
+    }
+    // Six races, and the machine let most of them be races.
+    assert!(unraced <= 2, "{unraced} of 6 rounds did not race");
+    let dump = cluster.await_identical(Duration::from_secs(30));
+    // Every replica holds each race's winner.
+    for (dn, value) in &winners {
+        let entry = dump
+            .split("\n\n")
+            .find(|e| e.contains(&format!("dn: {dn}")))
+            .unwrap_or("");
+        assert!(
+            entry.contains(&format!("description: {value}")),
+            "{dn}: {entry}"
+        );
+    }
 }

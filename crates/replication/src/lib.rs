@@ -132,6 +132,9 @@ pub struct Options {
     pub ack_all: bool,
     /// `cluster.write_timeout_ms`.
     pub write_timeout: Duration,
+    /// `cluster.conflicts = "first-wins"`: the server makes each modify,
+    /// delete and rename conditional on its entry being unchanged.
+    pub first_wins: bool,
     /// `cluster.reads`.
     pub reads: ReadMode,
     /// `cluster.heartbeat_ms`.
@@ -165,6 +168,7 @@ pub struct ClusterNode {
     removal: Arc<removal::Removal>,
     /// Linearizable reads waiting for their round (`cluster.reads`).
     read_rounds: Option<reads::ReadWaiters>,
+    first_wins: bool,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -604,6 +608,7 @@ impl ClusterNode {
             contacts,
             removal,
             read_rounds,
+            first_wins: options.first_wins,
             tasks,
         })
     }
@@ -615,6 +620,11 @@ impl ClusterNode {
         observe: impl Fn(&[meridian_store::Command]) + Send + Sync + 'static,
     ) {
         let _ = self.applied_observer.set(Box::new(observe));
+    }
+
+    /// Whether writes to one entry are first-wins (`cluster.conflicts`).
+    pub fn first_wins(&self) -> bool {
+        self.first_wins
     }
 
     /// This node leads now (as far as it knows).

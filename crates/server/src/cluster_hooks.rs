@@ -36,6 +36,13 @@ pub trait ClusterHooks: Send + Sync {
     /// Before a search or compare: `Ok(None)` to serve it now, a wait,
     /// or the answer that refuses it.
     fn before_read(&self) -> Result<Option<ReadWait>, ClusterAnswer>;
+
+    /// Whether a modify, delete or rename is refused when another write
+    /// to its entry committed after it was prepared (`cluster.conflicts =
+    /// "first-wins"`), rather than both applied, the later last.
+    fn first_wins(&self) -> bool {
+        false
+    }
 }
 
 /// The hooks in the server context.

@@ -86,6 +86,17 @@ pub enum Command {
         /// The guarded command.
         command: Box<Command>,
     },
+    /// Run `command` only if its target's entryCSN is still `seen`, the
+    /// value the node that prepared it read (`cluster.conflicts =
+    /// "first-wins"`): a write committed to the entry in between makes
+    /// this one a conflict, refused with assertionFailed. Every replica
+    /// applies one log in one order, so every replica refuses it alike.
+    Unchanged {
+        /// The entryCSN the preparing node read.
+        seen: Vec<u8>,
+        /// The command.
+        command: Box<Command>,
+    },
     /// Drop every index key and rebuild them from the entries and the
     /// configured indexes (after the config adds or removes an index).
     RebuildIndexes,
@@ -155,9 +166,9 @@ impl Command {
             | Command::DeleteSubtree { dn }
             | Command::Modify { dn, .. }
             | Command::ModifyDn { dn, .. } => Some(dn),
-            Command::Guarded { command, .. } | Command::ReadBack { command, .. } => {
-                command.target()
-            }
+            Command::Guarded { command, .. }
+            | Command::ReadBack { command, .. }
+            | Command::Unchanged { command, .. } => command.target(),
             Command::RebuildIndexes
             | Command::BuildIndexes { .. }
             | Command::AddMany { .. }
@@ -185,9 +196,9 @@ impl Command {
             Command::Modify { operational, .. } | Command::ModifyDn { operational, .. } => {
                 from_operational(operational)
             }
-            Command::Guarded { command, .. } | Command::ReadBack { command, .. } => {
-                command.entry_csn(csn_type)
-            }
+            Command::Guarded { command, .. }
+            | Command::ReadBack { command, .. }
+            | Command::Unchanged { command, .. } => command.entry_csn(csn_type),
             Command::Delete { .. }
             | Command::DeleteSubtree { .. }
             | Command::RebuildIndexes

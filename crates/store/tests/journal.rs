@@ -160,6 +160,33 @@ fn workload(store: &Store, schema: &Schema) {
         })
         .is_err()
     );
+    // First-wins: a write prepared against an entryCSN applies while the
+    // entry still has it; a second prepared against the same one comes
+    // after the first and is refused, naming the conflict.
+    let csn = |n: u32| format!("20261128120000.00000{n}Z#000000#001#000000").into_bytes();
+    let u4 = || dn(&format!("uid=u4,ou=People,{SUFFIX}"));
+    let describe = |text: &str, n: u32| Command::Modify {
+        dn: u4(),
+        changes: vec![Modification {
+            op: ModOp::Replace,
+            attr: "description".into(),
+            values: vec![text.as_bytes().to_vec()],
+        }],
+        operational: vec![("entryCSN".into(), vec![csn(n)])],
+        permissive: false,
+    };
+    run(describe("before", 1)).unwrap();
+    run(Command::Unchanged {
+        seen: csn(1),
+        command: Box::new(describe("first", 2)),
+    })
+    .unwrap();
+    let refused = run(Command::Unchanged {
+        seen: csn(1),
+        command: Box::new(describe("second", 3)),
+    })
+    .unwrap_err();
+    assert!(refused.to_string().contains("conflict"), "{refused}");
     run(Command::ModifyDn {
         dn: dn(&format!("uid=u2,ou=People,{SUFFIX}")),
         new_rdn: "uid=renamed".into(),

@@ -117,6 +117,10 @@ impl ClusterHooks for NodeAdmin {
         })
     }
 
+    fn first_wins(&self) -> bool {
+        self.0.first_wins()
+    }
+
     fn before_read(&self) -> Result<Option<ReadWait>, ClusterAnswer> {
         let refusal = |refused: ReadRefused| {
             let code = match refused {

@@ -1,6 +1,8 @@
-//! The assertion control's guard (RFC 4528): a command applies only if
-//! its target matches a filter. Checked before the command's plan, so a
-//! failed assertion is a refusal like any other.
+//! Guards: a command applies only if its target matches a filter (the
+//! assertion control, RFC 4528), or only if its target is unchanged
+//! since the command was prepared (`cluster.conflicts = "first-wins"`).
+//! Checked before the command's plan, so a failed guard is a refusal
+//! like any other.
 
 use meridian_model::ModelError;
 use meridian_proto::ResultCode;
@@ -24,7 +26,9 @@ pub(super) fn check(
     let compiled = meridian_model::filter::CompiledFilter::compile(&filter, ctx.schema);
     let target = match command {
         Command::Add { entry, .. } => Some(entry.clone()),
-        Command::Guarded { command, .. } | Command::ReadBack { command, .. } => {
+        Command::Guarded { command, .. }
+        | Command::ReadBack { command, .. }
+        | Command::Unchanged { command, .. } => {
             return check(txn, ctx, assertion, command);
         }
         // No single target entry: the assertion does not apply.
@@ -45,4 +49,41 @@ pub(super) fn check(
         .into()),
         None => Ok(()),
     }
+}
+
+/// Refuses `command` if its target's entryCSN is no longer `seen`: a
+/// write to the entry was committed after this one was prepared, and
+/// first-wins keeps that one.
+pub(super) fn unchanged(
+    txn: &heed::RoTxn<'_>,
+    ctx: &Context<'_>,
+    seen: &[u8],
+    command: &Command,
+) -> Result<(), StoreError> {
+    let Some(dn) = command.target() else {
+        return Ok(());
+    };
+    let Some(id) = lookup(txn, ctx.dbs, dn)? else {
+        return Err(no_such(txn, ctx.dbs, dn));
+    };
+    let entry = ctx.load(txn, id, Some(dn))?;
+    let now = ctx
+        .schema
+        .attribute_id("entryCSN")
+        .and_then(|csn| entry.get(csn))
+        .and_then(|a| a.values.first())
+        .map(Vec::as_slice);
+    if now == Some(seen) {
+        return Ok(());
+    }
+    Err(ModelError::new(
+        ResultCode::ASSERTION_FAILED,
+        format!(
+            "conflict: {} was changed by another write (entryCSN {}) committed after this one was prepared (entryCSN {}); cluster.conflicts is first-wins, so the first write stands: read the entry again and retry",
+            dn.original(),
+            String::from_utf8_lossy(now.unwrap_or_default()),
+            String::from_utf8_lossy(seen)
+        ),
+    )
+    .into())
 }

@@ -146,6 +146,10 @@ pub(crate) fn apply(txn: &mut RwTxn<'_>, ctx: &Context<'_>, command: &Command) -
                 Ok(()) => apply(txn, ctx, command),
             }
         }
+        Command::Unchanged { seen, command } => match guard::unchanged(txn, ctx, seen, command) {
+            Err(refusal) => Applied::refused(refusal),
+            Ok(()) => apply(txn, ctx, command),
+        },
         Command::ReadBack { pre, post, command } => {
             match read_back::before(txn, ctx, *pre, command) {
                 Err(refusal) => Applied::refused(refusal),

@@ -24,7 +24,7 @@ use crate::codec::{put_bytes, put_varint, take_varint};
 use crate::{Command, Operational, StoreError};
 
 const FORMAT: u8 = 1;
-/// `Guarded` and `ReadBack` wrap one command; nothing nests deeper than
+/// `Guarded`, `ReadBack` and `Unchanged` wrap one command; nothing nests deeper than
 /// this, and a record that does is corrupt (no unbounded recursion).
 const MAX_NESTING: u32 = 4;
 
@@ -43,6 +43,7 @@ mod tag {
     /// before the flag existed read as they always did).
     pub(super) const ADD_PRECHECKED: u8 = 11;
     pub(super) const BUILD_INDEXES: u8 = 12;
+    pub(super) const UNCHANGED: u8 = 13;
 }
 
 /// A batch's commands go into records of about this size: a batch of
@@ -286,6 +287,11 @@ fn put_command(out: &mut Vec<u8>, command: &Command, schema: &Schema) {
             put_bytes(out, assertion);
             put_command(out, command, schema);
         }
+        Command::Unchanged { seen, command } => {
+            out.push(tag::UNCHANGED);
+            put_bytes(out, seen);
+            put_command(out, command, schema);
+        }
         Command::RebuildIndexes => out.push(tag::REBUILD_INDEXES),
         Command::BuildIndexes {
             from,
@@ -500,6 +506,10 @@ impl<'a> PayloadCursor<'a> {
                 assertion: self.bytes()?.to_vec(),
                 command: self.inner(schema, depth)?,
             },
+            tag::UNCHANGED => Command::Unchanged {
+                seen: self.bytes()?.to_vec(),
+                command: self.inner(schema, depth)?,
+            },
             tag::REBUILD_INDEXES => Command::RebuildIndexes,
             tag::BUILD_INDEXES => Command::BuildIndexes {
                 from: self.varint()?,
@@ -633,6 +643,12 @@ mod tests {
                     command: Box::new(Command::Delete {
                         dn: dn("uid=a,dc=example,dc=com"),
                     }),
+                }),
+            },
+            Command::Unchanged {
+                seen: b"20261128114500.000000Z#000000#002#000000".to_vec(),
+                command: Box::new(Command::Delete {
+                    dn: dn("uid=a,dc=example,dc=com"),
                 }),
             },
             Command::RebuildIndexes,
