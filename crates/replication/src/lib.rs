@@ -482,6 +482,31 @@ impl ClusterNode {
         options: Options,
     ) -> Result<ClusterNode, ClusterError> {
         let me = options.node_id;
+        let listen = match options.peer_listen.as_deref() {
+            Some(listen) => listen.to_owned(),
+            None => options
+                .members
+                .iter()
+                .chain(&options.learners)
+                .find(|m| m.id == me)
+                .map(|m| m.peer.clone())
+                .ok_or(ClusterError::NotAMember(me))?,
+        };
+        let listener = tokio::net::TcpListener::bind(&listen)
+            .await
+            .map_err(io_error(format!("listening for peers on {listen}")))?;
+        ClusterNode::start_on(listener, store, proposals, options).await
+    }
+
+    /// [`ClusterNode::start`] on a peer listener the caller bound: one on
+    /// port 0, whose port the caller read back (the in-process tests).
+    pub async fn start_on(
+        listener: tokio::net::TcpListener,
+        store: Store,
+        proposals: Proposals,
+        options: Options,
+    ) -> Result<ClusterNode, ClusterError> {
+        let me = options.node_id;
         let everyone: Vec<Member> = options
             .members
             .iter()
@@ -521,10 +546,9 @@ impl ClusterNode {
             .await
             .map_err(ClusterError::Raft)?;
 
-        let listen = options.peer_listen.as_deref().unwrap_or(&this.peer);
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .map_err(io_error(format!("listening for peers on {listen}")))?;
+        let listen = listener
+            .local_addr()
+            .map_or_else(|_| this.peer.clone(), |addr| addr.to_string());
         let mut tasks = Vec::new();
         let peers: Vec<NodeId> = everyone
             .iter()

@@ -123,12 +123,31 @@ impl PeerClient {
 
     /// Sends `request` and waits for its response, within `timeout`. The
     /// connection is dropped after any failure (the next call reconnects).
+    ///
+    /// A new connection's handshake has a deadline of its own, `timeout`
+    /// again, and the request's starts once it is made: over a path whose
+    /// round trip is near a third of `timeout`, the handshake (a round trip
+    /// and a half) and the request together would never fit in one
+    /// deadline, and every call would end in a new handshake.
     pub(crate) async fn call(
         &mut self,
         request: &Request,
         timeout: Duration,
     ) -> Result<Response, CallError> {
-        let result = tokio::time::timeout(timeout, self.call_inner(request)).await;
+        if self.stream.is_none() {
+            let connected = tokio::time::timeout(timeout, self.connect()).await;
+            let stream = connected.unwrap_or_else(|_| {
+                Err(CallError::Unreachable(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "no connection to node {} within {timeout:?} (the handshake goes on)",
+                        self.target
+                    ),
+                )))
+            })?;
+            self.stream = Some(stream);
+        }
+        let result = tokio::time::timeout(timeout, self.exchange(request)).await;
         let result = result.unwrap_or_else(|_| {
             Err(CallError::Failed(io::Error::new(
                 io::ErrorKind::TimedOut,
@@ -144,25 +163,24 @@ impl PeerClient {
         }
     }
 
-    async fn call_inner(&mut self, request: &Request) -> Result<Response, CallError> {
-        let stream = match &mut self.stream {
-            Some(stream) => stream,
-            None => {
-                let connecting = self.connecting.get_or_insert_with(|| {
-                    let (link, addr, target) = (self.link.clone(), self.addr.clone(), self.target);
-                    tokio::spawn(
-                        async move { link.connect(&addr, target, HANDSHAKE_TIMEOUT).await },
-                    )
-                });
-                // Cancelled here (the call's deadline), the handshake
-                // goes on and the next call takes it up.
-                let connected = connecting.await;
-                self.connecting = None;
-                let stream = connected
-                    .map_err(|e| CallError::Unreachable(io::Error::other(e)))?
-                    .map_err(CallError::Unreachable)?;
-                self.stream.insert(stream)
-            }
+    /// A new connection, from the handshake under way or a new one.
+    async fn connect(&mut self) -> Result<PeerStream, CallError> {
+        let connecting = self.connecting.get_or_insert_with(|| {
+            let (link, addr, target) = (self.link.clone(), self.addr.clone(), self.target);
+            tokio::spawn(async move { link.connect(&addr, target, HANDSHAKE_TIMEOUT).await })
+        });
+        // Cancelled here (a deadline), the handshake goes on and the next
+        // call takes it up.
+        let connected = connecting.await;
+        self.connecting = None;
+        connected
+            .map_err(|e| CallError::Unreachable(io::Error::other(e)))?
+            .map_err(CallError::Unreachable)
+    }
+
+    async fn exchange(&mut self, request: &Request) -> Result<Response, CallError> {
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(CallError::Unreachable(io::Error::other("no connection")));
         };
         self.link
             .send(stream, request)

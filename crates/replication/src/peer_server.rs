@@ -35,10 +35,19 @@ pub(crate) struct PeerService {
     pub(crate) removal: Arc<crate::removal::Removal>,
 }
 
-/// Accepts peers until the listener fails or the task is dropped.
+/// Accepts peers until the task is dropped; dropping it also ends every
+/// connection it accepted (they live in its `JoinSet`), so a node stopped
+/// in a process that goes on (the in-process tests) leaves no handler
+/// answering for it.
 pub(crate) async fn serve(listener: TcpListener, service: Arc<PeerService>) {
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        let (stream, from) = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            // Reap finished connections as they end.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+        };
+        let (stream, from) = match accepted {
             Ok(accepted) => accepted,
             Err(e) => {
                 tracing::warn!("accepting a peer connection failed: {e}");
@@ -47,7 +56,7 @@ pub(crate) async fn serve(listener: TcpListener, service: Arc<PeerService>) {
             }
         };
         let service = Arc::clone(&service);
-        tokio::spawn(async move {
+        connections.spawn(async move {
             if let Err(e) = serve_connection(stream, &service).await {
                 tracing::debug!(%from, "peer connection ended: {e}");
             }

@@ -51,9 +51,19 @@ pub struct Link {
     target: SocketAddr,
     forward: Way,
     backward: Way,
-    severed: watch::Sender<bool>,
+    severed: watch::Sender<Severing>,
     counts: Arc<Counts>,
     accepting: JoinHandle<()>,
+}
+
+/// Whether a link refuses connections now, and how many times it was
+/// severed: a connection ends when the count moves past the one it
+/// started under, so a sever followed at once by a restore still ends
+/// every connection.
+#[derive(Debug, Clone, Copy, Default)]
+struct Severing {
+    refusing: bool,
+    count: u64,
 }
 
 /// What a link carried.
@@ -88,7 +98,7 @@ impl Link {
     ) -> io::Result<Link> {
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
-        let severed = watch::Sender::new(false);
+        let severed = watch::Sender::new(Severing::default());
         let counts = Arc::new(Counts::default());
         let accepting = tokio::spawn(accept(
             listener,
@@ -135,12 +145,15 @@ impl Link {
     /// ones until [`Link::restore`]: a host that answers with resets
     /// (a firewall's reject), as opposed to a cut, which stays silent.
     pub fn sever(&self) {
-        self.severed.send_replace(true);
+        self.severed.send_modify(|s| {
+            s.refusing = true;
+            s.count += 1;
+        });
     }
 
     /// Lets connections through again after [`Link::sever`].
     pub fn restore(&self) {
-        self.severed.send_replace(false);
+        self.severed.send_modify(|s| s.refusing = false);
     }
 
     /// Bytes delivered through the link, both ways, since it started.
@@ -157,7 +170,7 @@ impl Link {
 impl Drop for Link {
     fn drop(&mut self) {
         self.accepting.abort();
-        self.severed.send_replace(true);
+        self.sever();
     }
 }
 
@@ -171,7 +184,7 @@ async fn accept(
     listener: TcpListener,
     target: SocketAddr,
     paths: Paths,
-    severed: watch::Sender<bool>,
+    severed: watch::Sender<Severing>,
     counts: Arc<Counts>,
 ) {
     loop {
@@ -184,7 +197,8 @@ async fn accept(
                 continue;
             }
         };
-        if *severed.borrow() || counts.open.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+        let now = *severed.borrow();
+        if now.refusing || counts.open.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
             drop(client);
             continue;
         }
@@ -195,7 +209,7 @@ async fn accept(
         tokio::spawn(async move {
             tokio::select! {
                 () = carry(client, target, paths, &open.0) => {}
-                _ = ended.wait_for(|severed| *severed) => {}
+                _ = ended.wait_for(|s| s.count != now.count) => {}
             }
             drop(open);
         });
