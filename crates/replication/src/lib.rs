@@ -22,6 +22,7 @@ mod marker;
 mod network;
 mod peer_server;
 mod pending;
+mod pipeline;
 mod proposer;
 mod raw_bytes;
 mod reads;

@@ -5,8 +5,11 @@ use std::future::Future;
 use std::io;
 use std::time::Duration;
 
+use futures_util::Stream;
+use openraft::base::{BoxFuture, BoxStream};
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory};
+use openraft::raft::StreamAppendResult;
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
@@ -212,6 +215,53 @@ fn unexpected(what: &str) -> CallError {
 
 impl RaftNetworkV2<Meridian> for PeerClient {
     type SnapshotData = SnapshotFile;
+
+    /// Appends pipelined on this client's connection (`pipeline.rs`).
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<
+        's,
+        Result<
+            BoxStream<'s, Result<StreamAppendResult<Meridian>, RPCError<Meridian>>>,
+            RPCError<Meridian>,
+        >,
+    >
+    where
+        S: Stream<Item = AppendEntriesRequest<Meridian>> + Send + Unpin + 'static,
+    {
+        Box::pin(async move {
+            let timeout = rpc_timeout(&option);
+            let stream = match self.stream.take() {
+                Some(stream) => stream,
+                None => match tokio::time::timeout(timeout, self.connect()).await {
+                    Ok(Ok(stream)) => stream,
+                    Ok(Err(e)) => return Err(e.into()),
+                    Err(_) => {
+                        return Err(CallError::Unreachable(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!(
+                                "no connection to node {} within {timeout:?} (the handshake goes on)",
+                                self.target
+                            ),
+                        ))
+                        .into());
+                    }
+                },
+            };
+            let pipeline = crate::pipeline::Pipeline::start(
+                stream,
+                input,
+                self.link.clone(),
+                self.target,
+                timeout,
+                &mut self.stream,
+            );
+            let answers: BoxStream<'s, _> = Box::pin(pipeline.answers());
+            Ok(answers)
+        })
+    }
 
     async fn append_entries(
         &mut self,

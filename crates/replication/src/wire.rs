@@ -362,7 +362,7 @@ impl Link {
 
     pub(crate) async fn send<T: Serialize>(
         &self,
-        stream: &mut PeerStream,
+        stream: &mut (impl AsyncWrite + Unpin + ?Sized),
         message: &T,
     ) -> io::Result<()> {
         let bytes = postcard::to_stdvec(message).map_err(|e| invalid(e.to_string()))?;
@@ -406,7 +406,7 @@ impl Link {
     /// The next message; `Ok(None)` at a clean end of stream.
     pub(crate) async fn receive<T: DeserializeOwned>(
         &self,
-        stream: &mut PeerStream,
+        stream: &mut (impl AsyncRead + Unpin + ?Sized),
     ) -> io::Result<Option<T>> {
         let mut len = [0u8; 4];
         match stream.read_exact(&mut len).await {
