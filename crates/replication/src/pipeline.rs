@@ -80,8 +80,8 @@ impl<'s> Pipeline<'s> {
                     .entries
                     .last()
                     .map(|e| e.log_id())
-                    .or_else(|| request.prev_log_id.clone());
-                let range = (request.prev_log_id.clone(), last);
+                    .or(request.prev_log_id);
+                let range = (request.prev_log_id, last);
                 // A place in the line first: at most IN_FLIGHT unanswered.
                 if sent_tx.send(range).await.is_err() {
                     break;
@@ -165,10 +165,10 @@ impl<'s> Pipeline<'s> {
         // pipeline: openraft starts again from what the answer says, and
         // the answers still on their way belong to appends it dropped.
         let partial = match &response {
-            AppendEntriesResponse::PartialSuccess(upto) => Some(upto.clone()),
+            AppendEntriesResponse::PartialSuccess(upto) => Some(*upto),
             _ => None,
         };
-        let result = response.into_stream_result(prev, last.clone());
+        let result = response.into_stream_result(prev, last);
         if result.is_err() || partial.is_some_and(|upto| upto != last) {
             self.ended = true;
         }
