@@ -5,9 +5,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use meridian_config::StorageConfig;
 use meridian_model::Schema;
@@ -31,13 +32,7 @@ struct Builder;
 
 impl StoreBuilder<Meridian, LogStore, StateMachine, TempDir> for Builder {
     async fn build(&self) -> Result<(TempDir, LogStore, StateMachine), StorageError<Meridian>> {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "meridian-openraft-suite-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = support::temp_root();
         let schema = Arc::new(Schema::builtin().unwrap());
         let (store, proposals) = Store::open_replicated(
             StoreOptions {

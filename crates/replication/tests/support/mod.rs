@@ -78,7 +78,8 @@ pub fn options(id: u64, dir: PathBuf) -> Options {
     }
 }
 
-fn temp_root() -> PathBuf {
+/// A new, empty directory for one test's files.
+pub fn temp_root() -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
         "meridian-in-process-{}-{}",
