@@ -50,6 +50,10 @@ pub(crate) struct LocalArgs {
     /// BASE_PORT + 100 + i - 1).
     #[arg(long, default_value_t = 3389)]
     base_port: u16,
+    /// `cluster.conflicts` of every node: `last-writer-wins` or
+    /// `first-wins`.
+    #[arg(long, default_value = "last-writer-wins", value_parser = ["last-writer-wins", "first-wins"])]
+    conflicts: String,
     /// The naming context (`directory.suffix`).
     #[arg(long, default_value = "dc=example,dc=com")]
     suffix: String,
@@ -128,6 +132,7 @@ impl Layout {
         writeln!(text, "data_dir = {:?}", dir.display().to_string())?;
         writeln!(text, "[cluster]\nnode_id = {id}\nsecret = {secret:?}")?;
         writeln!(text, "peer_listen = \"{peer}\"")?;
+        writeln!(text, "conflicts = {:?}", args.conflicts)?;
         if let Some((heartbeat, election)) = self.timing {
             writeln!(
                 text,
