@@ -82,6 +82,10 @@ pub struct ClusterConfig {
     /// When a write is answered: once a `"majority"` of voters holds it
     /// durably, or once `"all"` do.
     pub ack: Ack,
+    /// The voter that should lead (its `id`; 0: none): the leader hands
+    /// it the lead once it has held the whole log for three seconds, so
+    /// writes made at its site cost one round trip less.
+    pub preferred_leader: u64,
     /// Writes at two nodes to one entry: `"last-writer-wins"` (both
     /// apply, the later last) or `"first-wins"` (the later is refused).
     pub conflicts: Conflicts,
@@ -204,6 +208,15 @@ impl ClusterConfig {
                 ),
             );
         }
+        if self.preferred_leader != 0 && !self.nodes.iter().any(|n| n.id == self.preferred_leader) {
+            return invalid(
+                "cluster.preferred_leader",
+                format!(
+                    "{} is not the id of one of cluster.nodes (only a voter leads; 0: none)",
+                    self.preferred_leader
+                ),
+            );
+        }
         let tls = [
             &self.tls_certificate_file,
             &self.tls_key_file,
@@ -262,6 +275,7 @@ impl Default for ClusterConfig {
             secret: String::new(),
             ack: Ack::Majority,
             conflicts: Conflicts::LastWriterWins,
+            preferred_leader: 0,
             followers: FollowerWrites::Forward,
             write_timeout_ms: 10_000,
             reads: Reads::Session,

@@ -23,6 +23,7 @@ mod network;
 mod peer_server;
 mod pending;
 mod pipeline;
+mod preferred;
 mod proposer;
 mod raw_bytes;
 mod reads;
@@ -133,6 +134,9 @@ pub struct Options {
     pub ack_all: bool,
     /// `cluster.write_timeout_ms`.
     pub write_timeout: Duration,
+    /// `cluster.preferred_leader`: the voter the leader hands the lead to
+    /// once it is caught up (`preferred.rs`).
+    pub preferred_leader: Option<NodeId>,
     /// `cluster.conflicts = "first-wins"`: the server makes each modify,
     /// delete and rename conditional on its entry being unchanged.
     pub first_wins: bool,
@@ -614,6 +618,13 @@ impl ClusterNode {
             )));
             waiters
         });
+        if let Some(preferred) = options.preferred_leader {
+            tasks.push(tokio::spawn(preferred::keep_preferred_leader(
+                raft.clone(),
+                me,
+                preferred,
+            )));
+        }
         tasks.push(tokio::spawn(snapshot_when_log_grows(
             raft.clone(),
             me,

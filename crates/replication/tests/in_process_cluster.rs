@@ -202,3 +202,29 @@ async fn a_restarted_node_and_a_node_that_lost_its_disk_catch_up() {
     assert!(harness.node(wiped).node.status().snapshot > 0);
     assert!(harness.read(restarted, &people("while0")).is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_goes_back_to_the_preferred_node_once_it_is_healthy() {
+    let harness = Harness::start(3, |o| o.preferred_leader = Some(2)).await;
+    // Whoever wins the first election hands the lead to node 2.
+    harness.await_leader(2, WITHIN).await;
+    for command in base(&harness.schema) {
+        harness.write(2, command).await.unwrap();
+    }
+    // Cut off, it loses the lead; the others go on without it.
+    harness.partition(2, true);
+    let other = harness.leader_among(&[1, 3], WITHIN).await;
+    harness
+        .write(other, account(&harness.schema, "meanwhile"))
+        .await
+        .unwrap();
+    // Back and caught up, it is handed the lead again.
+    harness.partition(2, false);
+    harness.await_leader(2, WITHIN).await;
+    harness
+        .write(2, account(&harness.schema, "after"))
+        .await
+        .unwrap();
+    harness.await_identical(WITHIN).await;
+    assert!(harness.read(2, &people("meanwhile")).is_some());
+}

@@ -73,6 +73,7 @@ pub(crate) fn options(config: &Config) -> anyhow::Result<Options> {
         refer_writes: c.followers == FollowerWrites::Referral,
         ack_all: c.ack == Ack::All,
         first_wins: c.conflicts == Conflicts::FirstWins,
+        preferred_leader: (c.preferred_leader != 0).then_some(c.preferred_leader),
         write_timeout: Duration::from_millis(c.write_timeout_ms),
         reads: match c.reads {
             Reads::Session => meridian_replication::ReadMode::Session,

@@ -67,6 +67,7 @@ pub fn options(id: u64, dir: PathBuf) -> Options {
         ack_all: false,
         write_timeout: Duration::from_secs(3),
         first_wins: false,
+        preferred_leader: None,
         reads: ReadMode::Session,
         heartbeat: Duration::from_millis(50),
         election_timeout: Duration::from_millis(300),
@@ -191,6 +192,15 @@ impl Harness {
             }
             assert!(Instant::now() < deadline, "no agreed leader: {named:?}");
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until every running node agrees that `id` leads.
+    pub async fn await_leader(&self, id: u64, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.leader(within).await != id {
+            assert!(Instant::now() < deadline, "node {id} never led");
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
