@@ -155,33 +155,7 @@ async fn run_async(
     options: Options,
 ) -> anyhow::Result<RunResult> {
     let load = &scenario.load;
-    let endpoint = crate::wire::resolve(&scenario.target.url)?;
-    let address = endpoint.address;
-    let target = &scenario.target;
-    let tls = if endpoint.tls {
-        Some(Tls::new(
-            &endpoint.host,
-            target.tls_ca_file.as_deref().map(std::path::Path::new),
-            target.tls_insecure,
-            target.tls_server_name.as_deref(),
-        )?)
-    } else {
-        None
-    };
-    let bind = scenario
-        .target
-        .bind_dn
-        .clone()
-        .map(|dn| (dn, scenario.target.password.clone().unwrap_or_default()));
-    // One connection first, so an unreachable server or a refused bind is
-    // one clear error rather than a failure per session.
-    {
-        let mut probe =
-            crate::wire::connect(address, tls.as_ref(), Duration::from_secs(10)).await?;
-        if let Some((dn, password)) = &bind {
-            crate::wire::bind(&mut probe, dn, password, load.max_response_bytes).await?;
-        }
-    }
+    let (address, tls, bind) = reach_target(scenario).await?;
     let mix = scenario.mix();
     let sessions = scenario.sessions();
     let seed = match scenario.keys.seed {
@@ -192,7 +166,7 @@ async fn run_async(
     };
     let mut rng = Rng::new(seed);
     let keys = Keys::new(&scenario.keys, &mut rng);
-    let (ready_tx, mut ready_rx) = mpsc::channel(1024);
+    let (ready_tx, ready_rx) = mpsc::channel(1024);
     let start = Instant::now();
     let measure_from = start + Duration::from_secs_f64(load.warmup_secs);
     let clock = Clock {
@@ -232,22 +206,89 @@ async fn run_async(
         stop: AtomicBool::new(false),
         last_completion_ns: AtomicU64::new(0),
     });
-
-    let cpu_at_start = load.server_pid.and_then(procstat::cpu_seconds);
     let all_sessions = sessions + mix.background.len() as u32;
+    let ran = run_sessions(
+        &shared,
+        all_sessions,
+        clock,
+        ready_rx,
+        load.server_pid,
+        options,
+    )
+    .await;
+    if ran.sessions_failed == all_sessions {
+        bail!(
+            "every session failed; the first: {}",
+            ran.first_error.unwrap_or_default()
+        );
+    }
+    Ok(result_of(scenario, label, threads, &shared, ran, start))
+}
+
+/// The server, its TLS and the bind every session makes, checked with one
+/// connection first, so an unreachable server or a refused bind is one
+/// clear error rather than a failure per session.
+async fn reach_target(
+    scenario: &Scenario,
+) -> anyhow::Result<(std::net::SocketAddr, Option<Tls>, Option<(String, String)>)> {
+    let target = &scenario.target;
+    let endpoint = crate::wire::resolve(&target.url)?;
+    let tls = if endpoint.tls {
+        Some(Tls::new(
+            &endpoint.host,
+            target.tls_ca_file.as_deref().map(std::path::Path::new),
+            target.tls_insecure,
+            target.tls_server_name.as_deref(),
+        )?)
+    } else {
+        None
+    };
+    let bind = target
+        .bind_dn
+        .clone()
+        .map(|dn| (dn, target.password.clone().unwrap_or_default()));
+    let mut probe =
+        crate::wire::connect(endpoint.address, tls.as_ref(), Duration::from_secs(10)).await?;
+    if let Some((dn, password)) = &bind {
+        crate::wire::bind(&mut probe, dn, password, scenario.load.max_response_bytes).await?;
+    }
+    Ok((endpoint.address, tls, bind))
+}
+
+/// What the sessions came to, and the server's resources meanwhile.
+struct Ran {
+    clock: Clock,
+    sessions_failed: u32,
+    first_error: Option<String>,
+    rss_samples: Vec<u64>,
+    /// The server's CPU seconds when measuring began (or when the run
+    /// did), and at the end.
+    cpu: (Option<f64>, Option<f64>),
+}
+
+/// Starts every session, starts the clock once all are connected (or
+/// failed to), watches the server while they run, and waits for them.
+async fn run_sessions(
+    shared: &Arc<Shared>,
+    all_sessions: u32,
+    clock: Clock,
+    mut ready: mpsc::Receiver<()>,
+    server_pid: Option<u32>,
+    options: Options,
+) -> Ran {
+    let cpu_at_start = server_pid.and_then(procstat::cpu_seconds);
     let handles: Vec<_> = (0..all_sessions)
-        .map(|i| tokio::spawn(session::run(Arc::clone(&shared), i)))
+        .map(|i| tokio::spawn(session::run(Arc::clone(shared), i)))
         .collect();
-    // Every session connected (or failed to): the clock starts now.
     for _ in 0..all_sessions {
-        if ready_rx.recv().await.is_none() {
+        if ready.recv().await.is_none() {
             break;
         }
     }
     let clock = *shared.clock.get_or_init(|| clock.restarted(Instant::now()));
     // send_replace: stores the value even while no session has subscribed yet.
     shared.started.send_replace(true);
-    let monitor = tokio::spawn(monitor(Arc::clone(&shared), load.server_pid, options));
+    let monitor = tokio::spawn(monitor(Arc::clone(shared), server_pid, options));
     let mut sessions_failed = 0;
     let mut first_error = None;
     for handle in handles {
@@ -262,20 +303,33 @@ async fn run_async(
     }
     shared.stop.store(true, Ordering::Relaxed);
     let (rss_samples, cpu_at_measure) = monitor.await.unwrap_or_default();
-    let cpu_at_end = load.server_pid.and_then(procstat::cpu_seconds);
+    let cpu_at_end = server_pid.and_then(procstat::cpu_seconds);
+    Ran {
+        clock,
+        sessions_failed,
+        first_error,
+        rss_samples,
+        cpu: (cpu_at_measure.or(cpu_at_start), cpu_at_end),
+    }
+}
 
+/// The run's result from its statistics.
+fn result_of(
+    scenario: &Scenario,
+    label: &str,
+    threads: usize,
+    shared: &Shared,
+    ran: Ran,
+    start: Instant,
+) -> RunResult {
+    let load = &scenario.load;
+    let mix = scenario.mix();
     let ops_stats = shared.stats.snapshot();
-    let elapsed_secs = if load.count > 0 || clock.stop_at.is_none() {
+    let elapsed_secs = if load.count > 0 || ran.clock.stop_at.is_none() {
         (shared.last_completion_ns.load(Ordering::Relaxed) as f64 / 1e9).max(1e-9)
     } else {
         load.duration_secs
     };
-    if sessions_failed == all_sessions {
-        bail!(
-            "every session failed; the first: {}",
-            first_error.unwrap_or_default()
-        );
-    }
     let mut total = ops_stats
         .first()
         .cloned()
@@ -293,7 +347,7 @@ async fn run_async(
     let mut total = summarise("total", &total, elapsed_secs, |_| true);
     total.errors = errors;
     let server = load.server_pid.map(|pid| {
-        let cpu_seconds = match (cpu_at_measure.or(cpu_at_start), cpu_at_end) {
+        let cpu_seconds = match ran.cpu {
             (Some(a), Some(b)) => b - a,
             _ => 0.0,
         };
@@ -301,10 +355,10 @@ async fn run_async(
             pid,
             cpu_seconds,
             cpu_seconds_per_operation: cpu_seconds / total.count.max(1) as f64,
-            rss_bytes: rss_samples,
+            rss_bytes: ran.rss_samples,
         }
     });
-    Ok(RunResult {
+    RunResult {
         scenario: scenario.name.clone(),
         label: label.to_owned(),
         target: scenario.target.url.clone(),
@@ -312,7 +366,7 @@ async fn run_async(
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs())
             .saturating_sub(start.elapsed().as_secs()),
-        sessions,
+        sessions: scenario.sessions(),
         depth: load.depth,
         threads,
         mode: match mix.mode {
@@ -327,10 +381,10 @@ async fn run_async(
         elapsed_secs,
         total,
         operations,
-        sessions_failed,
-        first_error,
+        sessions_failed: ran.sessions_failed,
+        first_error: ran.first_error,
         server,
-    })
+    }
 }
 
 fn summarise(
