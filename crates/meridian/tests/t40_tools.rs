@@ -52,15 +52,7 @@ fn data_with_people(people: usize) -> std::path::PathBuf {
         )
         .unwrap();
         let add = |dn: &str, attrs: &[(&str, &[&str])]| {
-            let dn = Dn::parse(dn.as_bytes(), &schema).unwrap();
-            let e = Entry::new(
-                dn,
-                attrs
-                    .iter()
-                    .map(|(n, vs)| (n.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
-                &schema,
-            )
-            .unwrap();
+            let e = Entry::from_text(dn, attrs, &schema).unwrap();
             store
                 .execute_blocking(Command::Add {
                     entry: e,

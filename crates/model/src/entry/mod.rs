@@ -214,6 +214,22 @@ pub enum WrittenBy {
 }
 
 impl Entry {
+    /// An entry from text: its DN and `(description, values)` pairs, as
+    /// tests and tools write one (`Entry::new` over the bytes).
+    pub fn from_text(
+        dn: &str,
+        attributes: &[(&str, &[&str])],
+        schema: &Schema,
+    ) -> Result<Entry, ModelError> {
+        Entry::new(
+            Dn::parse(dn.as_bytes(), schema)?,
+            attributes
+                .iter()
+                .map(|(name, values)| (name.as_bytes(), values.iter().map(|v| v.as_bytes()))),
+            schema,
+        )
+    }
+
     /// Builds an entry from a DN and `(description, values)` pairs, merging
     /// repeated descriptions. Attributes without values are refused
     /// (RFC 4511 section 4.7: every attribute of an add has values).
@@ -403,15 +419,7 @@ mod tests {
     }
 
     fn entry(schema: &Schema, dn: &str, attrs: &[(&str, &[&str])]) -> Entry {
-        let dn = Dn::parse(dn.as_bytes(), schema).unwrap();
-        Entry::new(
-            dn,
-            attrs
-                .iter()
-                .map(|(n, vs)| (n.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
-            schema,
-        )
-        .unwrap()
+        Entry::from_text(dn, attrs, schema).unwrap()
     }
 
     #[test]

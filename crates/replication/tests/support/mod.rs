@@ -365,14 +365,7 @@ pub fn base(schema: &Schema) -> Vec<Command> {
 }
 
 pub fn add(schema: &Schema, dn: &str, attrs: &[(&str, &[&str])]) -> Command {
-    let entry = Entry::new(
-        Dn::parse(dn.as_bytes(), schema).unwrap(),
-        attrs
-            .iter()
-            .map(|(n, vs)| (n.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
-        schema,
-    )
-    .unwrap();
+    let entry = Entry::from_text(dn, attrs, schema).unwrap();
     Command::Add {
         entry,
         prechecked: false,

@@ -6,7 +6,6 @@
 use std::path::Path;
 
 use meridian_model::Schema;
-use meridian_model::dn::Dn;
 use meridian_model::entry::Entry;
 
 /// The naming context of every test store.
@@ -14,14 +13,7 @@ pub(crate) const SUFFIX: &str = "dc=example,dc=com";
 
 /// An entry from a DN and `(description, values)` pairs.
 pub(crate) fn entry(schema: &Schema, dn: &str, attrs: &[(&str, &[&str])]) -> Entry {
-    Entry::new(
-        Dn::parse(dn.as_bytes(), schema).unwrap(),
-        attrs
-            .iter()
-            .map(|(n, vs)| (n.as_bytes(), vs.iter().map(|v| v.as_bytes()))),
-        schema,
-    )
-    .unwrap()
+    Entry::from_text(dn, attrs, schema).unwrap()
 }
 
 /// The suffix entry, `dc=example,dc=com`.
