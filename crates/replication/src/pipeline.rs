@@ -38,7 +38,9 @@ type Range = (Option<LogIdOf<Meridian>>, Option<LogIdOf<Meridian>>);
 pub(crate) struct Pipeline<'s> {
     reader: Option<ReadHalf<PeerStream>>,
     sent: mpsc::Receiver<Range>,
-    sender: Option<JoinHandle<WriteHalf<PeerStream>>>,
+    /// Hands back its half of the connection when the input ended, none
+    /// when a write failed (the connection is then not kept).
+    sender: Option<JoinHandle<Option<WriteHalf<PeerStream>>>>,
     link: Link,
     target: crate::types::NodeId,
     timeout: Duration,
@@ -88,10 +90,10 @@ impl<'s> Pipeline<'s> {
                 }
                 if let Err(e) = sending.send(&mut writer, &Request::Append(request)).await {
                     tracing::debug!(target_node = target, "a pipelined append: {e}");
-                    break;
+                    return None;
                 }
             }
-            writer
+            Some(writer)
         });
         Pipeline {
             reader: Some(reader),
@@ -181,7 +183,7 @@ impl<'s> Pipeline<'s> {
         let (Some(sender), Some(reader)) = (self.sender.take(), self.reader.take()) else {
             return;
         };
-        if let Ok(writer) = sender.await {
+        if let Ok(Some(writer)) = sender.await {
             *self.slot = Some(reader.unsplit(writer));
         }
     }
