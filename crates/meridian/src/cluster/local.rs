@@ -208,6 +208,49 @@ impl Drop for Nodes {
 }
 
 pub(crate) fn run(args: LocalArgs) -> anyhow::Result<()> {
+    let (voters, topology) = voters_and_topology(&args)?;
+    meridian_store::private::create_dir(&args.data_dir)
+        .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let root = std::fs::canonicalize(&args.data_dir)?;
+    let secret = secret(&root)?;
+    // The emulator's links run here, beside the wait for a stop.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut layout = Layout::new(&args, voters)?;
+    if let Some(topology) = topology {
+        start_wan(&runtime, topology, &mut layout, &root, &args.data_dir)?;
+    }
+    let mut nodes = start_nodes(&args, &layout, &root, &secret)?;
+    let total = voters + args.learners;
+    println!(
+        "cluster of {voters} voters and {} learners up: ldap://127.0.0.1:{}..{}; logs in {}/node*/serve.log",
+        args.learners,
+        args.base_port,
+        u32::from(args.base_port) + u32::from(total) - 1,
+        root.display()
+    );
+    if let Some(wan) = &layout.wan {
+        for node in 1..=usize::from(total) {
+            let site = wan
+                .topology()
+                .site_of(node)
+                .and_then(|s| wan.topology().sites.get(s));
+            if let (Some(site), Some(route)) = (site, wan.client_route(node)) {
+                println!(
+                    "node {node} at {}: its site's clients connect to ldap://{route}",
+                    site.name
+                );
+            }
+        }
+    }
+    std::io::stdout().flush()?;
+    wait_for_stop(&runtime, &mut nodes)
+}
+
+/// The voters to start, and the topology that places them, if any.
+fn voters_and_topology(args: &LocalArgs) -> anyhow::Result<(u16, Option<Topology>)> {
     let topology = args
         .topology
         .as_deref()
@@ -237,45 +280,55 @@ pub(crate) fn run(args: LocalArgs) -> anyhow::Result<()> {
     if topology.is_some() && args.learners > 0 {
         anyhow::bail!("--topology places voters only: leave --learners out");
     }
-    meridian_store::private::create_dir(&args.data_dir)
-        .with_context(|| format!("creating {}", args.data_dir.display()))?;
-    let root = std::fs::canonicalize(&args.data_dir)?;
-    let secret = secret(&root)?;
-    // The emulator's links run here, beside the wait for a stop.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let mut layout = Layout::new(&args, voters)?;
-    if let Some(topology) = topology {
-        let longest = topology
-            .rtt
-            .iter()
-            .map(|p| p.ms)
-            .fold(topology.local_rtt_ms, f64::max);
-        layout.timing = Some(wan_timing(longest));
-        let wan = runtime.block_on(Emulator::start(topology, &layout.peer, &layout.ldap))?;
-        let wan = Arc::new(wan);
-        let control = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
-        let control_addr = control.local_addr()?;
-        runtime.spawn(meridian_wan::control::serve(control, Arc::clone(&wan)));
-        std::fs::write(root.join("wan.control"), control_addr.to_string())?;
-        println!(
-            "WAN emulator: control on {control_addr} (meridian cluster wan --data-dir {} status)",
-            args.data_dir.display()
-        );
-        layout.wan = Some(wan);
-    }
+    Ok((voters, topology))
+}
+
+/// Brings `topology` up in front of the layout's nodes, serves its
+/// control channel and keeps the address in `DATA_DIR/wan.control`.
+fn start_wan(
+    runtime: &tokio::runtime::Runtime,
+    topology: Topology,
+    layout: &mut Layout,
+    root: &Path,
+    data_dir: &Path,
+) -> anyhow::Result<()> {
+    let longest = topology
+        .rtt
+        .iter()
+        .map(|p| p.ms)
+        .fold(topology.local_rtt_ms, f64::max);
+    layout.timing = Some(wan_timing(longest));
+    let wan = Arc::new(runtime.block_on(Emulator::start(topology, &layout.peer, &layout.ldap))?);
+    let control = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+    let control_addr = control.local_addr()?;
+    runtime.spawn(meridian_wan::control::serve(control, Arc::clone(&wan)));
+    std::fs::write(root.join("wan.control"), control_addr.to_string())?;
+    println!(
+        "WAN emulator: control on {control_addr} (meridian cluster wan --data-dir {} status)",
+        data_dir.display()
+    );
+    layout.wan = Some(wan);
+    Ok(())
+}
+
+/// Writes each node's config, starts it, and waits until every node
+/// listens (its stdout, relayed, says so).
+fn start_nodes(
+    args: &LocalArgs,
+    layout: &Layout,
+    root: &Path,
+    secret: &str,
+) -> anyhow::Result<Nodes> {
     let exe = std::env::current_exe().context("finding the meridian executable")?;
     let mut nodes = Nodes(Vec::new());
     let (lines, ready) = std::sync::mpsc::channel::<(u16, String)>();
-    let total = voters + args.learners;
+    let total = layout.voters + layout.learners;
     for id in 1..=total {
         let dir = root.join(format!("node{id}"));
         meridian_store::private::create_dir(&dir)?;
         let config = dir.join("config.toml");
         let mut file = meridian_store::private::create_file(&config)?;
-        file.write_all(layout.node_config(&args, id, &secret, &dir)?.as_bytes())?;
+        file.write_all(layout.node_config(args, id, secret, &dir)?.as_bytes())?;
         let log = meridian_store::private::create_file(&dir.join("serve.log"))?;
         let mut child = Command::new(&exe)
             .arg("serve")
@@ -312,29 +365,7 @@ pub(crate) fn run(args: LocalArgs) -> anyhow::Result<()> {
             root.display()
         );
     }
-    println!(
-        "cluster of {voters} voters and {} learners up: ldap://127.0.0.1:{}..{}; logs in {}/node*/serve.log",
-        args.learners,
-        args.base_port,
-        u32::from(args.base_port) + u32::from(total) - 1,
-        root.display()
-    );
-    if let Some(wan) = &layout.wan {
-        for node in 1..=usize::from(total) {
-            let site = wan
-                .topology()
-                .site_of(node)
-                .and_then(|s| wan.topology().sites.get(s));
-            if let (Some(site), Some(route)) = (site, wan.client_route(node)) {
-                println!(
-                    "node {node} at {}: its site's clients connect to ldap://{route}",
-                    site.name
-                );
-            }
-        }
-    }
-    std::io::stdout().flush()?;
-    wait_for_stop(&runtime, &mut nodes)
+    Ok(nodes)
 }
 
 /// Waits for SIGINT or SIGTERM, reporting nodes that exit meanwhile.
