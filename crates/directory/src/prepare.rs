@@ -214,34 +214,57 @@ impl Directory {
     }
 
     /// `command` made conditional on its target being unchanged when it
-    /// applies (`cluster.conflicts = "first-wins"`): the target's
-    /// entryCSN as this node's copy holds it now is what the command saw.
+    /// applies (`cluster.conflicts = "first-wins"`), and the entryCSN the
+    /// command itself writes (for the connection's next write to the
+    /// entry).
+    ///
+    /// What the command saw is `earlier`, the entryCSN written by a write
+    /// of the same connection to the same entry that is still on its way
+    /// (a client's pipelined writes to one entry are not in conflict with
+    /// each other: they apply in the order sent); else the target's
+    /// entryCSN as this node's copy holds it now, in the write's turn.
     /// An add, or a target that does not exist here, is left as it is
     /// (an add conflicts by itself: the second is entryAlreadyExists).
-    pub fn first_wins(&self, command: Command) -> Result<Command, Outcome> {
+    pub fn first_wins(
+        &self,
+        command: Command,
+        earlier: Option<Vec<u8>>,
+    ) -> Result<(Command, Option<Vec<u8>>), Outcome> {
+        let csn_type = self.schema.attribute_id("entryCSN");
+        let writes = csn_type
+            .and_then(|csn| command.entry_csn(csn))
+            .map(<[u8]>::to_vec);
         if matches!(command, Command::Add { .. }) {
-            return Ok(command);
+            return Ok((command, writes));
         }
         let Some(dn) = command.target() else {
-            return Ok(command);
+            return Ok((command, writes));
         };
-        let snapshot = self.store_for(dn).snapshot().map_err(Outcome::from)?;
-        let Some(id) = snapshot.id(dn).map_err(Outcome::from)? else {
-            return Ok(command);
+        let seen = match earlier {
+            Some(earlier) => Some(earlier),
+            None => {
+                let snapshot = self.store_for(dn).snapshot().map_err(Outcome::from)?;
+                match snapshot.id(dn).map_err(Outcome::from)? {
+                    None => None,
+                    Some(id) => {
+                        let entry = snapshot.entry(id).map_err(Outcome::from)?;
+                        csn_type
+                            .and_then(|csn| entry.get(csn))
+                            .and_then(|a| a.values.first())
+                            .cloned()
+                    }
+                }
+            }
         };
-        let entry = snapshot.entry(id).map_err(Outcome::from)?;
-        let seen = self
-            .schema
-            .attribute_id("entryCSN")
-            .and_then(|csn| entry.get(csn))
-            .and_then(|a| a.values.first())
-            .cloned();
         Ok(match seen {
-            Some(seen) => Command::Unchanged {
-                seen,
-                command: Box::new(command),
-            },
-            None => command,
+            Some(seen) => (
+                Command::Unchanged {
+                    seen,
+                    command: Box::new(command),
+                },
+                writes,
+            ),
+            None => (command, writes),
         })
     }
 

@@ -7,7 +7,8 @@
 //! healed, every replica is identical. With `cluster.conflicts =
 //! "first-wins"`, two sites modifying one entry at once: one succeeds,
 //! the other is refused with assertionFailed naming the conflict, and
-//! every replica holds the winner's value.
+//! every replica holds the winner's value; one client's pipelined
+//! modifies to one entry are not in conflict with each other.
 
 #![allow(
     clippy::unwrap_used,
@@ -198,4 +199,29 @@ fn first_wins_keeps_one_of_two_simultaneous_modifies_on_every_replica() {
             "{dn}: {entry}"
         );
     }
+}
+
+#[test]
+fn one_clients_pipelined_modifies_to_one_entry_do_not_conflict() {
+    // The other side of the line: writes one connection sends to one
+    // entry, one after another without waiting, apply in the order sent,
+    // each prepared against the one before it (`session/writes.rs`).
+    let (mut cluster, _) = atlantic("conflicts = \"first-wins\"");
+    let dn = format!("uid=own2,{PEOPLE}");
+    for site in [1, 3] {
+        let mut writer = Writer1::new(cluster.node(site).ldap);
+        let values: Vec<String> = (0..8).map(|n| format!("site {site} step {n}")).collect();
+        let values: Vec<&str> = values.iter().map(String::as_str).collect();
+        let outcomes = writer.replace_pipelined(&dn, "description", &values);
+        assert!(
+            outcomes.iter().all(|o| *o == Outcome::Ok),
+            "site {site}: {outcomes:?}"
+        );
+    }
+    let dump = cluster.await_identical(Duration::from_secs(30));
+    let entry = dump
+        .split("\n\n")
+        .find(|e| e.contains(&format!("dn: {dn}")))
+        .unwrap_or("");
+    assert!(entry.contains("description: site 3 step 7"), "{entry}");
 }

@@ -610,6 +610,47 @@ impl Writer1 {
         }
     }
 
+    /// Sends a replace of `attribute` of `dn` for each of `values`, all
+    /// at once (pipelined), and returns their outcomes in that order.
+    pub fn replace_pipelined(
+        &mut self,
+        dn: &str,
+        attribute: &str,
+        values: &[&str],
+    ) -> Vec<Outcome> {
+        let first = self.next_id;
+        self.next_id += values.len() as i32;
+        let Some(client) = self.connected() else {
+            return vec![Outcome::Unknown; values.len()];
+        };
+        let mut bytes = Vec::new();
+        for (i, value) in values.iter().enumerate() {
+            encode_replace(&mut bytes, first + i as i32, dn, attribute, value);
+        }
+        if client.stream.write_all(&bytes).is_err() {
+            self.client = None;
+            return vec![Outcome::Unknown; values.len()];
+        }
+        let mut outcomes = vec![Outcome::Unknown; values.len()];
+        for _ in values {
+            let Some(pdu) = client.read_pdu() else { break };
+            let Ok(message) = LdapMessage::decode(&pdu, &DecodeLimits::default()) else {
+                break;
+            };
+            if let ProtocolOp::ModifyResponse(r) = &message.op {
+                let slot = (message.message_id - first) as usize;
+                outcomes[slot] = match r.code.0 {
+                    0 => Outcome::Ok,
+                    code => Outcome::Refused(
+                        i64::from(code),
+                        String::from_utf8_lossy(r.message).into_owned(),
+                    ),
+                };
+            }
+        }
+        outcomes
+    }
+
     /// Replaces `attribute` of `dn` with `value`.
     pub fn replace(&mut self, dn: &str, attribute: &str, value: &str) -> Outcome {
         self.call(|bytes, id| encode_replace(bytes, id, dn, attribute, value))

@@ -311,11 +311,6 @@ impl Session {
                 }),
             (other, _) => other,
         };
-        let first_wins = ctx.cluster_hooks.as_ref().is_some_and(|h| h.0.first_wins());
-        let prepared = match prepared {
-            Ok(command) if first_wins => ctx.directory.first_wins(command),
-            other => other,
-        };
         let read_back = match read_back_request(controls, op, &self.identity, &ctx.directory) {
             Ok(read_back) => read_back,
             Err((code, message)) => return reply.result(op_dn(op), code, message.as_bytes()),

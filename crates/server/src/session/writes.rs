@@ -58,7 +58,8 @@ impl Session {
     ) -> Action {
         let queue = self.writes.get_or_insert_with(|| {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            tokio::spawn(sequence_writes(rx, ctx.password_pool.clone()));
+            let first_wins = ctx.cluster_hooks.as_ref().is_some_and(|h| h.0.first_wins());
+            tokio::spawn(sequence_writes(rx, ctx.password_pool.clone(), first_wins));
             tx
         });
         if let Err(failed) = queue.send((spawned, pending)) {
@@ -226,7 +227,11 @@ pub(super) type MakeCommand = Box<dyn FnOnce() -> Result<meridian_store::Command
 pub(super) async fn sequence_writes(
     mut queue: tokio::sync::mpsc::UnboundedReceiver<(SpawnedWrite, Pending)>,
     password_pool: crate::password_pool::PasswordPool,
+    first_wins: bool,
 ) {
+    // Under first-wins: the entryCSN each entry will have once this
+    // connection's writes to it still on their way have applied.
+    let mut ours = OwnWrites::default();
     // The tasks waiting for submitted writes to commit. Finished ones
     // are dropped whenever the list has doubled since the last sweep: a
     // sweep per write made each write pay for every other in flight.
@@ -273,10 +278,33 @@ pub(super) async fn sequence_writes(
                 }
             },
         };
+        let (command, applied) = if first_wins {
+            let target = command.target().map(|dn| dn.normalized().to_owned());
+            let earlier = target.as_deref().and_then(|dn| ours.pending_csn(dn));
+            match write.directory.first_wins(command, earlier) {
+                Ok((command, writes)) => {
+                    let applied = match (target, writes) {
+                        (Some(dn), Some(csn)) => Some(ours.note(dn, csn)),
+                        _ => None,
+                    };
+                    (command, applied)
+                }
+                Err(outcome) => {
+                    write.respond(outcome);
+                    continue;
+                }
+            }
+        } else {
+            (command, None)
+        };
         match write.directory.submit(command).await {
             Ok(submitted) => {
                 committing.push(tokio::spawn(async move {
-                    match submitted.wait().await {
+                    let result = submitted.wait().await;
+                    if let Some(applied) = applied {
+                        applied.store(true, std::sync::atomic::Ordering::Release);
+                    }
+                    match result {
                         Ok(meridian_store::Effect::ReadBack { pre, post, .. }) => {
                             let controls = write.read_back_controls(pre, post);
                             write.respond_with(Outcome::success(), controls);
@@ -297,5 +325,41 @@ pub(super) async fn sequence_writes(
             }
             Err(outcome) => write.respond(outcome),
         }
+    }
+}
+
+/// Under first-wins, a connection's writes still on their way, by the
+/// entry they write: the entryCSN each will leave, so the connection's
+/// next write to that entry is prepared against it rather than against
+/// what the store shows now (the earlier write may not have applied yet).
+#[derive(Default)]
+struct OwnWrites {
+    by_dn: std::collections::HashMap<String, (Vec<u8>, Arc<std::sync::atomic::AtomicBool>)>,
+    /// The size at which finished writes are next dropped (doubling, as
+    /// the sequencer's own sweep: not a pass over the map per write).
+    sweep_at: usize,
+}
+
+impl OwnWrites {
+    /// The entryCSN this connection's last write to `dn` will leave, if
+    /// that write has not finished.
+    fn pending_csn(&self, dn: &str) -> Option<Vec<u8>> {
+        self.by_dn
+            .get(dn)
+            .filter(|(_, done)| !done.load(std::sync::atomic::Ordering::Acquire))
+            .map(|(csn, _)| csn.clone())
+    }
+
+    /// Notes a write to `dn` leaving `csn`; the flag is set once it has
+    /// finished. Finished entries are dropped as the map grows.
+    fn note(&mut self, dn: String, csn: Vec<u8>) -> Arc<std::sync::atomic::AtomicBool> {
+        if self.by_dn.len() >= self.sweep_at.max(64) {
+            self.by_dn
+                .retain(|_, (_, done)| !done.load(std::sync::atomic::Ordering::Acquire));
+            self.sweep_at = (2 * self.by_dn.len()).max(64);
+        }
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        self.by_dn.insert(dn, (csn, Arc::clone(&done)));
+        done
     }
 }
