@@ -52,6 +52,12 @@ fn atlantic(extra: &str) -> (Cluster, usize) {
     (cluster, leader)
 }
 
+/// The entry `dn` in a dump (entries apart by a blank line), or "".
+fn entry_in<'d>(dump: &'d str, dn: &str) -> &'d str {
+    let line = format!("dn: {dn}");
+    dump.split("\n\n").find(|e| e.contains(&line)).unwrap_or("")
+}
+
 /// Retries `write` until it succeeds, for up to `within`.
 fn until_ok(within: Duration, mut write: impl FnMut() -> Outcome) {
     let deadline = Instant::now() + within;
@@ -190,10 +196,7 @@ fn first_wins_keeps_one_of_two_simultaneous_modifies_on_every_replica() {
     let dump = cluster.await_identical(Duration::from_secs(30));
     // Every replica holds each race's winner.
     for (dn, value) in &winners {
-        let entry = dump
-            .split("\n\n")
-            .find(|e| e.contains(&format!("dn: {dn}")))
-            .unwrap_or("");
+        let entry = entry_in(&dump, dn);
         assert!(
             entry.contains(&format!("description: {value}")),
             "{dn}: {entry}"
@@ -219,9 +222,6 @@ fn one_clients_pipelined_modifies_to_one_entry_do_not_conflict() {
         );
     }
     let dump = cluster.await_identical(Duration::from_secs(30));
-    let entry = dump
-        .split("\n\n")
-        .find(|e| e.contains(&format!("dn: {dn}")))
-        .unwrap_or("");
+    let entry = entry_in(&dump, &dn);
     assert!(entry.contains("description: site 3 step 7"), "{entry}");
 }
