@@ -228,3 +228,32 @@ async fn leadership_goes_back_to_the_preferred_node_once_it_is_healthy() {
     harness.await_identical(WITHIN).await;
     assert!(harness.read(2, &people("meanwhile")).is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_narrow_link_to_one_node_holds_nobody_back() {
+    let (harness, leader) = three().await;
+    let far = (1..=3).find(|id| *id != leader).unwrap();
+    // 100 ms and 1 Mbit/s each way between the far node and the others:
+    // the majority is the leader and the near node, so writes commit at
+    // the near node's pace, and the far node catches up behind.
+    for ((from, to), link) in &harness.links {
+        if *from == far || *to == far {
+            for way in [link.forward(), link.backward()] {
+                way.change(|c| {
+                    c.delay = Duration::from_millis(50);
+                    c.bandwidth = Some(125_000);
+                });
+            }
+        }
+    }
+    for n in 0..200 {
+        let written = tokio::time::timeout(
+            WITHIN,
+            harness.write(leader, account(&harness.schema, &format!("narrow{n}"))),
+        )
+        .await;
+        assert!(matches!(written, Ok(Ok(()))), "narrow{n}: {written:?}");
+    }
+    harness.await_identical(Duration::from_secs(60)).await;
+    assert!(harness.read(far, &people("narrow199")).is_some());
+}
