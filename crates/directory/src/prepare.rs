@@ -240,21 +240,13 @@ impl Directory {
         let Some(dn) = command.target() else {
             return Ok((command, writes));
         };
-        let seen = match earlier {
-            Some(earlier) => Some(earlier),
-            None => {
+        let seen = match (earlier, csn_type) {
+            (Some(earlier), _) => Some(earlier),
+            (None, Some(csn)) => {
                 let snapshot = self.store_for(dn).snapshot().map_err(Outcome::from)?;
-                match snapshot.id(dn).map_err(Outcome::from)? {
-                    None => None,
-                    Some(id) => {
-                        let entry = snapshot.entry(id).map_err(Outcome::from)?;
-                        csn_type
-                            .and_then(|csn| entry.get(csn))
-                            .and_then(|a| a.values.first())
-                            .cloned()
-                    }
-                }
+                snapshot.first_value(dn, csn).map_err(Outcome::from)?
             }
+            (None, None) => None,
         };
         Ok(match seen {
             Some(seen) => (

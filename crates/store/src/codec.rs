@@ -433,6 +433,27 @@ pub(crate) fn locate(
     c.data.is_empty().then_some(dn)
 }
 
+/// The first value of the attribute of type `attr` without options (as
+/// [`Entry::get`] finds it) of a format-2 record, read in place:
+/// `Some(None)` when the record has none. `None` when the record cannot
+/// be read this way (another format, or a name `table` does not know),
+/// for the caller to decode it instead.
+pub(crate) fn first_value<'r>(
+    record: &'r [u8],
+    table: &crate::names::NameTable,
+    attr: AttrId,
+) -> Option<Option<&'r [u8]>> {
+    let mut found = None;
+    locate(record, |raw| {
+        let desc = table.get(raw.number)?.desc.as_ref()?;
+        if found.is_none() && desc.attr == attr && desc.options.is_empty() {
+            found = Some(raw.values(record).next());
+        }
+        Some(())
+    })?;
+    Some(found.flatten())
+}
+
 /// The DN text of a format-2 record; `None` for another format or a
 /// record whose DN cannot be read.
 pub(crate) fn format_2_dn(bytes: &[u8]) -> Option<&[u8]> {
@@ -895,5 +916,22 @@ mod tests {
             }
         }
         assert_eq!(decode(&v1, &names).unwrap(), e);
+
+        // One value read in place, as `Entry::get` finds it: the type
+        // without options, its first value; none of a type not there; the
+        // format-1 record is left to decoding.
+        let (table, _) = &names;
+        let attr = |name: &str| schema.attribute_id(name).unwrap();
+        assert_eq!(
+            first_value(&bytes, table, attr("sn")),
+            Some(Some(&b"Doe"[..]))
+        );
+        assert_eq!(first_value(&bytes, table, attr("cn")), Some(None));
+        assert_eq!(first_value(&bytes, table, attr("mail")), Some(None));
+        assert_eq!(
+            first_value(&bytes, table, attr("jpegPhoto")),
+            Some(Some(&[0u8, 255, 1, 2][..]))
+        );
+        assert_eq!(first_value(&v1, table, attr("sn")), None);
     }
 }

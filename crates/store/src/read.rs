@@ -165,6 +165,21 @@ impl<'s> Snapshot<'s> {
         }
     }
 
+    /// The first value of `attr` (without options) of the entry at `dn`;
+    /// `None` when there is no such entry or it has no such value. Read
+    /// from the stored record in place where it allows, not by decoding
+    /// the whole entry ([`apply::tree::record_first_value`]).
+    pub fn first_value(
+        &self,
+        dn: &Dn,
+        attr: meridian_model::schema::AttrId,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some((_, record)) = self.locate(dn)? else {
+            return Ok(None);
+        };
+        apply::tree::record_first_value(record, &self.resolver(), attr, Some(dn))
+    }
+
     /// The ID and stored record of the entry at `dn`: through the ID
     /// remembered for it, checked against the record's DN
     /// (`dn_ids.rs`), else through `dn2id`. A DN found there is

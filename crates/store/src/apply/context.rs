@@ -153,15 +153,25 @@ impl Context<'_> {
         id: EntryId,
         found_by: Option<&Dn>,
     ) -> Result<Entry, StoreError> {
-        tree::load(
-            &Resolver {
-                table: self.names.table(),
-                txn,
-                dbs: self.dbs,
-                schema: self.schema,
-            },
-            id,
-            found_by,
-        )
+        tree::load(&self.resolver(txn), id, found_by)
+    }
+
+    /// The first value of `attr` of the entry `id` ([`tree::first_value`]).
+    pub(super) fn first_value(
+        &self,
+        txn: &heed::RoTxn<'_>,
+        id: EntryId,
+        attr: meridian_model::schema::AttrId,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        tree::first_value(&self.resolver(txn), id, attr)
+    }
+
+    fn resolver<'t, 'x>(&'t self, txn: &'t heed::RoTxn<'x>) -> Resolver<'t, 'x> {
+        Resolver {
+            table: self.names.table(),
+            txn,
+            dbs: self.dbs,
+            schema: self.schema,
+        }
     }
 }

@@ -66,13 +66,11 @@ pub(super) fn unchanged(
     let Some(id) = lookup(txn, ctx.dbs, dn)? else {
         return Err(no_such(txn, ctx.dbs, dn));
     };
-    let entry = ctx.load(txn, id, Some(dn))?;
-    let now = ctx
-        .schema
-        .attribute_id("entryCSN")
-        .and_then(|csn| entry.get(csn))
-        .and_then(|a| a.values.first())
-        .map(Vec::as_slice);
+    let now = match ctx.schema.attribute_id("entryCSN") {
+        Some(csn) => ctx.first_value(txn, id, csn)?,
+        None => None,
+    };
+    let now = now.as_deref();
     if now == Some(seen) {
         return Ok(());
     }

@@ -105,6 +105,41 @@ pub(crate) fn load(
     codec::decode_as(bytes, names, found_by)
 }
 
+/// The first value of `attr` (without options) of the entry with ID `id`
+/// (which must exist), read from its record in place where the record
+/// allows ([`codec::first_value`]), else from the decoded entry: a guard
+/// that needs one value does not decode the entry the write decodes
+/// again.
+pub(crate) fn first_value(
+    names: &Resolver<'_, '_>,
+    id: EntryId,
+    attr: meridian_model::schema::AttrId,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let bytes = names
+        .dbs
+        .id2entry
+        .get(names.txn, &keys::id_key(id))?
+        .ok_or_else(|| StoreError::corrupt(format_args!("dn2id points at missing entry {id}")))?;
+    record_first_value(bytes, names, attr, None)
+}
+
+/// [`first_value`] of a stored record in hand (`found_by`: as for
+/// [`codec::decode_as`], when it has to be decoded).
+pub(crate) fn record_first_value(
+    record: &[u8],
+    names: &Resolver<'_, '_>,
+    attr: meridian_model::schema::AttrId,
+    found_by: Option<&Dn>,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    match codec::first_value(record, names.table, attr) {
+        Some(found) => Ok(found.map(<[u8]>::to_vec)),
+        None => Ok(codec::decode_as(record, names, found_by)?
+            .get(attr)
+            .and_then(|a| a.values.first())
+            .cloned()),
+    }
+}
+
 /// The entry `id`, `None` if there is none: an ID learned in an earlier
 /// snapshot may name an entry deleted since.
 pub(crate) fn load_if_present(
