@@ -137,9 +137,35 @@ impl PeerClient {
         request: &Request,
         timeout: Duration,
     ) -> Result<Response, CallError> {
-        if self.stream.is_none() {
-            let connected = tokio::time::timeout(timeout, self.connect()).await;
-            let stream = connected.unwrap_or_else(|_| {
+        let mut stream = self.take_connection(timeout).await?;
+        let result =
+            tokio::time::timeout(timeout, exchange(&self.link, &mut stream, request)).await;
+        let result = result.unwrap_or_else(|_| {
+            Err(CallError::Failed(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("node {} did not answer within {timeout:?}", self.target),
+            )))
+        });
+        // Kept only after a whole exchange: after a failure its bytes may
+        // be out of step.
+        if result.is_ok() {
+            self.stream = Some(stream);
+        }
+        match result? {
+            Response::Failed(message) => Err(CallError::Remote(message)),
+            response => Ok(response),
+        }
+    }
+
+    /// The open connection, or a new one within `timeout` (its handshake
+    /// goes on past it, for the next call).
+    async fn take_connection(&mut self, timeout: Duration) -> Result<PeerStream, CallError> {
+        if let Some(stream) = self.stream.take() {
+            return Ok(stream);
+        }
+        tokio::time::timeout(timeout, self.connect())
+            .await
+            .unwrap_or_else(|_| {
                 Err(CallError::Unreachable(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!(
@@ -147,23 +173,7 @@ impl PeerClient {
                         self.target
                     ),
                 )))
-            })?;
-            self.stream = Some(stream);
-        }
-        let result = tokio::time::timeout(timeout, self.exchange(request)).await;
-        let result = result.unwrap_or_else(|_| {
-            Err(CallError::Failed(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("node {} did not answer within {timeout:?}", self.target),
-            )))
-        });
-        if result.is_err() {
-            self.stream = None;
-        }
-        match result? {
-            Response::Failed(message) => Err(CallError::Remote(message)),
-            response => Ok(response),
-        }
+            })
     }
 
     /// A new connection, from the handshake under way or a new one.
@@ -180,23 +190,24 @@ impl PeerClient {
             .map_err(|e| CallError::Unreachable(io::Error::other(e)))?
             .map_err(CallError::Unreachable)
     }
+}
 
-    async fn exchange(&mut self, request: &Request) -> Result<Response, CallError> {
-        let Some(stream) = self.stream.as_mut() else {
-            return Err(CallError::Unreachable(io::Error::other("no connection")));
-        };
-        self.link
-            .send(stream, request)
-            .await
-            .map_err(CallError::Failed)?;
-        match self.link.receive(stream).await {
-            Ok(Some(response)) => Ok(response),
-            Ok(None) => Err(CallError::Failed(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the peer closed the connection",
-            ))),
-            Err(e) => Err(CallError::Failed(e)),
-        }
+/// One request and its response on `stream`.
+async fn exchange(
+    link: &Link,
+    stream: &mut PeerStream,
+    request: &Request,
+) -> Result<Response, CallError> {
+    link.send(stream, request)
+        .await
+        .map_err(CallError::Failed)?;
+    match link.receive(stream).await {
+        Ok(Some(response)) => Ok(response),
+        Ok(None) => Err(CallError::Failed(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the peer closed the connection",
+        ))),
+        Err(e) => Err(CallError::Failed(e)),
     }
 }
 
@@ -233,23 +244,7 @@ impl RaftNetworkV2<Meridian> for PeerClient {
     {
         Box::pin(async move {
             let timeout = rpc_timeout(&option);
-            let stream = match self.stream.take() {
-                Some(stream) => stream,
-                None => match tokio::time::timeout(timeout, self.connect()).await {
-                    Ok(Ok(stream)) => stream,
-                    Ok(Err(e)) => return Err(e.into()),
-                    Err(_) => {
-                        return Err(CallError::Unreachable(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            format!(
-                                "no connection to node {} within {timeout:?} (the handshake goes on)",
-                                self.target
-                            ),
-                        ))
-                        .into());
-                    }
-                },
-            };
+            let stream = self.take_connection(timeout).await?;
             let pipeline = crate::pipeline::Pipeline::start(
                 stream,
                 input,
