@@ -116,7 +116,10 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         if let Some(node) = &cluster {
             server
                 .set_live_attributes(Arc::new(crate::cluster::StatusAttributes(Arc::clone(node))));
-            server.set_cluster_hooks(Arc::new(crate::cluster::NodeAdmin(Arc::clone(node))));
+            server.set_cluster_hooks(Arc::new(crate::cluster::NodeAdmin {
+                node: Arc::clone(node),
+                first_wins: config.cluster.conflicts == meridian_config::Conflicts::FirstWins,
+            }));
         }
         let addr = server.local_addr()?;
         tracing::info!(%addr, suffix = %config.directory.suffix, "meridian listening");

@@ -137,9 +137,6 @@ pub struct Options {
     /// `cluster.preferred_leader`: the voter the leader hands the lead to
     /// once it is caught up (`preferred.rs`).
     pub preferred_leader: Option<NodeId>,
-    /// `cluster.conflicts = "first-wins"`: the server makes each modify,
-    /// delete and rename conditional on its entry being unchanged.
-    pub first_wins: bool,
     /// `cluster.reads`.
     pub reads: ReadMode,
     /// `cluster.heartbeat_ms`.
@@ -173,7 +170,6 @@ pub struct ClusterNode {
     removal: Arc<removal::Removal>,
     /// Linearizable reads waiting for their round (`cluster.reads`).
     read_rounds: Option<reads::ReadWaiters>,
-    first_wins: bool,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -644,7 +640,6 @@ impl ClusterNode {
             contacts,
             removal,
             read_rounds,
-            first_wins: options.first_wins,
             tasks,
         })
     }
@@ -656,11 +651,6 @@ impl ClusterNode {
         observe: impl Fn(&[meridian_store::Command]) + Send + Sync + 'static,
     ) {
         let _ = self.applied_observer.set(Box::new(observe));
-    }
-
-    /// Whether writes to one entry are first-wins (`cluster.conflicts`).
-    pub fn first_wins(&self) -> bool {
-        self.first_wins
     }
 
     /// This node leads now (as far as it knows).

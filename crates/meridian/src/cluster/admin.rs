@@ -67,14 +67,20 @@ pub(crate) fn parse(text: &str) -> Result<AdminCommand, String> {
 
 /// The server's hooks: requests carried out, and reads gated, by this
 /// node.
-pub(crate) struct NodeAdmin(pub(crate) Arc<ClusterNode>);
+pub(crate) struct NodeAdmin {
+    pub(crate) node: Arc<ClusterNode>,
+    /// `cluster.conflicts = "first-wins"`: a matter for the server's
+    /// write path, not for replication, which applies whatever the log
+    /// holds.
+    pub(crate) first_wins: bool,
+}
 
 impl ClusterHooks for NodeAdmin {
     fn administer(
         &self,
         request: &[u8],
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ClusterAnswer> + Send>> {
-        let node = Arc::clone(&self.0);
+        let node = Arc::clone(&self.node);
         let command = std::str::from_utf8(request)
             .map_err(|_| "the request value is not UTF-8 text".to_owned())
             .and_then(parse);
@@ -118,7 +124,7 @@ impl ClusterHooks for NodeAdmin {
     }
 
     fn first_wins(&self) -> bool {
-        self.0.first_wins()
+        self.first_wins
     }
 
     fn before_read(&self) -> Result<Option<ReadWait>, ClusterAnswer> {
@@ -133,7 +139,7 @@ impl ClusterHooks for NodeAdmin {
                 value: None,
             }
         };
-        match self.0.before_read() {
+        match self.node.before_read() {
             Ok(None) => Ok(None),
             Ok(Some(wait)) => Ok(Some(Box::pin(async move { wait.await.map_err(refusal) }))),
             Err(refused) => Err(refusal(refused)),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use meridian_config::{Ack, Config, Conflicts, FollowerWrites, Reads};
+use meridian_config::{Ack, Config, FollowerWrites, Reads};
 use meridian_replication::{AdminCommand, ClusterNode, Member, Options};
 use meridian_store::Store;
 use meridian_store::replicated::Proposals;
@@ -72,7 +72,6 @@ pub(crate) fn options(config: &Config) -> anyhow::Result<Options> {
         },
         refer_writes: c.followers == FollowerWrites::Referral,
         ack_all: c.ack == Ack::All,
-        first_wins: c.conflicts == Conflicts::FirstWins,
         preferred_leader: (c.preferred_leader != 0).then_some(c.preferred_leader),
         write_timeout: Duration::from_millis(c.write_timeout_ms),
         reads: match c.reads {

@@ -66,7 +66,6 @@ pub fn options(id: u64, dir: PathBuf) -> Options {
         refer_writes: false,
         ack_all: false,
         write_timeout: Duration::from_secs(3),
-        first_wins: false,
         preferred_leader: None,
         reads: ReadMode::Session,
         heartbeat: Duration::from_millis(50),
