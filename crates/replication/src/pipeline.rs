@@ -132,35 +132,24 @@ impl<'s> Pipeline<'s> {
         let reader = self.reader.as_mut()?;
         let answer =
             tokio::time::timeout(self.timeout, self.link.receive::<Response>(reader)).await;
-        let failed =
-            |message: String| Some(Err(RPCError::Network(NetworkError::from_string(message))));
+        let target = self.target;
         let response = match answer {
-            Ok(Ok(Some(Response::Append(response)))) => response,
-            Ok(Ok(Some(Response::Failed(message)))) => {
+            Ok(Ok(Some(Response::Append(response)))) => Ok(response),
+            Ok(Ok(Some(Response::Failed(message)))) => Err(format!("answered: {message}")),
+            Ok(Ok(Some(_))) => Err("gave an answer that is not an append's".to_owned()),
+            Ok(Ok(None)) => Err("closed the connection".to_owned()),
+            Ok(Err(e)) => Err(format!("could not be read: {e}")),
+            Err(_) => Err(format!(
+                "did not answer an append within {:?}",
+                self.timeout
+            )),
+        };
+        let response = match response {
+            Ok(response) => response,
+            Err(why) => {
                 self.ended = true;
-                return failed(format!("node {} answered: {message}", self.target));
-            }
-            Ok(Ok(Some(_))) => {
-                self.ended = true;
-                return failed(format!(
-                    "node {} gave an answer that is not an append's",
-                    self.target
-                ));
-            }
-            Ok(Ok(None)) => {
-                self.ended = true;
-                return failed(format!("node {} closed the connection", self.target));
-            }
-            Ok(Err(e)) => {
-                self.ended = true;
-                return failed(format!("node {}: {e}", self.target));
-            }
-            Err(_) => {
-                self.ended = true;
-                return failed(format!(
-                    "node {} did not answer an append within {:?}",
-                    self.target, self.timeout
-                ));
+                let message = format!("node {target} {why}");
+                return Some(Err(RPCError::Network(NetworkError::from_string(message))));
             }
         };
         // A conflict, a higher vote or a partial success ends the
