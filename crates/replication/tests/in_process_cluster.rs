@@ -238,12 +238,10 @@ async fn a_slow_narrow_link_to_one_node_holds_nobody_back() {
     // the near node's pace, and the far node catches up behind.
     for ((from, to), link) in &harness.links {
         if *from == far || *to == far {
-            for way in [link.forward(), link.backward()] {
-                way.change(|c| {
-                    c.delay = Duration::from_millis(50);
-                    c.bandwidth = Some(125_000);
-                });
-            }
+            link.change(|c| {
+                c.delay = Duration::from_millis(50);
+                c.bandwidth = Some(125_000);
+            });
         }
     }
     for n in 0..200 {

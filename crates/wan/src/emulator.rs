@@ -15,7 +15,7 @@ use crate::topology::{Topology, bytes_per_second, half_of, millis};
 
 /// Where bytes come from or go: a site's nodes, or a site's clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Place {
+pub(crate) enum Place {
     /// The nodes of a site (its index).
     Site(usize),
     /// The clients of a site (its index), which reach only its nodes.
@@ -104,16 +104,6 @@ impl Emulator {
     /// listener.
     pub fn client_route(&self, node: usize) -> Option<SocketAddr> {
         self.clients.get(&node).map(Link::addr)
-    }
-
-    /// The way from one place to another.
-    pub fn way(&self, from: Place, to: Place) -> Option<&Way> {
-        self.ways.get(&(from, to))
-    }
-
-    /// The link node `from` dials to reach node `to`.
-    pub fn peer_link(&self, from: usize, to: usize) -> Option<&Link> {
-        self.peers.get(&(from, to))
     }
 
     /// Carries out one control command (see [`crate::control`]) and says

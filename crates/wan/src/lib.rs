@@ -24,6 +24,6 @@ pub mod link;
 pub mod topology;
 
 pub use conditions::{Conditions, Way};
-pub use emulator::{CommandError, Emulator, Place};
+pub use emulator::{CommandError, Emulator};
 pub use link::Link;
 pub use topology::{Topology, TopologyError};

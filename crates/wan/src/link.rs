@@ -80,23 +80,7 @@ impl Link {
     /// `target`: bytes from the connecting side go through `forward`,
     /// the answers through `backward`.
     pub async fn start(target: SocketAddr, forward: Way, backward: Way) -> io::Result<Link> {
-        Link::start_on(
-            "127.0.0.1:0".parse().map_err(io::Error::other)?,
-            target,
-            forward,
-            backward,
-        )
-        .await
-    }
-
-    /// Starts a link listening on `listen`.
-    pub async fn start_on(
-        listen: SocketAddr,
-        target: SocketAddr,
-        forward: Way,
-        backward: Way,
-    ) -> io::Result<Link> {
-        let listener = TcpListener::bind(listen).await?;
+        let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).await?;
         let addr = listener.local_addr()?;
         let severed = watch::Sender::new(Severing::default());
         let counts = Arc::new(Counts::default());
@@ -139,6 +123,18 @@ impl Link {
     /// The way of the answers.
     pub fn backward(&self) -> &Way {
         &self.backward
+    }
+
+    /// Changes both ways alike (a symmetric path).
+    pub fn change(&self, change: impl Fn(&mut Conditions)) {
+        self.forward.change(&change);
+        self.backward.change(&change);
+    }
+
+    /// Cuts both ways, silently as a partition does (`true`), or heals
+    /// them.
+    pub fn set_cut(&self, cut: bool) {
+        self.change(|c| c.cut = cut);
     }
 
     /// Closes every connection through the link at once and refuses new

@@ -97,8 +97,7 @@ async fn a_cut_link_carries_nothing_until_it_heals() {
     );
     let carried = link.delivered();
 
-    link.forward().set_cut(true);
-    link.backward().set_cut(true);
+    link.set_cut(true);
     stream.write_all(b"during").await.unwrap();
     assert_eq!(
         read_within(&mut stream, 1, Duration::from_millis(500)).await,
@@ -115,8 +114,7 @@ async fn a_cut_link_carries_nothing_until_it_heals() {
     assert_eq!(link.delivered(), carried);
 
     // Healed, what waited arrives, in order, on the same connection.
-    link.forward().set_cut(false);
-    link.backward().set_cut(false);
+    link.set_cut(false);
     assert_eq!(
         read_within(&mut stream, 6, Duration::from_secs(5))
             .await

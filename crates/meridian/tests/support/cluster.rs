@@ -82,25 +82,20 @@ impl Proxy {
     /// Cuts both ways (`true`) as a partition does, silently: bytes wait
     /// and connections stay open, unlike [`Proxy::cut`]; or heals them.
     pub fn partition(&self, cut: bool) {
-        self.link.forward().set_cut(cut);
-        self.link.backward().set_cut(cut);
+        self.link.set_cut(cut);
     }
 
     /// A path of this round trip: half of it each way, with 1 ms jitter.
     pub fn set_rtt(&self, ms: u64) {
-        for way in [self.link.forward(), self.link.backward()] {
-            way.change(|c| {
-                c.delay = Duration::from_micros(ms * 500);
-                c.jitter = Duration::from_millis(1);
-            });
-        }
+        self.link.change(|c| {
+            c.delay = Duration::from_micros(ms * 500);
+            c.jitter = Duration::from_millis(1);
+        });
     }
 
     /// Delays each way by `ms`.
     pub fn delay(&self, ms: u64) {
-        for way in [self.link.forward(), self.link.backward()] {
-            way.change(|c| c.delay = Duration::from_millis(ms));
-        }
+        self.link.change(|c| c.delay = Duration::from_millis(ms));
     }
 }
 

@@ -268,8 +268,7 @@ impl Harness {
     pub fn partition(&self, id: u64, cut: bool) {
         for ((from, to), link) in &self.links {
             if *from == id || *to == id {
-                link.forward().set_cut(cut);
-                link.backward().set_cut(cut);
+                link.set_cut(cut);
             }
         }
     }
@@ -277,9 +276,7 @@ impl Harness {
     /// Sets every link's round trip.
     pub fn set_rtt(&self, rtt: Duration) {
         for link in self.links.values() {
-            for way in [link.forward(), link.backward()] {
-                way.change(|c| c.delay = rtt / 2);
-            }
+            link.change(|c| c.delay = rtt / 2);
         }
     }
 
