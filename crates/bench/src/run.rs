@@ -247,11 +247,13 @@ async fn reach_target(
         .bind_dn
         .clone()
         .map(|dn| (dn, target.password.clone().unwrap_or_default()));
-    let mut probe =
-        crate::wire::connect(endpoint.address, tls.as_ref(), Duration::from_secs(10)).await?;
-    if let Some((dn, password)) = &bind {
-        crate::wire::bind(&mut probe, dn, password, scenario.load.max_response_bytes).await?;
-    }
+    session::connect_bound(
+        endpoint.address,
+        tls.as_ref(),
+        bind.as_ref(),
+        scenario.load.max_response_bytes,
+    )
+    .await?;
     Ok((endpoint.address, tls, bind))
 }
 

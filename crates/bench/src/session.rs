@@ -406,10 +406,25 @@ fn queue_length_control(count: usize) -> Vec<u8> {
 }
 
 async fn open_connection(shared: &Shared) -> anyhow::Result<Conn> {
-    let mut stream =
-        wire::connect(shared.address, shared.tls.as_ref(), Duration::from_secs(10)).await?;
-    if let Some((dn, password)) = &shared.bind {
-        wire::bind(&mut stream, dn, password, shared.max_pdu).await?;
+    connect_bound(
+        shared.address,
+        shared.tls.as_ref(),
+        shared.bind.as_ref(),
+        shared.max_pdu,
+    )
+    .await
+}
+
+/// A connection to `address`, bound as `bind` when given.
+pub(crate) async fn connect_bound(
+    address: std::net::SocketAddr,
+    tls: Option<&crate::tls::Tls>,
+    bind: Option<&(String, String)>,
+    max_pdu: usize,
+) -> anyhow::Result<Conn> {
+    let mut stream = wire::connect(address, tls, Duration::from_secs(10)).await?;
+    if let Some((dn, password)) = bind {
+        wire::bind(&mut stream, dn, password, max_pdu).await?;
     }
     Ok(stream)
 }
