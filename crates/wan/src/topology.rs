@@ -180,6 +180,15 @@ impl Topology {
         })
     }
 
+    /// The longest round trip of the topology, in milliseconds (within a
+    /// site, or between two).
+    pub fn longest_rtt_ms(&self) -> f64 {
+        self.rtt
+            .iter()
+            .map(|p| p.ms)
+            .fold(self.local_rtt_ms, f64::max)
+    }
+
     /// How many nodes in all.
     pub fn node_count(&self) -> usize {
         self.sites.iter().map(|s| s.nodes).sum()
@@ -268,6 +277,7 @@ bandwidth_mbit = 100
     fn a_topology_gives_each_way_its_conditions() {
         let t = Topology::parse(THREE).unwrap();
         assert_eq!(t.node_count(), 4);
+        assert_eq!(t.longest_rtt_ms(), 195.0);
         assert_eq!(
             (1..=5).map(|n| t.site_of(n)).collect::<Vec<_>>(),
             [Some(0), Some(0), Some(1), Some(2), None]

@@ -68,8 +68,6 @@ struct Layout {
     peer: Vec<SocketAddr>,
     /// The WAN emulator the peer links go through, with `--topology`.
     wan: Option<Arc<Emulator>>,
-    /// The Raft timing the topology's longest round trip needs.
-    timing: Option<(u64, u64)>,
 }
 
 impl Layout {
@@ -96,7 +94,6 @@ impl Layout {
                 .map(|i| port(100, i))
                 .collect::<anyhow::Result<_>>()?,
             wan: None,
-            timing: None,
         })
     }
 
@@ -133,7 +130,11 @@ impl Layout {
         writeln!(text, "[cluster]\nnode_id = {id}\nsecret = {secret:?}")?;
         writeln!(text, "peer_listen = \"{peer}\"")?;
         writeln!(text, "conflicts = {:?}", args.conflicts)?;
-        if let Some((heartbeat, election)) = self.timing {
+        let timing = self
+            .wan
+            .as_ref()
+            .map(|wan| wan_timing(wan.topology().longest_rtt_ms()));
+        if let Some((heartbeat, election)) = timing {
             writeln!(
                 text,
                 "heartbeat_ms = {heartbeat}\nelection_timeout_ms = {election}"
@@ -292,12 +293,6 @@ fn start_wan(
     root: &Path,
     data_dir: &Path,
 ) -> anyhow::Result<()> {
-    let longest = topology
-        .rtt
-        .iter()
-        .map(|p| p.ms)
-        .fold(topology.local_rtt_ms, f64::max);
-    layout.timing = Some(wan_timing(longest));
     let wan = Arc::new(runtime.block_on(Emulator::start(topology, &layout.peer, &layout.ldap))?);
     let control = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
     let control_addr = control.local_addr()?;
