@@ -52,7 +52,7 @@ pub use log_store::LogStore;
 pub use reads::{ReadMode, ReadRefused};
 pub use snapshot::SnapshotFile;
 pub use state_machine::{AppliedObserver, StateMachine};
-pub use tls::PeerTlsFiles;
+pub use tls::PeerCredentials;
 pub use wire::ConfigDigest;
 
 use crate::admin::Addresses;
@@ -123,7 +123,7 @@ pub struct Options {
     /// The secret nodes prove to each other.
     pub secret: String,
     /// TLS on peer links (`cluster.tls_*`), when configured.
-    pub tls: Option<PeerTlsFiles>,
+    pub tls: Option<PeerCredentials>,
     /// What applying depends on in the configuration; a peer whose
     /// digest differs is refused, naming the keys.
     pub config_digest: ConfigDigest,
@@ -438,7 +438,7 @@ fn peer_link(options: &Options) -> Result<Link, ClusterError> {
     let tls = options
         .tls
         .as_ref()
-        .map(tls::PeerTls::load)
+        .map(tls::PeerTls::new)
         .transpose()
         .map_err(ClusterError::PeerTls)?;
     Ok(Link::new(

@@ -8,23 +8,43 @@
 //! a peer it cannot verify, before a byte of the peer protocol is read.
 //! rustls with ring, TLS 1.3 only (every node is ours).
 
-use std::path::Path;
 use std::sync::Arc;
 
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::server::WebPkiClientVerifier;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-/// The files of a node's peer TLS.
-#[derive(Debug, Clone)]
-pub struct PeerTlsFiles {
-    /// The node's certificate chain, PEM.
-    pub certificate: std::path::PathBuf,
-    /// Its private key, PEM.
-    pub key: std::path::PathBuf,
-    /// The CA certificates that sign every node's certificate, PEM.
-    pub ca: std::path::PathBuf,
+/// A node's peer TLS material, read from its PEM files by the binary
+/// (with the server's one reader of certificate files, so both speak of
+/// a bad file alike).
+pub struct PeerCredentials {
+    /// The node's certificate chain (`cluster.tls_certificate_file`).
+    pub chain: Vec<CertificateDer<'static>>,
+    /// Its private key (`cluster.tls_key_file`).
+    pub key: PrivateKeyDer<'static>,
+    /// The CA certificates that sign every node's certificate
+    /// (`cluster.tls_ca_file`).
+    pub ca: Vec<CertificateDer<'static>>,
+}
+
+impl Clone for PeerCredentials {
+    fn clone(&self) -> PeerCredentials {
+        PeerCredentials {
+            chain: self.chain.clone(),
+            key: self.key.clone_key(),
+            ca: self.ca.clone(),
+        }
+    }
+}
+
+impl std::fmt::Debug for PeerCredentials {
+    /// Never the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerCredentials")
+            .field("chain", &self.chain.len())
+            .field("ca", &self.ca.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Both ends of TLS for peer links.
@@ -38,46 +58,36 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn named(path: &Path, e: &dyn std::fmt::Display) -> String {
-    format!("{}: {e}", path.display())
-}
-
-fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let chain = CertificateDer::pem_file_iter(path)
-        .map_err(|e| named(path, &e))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| named(path, &e))?;
-    if chain.is_empty() {
-        return Err(named(path, &"no CERTIFICATE block"));
-    }
-    Ok(chain)
+fn keyed(key: &str, e: &dyn std::fmt::Display) -> String {
+    format!("cluster.{key}: {e}")
 }
 
 impl PeerTls {
-    /// Reads the files; the message names the file and what is wrong.
-    pub(crate) fn load(files: &PeerTlsFiles) -> Result<PeerTls, String> {
-        let chain = certificates(&files.certificate)?;
-        let key = || PrivateKeyDer::from_pem_file(&files.key).map_err(|e| named(&files.key, &e));
+    /// Both configurations; the message names the key whose file is
+    /// wrong.
+    pub(crate) fn new(credentials: &PeerCredentials) -> Result<PeerTls, String> {
         let mut roots = rustls::RootCertStore::empty();
-        for cert in certificates(&files.ca)? {
-            roots.add(cert).map_err(|e| named(&files.ca, &e))?;
+        for cert in &credentials.ca {
+            roots
+                .add(cert.clone())
+                .map_err(|e| keyed("tls_ca_file", &e))?;
         }
         let roots = Arc::new(roots);
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::clone(&roots), provider())
             .build()
-            .map_err(|e| named(&files.ca, &e))?;
+            .map_err(|e| keyed("tls_ca_file", &e))?;
         let server = rustls::ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(|e| e.to_string())?
             .with_client_cert_verifier(verifier)
-            .with_single_cert(chain.clone(), key()?)
-            .map_err(|e| named(&files.certificate, &e))?;
+            .with_single_cert(credentials.chain.clone(), credentials.key.clone_key())
+            .map_err(|e| keyed("tls_certificate_file", &e))?;
         let client = rustls::ClientConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(|e| e.to_string())?
             .with_root_certificates(roots)
-            .with_client_auth_cert(chain, key()?)
-            .map_err(|e| named(&files.certificate, &e))?;
+            .with_client_auth_cert(credentials.chain.clone(), credentials.key.clone_key())
+            .map_err(|e| keyed("tls_certificate_file", &e))?;
         Ok(PeerTls {
             connector: TlsConnector::from(Arc::new(client)),
             acceptor: TlsAcceptor::from(Arc::new(server)),

@@ -42,7 +42,7 @@ pub use bind_guard::BindGuardSettings;
 pub use bound::Bound;
 pub use cluster_hooks::{ClusterAnswer, ClusterHooks, ReadWait};
 pub use root_dse::LiveAttributes;
-pub use tls::TlsError;
+pub use tls::{TlsError, read_certificates, read_private_key};
 
 /// Everything a connection needs to know about the server, shared by all.
 #[derive(Debug)]

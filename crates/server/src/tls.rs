@@ -130,7 +130,7 @@ fn server_config(
     client_auth: &ClientAuth,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let chain = read_certificates(certificate_file)?;
-    let key = PrivateKeyDer::from_pem_file(key_file).map_err(|e| named(key_file, &e))?;
+    let key = read_private_key(key_file)?;
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| TlsError(e.to_string()))?;
@@ -167,8 +167,10 @@ fn named(path: &Path, e: &dyn std::fmt::Display) -> TlsError {
     TlsError(format!("{}: {e}", path.display()))
 }
 
-/// Every CERTIFICATE block of a PEM file; at least one.
-fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+/// Every CERTIFICATE block of a PEM file; at least one. The one reader
+/// of certificate files: the binary reads the cluster's peer
+/// certificates with it too.
+pub fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let chain = CertificateDer::pem_file_iter(path)
         .map_err(|e| named(path, &e))?
         .collect::<Result<Vec<_>, _>>()
@@ -177,6 +179,11 @@ fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsErr
         return Err(named(path, &"no CERTIFICATE block"));
     }
     Ok(chain)
+}
+
+/// The private key of a PEM file (PKCS #8, PKCS #1 or SEC1).
+pub fn read_private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_file(path).map_err(|e| named(path, &e))
 }
 
 fn stamp(path: &Path) -> FileStamp {

@@ -49,6 +49,20 @@ fn member(node: &meridian_config::ClusterNodeConfig) -> Member {
     }
 }
 
+/// The peer TLS material from `cluster.tls_*`, read as the server reads
+/// its own certificate files.
+fn peer_credentials(
+    certificate: &std::path::Path,
+    key: &std::path::Path,
+    ca: &std::path::Path,
+) -> anyhow::Result<meridian_replication::PeerCredentials> {
+    Ok(meridian_replication::PeerCredentials {
+        chain: meridian_server::read_certificates(certificate)?,
+        key: meridian_server::read_private_key(key)?,
+        ca: meridian_server::read_certificates(ca)?,
+    })
+}
+
 /// The replication options `config` gives.
 pub(crate) fn options(config: &Config) -> anyhow::Result<Options> {
     let c = &config.cluster;
@@ -63,11 +77,9 @@ pub(crate) fn options(config: &Config) -> anyhow::Result<Options> {
         },
         secret: c.secret.clone(),
         tls: match (&c.tls_certificate_file, &c.tls_key_file, &c.tls_ca_file) {
-            (Some(certificate), Some(key), Some(ca)) => Some(meridian_replication::PeerTlsFiles {
-                certificate: certificate.clone(),
-                key: key.clone(),
-                ca: ca.clone(),
-            }),
+            (Some(certificate), Some(key), Some(ca)) => {
+                Some(peer_credentials(certificate, key, ca)?)
+            }
             _ => None,
         },
         refer_writes: c.followers == FollowerWrites::Referral,
