@@ -29,7 +29,7 @@ use meridian_model::Schema;
 use meridian_model::dn::Dn;
 use meridian_model::entry::Entry;
 use meridian_model::modify::{ModOp, Modification};
-use meridian_replication::{ClusterNode, Member, Options, ReadMode};
+use meridian_replication::{ClusterNode, Member, Options, ReadMode, ReadRefused};
 use meridian_store::{Command, Store, StoreError, StoreOptions};
 use meridian_wan::{Conditions, Link, Way};
 
@@ -243,6 +243,25 @@ impl Harness {
         Some(snapshot.entry(entry_id).unwrap())
     }
 
+    /// The entry `dn` as node `id` serves it to a search under
+    /// `cluster.reads = "linearizable"`: after the node's read round and
+    /// its application up to the index the round got.
+    pub async fn read_linearizable(&self, id: u64, dn: &str) -> Result<Option<Entry>, ReadRefused> {
+        if let Some(wait) = self.node(id).node.before_read()? {
+            wait.await?;
+        }
+        Ok(self.read(id, dn))
+    }
+
+    /// The entryCSN node `id` holds for `dn`, as the directory reads it
+    /// when it prepares a first-wins write.
+    pub fn entry_csn(&self, id: u64, dn: &str) -> Option<Vec<u8>> {
+        let snapshot = self.node(id).store.snapshot().unwrap();
+        let dn = Dn::parse(dn.as_bytes(), &self.schema).unwrap();
+        let csn = self.schema.attribute_id("entryCSN").unwrap();
+        snapshot.first_value(&dn, csn).unwrap()
+    }
+
     /// Waits until every running node's store has the same digests and
     /// has applied the same index.
     pub async fn await_identical(&self, within: Duration) {
@@ -389,6 +408,16 @@ pub fn describe(schema: &Schema, dn: &str, text: &str) -> Command {
         operational: vec![],
         permissive: false,
     }
+}
+
+/// [`describe`] that also stamps the entry's entryCSN, as the directory
+/// does on every write: what first-wins compares.
+pub fn describe_stamped(schema: &Schema, dn: &str, text: &str, csn: &str) -> Command {
+    let mut command = describe(schema, dn, text);
+    if let Command::Modify { operational, .. } = &mut command {
+        operational.push(("entryCSN".into(), vec![csn.as_bytes().to_vec()]));
+    }
+    command
 }
 
 /// The `description` of an entry.
