@@ -24,13 +24,12 @@
 
 mod support;
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use meridian_store::{Command, StoreError};
-use meridian_testing::linearizable::{self, Action, Operation};
+use meridian_testing::linearizable::{self, Action, Operation, Recorder};
 use meridian_testing::rng::Rng;
 use support::{Harness, SUFFIX, add, base, describe, describe_stamped, description};
 
@@ -45,22 +44,11 @@ fn key(k: usize) -> String {
 /// What the storm recorded, and what it counted.
 #[derive(Default)]
 struct Record {
-    histories: Mutex<BTreeMap<String, Vec<Operation>>>,
+    histories: Recorder,
     acknowledged: AtomicU64,
     conflicts: AtomicU64,
     not_applied: AtomicU64,
     unknown: AtomicU64,
-}
-
-impl Record {
-    fn push(&self, dn: &str, op: Operation) {
-        self.histories
-            .lock()
-            .unwrap()
-            .entry(dn.to_owned())
-            .or_default()
-            .push(op);
-    }
 }
 
 /// The value a description holds: `v<N>`, or 0 before any write.
@@ -123,7 +111,7 @@ async fn writer(
                 None
             }
         };
-        record.push(
+        record.histories.push(
             &dn,
             Operation {
                 invoked,
@@ -161,7 +149,7 @@ async fn read_once(harness: &Harness, at: u64, dn: &str, record: &Record) {
     };
     let answered = Instant::now();
     let saw = value_of(entry.and_then(|e| description(&harness.schema, &e)));
-    record.push(
+    record.histories.push(
         dn,
         Operation {
             invoked,
@@ -246,16 +234,14 @@ async fn storm(first_wins: bool) -> Arc<Record> {
             read_once(&harness, at, &key(k), &record).await;
         }
     }
-    let histories = record.histories.lock().unwrap();
-    let operations: usize = histories.values().map(Vec::len).sum();
+    let operations = record.histories.operations();
     assert!(
         operations > 200,
         "too few operations to mean anything: {operations}"
     );
-    if let Err(violations) = linearizable::check_all(&histories, linearizable::DEFAULT_BUDGET) {
+    if let Err(violations) = record.histories.check(linearizable::DEFAULT_BUDGET) {
         panic!("not linearizable ({operations} operations):\n{violations}");
     }
-    drop(histories);
     eprintln!(
         "{} acknowledged, {} refused as conflicts, {} not applied, {} without an answer",
         record.acknowledged.load(Ordering::Relaxed),

@@ -30,6 +30,7 @@
 #![allow(clippy::indexing_slicing)]
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// What an operation did.
@@ -69,6 +70,33 @@ pub fn check_all(registers: &BTreeMap<String, Vec<Operation>>, budget: u64) -> R
         Ok(())
     } else {
         Err(failures.join("\n"))
+    }
+}
+
+/// The histories that many client threads or tasks record at once, one
+/// per register.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    registers: Mutex<BTreeMap<String, Vec<Operation>>>,
+}
+
+impl Recorder {
+    /// Records `op` on `register`.
+    pub fn push(&self, register: &str, op: Operation) {
+        let mut registers = self.registers.lock().unwrap_or_else(|e| e.into_inner());
+        registers.entry(register.to_owned()).or_default().push(op);
+    }
+
+    /// How many operations are recorded, on every register.
+    pub fn operations(&self) -> usize {
+        let registers = self.registers.lock().unwrap_or_else(|e| e.into_inner());
+        registers.values().map(Vec::len).sum()
+    }
+
+    /// [`check_all`] of what is recorded.
+    pub fn check(&self, budget: u64) -> Result<(), String> {
+        let registers = self.registers.lock().unwrap_or_else(|e| e.into_inner());
+        check_all(&registers, budget)
     }
 }
 
