@@ -96,6 +96,11 @@ pub struct ClusterConfig {
     /// How long a write waits for a leader (or for the cluster to
     /// confirm it after a failover) before it gets `unavailable` (52).
     pub write_timeout_ms: u64,
+    /// How many batches of this node's writes may be on their way to the
+    /// leader's log at once, kept in order. One batch per write latency
+    /// held a site across an ocean to `storage.max_batch` writes per
+    /// round trip.
+    pub batches_in_flight: usize,
     /// What a search or compare sees: `"session"` (this node's state; a
     /// connection reads its own writes, as they are answered once
     /// applied here), `"linearizable"` (every write acknowledged anywhere
@@ -255,6 +260,12 @@ impl ClusterConfig {
         if self.write_timeout_ms == 0 {
             return invalid("cluster.write_timeout_ms", "give at least 1".into());
         }
+        if !(1..=256).contains(&self.batches_in_flight) {
+            return invalid(
+                "cluster.batches_in_flight",
+                format!("{} is not between 1 and 256", self.batches_in_flight),
+            );
+        }
         if self.max_message_bytes < 1 << 20 {
             return invalid("cluster.max_message_bytes", "give at least 1048576".into());
         }
@@ -278,6 +289,10 @@ impl Default for ClusterConfig {
             preferred_leader: 0,
             followers: FollowerWrites::Forward,
             write_timeout_ms: 10_000,
+            // Enough to fill an ocean's round trip at a site's full rate
+            // (measured: docs/reports/seed000-geo.md), and each one
+            // bounded by storage.max_batch.
+            batches_in_flight: 8,
             reads: Reads::Session,
             max_staleness_ms: 5_000,
             // A leader lost is noticed within about a third of a second,

@@ -32,6 +32,7 @@ mod removal;
 mod snapshot;
 mod state_machine;
 mod store_io;
+mod submitter;
 mod tls;
 pub mod types;
 mod wire;
@@ -151,6 +152,9 @@ pub struct Options {
     pub max_message: usize,
     /// Most commands in one batch (`storage.max_batch`).
     pub max_batch: usize,
+    /// Most batches of this node on their way at once
+    /// (`cluster.batches_in_flight`).
+    pub batches_in_flight: usize,
     /// Where the log and snapshots live.
     pub dir: PathBuf,
 }
@@ -588,6 +592,7 @@ impl ClusterNode {
             pending,
             schema,
             max_batch: options.max_batch.max(1),
+            batches_in_flight: options.batches_in_flight.max(1),
             ack_all: options.ack_all,
             write_timeout: options.write_timeout,
             link: link.clone(),

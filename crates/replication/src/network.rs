@@ -27,7 +27,7 @@ const MIN_RPC_TIMEOUT: Duration = Duration::from_millis(500);
 /// How long a new connection's handshake may take, whatever the deadline
 /// of the call that opened it (as long as the acceptor gives it,
 /// `peer_server.rs`).
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a peer may take to install a snapshot it received.
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -155,6 +155,17 @@ impl PeerClient {
             Response::Failed(message) => Err(CallError::Remote(message)),
             response => Ok(response),
         }
+    }
+
+    /// The node this client reaches.
+    pub(crate) fn target(&self) -> NodeId {
+        self.target
+    }
+
+    /// The connection, taken for a use of its own (`submitter.rs`): the
+    /// open one, or a new one within `timeout`.
+    pub(crate) async fn open(&mut self, timeout: Duration) -> Result<PeerStream, CallError> {
+        self.take_connection(timeout).await
     }
 
     /// The open connection, or a new one within `timeout` (its handshake

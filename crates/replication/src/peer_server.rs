@@ -9,7 +9,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::snapshot::{SnapshotFile, Snapshots};
 use crate::types::{Meridian, Raft};
-use crate::wire::{Forwarded, Link, Request, Response};
+use crate::wire::{Link, Request, Response, Submitted};
 
 /// How long a connecting peer has to prove the secret.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -130,7 +130,7 @@ async fn serve_connection(tcp: TcpStream, service: &PeerService) -> std::io::Res
                 Ok(response) => Response::TransferLeader(response),
                 Err(e) => Response::Failed(e.to_string()),
             },
-            Request::Forward(batch) => forward(&service.raft, batch).await,
+            Request::Submit(batch) => submit(&service.raft, service.me, batch).await,
             Request::EveryVoterHolds(index) => Response::EveryVoterHolds(
                 crate::ack::every_voter_holds(&service.raft, service.me, index, ALL_ACK_WAIT).await,
             ),
@@ -227,14 +227,21 @@ fn take_chunk(
     file.write_all(data)
 }
 
-/// The leader's part of a forwarded batch: append it, and answer once
-/// it is applied here (the follower then waits for its own application).
-async fn forward(raft: &Raft, batch: crate::types::Batch) -> Response {
-    match raft.client_write(batch).await {
-        Ok(_) => Response::Forwarded(Forwarded::Applied),
-        Err(e) => match e.forward_to_leader() {
-            Some(forward) => Response::Forwarded(Forwarded::NotLeader(forward.leader_id)),
-            None => Response::Failed(e.to_string()),
-        },
+/// The leader's part of a submitted batch: into the log, after every
+/// batch this connection submitted before it (requests on a connection
+/// are served in order). The answer does not wait for the commit: the
+/// submitting node learns of it by applying the batch.
+async fn submit(raft: &Raft, me: crate::types::NodeId, batch: crate::types::Batch) -> Response {
+    use openraft::async_runtime::watch::WatchReceiver as _;
+    let leader = raft.metrics().borrow_watched().current_leader;
+    if leader != Some(me) {
+        return Response::Submitted(Submitted::NotLeader(leader));
+    }
+    // No responder: should this node have stepped down meanwhile, the
+    // batch is dropped, and the submitter sends it again to the next
+    // leader when its batches stop being applied.
+    match raft.client_write_ff(batch, None).await {
+        Ok(()) => Response::Submitted(Submitted::Accepted),
+        Err(e) => Response::Failed(e.to_string()),
     }
 }

@@ -166,6 +166,28 @@ impl Pending {
         true
     }
 
+    /// Batch `seq` can no longer be applied (a later batch of this
+    /// session was, and the state machine skips an earlier one as sent
+    /// twice): its clients get `error`, unless it was applied after all.
+    /// Returns whether they did.
+    pub(crate) fn skipped(&self, seq: u64, error: &StoreError) -> bool {
+        let mut waiting = self.lock();
+        if waiting
+            .get(&seq)
+            .is_none_or(|batch| batch.applied.is_none())
+        {
+            return false;
+        }
+        let Some(batch) = waiting.remove(&seq) else {
+            return false;
+        };
+        drop(waiting);
+        for reply in batch.replies {
+            reply.answer(Err(error.clone()), None);
+        }
+        true
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Waiting>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }

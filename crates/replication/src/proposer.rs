@@ -1,42 +1,62 @@
 //! The proposer: this node's clients' writes into the log, in order.
 //!
 //! It takes every proposal waiting (up to `storage.max_batch`) into one
-//! batch, the next of this node's session, and has it appended to the
-//! log: by this node's Raft when it leads, else forwarded to the leader.
-//! Then it waits until the batch is applied *here*, where the state
-//! machine answers its clients (`pending.rs`), before it sends the next:
-//! one batch of this node in flight, so batches apply in the order their
-//! clients sent them, and everything that arrives meanwhile goes into the
-//! next batch (group commit across the cluster).
+//! batch, the next of this node's session, and sends it to the log: to
+//! this node's Raft when it leads, else to the leader over one pipelined
+//! connection (`submitter.rs`). Up to `cluster.batches_in_flight`
+//! batches are on their way at once, always sent in their order and to
+//! one leader, which appends them in the order they came: so they apply
+//! in the order their clients sent them. The state machine answers the
+//! clients when it applies the batch here (`pending.rs`).
 //!
-//! A batch whose leader fails is sent again, to the next leader, until
-//! it is applied here or `cluster.write_timeout_ms` passes; a batch sent
-//! twice is applied once (its session and sequence number). After the
-//! timeout its clients learn that the write may or may not have been
-//! applied; if it was never sent, that it was not.
+//! One batch in flight per node held a site to `storage.max_batch`
+//! writes per write latency: across an ocean, 3,000 to 8,000 modifies/s
+//! a site with the servers' CPUs mostly idle
+//! (`docs/reports/seed000-geo.md`).
+//!
+//! A new leader, a connection to the leader that ended, or the oldest
+//! batch not applied [`ATTEMPT`] after it was sent: every batch still in
+//! flight is sent again, in order, to whoever leads. A batch appended
+//! twice is applied once: the state machine skips a batch whose number
+//! is not above the last it applied from its origin. By the same rule,
+//! once a batch is applied no earlier one still in flight ever will be,
+//! and its clients learn at once that it was not.
+//!
+//! Each batch's clients wait `cluster.write_timeout_ms` in all, counted
+//! from the oldest one's submission; then they learn that the write may
+//! or may not have been applied if it was ever sent to a leader, and
+//! that it was not if it never was.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use meridian_model::Schema;
 use meridian_store::StoreError;
 use meridian_store::replicated::{Proposal, Proposals, encode_commands};
 use openraft::async_runtime::watch::WatchReceiver as _;
-use openraft::impls::ProgressResponder;
+use tokio::time::Instant;
 
-use crate::network::{CallError, PeerClient};
+use crate::network::PeerClient;
 use crate::pending::Pending;
+use crate::submitter::Submitter;
 use crate::types::{Batch, NodeId, Raft};
-use crate::wire::{Forwarded, Link, Request, Response};
+use crate::wire::{Link, Request, Response};
 
-/// How long one attempt waits for the batch to be applied here before it
-/// looks again at who leads.
+/// How long the oldest batch in flight may go unapplied after it was
+/// sent before everything in flight is sent again.
 const ATTEMPT: Duration = Duration::from_secs(2);
-/// How long the leader may take to commit a forwarded batch before the
-/// follower looks again at who leads.
-const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
-/// The pause before trying again when there is no leader.
-const NO_LEADER_PAUSE: Duration = Duration::from_millis(20);
+/// How long the leader may take to say whether every voter holds an
+/// index (`cluster.ack = "all"`).
+const ACK_TIMEOUT: Duration = Duration::from_secs(5);
+/// The pause between two such questions.
+const ACK_PAUSE: Duration = Duration::from_millis(20);
+/// How soon batches are sent again after their route failed (nobody led,
+/// or the connection to the leader ended), if no new leader is heard of
+/// first: soon, but not in a loop against a node that refuses.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 pub(crate) struct Proposer {
     pub(crate) me: NodeId,
@@ -44,34 +64,107 @@ pub(crate) struct Proposer {
     pub(crate) pending: Arc<Pending>,
     pub(crate) schema: Arc<Schema>,
     pub(crate) max_batch: usize,
+    /// Most batches on their way at once (`cluster.batches_in_flight`).
+    pub(crate) batches_in_flight: usize,
     /// `cluster.ack = "all"`: answers wait until every voter holds the
     /// batch's entry.
     pub(crate) ack_all: bool,
     pub(crate) write_timeout: Duration,
     pub(crate) link: Link,
-    /// Where the leader is reached, for forwarding (and its LDAP URL).
+    /// Where the leader is reached (and its LDAP URL).
     pub(crate) addresses: crate::admin::Addresses,
     /// `cluster.followers = "referral"`: a follower refers writes to the
-    /// leader's LDAP URL instead of forwarding them.
+    /// leader's LDAP URL instead of sending them on.
     pub(crate) refer_writes: bool,
+}
+
+/// A batch on its way.
+struct InFlight {
+    batch: Batch,
+    /// When its clients stop waiting.
+    deadline: Instant,
+    /// Whether it was ever handed to a leader.
+    sent: bool,
+    /// When it is to be sent (again), unless it is applied first.
+    resend_at: Instant,
+}
+
+/// Where batches go now.
+enum Route {
+    /// This node leads: its own Raft.
+    Here,
+    /// The leader's connection.
+    Leader(Submitter),
+}
+
+/// The batches on their way, by number, and where they go.
+struct Flight {
+    batches: BTreeMap<u64, InFlight>,
+    route: Option<Route>,
+    /// The leader the route was made for.
+    leader: Option<NodeId>,
 }
 
 impl Proposer {
     pub(crate) async fn run(self, mut proposals: Proposals) {
         let mut seq = 0u64;
-        // One connection to the leader for forwarded batches.
-        let mut forwarder: Option<(NodeId, PeerClient)> = None;
-        while let Some(first) = proposals.next().await {
-            let mut batch = vec![first];
-            while batch.len() < self.max_batch {
-                match proposals.try_next() {
-                    Some(more) => batch.push(more),
-                    None => break,
+        let mut flight = Flight {
+            batches: BTreeMap::new(),
+            route: None,
+            leader: None,
+        };
+        // Each batch's log index once it is applied here (`None`: given
+        // up, or the node stops).
+        let mut applied = FuturesUnordered::new();
+        // For `cluster.ack = "all"`: the leader's answer to "does every
+        // voter hold this?".
+        let mut caller: Option<(NodeId, PeerClient)> = None;
+        let mut metrics = self.raft.metrics();
+        let mut raft_runs = true;
+        loop {
+            let wake = self.next_wake(&flight);
+            let room = flight.batches.len() < self.batches_in_flight;
+            tokio::select! {
+                Some((done, index)) = applied.next(), if !applied.is_empty() => {
+                    self.applied(done, index, &mut flight, &mut caller).await;
                 }
-            }
-            if let Some(batch) = self.refer(batch) {
-                seq += 1;
-                self.deliver(seq, batch, &mut forwarder).await;
+                changed = metrics.changed(), if raft_runs => {
+                    raft_runs = changed.is_ok();
+                    let leader = metrics.borrow_watched().current_leader;
+                    if leader != flight.leader {
+                        self.send_all(&mut flight).await;
+                    }
+                }
+                () = route_ended(&mut flight.route) => {
+                    // Sent again after a pause, to whoever leads then.
+                    flight.failed();
+                }
+                () = tokio::time::sleep_until(wake), if !flight.batches.is_empty() => {
+                    self.expire(&mut flight);
+                    if self.stalled(&flight) {
+                        flight.route = None;
+                        self.send_all(&mut flight).await;
+                    }
+                }
+                first = proposals.next(), if room => {
+                    let Some(first) = first else {
+                        break;
+                    };
+                    let mut batch = vec![first];
+                    while batch.len() < self.max_batch {
+                        match proposals.try_next() {
+                            Some(more) => batch.push(more),
+                            None => break,
+                        }
+                    }
+                    let Some(batch) = self.refer(batch) else {
+                        continue;
+                    };
+                    seq += 1;
+                    let receiver = self.file(seq, batch, &mut flight);
+                    applied.push(async move { (seq, receiver.await.ok()) });
+                    self.send_new(seq, &mut flight).await;
+                }
             }
         }
         tracing::debug!("proposer stopped: the store closed");
@@ -98,15 +191,15 @@ impl Proposer {
         }
     }
 
-    async fn deliver(
+    /// Files the batch of `proposals` as number `seq`, and puts it in
+    /// flight (not sent yet); the receiver resolves with its log index
+    /// once it is applied here.
+    fn file(
         &self,
         seq: u64,
         proposals: Vec<Proposal>,
-        forwarder: &mut Option<(NodeId, PeerClient)>,
-    ) {
-        // Each client waits `cluster.write_timeout_ms` in all, counted
-        // from its submission: a write queued behind a batch that waited
-        // its whole time used to wait as long again (20 s for 10).
+        flight: &mut Flight,
+    ) -> tokio::sync::oneshot::Receiver<u64> {
         let oldest = proposals.iter().map(Proposal::submitted).min();
         let (commands, replies): (Vec<_>, Vec<_>) =
             proposals.into_iter().map(Proposal::into_parts).unzip();
@@ -116,62 +209,162 @@ impl Proposer {
             seq,
             commands: encode_commands(commands.iter(), &self.schema),
         };
-        let mut applied = self.pending.file(&batch, commands, replies);
-        let deadline = oldest
-            .map_or_else(tokio::time::Instant::now, tokio::time::Instant::from_std)
-            + self.write_timeout;
-        let mut sent = false;
-        loop {
-            let now = tokio::time::Instant::now();
-            if now >= deadline {
-                break;
+        let receiver = self.pending.file(&batch, commands, replies);
+        let deadline = oldest.map_or_else(Instant::now, Instant::from_std) + self.write_timeout;
+        flight.batches.insert(
+            seq,
+            InFlight {
+                batch,
+                deadline,
+                sent: false,
+                resend_at: Instant::now(),
+            },
+        );
+        receiver
+    }
+
+    /// Sends batch `seq`, just filed: alone on the route in use, or with
+    /// everything in flight when the route is new (what went on the old
+    /// one may be lost, and must go first); after a failed route's
+    /// pause only.
+    async fn send_new(&self, seq: u64, flight: &mut Flight) {
+        let leader = self.raft.metrics().borrow_watched().current_leader;
+        if leader != flight.leader || !route_works(flight.route.as_ref()) {
+            if !self.stalled(flight) && flight.batches.len() > 1 {
+                // The older batches wait out a failed route's pause:
+                // this one goes with them.
+                return;
             }
-            let leader = self.raft.metrics().borrow_watched().current_leader;
-            // One attempt, cut short when the batch is applied here (a
-            // copy sent before may commit meanwhile) or time runs out.
-            let attempt = async {
-                match leader {
-                    None => Attempt::NoLeader,
-                    Some(leader) if leader == self.me => self.append(&batch).await,
-                    Some(leader) => self.forward(leader, &batch, forwarder).await,
-                }
-            };
-            let attempt = tokio::select! {
-                index = &mut applied => return self.acknowledge(seq, index.ok(), deadline, forwarder).await,
-                attempt = tokio::time::timeout_at(deadline.min(now + ATTEMPT), attempt) => {
-                    attempt.unwrap_or(Attempt::Unknown)
-                }
-            };
-            sent |= attempt.sent();
-            let wait = match attempt {
-                Attempt::NoLeader | Attempt::Refused => NO_LEADER_PAUSE,
-                Attempt::Appended | Attempt::Unknown => ATTEMPT,
-            };
-            let until = deadline.min(tokio::time::Instant::now() + wait);
-            // A new leader means a new attempt at once: the batch went
-            // to the one that failed, or nowhere.
-            let leader_changes = self.leader_other_than(leader);
-            tokio::select! {
-                index = &mut applied => return self.acknowledge(seq, index.ok(), deadline, forwarder).await,
-                () = leader_changes => {}
-                () = tokio::time::sleep_until(until) => {}
+            self.send_all(flight).await;
+            return;
+        }
+        if let Some(in_flight) = flight.batches.get_mut(&seq) {
+            if send(&self.raft, flight.route.as_ref(), &in_flight.batch).await {
+                in_flight.sent = true;
+                in_flight.resend_at = Instant::now() + ATTEMPT;
+            } else {
+                flight.failed();
             }
         }
-        let timeout = self.write_timeout;
-        let error = if sent {
-            StoreError::Unavailable(format!(
-                "the cluster did not confirm this write within {} ms (cluster.write_timeout_ms): it reached a leader, or may have, and may or may not have been applied; read the entry to know",
-                timeout.as_millis()
-            ))
-        } else {
-            StoreError::Unavailable(format!(
-                "no leader within {} ms (cluster.write_timeout_ms): the write was not applied",
-                timeout.as_millis()
-            ))
+    }
+
+    /// Sends every batch in flight, in order, to whoever leads now, on a
+    /// new route.
+    async fn send_all(&self, flight: &mut Flight) {
+        let leader = self.raft.metrics().borrow_watched().current_leader;
+        flight.leader = leader;
+        flight.route = match leader {
+            None => None,
+            Some(leader) if leader == self.me => Some(Route::Here),
+            Some(leader) => self
+                .addresses
+                .peer_of(&self.raft, leader)
+                .map(|addr| Route::Leader(Submitter::start(leader, addr, self.link.clone()))),
         };
-        if self.pending.give_up(seq, &error) {
-            tracing::warn!(seq, "a batch of writes timed out: {error}");
+        if flight.route.is_none() {
+            flight.failed();
+            return;
         }
+        for in_flight in flight.batches.values_mut() {
+            if !send(&self.raft, flight.route.as_ref(), &in_flight.batch).await {
+                flight.failed();
+                return;
+            }
+            in_flight.sent = true;
+            in_flight.resend_at = Instant::now() + ATTEMPT;
+        }
+    }
+
+    /// When something in flight next needs a look: a deadline, or the
+    /// oldest batch's time to be applied.
+    fn next_wake(&self, flight: &Flight) -> Instant {
+        let deadline = flight.batches.values().map(|b| b.deadline).min();
+        let retry = flight
+            .batches
+            .values()
+            .next()
+            .map(|oldest| oldest.resend_at);
+        match (deadline, retry) {
+            (Some(d), Some(r)) => d.min(r),
+            (Some(d), None) => d,
+            _ => Instant::now() + ATTEMPT,
+        }
+    }
+
+    /// Whether the batches in flight are due to be sent again: the
+    /// oldest went unapplied for an attempt's time since it was sent, or
+    /// its route failed a pause ago.
+    fn stalled(&self, flight: &Flight) -> bool {
+        flight
+            .batches
+            .values()
+            .next()
+            .is_some_and(|oldest| oldest.resend_at <= Instant::now())
+    }
+
+    /// Gives up on every batch whose time is up.
+    fn expire(&self, flight: &mut Flight) {
+        let now = Instant::now();
+        let expired: Vec<u64> = flight
+            .batches
+            .iter()
+            .filter(|(_, b)| b.deadline <= now)
+            .map(|(seq, _)| *seq)
+            .collect();
+        if !expired.is_empty() && matches!(flight.route, Some(Route::Leader(_))) {
+            // A batch its clients gave up on must not reach the log
+            // later from the connection's queue (a handshake held by a
+            // partition completes when it heals): the connection goes,
+            // with whatever it had not yet written.
+            flight.route = None;
+        }
+        for seq in expired {
+            let Some(batch) = flight.batches.remove(&seq) else {
+                continue;
+            };
+            let timeout = self.write_timeout.as_millis();
+            let error = if batch.sent {
+                StoreError::Unavailable(format!(
+                    "the cluster did not confirm this write within {timeout} ms (cluster.write_timeout_ms): it reached a leader, or may have, and may or may not have been applied; read the entry to know"
+                ))
+            } else {
+                StoreError::Unavailable(format!(
+                    "no leader within {timeout} ms (cluster.write_timeout_ms): the write was not applied"
+                ))
+            };
+            if self.pending.give_up(seq, &error) {
+                tracing::warn!(seq, "a batch of writes timed out: {error}");
+            }
+        }
+    }
+
+    /// Batch `seq` is applied here at `index` (or was given up: `None`).
+    /// Every batch before it still in flight never will be.
+    async fn applied(
+        &self,
+        seq: u64,
+        index: Option<u64>,
+        flight: &mut Flight,
+        caller: &mut Option<(NodeId, PeerClient)>,
+    ) {
+        let Some(batch) = flight.batches.remove(&seq) else {
+            return;
+        };
+        let Some(index) = index else {
+            return;
+        };
+        let earlier: Vec<u64> = flight.batches.range(..seq).map(|(s, _)| *s).collect();
+        for skipped in earlier {
+            flight.batches.remove(&skipped);
+            let error = StoreError::Unavailable(
+                "the write was not applied: a later batch of this node's writes reached the log first (a leader changed); it can be sent again"
+                    .to_owned(),
+            );
+            if self.pending.skipped(skipped, &error) {
+                tracing::warn!(seq = skipped, "a batch of writes was overtaken: {error}");
+            }
+        }
+        self.acknowledge(seq, index, batch.deadline, caller).await;
     }
 
     /// The batch is applied here at log `index`: with `cluster.ack =
@@ -180,29 +373,26 @@ impl Proposer {
     async fn acknowledge(
         &self,
         seq: u64,
-        index: Option<u64>,
-        deadline: tokio::time::Instant,
+        index: u64,
+        deadline: Instant,
         forwarder: &mut Option<(NodeId, PeerClient)>,
     ) {
         if !self.ack_all {
             return;
         }
-        let Some(index) = index else {
-            return;
-        };
-        while tokio::time::Instant::now() < deadline {
+        while Instant::now() < deadline {
             let leader = self.raft.metrics().borrow_watched().current_leader;
             let everywhere = match leader {
                 None => false,
                 Some(leader) if leader == self.me => {
-                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    let left = deadline.saturating_duration_since(Instant::now());
                     crate::ack::every_voter_holds(&self.raft, self.me, index, left.min(ATTEMPT))
                         .await
                 }
                 Some(leader) => match self.client_for(leader, forwarder) {
                     Some(client) => matches!(
                         client
-                            .call(&Request::EveryVoterHolds(index), FORWARD_TIMEOUT)
+                            .call(&Request::EveryVoterHolds(index), ACK_TIMEOUT)
                             .await,
                         Ok(Response::EveryVoterHolds(true))
                     ),
@@ -213,7 +403,7 @@ impl Proposer {
                 self.pending.release(seq);
                 return;
             }
-            tokio::time::sleep(NO_LEADER_PAUSE).await;
+            tokio::time::sleep(ACK_PAUSE).await;
         }
         let error = StoreError::Unavailable(format!(
             "this write is applied (a majority holds it), but not every voter confirmed it within {} ms (cluster.ack = \"all\", cluster.write_timeout_ms)",
@@ -236,99 +426,49 @@ impl Proposer {
         }
         forwarder.as_mut().map(|(_, client)| client)
     }
+}
 
-    /// Resolves once some node other than `known` leads.
-    async fn leader_other_than(&self, known: Option<NodeId>) {
-        let mut metrics = self.raft.metrics();
-        loop {
-            let now = metrics.borrow_watched().current_leader;
-            if now.is_some() && now != known {
-                return;
-            }
-            if metrics.changed().await.is_err() {
-                // The raft engine stopped: nothing will change.
-                std::future::pending::<()>().await;
-            }
+impl Flight {
+    /// The route failed: dropped, and everything in flight sent again
+    /// after a pause (at once, when a new leader is heard of).
+    fn failed(&mut self) {
+        self.route = None;
+        let retry = Instant::now() + RETRY_PAUSE;
+        for in_flight in self.batches.values_mut() {
+            in_flight.resend_at = retry;
         }
     }
+}
 
-    /// Appends the batch through this node's Raft, as the leader.
-    async fn append(&self, batch: &Batch) -> Attempt {
-        let (responder, result) = ProgressResponder::complete_only();
-        if let Err(e) = self
-            .raft
-            .client_write_ff(batch.clone(), Some(responder))
-            .await
-        {
-            tracing::error!("the raft node stopped: {e}");
-            return Attempt::Refused;
-        }
-        // The outcome is awaited on a task of its own: when the batch is
-        // applied here first, this attempt is dropped, and openraft would
-        // warn of an answer nobody took.
-        let (answer, outcome) = tokio::sync::oneshot::channel();
-        tokio::spawn(async move {
-            let _ = answer.send(result.await);
-        });
-        match outcome.await {
-            Ok(Ok(Ok(_))) => Attempt::Appended,
-            // Not the leader after all (yet, or any more): never appended.
-            Ok(Ok(Err(openraft::errors::ClientWriteError::ForwardToLeader(_)))) => Attempt::Refused,
-            // Appended, then discarded by a new leader: it may yet commit.
-            Ok(Ok(Err(e))) => {
-                tracing::debug!("a batch was not committed: {e}");
-                Attempt::Unknown
-            }
-            Ok(Err(_)) | Err(_) => Attempt::Unknown,
-        }
+/// Resolves once the leader's connection ends (never for another route).
+async fn route_ended(route: &mut Option<Route>) {
+    match route {
+        Some(Route::Leader(submitter)) => submitter.ended().await,
+        _ => std::future::pending().await,
     }
+}
 
-    /// Sends the batch to the leader, over this proposer's own link.
-    async fn forward(
-        &self,
-        leader: NodeId,
-        batch: &Batch,
-        forwarder: &mut Option<(NodeId, PeerClient)>,
-    ) -> Attempt {
-        let Some(client) = self.client_for(leader, forwarder) else {
-            return Attempt::NoLeader;
-        };
-        match client
-            .call(&Request::Forward(batch.clone()), FORWARD_TIMEOUT)
-            .await
-        {
-            Ok(Response::Forwarded(Forwarded::Applied)) => Attempt::Appended,
-            Ok(Response::Forwarded(Forwarded::NotLeader(_))) => Attempt::Refused,
-            Ok(_) => Attempt::Unknown,
-            // The connection could not be made: nothing was sent, so the
-            // next attempt need not wait to learn whether it committed.
-            Err(CallError::Unreachable(e)) => {
-                tracing::debug!(leader, "the leader could not be reached: {e}");
-                Attempt::Refused
-            }
+fn route_works(route: Option<&Route>) -> bool {
+    match route {
+        Some(Route::Here) => true,
+        Some(Route::Leader(submitter)) => submitter.working(),
+        None => false,
+    }
+}
+
+/// Hands `batch` to the route; false when it could not be.
+async fn send(raft: &Raft, route: Option<&Route>, batch: &Batch) -> bool {
+    match route {
+        // No responder: a batch this node's Raft refuses (it stepped
+        // down meanwhile) is sent again when the new leader is known.
+        Some(Route::Here) => match raft.client_write_ff(batch.clone(), None).await {
+            Ok(()) => true,
             Err(e) => {
-                tracing::debug!(leader, "forwarding a batch failed: {e}");
-                // Sent, perhaps: the leader may have it.
-                Attempt::Unknown
+                tracing::error!("the raft node stopped: {e}");
+                false
             }
-        }
-    }
-}
-
-/// What one attempt to have a batch appended did.
-enum Attempt {
-    /// Nobody leads (that this node knows of).
-    NoLeader,
-    /// Refused before it was appended anywhere, or never delivered.
-    Refused,
-    /// Appended and committed (applied on the leader).
-    Appended,
-    /// May have been appended.
-    Unknown,
-}
-
-impl Attempt {
-    fn sent(&self) -> bool {
-        matches!(self, Attempt::Appended | Attempt::Unknown)
+        },
+        Some(Route::Leader(submitter)) => submitter.submit(batch.clone()).await,
+        None => false,
     }
 }

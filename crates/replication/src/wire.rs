@@ -49,8 +49,12 @@ pub(crate) enum Request {
         crc: u32,
         done: Option<(Vote, openraft::alias::SnapshotMetaOf<Meridian>)>,
     },
-    /// A follower's batch for the leader to append.
-    Forward(Batch),
+    /// A follower's batch for the leader to append to its log. Answered
+    /// once appended, not once committed, so that a follower's batches
+    /// follow each other on one connection without waiting a commit
+    /// apiece (`submitter.rs`); the follower learns of the commit when
+    /// it applies the batch itself.
+    Submit(Batch),
     /// Whether every voter holds the log up to this index (asked of the
     /// leader under `cluster.ack = "all"`; it waits a while for it).
     EveryVoterHolds(u64),
@@ -78,7 +82,7 @@ pub(crate) enum Response {
     TransferLeader(openraft::raft::TransferLeaderResponse<Meridian>),
     /// A chunk was taken; with the response once installed.
     Snapshot(Option<openraft::raft::SnapshotResponse<Meridian>>),
-    Forwarded(Forwarded),
+    Submitted(Submitted),
     EveryVoterHolds(bool),
     Admin(Result<String, crate::admin::AdminError>),
     ReadIndex(Result<u64, String>),
@@ -94,11 +98,11 @@ pub(crate) enum Response {
     Noted,
 }
 
-/// What a leader did with a forwarded batch.
+/// What a leader did with a submitted batch.
 #[derive(Debug, Serialize, Deserialize)]
-pub(crate) enum Forwarded {
-    /// Committed and applied on the leader.
-    Applied,
+pub(crate) enum Submitted {
+    /// Handed to its log, after every batch submitted before it.
+    Accepted,
     /// Not the leader; the one it knows of, if any.
     NotLeader(Option<NodeId>),
 }
@@ -135,7 +139,8 @@ pub(crate) struct Link {
 /// same: raise it with any change to the messages or their encoding, so
 /// that nodes of two releases refuse each other by name during a rolling
 /// upgrade instead of misreading each other's messages.
-pub(crate) const PROTOCOL_VERSION: u16 = 2;
+/// (3: `Submit` took the place of `Forward`, answered once appended.)
+pub(crate) const PROTOCOL_VERSION: u16 = 3;
 
 const CHALLENGE: usize = 32;
 /// The acceptor's verdict on the connector's proof.

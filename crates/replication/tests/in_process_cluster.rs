@@ -169,6 +169,59 @@ async fn writes_commit_over_slow_links() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followers_pipelined_writes_go_in_several_batches_and_apply_in_order() {
+    // 2,000 writes submitted at once at a follower 100 ms from its
+    // leader: eight batches of 256, several on their way at a time
+    // (`cluster.batches_in_flight`). Write `i` deletes value `i - 1` and
+    // adds value `i`: applied out of order, a delete would find no
+    // value and the write would fail.
+    let (harness, leader) = three().await;
+    harness
+        .write(leader, account(&harness.schema, "ordered"))
+        .await
+        .unwrap();
+    harness
+        .write(leader, describe(&harness.schema, &people("ordered"), "v0"))
+        .await
+        .unwrap();
+    harness.await_identical(WITHIN).await;
+    harness.set_rtt(Duration::from_millis(100));
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let dn = meridian_model::dn::Dn::parse(people("ordered").as_bytes(), &harness.schema).unwrap();
+    let mut answers = Vec::new();
+    for i in 1..=2000u32 {
+        let change = |op, value: String| meridian_model::modify::Modification {
+            op,
+            attr: "description".into(),
+            values: vec![value.into_bytes()],
+        };
+        let command = meridian_store::Command::Modify {
+            dn: dn.clone(),
+            changes: vec![
+                change(meridian_model::modify::ModOp::Delete, format!("v{}", i - 1)),
+                change(meridian_model::modify::ModOp::Add, format!("v{i}")),
+            ],
+            operational: vec![],
+            permissive: false,
+        };
+        answers.push(harness.node(follower).store.submit(command).await.unwrap());
+    }
+    for (i, answer) in answers.into_iter().enumerate() {
+        let result = tokio::time::timeout(WITHIN, answer.wait()).await;
+        assert!(matches!(result, Ok(Ok(_))), "write {}: {result:?}", i + 1);
+    }
+    harness.set_rtt(Duration::ZERO);
+    harness.await_identical(WITHIN).await;
+    for id in 1..=3 {
+        let entry = harness.read(id, &people("ordered")).unwrap();
+        assert_eq!(
+            description(&harness.schema, &entry).as_deref(),
+            Some("v2000")
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_node_and_a_node_that_lost_its_disk_catch_up() {
     let mut harness = Harness::start(3, |o| o.snapshot_every = 20).await;
     let leader = harness.leader(WITHIN).await;

@@ -99,6 +99,7 @@ pub(crate) fn options(config: &Config) -> anyhow::Result<Options> {
         snapshot_log_bytes: c.snapshot_log_bytes,
         max_message: c.max_message_bytes,
         max_batch: config.storage.max_batch,
+        batches_in_flight: c.batches_in_flight,
         dir: config.directory.data_dir.join("raft"),
     })
 }

@@ -74,6 +74,7 @@ pub fn options(id: u64, dir: PathBuf) -> Options {
         snapshot_log_bytes: 256 << 20,
         max_message: 64 << 20,
         max_batch: 256,
+        batches_in_flight: 8,
         dir,
     }
 }
