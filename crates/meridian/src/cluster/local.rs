@@ -57,6 +57,14 @@ pub(crate) struct LocalArgs {
     /// The naming context (`directory.suffix`).
     #[arg(long, default_value = "dc=example,dc=com")]
     suffix: String,
+    /// `cluster.preferred_leader` of every node: the voter that should
+    /// lead (e.g. the site a run's leader should be at); 0: none.
+    #[arg(long, default_value_t = 0)]
+    preferred_leader: u16,
+    /// Any other `[cluster]` key of every node, as `KEY=VALUE` in TOML
+    /// (e.g. `batches_in_flight=1`); repeatable.
+    #[arg(long = "cluster-key", value_name = "KEY=VALUE")]
+    cluster_keys: Vec<String>,
 }
 
 /// Where the nodes listen, and how each reaches the others.
@@ -130,6 +138,13 @@ impl Layout {
         writeln!(text, "[cluster]\nnode_id = {id}\nsecret = {secret:?}")?;
         writeln!(text, "peer_listen = \"{peer}\"")?;
         writeln!(text, "conflicts = {:?}", args.conflicts)?;
+        writeln!(text, "preferred_leader = {}", args.preferred_leader)?;
+        for key in &args.cluster_keys {
+            let Some((name, value)) = key.split_once('=') else {
+                anyhow::bail!("--cluster-key {key:?} is not KEY=VALUE");
+            };
+            writeln!(text, "{} = {}", name.trim(), value.trim())?;
+        }
         let timing = self
             .wan
             .as_ref()
