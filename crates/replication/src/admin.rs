@@ -169,7 +169,11 @@ pub(crate) async fn execute(
     let (voters, learners) = membership(raft);
     let describe = |e: &dyn std::fmt::Display| AdminError::Unavailable(e.to_string());
     match command {
-        AdminCommand::Status => Ok(status_text(raft, addresses)),
+        AdminCommand::Status => Ok(status_text(
+            raft,
+            addresses,
+            link.sent.load(std::sync::atomic::Ordering::Relaxed),
+        )),
         AdminCommand::AddLearner { id, peer, ldap } => {
             if voters.contains(&id) || learners.contains(&id) {
                 let role = if voters.contains(&id) {
@@ -357,7 +361,8 @@ async fn within<T>(
 }
 
 /// What this node knows of the cluster, one `key: value` per line.
-pub(crate) fn status_text(raft: &Raft, addresses: &Addresses) -> String {
+/// `peer_bytes_sent`: every message this node sent its peers, in bytes.
+pub(crate) fn status_text(raft: &Raft, addresses: &Addresses, peer_bytes_sent: u64) -> String {
     let metrics = raft.metrics().borrow_watched().clone();
     let membership = metrics.membership_config.membership();
     let me = metrics.id;
@@ -383,6 +388,7 @@ pub(crate) fn status_text(raft: &Raft, addresses: &Addresses) -> String {
     };
     let _ = writeln!(text, "voters: {}", ids(&mut membership.voter_ids()));
     let _ = writeln!(text, "learners: {}", ids(&mut membership.learner_ids()));
+    let _ = writeln!(text, "peer bytes sent: {peer_bytes_sent}");
     let last = metrics.last_log_index.unwrap_or(0);
     let nodes: BTreeMap<NodeId, BasicNode> = membership
         .nodes()
