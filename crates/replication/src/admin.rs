@@ -169,11 +169,13 @@ pub(crate) async fn execute(
     let (voters, learners) = membership(raft);
     let describe = |e: &dyn std::fmt::Display| AdminError::Unavailable(e.to_string());
     match command {
-        AdminCommand::Status => Ok(status_text(
-            raft,
-            addresses,
-            link.sent.load(std::sync::atomic::Ordering::Relaxed),
-        )),
+        AdminCommand::Status => {
+            let load = |counter: &std::sync::atomic::AtomicU64| {
+                counter.load(std::sync::atomic::Ordering::Relaxed)
+            };
+            let sent = (load(&link.sent), load(&link.sent_uncompressed));
+            Ok(status_text(raft, addresses, sent))
+        }
         AdminCommand::AddLearner { id, peer, ldap } => {
             if voters.contains(&id) || learners.contains(&id) {
                 let role = if voters.contains(&id) {
@@ -361,8 +363,13 @@ async fn within<T>(
 }
 
 /// What this node knows of the cluster, one `key: value` per line.
-/// `peer_bytes_sent`: every message this node sent its peers, in bytes.
-pub(crate) fn status_text(raft: &Raft, addresses: &Addresses, peer_bytes_sent: u64) -> String {
+/// `peer_bytes_sent`: every message this node sent its peers, in bytes as
+/// framed (LZ4 where it helps) and before compression.
+pub(crate) fn status_text(
+    raft: &Raft,
+    addresses: &Addresses,
+    peer_bytes_sent: (u64, u64),
+) -> String {
     let metrics = raft.metrics().borrow_watched().clone();
     let membership = metrics.membership_config.membership();
     let me = metrics.id;
@@ -388,7 +395,11 @@ pub(crate) fn status_text(raft: &Raft, addresses: &Addresses, peer_bytes_sent: u
     };
     let _ = writeln!(text, "voters: {}", ids(&mut membership.voter_ids()));
     let _ = writeln!(text, "learners: {}", ids(&mut membership.learner_ids()));
-    let _ = writeln!(text, "peer bytes sent: {peer_bytes_sent}");
+    let (framed, uncompressed) = peer_bytes_sent;
+    let _ = writeln!(
+        text,
+        "peer bytes sent: {framed} ({uncompressed} before compression)"
+    );
     let last = metrics.last_log_index.unwrap_or(0);
     let nodes: BTreeMap<NodeId, BasicNode> = membership
         .nodes()

@@ -82,6 +82,11 @@ async fn serve_connection(tcp: TcpStream, service: &PeerService) -> std::io::Res
     };
     // A snapshot transfer in progress on this connection.
     let mut receiving: Option<(u64, std::fs::File, std::path::PathBuf)> = None;
+    // Once one submitted batch was refused, every later one on this
+    // connection is too: the submitter sends them all again, in order,
+    // and none may reach the log ahead of the refused one (as it would
+    // if this node became leader between the two).
+    let mut refusing_submits = false;
     while let Some(request) = service.link.receive::<Request>(&mut stream).await? {
         let response = match request {
             Request::Append(rpc) => {
@@ -130,7 +135,15 @@ async fn serve_connection(tcp: TcpStream, service: &PeerService) -> std::io::Res
                 Ok(response) => Response::TransferLeader(response),
                 Err(e) => Response::Failed(e.to_string()),
             },
-            Request::Submit(batch) => submit(&service.raft, service.me, batch).await,
+            Request::Submit(batch) => {
+                let response = if refusing_submits {
+                    Response::Submitted(Submitted::NotLeader(None))
+                } else {
+                    submit(&service.raft, service.me, batch).await
+                };
+                refusing_submits = !matches!(response, Response::Submitted(Submitted::Accepted));
+                response
+            }
             Request::EveryVoterHolds(index) => Response::EveryVoterHolds(
                 crate::ack::every_voter_holds(&service.raft, service.me, index, ALL_ACK_WAIT).await,
             ),

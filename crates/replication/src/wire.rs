@@ -128,8 +128,11 @@ pub(crate) struct Link {
     pub(crate) max_message: usize,
     /// This node: what an accepted connection must be meant for.
     me: NodeId,
-    /// Bytes of messages sent to peers (requests and responses).
+    /// Bytes of messages sent to peers (requests and responses), as
+    /// framed: LZ4-compressed where that made them smaller.
     pub(crate) sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// The same messages' bytes before compression.
+    pub(crate) sent_uncompressed: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// The peer protocol version this node speaks ([`PROTOCOL_VERSION`];
     /// another only in tests).
     protocol: u16,
@@ -182,6 +185,7 @@ impl Link {
             max_message,
             me,
             sent: std::sync::Arc::default(),
+            sent_uncompressed: std::sync::Arc::default(),
             protocol: PROTOCOL_VERSION,
         }
     }
@@ -405,6 +409,10 @@ impl Link {
         stream.flush().await?;
         self.sent
             .fetch_add(frame.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.sent_uncompressed.fetch_add(
+            (bytes.len() + 5) as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         Ok(())
     }
 

@@ -172,9 +172,9 @@ async fn storm(first_wins: bool) -> Arc<Record> {
     })
     .await;
     let leader = harness.leader(WITHIN).await;
-    for command in base(&harness.schema) {
-        harness.write(leader, command).await.unwrap();
-    }
+    // The setup's adds, each until it is known applied: the short write
+    // timeout can expire on a busy machine before the first commits.
+    let mut setup = base(&harness.schema);
     for k in 0..KEYS {
         let csn = format!("20261128000000.000000Z#000000#000#{k:06}");
         let entry = add(
@@ -186,7 +186,16 @@ async fn storm(first_wins: bool) -> Arc<Record> {
                 ("entryCSN", &[&csn]),
             ],
         );
-        harness.write(leader, entry).await.unwrap();
+        setup.push(entry);
+    }
+    for command in setup {
+        loop {
+            match harness.write(leader, command.clone()).await {
+                Ok(()) | Err(StoreError::AlreadyExists(_)) => break,
+                Err(StoreError::Unavailable(_)) => continue,
+                Err(e) => panic!("setting up: {e}"),
+            }
+        }
     }
     harness.await_identical(WITHIN).await;
 
