@@ -252,7 +252,7 @@ def main():
         ("conflict rate (refused / modifies)",
          f"{100 * refused / attempted:.2f} % ({refused:,} refused, {modifies_ok:,} won)" if attempted else "-"),
         ("failover gap after the leader's SIGKILL", f"{gap} s" if gap is not None else "no kill"),
-        ("bytes between nodes per modify, every peer message: LZ4 as sent / uncompressed"
+        ("bytes between nodes per acknowledged modify, every peer message: LZ4 as sent / uncompressed"
          " (seed 000 compressed with gzip level 6)",
          f"{per_modify[0]:,.0f} / {per_modify[1]:,.0f}"),
         ("verify", html.escape((verify.stdout + verify.stderr).strip().splitlines()[-1]
