@@ -17,6 +17,7 @@
 
 mod ack;
 mod admin;
+mod lease;
 mod log_store;
 mod marker;
 mod network;
@@ -570,6 +571,10 @@ impl ClusterNode {
             link.clone(),
             &mut tasks,
         );
+        let lease = lease::Lease::new(
+            options.heartbeat,
+            options.election_timeout + options.election_timeout / 2,
+        );
         let service = Arc::new(peer_server::PeerService {
             me,
             raft: raft.clone(),
@@ -581,6 +586,7 @@ impl ClusterNode {
                 .then(|| Arc::clone(&contacts)),
             votes,
             removal: Arc::clone(&removal),
+            lease,
         });
         tasks.push(tokio::spawn(peer_server::serve(listener, service)));
 
@@ -593,6 +599,7 @@ impl ClusterNode {
             schema,
             max_batch: options.max_batch.max(1),
             batches_in_flight: options.batches_in_flight.max(1),
+            lease,
             ack_all: options.ack_all,
             write_timeout: options.write_timeout,
             link: link.clone(),

@@ -33,6 +33,8 @@ pub(crate) struct PeerService {
     pub(crate) votes: Arc<crate::rejoin::VoteGuard>,
     /// Whether the leader took this node out (`removal.rs`).
     pub(crate) removal: Arc<crate::removal::Removal>,
+    /// Whether, leading, it may append now (`lease.rs`).
+    pub(crate) lease: crate::lease::Lease,
 }
 
 /// Accepts peers until the task is dropped; dropping it also ends every
@@ -139,7 +141,7 @@ async fn serve_connection(tcp: TcpStream, service: &PeerService) -> std::io::Res
                 let response = if refusing_submits {
                     Response::Submitted(Submitted::NotLeader(None))
                 } else {
-                    submit(&service.raft, service.me, batch).await
+                    submit(service, batch).await
                 };
                 refusing_submits = !matches!(response, Response::Submitted(Submitted::Accepted));
                 response
@@ -244,11 +246,18 @@ fn take_chunk(
 /// batch this connection submitted before it (requests on a connection
 /// are served in order). The answer does not wait for the commit: the
 /// submitting node learns of it by applying the batch.
-async fn submit(raft: &Raft, me: crate::types::NodeId, batch: crate::types::Batch) -> Response {
+async fn submit(service: &PeerService, batch: crate::types::Batch) -> Response {
     use openraft::async_runtime::watch::WatchReceiver as _;
+    let raft = &service.raft;
     let leader = raft.metrics().borrow_watched().current_leader;
-    if leader != Some(me) {
+    if leader != Some(service.me) {
         return Response::Submitted(Submitted::NotLeader(leader));
+    }
+    if !service.lease.holds(raft) {
+        return Response::Failed(format!(
+            "node {} leads but no majority has confirmed it lately (the leader lease): send again",
+            service.me
+        ));
     }
     // No responder: should this node have stepped down meanwhile, the
     // batch is dropped, and the submitter sends it again to the next

@@ -66,6 +66,8 @@ pub(crate) struct Proposer {
     pub(crate) max_batch: usize,
     /// Most batches on their way at once (`cluster.batches_in_flight`).
     pub(crate) batches_in_flight: usize,
+    /// Whether, leading, this node may append now (`lease.rs`).
+    pub(crate) lease: crate::lease::Lease,
     /// `cluster.ack = "all"`: answers wait until every voter holds the
     /// batch's entry.
     pub(crate) ack_all: bool,
@@ -239,7 +241,14 @@ impl Proposer {
             return;
         }
         if let Some(in_flight) = flight.batches.get_mut(&seq) {
-            if send(&self.raft, flight.route.as_ref(), &in_flight.batch).await {
+            if send(
+                &self.raft,
+                self.lease,
+                flight.route.as_ref(),
+                &in_flight.batch,
+            )
+            .await
+            {
                 in_flight.sent = true;
                 in_flight.resend_at = Instant::now() + ATTEMPT;
             } else {
@@ -266,7 +275,14 @@ impl Proposer {
             return;
         }
         for in_flight in flight.batches.values_mut() {
-            if !send(&self.raft, flight.route.as_ref(), &in_flight.batch).await {
+            if !send(
+                &self.raft,
+                self.lease,
+                flight.route.as_ref(),
+                &in_flight.batch,
+            )
+            .await
+            {
                 flight.failed();
                 return;
             }
@@ -457,8 +473,15 @@ fn route_works(route: Option<&Route>) -> bool {
 }
 
 /// Hands `batch` to the route; false when it could not be.
-async fn send(raft: &Raft, route: Option<&Route>, batch: &Batch) -> bool {
+async fn send(
+    raft: &Raft,
+    lease: crate::lease::Lease,
+    route: Option<&Route>,
+    batch: &Batch,
+) -> bool {
     match route {
+        // Not while openraft would drop it (`lease.rs`).
+        Some(Route::Here) if !lease.holds(raft) => false,
         // No responder: a batch this node's Raft refuses (it stepped
         // down meanwhile) is sent again when the new leader is known.
         Some(Route::Here) => match raft.client_write_ff(batch.clone(), None).await {
