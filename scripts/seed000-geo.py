@@ -51,12 +51,12 @@ def meridian(*args, **kw):
     return subprocess.run([exe, *args], capture_output=True, text=True, **kw)
 
 
-def root_dse(url, attribute):
-    """One attribute of a node's root DSE, through `ldapsearch`-free LDAP:
-    `meridian cluster status` prints what we need."""
+def cluster_status(url, key):
+    """One `key: value` line of `meridian cluster status` at `url` (no
+    LDAP client library needed)."""
     out = meridian("cluster", "status", "--url", url, "-D", ADMIN, "-w", PASSWORD,
                    "--timeout-secs", "10").stdout
-    match = re.search(rf"^{attribute}:\s*(.*)$", out, re.M)
+    match = re.search(rf"^{key}:\s*(.*)$", out, re.M)
     return match.group(1).strip() if match else None
 
 
@@ -80,7 +80,7 @@ def peer_bytes(nodes):
     """Bytes each node has sent its peers since it started, by port."""
     sent = {}
     for port in nodes:
-        value = root_dse(f"ldap://127.0.0.1:{port}", "peer bytes sent") or ""
+        value = cluster_status(f"ldap://127.0.0.1:{port}", "peer bytes sent") or ""
         m = re.match(r"(\d+) \((\d+) before compression\)", value)
         sent[port] = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
     return sent
@@ -175,7 +175,7 @@ def main():
         # Until a leader is known and the preferred one leads.
         deadline = time.time() + 60
         while time.time() < deadline:
-            leader = root_dse(url, "leader")
+            leader = cluster_status(url, "leader")
             if leader and leader.split()[0] == str(args.preferred_leader):
                 break
             time.sleep(1)
@@ -195,7 +195,7 @@ def main():
         killed, bytes_at_kill = None, {}
         if args.kill_at:
             time.sleep(args.kill_at)
-            leader = root_dse(url, "leader")
+            leader = cluster_status(url, "leader")
             killed = int(leader.split()[0]) if leader else None
             pid = node_pid(cluster_dir, killed) if killed else None
             if pid:
