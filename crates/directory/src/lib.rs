@@ -401,7 +401,7 @@ impl Directory {
     /// objects, aliases and dynamic entries (or changes of objectClass)
     /// set the flags that make operations look for them.
     pub fn observe_applied(&self, commands: &[Command]) {
-        let csn_type = self.schema.attribute_id("entryCSN");
+        let csn_type = self.schema.entry_csn_attr();
         let mut highest: Option<&[u8]> = None;
         for command in commands {
             if let Some(csn) = csn_type.and_then(|t| command.entry_csn(t))

@@ -230,7 +230,7 @@ impl Directory {
         command: Command,
         earlier: Option<Vec<u8>>,
     ) -> Result<(Command, Option<Vec<u8>>), Outcome> {
-        let csn_type = self.schema.attribute_id("entryCSN");
+        let csn_type = self.schema.entry_csn_attr();
         let writes = csn_type
             .and_then(|csn| command.entry_csn(csn))
             .map(<[u8]>::to_vec);

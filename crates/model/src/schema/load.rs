@@ -485,6 +485,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn well_known_types_are_found_when_defined() {
+        let s = Schema::builtin().unwrap();
+        assert_eq!(s.object_class_attr(), s.attribute_id("objectClass"));
+        assert!(s.entry_csn_attr().is_some());
+        assert_eq!(s.entry_csn_attr(), s.attribute_id("entryCSN"));
+    }
+
+    #[test]
     fn errors_name_file_line_and_reason() {
         let mut s = Schema::builtin().unwrap();
         let err = s

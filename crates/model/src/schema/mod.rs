@@ -181,6 +181,9 @@ pub struct Schema {
     /// asks for: found when defined, not looked up by name per entry.
     object_class: Option<AttrId>,
     extensible_object: Option<ClassId>,
+    /// `entryCSN`, which every replicated write and first-wins guard
+    /// reads: found when defined, not looked up by name per write.
+    entry_csn: Option<AttrId>,
     /// The operational types, which no class needs to allow.
     operational: AttrSet,
 }
@@ -211,6 +214,11 @@ impl Schema {
     /// The id of `objectClass`.
     pub fn object_class_attr(&self) -> Option<AttrId> {
         self.object_class
+    }
+
+    /// The id of `entryCSN`.
+    pub fn entry_csn_attr(&self) -> Option<AttrId> {
+        self.entry_csn
     }
 
     /// The id of the `extensibleObject` class.
@@ -337,6 +345,9 @@ impl Schema {
         }
         if keys.iter().any(|k| k == "objectclass") {
             self.object_class = Some(id);
+        }
+        if keys.iter().any(|k| k == "entrycsn") {
+            self.entry_csn = Some(id);
         }
         let mut ancestor = Some(id);
         self.family_spellings.push(Vec::new());

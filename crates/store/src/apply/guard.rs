@@ -66,7 +66,7 @@ pub(super) fn unchanged(
     let Some(id) = lookup(txn, ctx.dbs, dn)? else {
         return Err(no_such(txn, ctx.dbs, dn));
     };
-    let now = match ctx.schema.attribute_id("entryCSN") {
+    let now = match ctx.schema.entry_csn_attr() {
         Some(csn) => ctx.first_value(txn, id, csn)?,
         None => None,
     };
