@@ -121,7 +121,10 @@ impl Proposer {
         // For `cluster.ack = "all"`: the leader's answer to "does every
         // voter hold this?".
         let mut caller: Option<(NodeId, PeerClient)> = None;
-        let mut metrics = self.raft.metrics();
+        // Who leads, from the server metrics: they change with the role
+        // and the leader, not with every append and apply, which would
+        // wake this loop thousands of times a second under load.
+        let mut metrics = self.raft.server_metrics();
         let mut raft_runs = true;
         loop {
             let wake = self.next_wake(&flight);
