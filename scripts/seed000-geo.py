@@ -3,6 +3,7 @@
 
     scripts/seed000-geo.py atlantic [--scenario modify|mixed-50-50] [--out DIR]
     scripts/seed000-geo.py world --conflicts first-wins --keys 99 [--out DIR]
+    scripts/seed000-geo.py atlantic --partitioned [--out DIR]
 
 Starts `meridian cluster local` behind the WAN emulator with the run's
 topology (`contrib/topologies/seed000-<run>.toml`), loads seed 000
@@ -12,7 +13,10 @@ then runs `meridian verify --cluster-dir`. Writes DIR/report.html:
 throughput per site over time, latency percentiles per site and
 operation, conflicts (won, refused, rate), the failover gap, bytes
 between sites per modify, the verify result, and seed 000's published
-figures beside ours. Needs a release build (`cargo build --release`);
+figures beside ours. With --partitioned, each site has a partition of
+its own (`ou=<site>,dc=example,dc=com`, led from that site's node, as
+seed 000 masters each object space at one site) holding its own copy
+of the entries, and each site's clients write there. Needs a release build (`cargo build --release`);
 about two minutes a run. Figures from a run with everything on one
 machine measure the software, not the seed's fifteen servers.
 """
@@ -26,6 +30,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ADMIN = "cn=admin,dc=example,dc=com"
@@ -58,6 +63,37 @@ def cluster_status(url, key):
                    "--timeout-secs", "10").stdout
     match = re.search(rf"^{key}:\s*(.*)$", out, re.M)
     return match.group(1).strip() if match else None
+
+
+def partition_leaders(url):
+    """Each partition's leader ID as `meridian cluster status` at `url`
+    names it, by suffix (one partition: under the key "")."""
+    out = meridian("cluster", "status", "--url", url, "-D", ADMIN, "-w", PASSWORD,
+                   "--timeout-secs", "10").stdout
+    leaders, partition = {}, ""
+    for line in out.splitlines():
+        if line.startswith("partition: "):
+            partition = line[len("partition: "):].strip()
+        elif m := re.match(r"leader:\s*(\d+)", line):
+            leaders[partition] = int(m.group(1))
+    return leaders
+
+
+def site_suffix(site):
+    return f"ou={site},dc=example,dc=com"
+
+
+def partitioned_copy(data, site, path):
+    """The entries of `data` under the site's own partition: its suffix
+    entry, then every account moved from ou=People to it."""
+    with open(data) as f:
+        records = f.read().split("\n\n")
+    with open(path, "w") as out:
+        out.write(f"dn: {site_suffix(site)}\nobjectClass: organizationalUnit\nou: {site}\n\n")
+        for record in records:
+            if record.startswith("dn: uid="):
+                out.write(record.replace(",ou=People,dc=example,dc=com",
+                                         "," + site_suffix(site), 1) + "\n\n")
 
 
 def node_pid(cluster_dir, node):
@@ -138,6 +174,8 @@ def main():
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--kill-at", type=int, default=12, help="seconds into the run; 0: no kill")
     parser.add_argument("--preferred-leader", type=int, default=1)
+    parser.add_argument("--partitioned", action="store_true",
+                        help="a partition per site, led there; each site writes its own")
     parser.add_argument("--out", default="seed000-run")
     args = parser.parse_args()
     keys = args.keys if args.keys is not None else args.entries - 1
@@ -153,9 +191,18 @@ def main():
     env = dict(os.environ, MERIDIAN_ADMIN_PASSWORD=PASSWORD)
     exe = os.path.join(ROOT, "target", "release", "meridian")
     log = open(os.path.join(out, "cluster-local.log"), "w")
+    # Nodes are numbered in the order of the topology's sites.
+    with open(topology, "rb") as f:
+        site_nodes = [site["name"] for site in tomllib.load(f)["sites"]
+                      for _ in range(site.get("nodes", 1))]
+    partitions = []
+    if args.partitioned:
+        partitions = [(site_suffix(site), node) for node, site in enumerate(site_nodes, start=1)
+                      if site not in site_nodes[:node - 1]]
     cluster = subprocess.Popen(
         [exe, "cluster", "local", "--topology", topology, "--data-dir", cluster_dir,
-         "--conflicts", args.conflicts, "--preferred-leader", str(args.preferred_leader)],
+         "--conflicts", args.conflicts, "--preferred-leader", str(args.preferred_leader)]
+        + [arg for suffix, node in partitions for arg in ("--partition", f"{suffix}={node}")],
         stdout=subprocess.PIPE, stderr=log, text=True, env=env, start_new_session=True)
     sites, ports = [], []
     try:
@@ -172,23 +219,37 @@ def main():
                 break
         ports.sort()
         url = f"ldap://127.0.0.1:{ports[0]}"
-        # Until a leader is known and the preferred one leads.
+        # Until a leader is known and the preferred one leads, in every
+        # partition.
+        want = {"": args.preferred_leader} if not partitions else {
+            "dc=example,dc=com": args.preferred_leader, **dict(partitions)}
         deadline = time.time() + 60
         while time.time() < deadline:
-            leader = cluster_status(url, "leader")
-            if leader and leader.split()[0] == str(args.preferred_leader):
+            if partition_leaders(url) == want:
                 break
             time.sleep(1)
         imported = meridian("import", "--online", url, "-D", ADMIN, "-w", PASSWORD, "-i", data)
         print(imported.stdout.strip() or imported.stderr.strip())
-
         scenario = os.path.join(ROOT, "bench", "scenarios", f"seed000-{args.scenario}.toml")
+        scenarios = {}
+        for node, site, _ in sites:
+            if not partitions:
+                scenarios[node] = scenario
+                continue
+            copy = os.path.join(out, f"entries-{site}.ldif")
+            partitioned_copy(data, site, copy)
+            imported = meridian("import", "--online", url, "-D", ADMIN, "-w", PASSWORD, "-i", copy)
+            print(imported.stdout.strip() or imported.stderr.strip())
+            scenarios[node] = os.path.join(out, f"scenario-{site}.toml")
+            with open(scenario) as f, open(scenarios[node], "w") as to:
+                to.write(f.read().replace(",ou=People,dc=example,dc=com", "," + site_suffix(site)))
+
         bytes_before = peer_bytes(ports)
         benches = []
         for node, site, site_url in sites:
             report = os.path.join(out, f"site{node}.json")
             benches.append((node, site, report, subprocess.Popen(
-                [exe, "bench", "run", scenario, "--url", site_url, "-D", ADMIN, "-w", PASSWORD,
+                [exe, "bench", "run", scenarios[node], "--url", site_url, "-D", ADMIN, "-w", PASSWORD,
                  "--keys", str(keys), "--sessions", str(args.sessions), "--depth", str(args.depth),
                  "--duration", str(args.seconds), "--warmup", "0", "--json", report],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
@@ -267,6 +328,7 @@ def main():
         f"<p>{len(sites)} sites ({', '.join(s for _, s, _ in sites)}), {args.entries:,} entries, "
         f"keys 0-{keys}, {args.sessions} sessions x {args.depth} outstanding per site, "
         f"{args.seconds} s; leader preferred at node {args.preferred_leader}"
+        + (", each site writing its own partition, led there" if partitions else "")
         + (f", node {killed} killed at {args.kill_at} s and restarted 3 s later" if killed else "")
         + f"; {time.strftime('%Y-%m-%d %H:%M')} on {cpus} vCPUs.</p>",
         "<h2>Throughput per site (operations/s)</h2>", chart(series),

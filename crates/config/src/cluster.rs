@@ -1,5 +1,6 @@
 //! `[cluster]`: replication's keys, their defaults and their checks.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -86,6 +87,12 @@ pub struct ClusterConfig {
     /// it the lead once it has held the whole log for three seconds, so
     /// writes made at its site cost one round trip less.
     pub preferred_leader: u64,
+    /// `[cluster.preferred_leaders]`: the voter that should lead each
+    /// other partition, by its naming context's suffix (one of
+    /// `directory.additional_suffixes`). In a cluster every naming
+    /// context is a partition with its own Raft group, so each can be
+    /// led (written) at its own site; `preferred_leader` is the first's.
+    pub preferred_leaders: BTreeMap<String, u64>,
     /// Writes at two nodes to one entry: `"last-writer-wins"` (both
     /// apply, the later last) or `"first-wins"` (the later is refused).
     pub conflicts: Conflicts,
@@ -222,6 +229,16 @@ impl ClusterConfig {
                 ),
             );
         }
+        for (suffix, id) in &self.preferred_leaders {
+            if !self.nodes.iter().any(|n| n.id == *id) {
+                return invalid(
+                    "cluster.preferred_leaders",
+                    format!(
+                        "{suffix:?} = {id}: {id} is not the id of one of cluster.nodes (only a voter leads)"
+                    ),
+                );
+            }
+        }
         let tls = [
             &self.tls_certificate_file,
             &self.tls_key_file,
@@ -287,6 +304,7 @@ impl Default for ClusterConfig {
             ack: Ack::Majority,
             conflicts: Conflicts::LastWriterWins,
             preferred_leader: 0,
+            preferred_leaders: BTreeMap::new(),
             followers: FollowerWrites::Forward,
             write_timeout_ms: 10_000,
             // Enough to fill an ocean's round trip at a site's full rate

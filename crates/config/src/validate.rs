@@ -13,17 +13,37 @@ impl Config {
     /// Checks every value; the first problem found is returned.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.cluster.validate()?;
-        if self.cluster.enabled() && !self.directory.additional_suffixes.is_empty() {
-            return invalid(
-                "directory.additional_suffixes",
-                "a cluster replicates one naming context (directory.suffix) for now".into(),
-            );
-        }
+        self.check_partitions()?;
         self.check_server()?;
         self.check_ranges()?;
         self.check_directory()?;
         self.check_password_bounds()?;
         self.check_storage()
+    }
+
+    /// `cluster.preferred_leaders` names partitions that exist: each key
+    /// one of `directory.additional_suffixes` (compared as written, but for
+    /// case and spaces; the server matches them as DNs).
+    fn check_partitions(&self) -> Result<(), ConfigError> {
+        let loose = |dn: &str| dn.to_ascii_lowercase().replace(' ', "");
+        for suffix in self.cluster.preferred_leaders.keys() {
+            let known = self
+                .directory
+                .additional_suffixes
+                .iter()
+                .any(|s| loose(s) == loose(suffix));
+            if !known {
+                let reason = if loose(suffix) == loose(&self.directory.suffix) {
+                    format!(
+                        "{suffix:?} is directory.suffix, whose partition's leader is cluster.preferred_leader"
+                    )
+                } else {
+                    format!("{suffix:?} is not one of directory.additional_suffixes")
+                };
+                return invalid("cluster.preferred_leaders", reason);
+            }
+        }
+        Ok(())
     }
 
     /// `[server]`'s addresses, and the security and identity choices.

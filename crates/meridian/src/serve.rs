@@ -113,11 +113,13 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             cluster.clone(),
         ));
         let mut server = Server::start(bound, config, admin, directory)?;
-        if let Some(node) = &cluster {
-            server
-                .set_live_attributes(Arc::new(crate::cluster::StatusAttributes(Arc::clone(node))));
+        if let Some(partitions) = &cluster {
+            server.set_live_attributes(Arc::new(crate::cluster::StatusAttributes(Arc::clone(
+                partitions,
+            ))));
             server.set_cluster_hooks(Arc::new(crate::cluster::NodeAdmin {
-                node: Arc::clone(node),
+                partitions: Arc::clone(partitions),
+                schema: Arc::clone(&setup.schema),
                 first_wins: config.cluster.conflicts == meridian_config::Conflicts::FirstWins,
             }));
         }
@@ -147,8 +149,8 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         };
         tokio::spawn(reload_on_sighup(server.reloader(), rereads));
         server.run(shutdown_signal()).await;
-        if let Some(node) = cluster {
-            node.shutdown().await;
+        for partition in cluster.iter().flat_map(|partitions| partitions.iter()) {
+            partition.node.shutdown().await;
         }
         anyhow::Ok(())
     });
@@ -218,22 +220,27 @@ fn admin_credentials(
     Ok(admin)
 }
 
-/// Opens the naming contexts' stores (in a cluster, the replicated one
-/// and this node of the cluster) and the directory over them.
+/// Opens the naming contexts' stores (in a cluster, replicated, each a
+/// partition with this node's Raft group of it) and the directory over
+/// them.
 async fn open_directory(
     setup: &crate::setup::Setup,
     admin_dn: &meridian_model::dn::Dn,
     access: Option<AccessRules>,
-) -> anyhow::Result<(
-    Arc<Directory>,
-    Option<Arc<meridian_replication::ClusterNode>>,
-)> {
+) -> anyhow::Result<(Arc<Directory>, Option<crate::cluster::Partitions>)> {
     let config = &setup.config;
     let (stores, cluster) = if config.cluster.enabled() {
-        let (store, proposals) = setup.open_replicated_store()?;
-        let node = Arc::new(crate::cluster::start_node(config, store.clone(), proposals).await?);
-        tokio::spawn(build_indexes_when_leading(store.clone(), Arc::clone(&node)));
-        (vec![store], Some(node))
+        let opened = setup.open_replicated_stores()?;
+        let stores: Vec<meridian_store::Store> =
+            opened.iter().map(|(store, _)| store.clone()).collect();
+        let partitions = crate::cluster::start_partitions(setup, opened).await?;
+        for (store, partition) in stores.iter().zip(partitions.iter()) {
+            tokio::spawn(build_indexes_when_leading(
+                store.clone(),
+                Arc::clone(&partition.node),
+            ));
+        }
+        (stores, Some(partitions))
     } else {
         let stores = setup.open_all_stores()?;
         // Indexes added to the config since the data was indexed are
@@ -270,9 +277,9 @@ async fn open_directory(
         .with_proxy_authorizers(&config.directory.proxy_authorizers)
         .map_err(anyhow::Error::msg)?;
     let directory = Arc::new(directory);
-    if let Some(node) = &cluster {
+    for partition in cluster.iter().flat_map(|partitions| partitions.iter()) {
         let observer = Arc::downgrade(&directory);
-        node.observe_applied(move |commands| {
+        partition.node.observe_applied(move |commands| {
             if let Some(directory) = observer.upgrade() {
                 directory.observe_applied(commands);
             }
@@ -309,17 +316,25 @@ async fn build_indexes_when_leading(
 }
 
 /// Deletes expired dynamic entries (RFC 2589) every `every`; in a
-/// cluster, only while this node leads (its deletes go through the log).
+/// cluster, only while this node leads the first partition (its deletes
+/// go through the logs: each to its partition's leader), so that one node
+/// sweeps.
 async fn sweep_dynamic_entries(
     directory: Arc<Directory>,
     every: std::time::Duration,
-    cluster: Option<Arc<meridian_replication::ClusterNode>>,
+    cluster: Option<crate::cluster::Partitions>,
 ) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        if cluster.as_ref().is_some_and(|node| !node.is_leader()) {
+        let leads_first = |partitions: &crate::cluster::Partitions| {
+            partitions.first().is_some_and(|p| p.node.is_leader())
+        };
+        if cluster
+            .as_ref()
+            .is_some_and(|partitions| !leads_first(partitions))
+        {
             continue;
         }
         match directory.sweep_expired().await {

@@ -309,23 +309,63 @@ impl Setup {
             .collect()
     }
 
-    /// Opens the store of a cluster node: its writes go through the
+    /// Opens every naming context's store for a cluster node, the first
+    /// first: each is a partition whose writes go through its own
     /// replicated log (`crate::cluster`).
-    pub(crate) fn open_replicated_store(
+    pub(crate) fn open_replicated_stores(
         &self,
-    ) -> anyhow::Result<(Store, meridian_store::replicated::Proposals)> {
-        let options = self.store_options();
-        let path = options.path.clone();
-        let (store, proposals) = Store::open_replicated(options, Arc::clone(&self.schema))
-            .with_context(|| format!("opening the store in {}", path.display()))?;
-        self.refuse_incomplete_at(&store, &path)?;
-        Ok((store, proposals))
+    ) -> anyhow::Result<Vec<(Store, meridian_store::replicated::Proposals)>> {
+        self.suffixes
+            .iter()
+            .map(|suffix| {
+                let options = self.store_options_of(suffix);
+                let path = options.path.clone();
+                let (store, proposals) = Store::open_replicated(options, Arc::clone(&self.schema))
+                    .with_context(|| format!("opening the store in {}", path.display()))?;
+                self.refuse_incomplete_at(&store, &path)?;
+                Ok((store, proposals))
+            })
+            .collect()
     }
 
-    /// Opens the store for reading only (beside a running server).
+    /// Every naming context, `directory.suffix` first: in a cluster, the
+    /// partitions, each its own Raft group numbered by its place here.
+    pub(crate) fn suffixes(&self) -> &[Dn] {
+        &self.suffixes
+    }
+
+    /// Where the Raft log and snapshots of the partition `suffix` live:
+    /// `raft` for the first naming context (where a cluster of one
+    /// partition always kept them), `raft-contexts/<name>` for the others,
+    /// named as their databases are.
+    pub(crate) fn raft_dir_of(&self, suffix: &Dn) -> PathBuf {
+        let data = &self.config.directory.data_dir;
+        if self
+            .suffixes
+            .first()
+            .is_none_or(|first| first.same_entry(suffix))
+        {
+            return data.join("raft");
+        }
+        data.join("raft-contexts").join(context_dir_name(suffix))
+    }
+
+    /// Opens the selected naming context's store for reading only
+    /// (beside a running server).
     pub(crate) fn open_store_read_only(&self) -> anyhow::Result<Store> {
-        Store::open_read_only(self.store_options(), Arc::clone(&self.schema))
-            .with_context(|| format!("opening the store in {}", self.store_path().display()))
+        self.open_store_read_only_of(&self.suffix)
+    }
+
+    /// Opens the store of the naming context `suffix` for reading only.
+    pub(crate) fn open_store_read_only_of(&self, suffix: &Dn) -> anyhow::Result<Store> {
+        Store::open_read_only(self.store_options_of(suffix), Arc::clone(&self.schema)).with_context(
+            || {
+                format!(
+                    "opening the store in {}",
+                    self.store_path_of(suffix).display()
+                )
+            },
+        )
     }
 
     /// Fails if the database at `path` holds a load that did not complete.

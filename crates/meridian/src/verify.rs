@@ -1,13 +1,15 @@
 //! `meridian verify`: are the replicas of a cluster identical?
 //!
-//! Opens each node's database read-only (beside its running server, as
-//! `export` does), waits until every node has applied the same log
-//! position (the replication marker each transaction stores), then
-//! compares the digests of every table (`meridian_store::digest`): one
-//! sum per bucket of records. Where a bucket differs it lists that
-//! bucket's records on each node and names the ones that differ, by DN
-//! where they are entries. Exit status 0: identical; 1: differences, or
-//! nodes that never reached one log position within `--wait`.
+//! For each partition (naming context, with its own Raft group and
+//! database), opens each node's database read-only (beside its running
+//! server, as `export` does), waits until every node has applied the same
+//! position of that partition's log (the replication marker each
+//! transaction stores), then compares the digests of every table
+//! (`meridian_store::digest`): one sum per bucket of records. Where a
+//! bucket differs it lists that bucket's records on each node and names
+//! the ones that differ, by DN where they are entries. Exit status 0:
+//! identical; 1: differences, or nodes that never reached one log
+//! position within `--wait`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -18,7 +20,7 @@ use clap::Args;
 use meridian_store::Store;
 use meridian_store::digest::TableDigest;
 
-use crate::setup::CommonArgs;
+use crate::setup::{CommonArgs, Setup};
 
 /// Flags of `meridian verify`.
 #[derive(Debug, Args)]
@@ -38,13 +40,14 @@ pub(crate) struct VerifyArgs {
     wait: u64,
 }
 
-/// One node's database, opened read-only.
+/// One node's database of one partition, opened read-only.
 struct Replica {
     name: String,
     store: Store,
 }
 
-fn open_replicas(args: &VerifyArgs) -> anyhow::Result<Vec<Replica>> {
+/// Each node's name and setup.
+fn load_nodes(args: &VerifyArgs) -> anyhow::Result<Vec<(String, Setup)>> {
     let mut sources: Vec<(String, CommonArgs)> = Vec::new();
     if let Some(dir) = &args.cluster_dir {
         let mut nodes: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -73,11 +76,7 @@ fn open_replicas(args: &VerifyArgs) -> anyhow::Result<Vec<Replica>> {
     }
     sources
         .into_iter()
-        .map(|(name, common)| {
-            let setup = common.load(|_| {})?;
-            let store = setup.open_store_read_only()?;
-            Ok(Replica { name, store })
-        })
+        .map(|(name, common)| Ok((name, common.load(|_| {})?)))
         .collect()
 }
 
@@ -90,14 +89,65 @@ fn positions(replicas: &[Replica]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
 }
 
 pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<()> {
-    let replicas = open_replicas(&args)?;
+    let nodes = load_nodes(&args)?;
+    let Some((_, first)) = nodes.first() else {
+        anyhow::bail!("no node to verify");
+    };
+    let suffixes = first.suffixes().to_vec();
+    let several = suffixes.len() > 1;
+    #[allow(clippy::disallowed_methods)] // A timeout: how long to wait for quiet.
+    let deadline = std::time::Instant::now() + Duration::from_secs(args.wait);
+    let mut differences = 0usize;
+    for suffix in &suffixes {
+        let replicas: Vec<Replica> = nodes
+            .iter()
+            .map(|(name, setup)| {
+                if !setup.suffixes().iter().any(|s| s.same_entry(suffix)) {
+                    anyhow::bail!("{name} has no naming context {}", suffix.original());
+                }
+                Ok(Replica {
+                    name: name.clone(),
+                    store: setup.open_store_read_only_of(suffix)?,
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let heading = if several {
+            format!("partition {}: ", suffix.original())
+        } else {
+            String::new()
+        };
+        let (found, records, tables) = verify_partition(&replicas, deadline, args.wait)
+            .with_context(|| heading.trim_end_matches(": ").to_owned())?;
+        if found == 0 {
+            println!(
+                "{heading}{} replicas identical: {records} records in {tables} tables",
+                replicas.len()
+            );
+        } else {
+            let first = replicas.first().map_or("", |r| r.name.as_str());
+            println!("{heading}{found} records differ from {first}");
+        }
+        differences += found;
+    }
+    if differences > 0 {
+        anyhow::bail!("{differences} records differ");
+    }
+    Ok(())
+}
+
+/// Compares one partition's replicas once they are at one log position:
+/// the records that differ (each printed), and the reference's record
+/// and table counts.
+fn verify_partition(
+    replicas: &[Replica],
+    deadline: std::time::Instant,
+    wait: u64,
+) -> anyhow::Result<(usize, u64, usize)> {
     // The same position on every node, and digests taken at it: a node
     // that moves on while it is read is caught by reading its position
     // again after its digests.
-    #[allow(clippy::disallowed_methods)] // A timeout: how long to wait for quiet.
-    let deadline = std::time::Instant::now() + Duration::from_secs(args.wait);
     let digests = loop {
-        let before = positions(&replicas)?;
+        let before = positions(replicas)?;
         let same = before.iter().all(|p| Some(p) == before.first());
         if same {
             // One thread per replica: each scan is its own database.
@@ -118,16 +168,15 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<()> {
                     })
                     .collect::<anyhow::Result<_>>()
             })?;
-            if positions(&replicas)? == before {
+            if positions(replicas)? == before {
                 break digests;
             }
         }
-        #[allow(clippy::disallowed_methods)] // The timeout above.
+        #[allow(clippy::disallowed_methods)] // The timeout of `run`.
         let late = std::time::Instant::now() >= deadline;
         if late {
             anyhow::bail!(
-                "the nodes did not reach one log position within {} s (writes going on?): run verify when the cluster is quiet",
-                args.wait
+                "the nodes did not reach one log position within {wait} s (writes going on?): run verify when the cluster is quiet"
             );
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -149,18 +198,8 @@ pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<()> {
             }
         }
     }
-    let first = replicas.first().map_or("", |r| r.name.as_str());
-    if differences == 0 {
-        let records: u64 = reference.iter().map(|t| t.records).sum();
-        println!(
-            "{} replicas identical: {records} records in {} tables",
-            replicas.len(),
-            reference.len()
-        );
-        Ok(())
-    } else {
-        anyhow::bail!("{differences} records differ from {first}")
-    }
+    let records: u64 = reference.iter().map(|t| t.records).sum();
+    Ok((differences, records, reference.len()))
 }
 
 /// Lists the records of one bucket that differ between two replicas.

@@ -17,6 +17,7 @@
 
 mod ack;
 mod admin;
+mod hub;
 mod lease;
 mod log_store;
 mod marker;
@@ -50,6 +51,7 @@ use openraft::async_runtime::watch::WatchReceiver as _;
 use openraft::{BasicNode, SnapshotPolicy};
 
 pub use admin::{AdminCommand, AdminError};
+pub use hub::PeerHub;
 pub use log_store::LogStore;
 pub use reads::{ReadMode, ReadRefused};
 pub use snapshot::SnapshotFile;
@@ -90,12 +92,15 @@ pub enum ClusterError {
     /// The peer TLS files could not be loaded.
     #[error("peer TLS: {0}")]
     PeerTls(String),
+    /// Two groups of one number were started on one hub.
+    #[error("raft group {0} was started twice on one peer listener")]
+    GroupTwice(u16),
     /// The Raft engine stopped (or would not start).
     #[error("the raft engine: {0}")]
     Raft(#[source] openraft::error::Fatal<types::Meridian>),
 }
 
-fn io_error(what: impl Into<String>) -> impl FnOnce(io::Error) -> ClusterError {
+pub(crate) fn io_error(what: impl Into<String>) -> impl FnOnce(io::Error) -> ClusterError {
     let what = what.into();
     move |source| ClusterError::Io { what, source }
 }
@@ -163,6 +168,10 @@ pub struct Options {
 /// A running node.
 pub struct ClusterNode {
     raft: Raft,
+    /// The node's peer listener, shared with its other groups.
+    hub: Arc<PeerHub>,
+    /// This group's number (its partition's place in the configuration).
+    group: u16,
     applied_observer: AppliedObserver,
     peer_bytes: Arc<std::sync::atomic::AtomicU64>,
     me: NodeId,
@@ -439,7 +448,7 @@ fn raft_config(options: &Options) -> Result<Arc<openraft::Config>, ClusterError>
 
 /// The peer link: the cluster secret, peer TLS when configured, and the
 /// configuration digest every peer must share.
-fn peer_link(options: &Options) -> Result<Link, ClusterError> {
+pub(crate) fn peer_link(options: &Options) -> Result<Link, ClusterError> {
     let tls = options
         .tls
         .as_ref()
@@ -479,35 +488,35 @@ async fn initialize_if_new(
 }
 
 impl ClusterNode {
-    /// Starts this node: opens its log, binds its peer address, joins
-    /// (or forms) the cluster of `options.members`, and takes over the
-    /// store's writes.
+    /// Starts this node of a cluster of one Raft group: binds its peer
+    /// address, opens its log, joins (or forms) the cluster of
+    /// `options.members`, and takes over the store's writes.
     pub async fn start(
         store: Store,
         proposals: Proposals,
         options: Options,
     ) -> Result<ClusterNode, ClusterError> {
-        let me = options.node_id;
-        let listen = match options.peer_listen.as_deref() {
-            Some(listen) => listen.to_owned(),
-            None => options
-                .members
-                .iter()
-                .chain(&options.learners)
-                .find(|m| m.id == me)
-                .map(|m| m.peer.clone())
-                .ok_or(ClusterError::NotAMember(me))?,
-        };
-        let listener = tokio::net::TcpListener::bind(&listen)
-            .await
-            .map_err(io_error(format!("listening for peers on {listen}")))?;
-        ClusterNode::start_on(listener, store, proposals, options).await
+        let hub = PeerHub::bind(&options).await?;
+        ClusterNode::start_in(&hub, 0, store, proposals, options).await
     }
 
     /// [`ClusterNode::start`] on a peer listener the caller bound: one on
     /// port 0, whose port the caller read back (the in-process tests).
     pub async fn start_on(
         listener: tokio::net::TcpListener,
+        store: Store,
+        proposals: Proposals,
+        options: Options,
+    ) -> Result<ClusterNode, ClusterError> {
+        let hub = PeerHub::on(listener, &options)?;
+        ClusterNode::start_in(&hub, 0, store, proposals, options).await
+    }
+
+    /// Starts Raft group `group` of this node (one per partition, each
+    /// with its own store, log and options) on the node's peer hub.
+    pub async fn start_in(
+        hub: &Arc<PeerHub>,
+        group: u16,
         store: Store,
         proposals: Proposals,
         options: Options,
@@ -536,7 +545,8 @@ impl ClusterNode {
         let log_bytes = log.live_bytes();
 
         let config = raft_config(&options)?;
-        let link = peer_link(&options)?;
+        let incoming = hub.register(group).ok_or(ClusterError::GroupTwice(group))?;
+        let link = hub.link(group);
         let peer_bytes = Arc::clone(&link.sent);
         // Peers are reached at the addresses of this node's config (the
         // membership names the config's nodes by ID only, so each node may
@@ -552,9 +562,9 @@ impl ClusterNode {
             .await
             .map_err(ClusterError::Raft)?;
 
-        let listen = listener
+        let listen = hub
             .local_addr()
-            .map_or_else(|_| this.peer.clone(), |addr| addr.to_string());
+            .map_or_else(|| this.peer.clone(), |addr| addr.to_string());
         let mut tasks = Vec::new();
         let peers: Vec<NodeId> = everyone
             .iter()
@@ -588,7 +598,7 @@ impl ClusterNode {
             removal: Arc::clone(&removal),
             lease,
         });
-        tasks.push(tokio::spawn(peer_server::serve(listener, service)));
+        tasks.push(tokio::spawn(peer_server::serve(incoming, service)));
 
         initialize_if_new(&raft, &options, learner).await?;
 
@@ -639,9 +649,11 @@ impl ClusterNode {
             log_bytes,
             options.snapshot_log_bytes,
         )));
-        tracing::info!(node = me, peer = %listen, session, "cluster node started");
+        tracing::info!(node = me, group, peer = %listen, session, "cluster node started");
         Ok(ClusterNode {
             raft,
+            hub: Arc::clone(hub),
+            group,
             applied_observer,
             peer_bytes,
             me,
@@ -813,8 +825,10 @@ impl ClusterNode {
         }
     }
 
-    /// Stops the node's tasks and its Raft.
+    /// Stops the node's tasks and its Raft (and the peer listener, when
+    /// this was its last group).
     pub async fn shutdown(&self) {
+        self.hub.deregister(self.group);
         for task in &self.tasks {
             task.abort();
         }

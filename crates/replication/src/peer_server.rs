@@ -1,18 +1,17 @@
-//! The accepting side of peer links: each connection, once it proved the
-//! cluster secret, is served one request at a time, in order.
+//! The accepting side of a group's peer links: each connection the hub
+//! handed this group (`hub.rs`: it proved the cluster secret) is served
+//! one request at a time, in order.
 
 use std::io::{Seek, SeekFrom, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
 
+use crate::hub::Accepted;
 use crate::snapshot::{SnapshotFile, Snapshots};
 use crate::types::{Meridian, Raft};
 use crate::wire::{Link, Request, Response, Submitted};
-
-/// How long a connecting peer has to prove the secret.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long the leader waits for every voter before it answers no.
 const ALL_ACK_WAIT: Duration = Duration::from_secs(2);
@@ -37,51 +36,35 @@ pub(crate) struct PeerService {
     pub(crate) lease: crate::lease::Lease,
 }
 
-/// Accepts peers until the task is dropped; dropping it also ends every
-/// connection it accepted (they live in its `JoinSet`), so a node stopped
-/// in a process that goes on (the in-process tests) leaves no handler
-/// answering for it.
-pub(crate) async fn serve(listener: TcpListener, service: Arc<PeerService>) {
+/// Serves the connections the hub hands this group until the task is
+/// dropped; dropping it also ends every connection it serves (they live
+/// in its `JoinSet`), so a group stopped in a process that goes on (the
+/// in-process tests, a node's other groups) leaves no handler answering
+/// for it.
+pub(crate) async fn serve(mut incoming: mpsc::Receiver<Accepted>, service: Arc<PeerService>) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
+            accepted = incoming.recv() => accepted,
             // Reap finished connections as they end.
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
-        let (stream, from) = match accepted {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                tracing::warn!("accepting a peer connection failed: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
+        let Some(Accepted { stream, from }) = accepted else {
+            return;
         };
         let service = Arc::clone(&service);
         connections.spawn(async move {
             if let Err(e) = serve_connection(stream, &service).await {
-                tracing::debug!(%from, "peer connection ended: {e}");
+                tracing::debug!(?from, "peer connection ended: {e}");
             }
         });
     }
 }
 
-async fn serve_connection(tcp: TcpStream, service: &PeerService) -> std::io::Result<()> {
-    let from = tcp.peer_addr().ok();
-    let mut stream = match service.link.accept(tcp, HANDSHAKE_TIMEOUT).await {
-        Ok(Some(stream)) => stream,
-        Ok(None) => {
-            tracing::warn!(
-                ?from,
-                "a peer connection did not prove the cluster secret for this node: closed"
-            );
-            return Ok(());
-        }
-        Err(e) => {
-            tracing::warn!(?from, "a peer connection was refused: {e}");
-            return Ok(());
-        }
-    };
+async fn serve_connection(
+    mut stream: crate::wire::PeerStream,
+    service: &PeerService,
+) -> std::io::Result<()> {
     // A snapshot transfer in progress on this connection.
     let mut receiving: Option<(u64, std::fs::File, std::path::PathBuf)> = None;
     // Once one submitted batch was refused, every later one on this

@@ -7,14 +7,16 @@
 //! makes them smaller: a batch's commands repeat the suffix of every DN,
 //! attribute names, the CSN's date and the modifier's DN. A connection
 //! begins with the acceptor's protocol version and challenge (32 random
-//! bytes), and the connector's version and proof of the cluster secret
-//! (SHA-256 of the challenge, the node it means to reach, and the
-//! secret), so only nodes that know the secret are served, a connection
-//! that reached the wrong node (a stale address, a port reused) is
-//! refused rather than served as if it were the right one, and a node
-//! of another protocol version (a cluster in the middle of an upgrade) is
-//! refused by name before any message is misread; then the two compare
-//! their configurations, and requests and responses alternate.
+//! bytes), and the connector's version, the Raft group it means (one per
+//! partition, `hub.rs`), and proof of the cluster secret (SHA-256 of the
+//! challenge, the node and group it means to reach, and the secret), so
+//! only nodes that know the secret are served, a connection that reached
+//! the wrong node (a stale address, a port reused) or a group the node
+//! does not run is refused rather than served as if it were the right
+//! one, and a node of another protocol version (a cluster in the middle
+//! of an upgrade) is refused by name before any message is misread; then
+//! the two compare their configurations, and requests and responses
+//! alternate.
 
 use std::io;
 use std::time::Duration;
@@ -128,6 +130,9 @@ pub(crate) struct Link {
     pub(crate) max_message: usize,
     /// This node: what an accepted connection must be meant for.
     me: NodeId,
+    /// The Raft group (partition) this link's connections are for: the
+    /// naming context's position in the configuration, 0 for the first.
+    pub(crate) group: u16,
     /// Bytes of messages sent to peers (requests and responses), as
     /// framed: LZ4-compressed where that made them smaller.
     pub(crate) sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
@@ -142,14 +147,19 @@ pub(crate) struct Link {
 /// same: raise it with any change to the messages or their encoding, so
 /// that nodes of two releases refuse each other by name during a rolling
 /// upgrade instead of misreading each other's messages.
-/// (3: `Submit` took the place of `Forward`, answered once appended.)
-pub(crate) const PROTOCOL_VERSION: u16 = 3;
+/// (3: `Submit` took the place of `Forward`, answered once appended.
+/// 4: the handshake names the Raft group.)
+pub(crate) const PROTOCOL_VERSION: u16 = 4;
 
 const CHALLENGE: usize = 32;
 /// The acceptor's verdict on the connector's proof.
 const REFUSED: u8 = 0;
 const ACCEPTED: u8 = 1;
 const OTHER_VERSION: u8 = 2;
+/// The proof was good, but the acceptor runs no such group (a partition
+/// configured at one node and not the other is caught by the digest; this
+/// is a group not started yet, or stopped).
+const NO_SUCH_GROUP: u8 = 3;
 
 /// Messages this long or longer are compressed (appends of batches);
 /// shorter ones (votes, heartbeats, answers) are not worth it.
@@ -157,8 +167,9 @@ const COMPRESS_FROM: usize = 256;
 const RAW: u8 = 0;
 const LZ4: u8 = 1;
 
-/// The version a handshake's first two bytes carry (big-endian).
-fn protocol_version(bytes: &[u8]) -> u16 {
+/// A big-endian `u16` from the first two bytes: a handshake's protocol
+/// version and its group.
+fn be_u16(bytes: &[u8]) -> u16 {
     let mut version = [0u8; 2];
     for (to, from) in version.iter_mut().zip(bytes) {
         *to = *from;
@@ -184,9 +195,19 @@ impl Link {
             secret: secret.as_bytes().to_vec(),
             max_message,
             me,
+            group: 0,
             sent: std::sync::Arc::default(),
             sent_uncompressed: std::sync::Arc::default(),
             protocol: PROTOCOL_VERSION,
+        }
+    }
+
+    /// The same link for the connections of Raft group `group`; the byte
+    /// counts stay the node's.
+    pub(crate) fn for_group(&self, group: u16) -> Link {
+        Link {
+            group,
+            ..self.clone()
         }
     }
 
@@ -200,11 +221,12 @@ impl Link {
         )
     }
 
-    fn proof(&self, challenge: &[u8], target: NodeId) -> [u8; 32] {
+    fn proof(&self, challenge: &[u8], target: NodeId, group: u16) -> [u8; 32] {
         let mut hash = Sha256::new();
-        hash.update(b"meridian peer v2\0");
+        hash.update(b"meridian peer v4\0");
         hash.update(challenge);
         hash.update(target.to_be_bytes());
+        hash.update(group.to_be_bytes());
         hash.update(&self.secret);
         hash.finalize().into()
     }
@@ -245,11 +267,14 @@ impl Link {
             .await
             .map_err(within("the peer sent no challenge"))??;
         let (version, challenge) = opening.split_at(2);
-        let theirs = protocol_version(version);
+        let theirs = be_u16(version);
         // Our version and the proof either way: a peer of another
         // version learns ours and says so in its own log.
         stream.write_all(&self.protocol.to_be_bytes()).await?;
-        stream.write_all(&self.proof(challenge, target)).await?;
+        stream.write_all(&self.group.to_be_bytes()).await?;
+        stream
+            .write_all(&self.proof(challenge, target, self.group))
+            .await?;
         if theirs != self.protocol {
             stream.flush().await?;
             return Err(self.version_refusal(&format!("the peer at {addr}"), theirs));
@@ -266,6 +291,15 @@ impl Link {
             .map_err(within("the peer did not answer"))??;
         if verdict == [OTHER_VERSION] {
             return Err(self.version_refusal(&format!("the peer at {addr}"), 0));
+        }
+        if verdict == [NO_SUCH_GROUP] {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionRefused,
+                format!(
+                    "node {target} at {addr} runs no partition {} now (starting, or stopping)",
+                    self.group
+                ),
+            ));
         }
         if verdict != [ACCEPTED] {
             return Err(io::Error::new(
@@ -299,12 +333,14 @@ impl Link {
     /// The acceptor's side: TLS first when configured (a peer without a
     /// certificate our CA signed is refused by the handshake), then the
     /// challenge. `Ok(None)` when the connector does not know the secret
-    /// or means another node (the connection is then closed).
+    /// or means another node (the connection is then closed); else the
+    /// stream and the group it is for, which `serves` accepted.
     pub(crate) async fn accept(
         &self,
         tcp: TcpStream,
         timeout: Duration,
-    ) -> io::Result<Option<PeerStream>> {
+        serves: impl Fn(u16) -> bool,
+    ) -> io::Result<Option<(PeerStream, u16)>> {
         tcp.set_nodelay(true)?;
         let mut stream: PeerStream = match &self.tls {
             None => Box::new(tcp),
@@ -325,12 +361,13 @@ impl Link {
         stream.write_all(&self.protocol.to_be_bytes()).await?;
         stream.write_all(&challenge).await?;
         stream.flush().await?;
-        let mut answer = [0u8; 2 + 32];
-        tokio::time::timeout(timeout, stream.read_exact(&mut answer))
+        // An older connector sends no group: its version is read first,
+        // and it is refused before the rest is waited for.
+        let mut version = [0u8; 2];
+        tokio::time::timeout(timeout, stream.read_exact(&mut version))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no proof of the secret"))??;
-        let (version, proof) = answer.split_at(2);
-        let theirs = protocol_version(version);
+        let theirs = be_u16(&version);
         if theirs != self.protocol {
             // Written before the refusal is returned: the connector may
             // not have read our version yet.
@@ -338,13 +375,28 @@ impl Link {
             let _ = stream.flush().await;
             return Err(self.version_refusal("a peer", theirs));
         }
-        let good = bool::from(self.proof(&challenge, self.me).ct_eq(proof));
-        stream
-            .write_all(&[if good { ACCEPTED } else { REFUSED }])
-            .await?;
+        let mut answer = [0u8; 2 + 32];
+        tokio::time::timeout(timeout, stream.read_exact(&mut answer))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no proof of the secret"))??;
+        let (group, proof) = answer.split_at(2);
+        let group = be_u16(group);
+        let good = bool::from(self.proof(&challenge, self.me, group).ct_eq(proof));
+        let verdict = match (good, serves(group)) {
+            (false, _) => REFUSED,
+            (true, false) => NO_SUCH_GROUP,
+            (true, true) => ACCEPTED,
+        };
+        stream.write_all(&[verdict]).await?;
         stream.flush().await?;
-        if !good {
+        if verdict == REFUSED {
             return Ok(None);
+        }
+        if verdict == NO_SUCH_GROUP {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("a peer asked for partition {group}, which this node does not run now"),
+            ));
         }
         let theirs: ConfigDigest = tokio::time::timeout(timeout, self.receive(&mut stream))
             .await
@@ -366,7 +418,7 @@ impl Link {
                 ),
             ));
         }
-        Ok(Some(stream))
+        Ok(Some((stream, group)))
     }
 
     pub(crate) async fn send<T: Serialize>(
@@ -556,12 +608,12 @@ mod handshake_tests {
         let accepted = tokio::spawn(async move {
             let (tcp, _) = listener.accept().await.unwrap();
             let first = acceptor
-                .accept(tcp, Duration::from_secs(5))
+                .accept(tcp, Duration::from_secs(5), |_| true)
                 .await
                 .map(|s| s.is_some());
             let (tcp, _) = listener.accept().await.unwrap();
             let second = acceptor
-                .accept(tcp, Duration::from_secs(5))
+                .accept(tcp, Duration::from_secs(5), |_| true)
                 .await
                 .map(|s| s.is_some());
             (first.unwrap(), second.map_err(|e| e.to_string()))
@@ -592,6 +644,45 @@ mod handshake_tests {
     }
 
     #[tokio::test]
+    async fn a_connection_reaches_the_group_it_names_and_one_not_run_is_refused_by_name() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let acceptor = link(2, Vec::new());
+        let accepted = tokio::spawn(async move {
+            let mut groups = Vec::new();
+            for _ in 0..2 {
+                let (tcp, _) = listener.accept().await.unwrap();
+                groups.push(
+                    acceptor
+                        .accept(tcp, Duration::from_secs(5), |group| group == 1)
+                        .await
+                        .map(|s| s.map(|(_, group)| group))
+                        .map_err(|e| e.to_string()),
+                );
+            }
+            groups
+        });
+        let connector = link(1, Vec::new());
+        connector
+            .for_group(1)
+            .connect(&addr, 2, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let refused = connector
+            .for_group(2)
+            .connect(&addr, 2, Duration::from_secs(5))
+            .await
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(refused.contains("runs no partition 2"), "{refused}");
+        let groups = accepted.await.unwrap();
+        assert_eq!(groups[0], Ok(Some(1)));
+        let logged = groups[1].clone().unwrap_err();
+        assert!(logged.contains("partition 2"), "{logged}");
+    }
+
+    #[tokio::test]
     async fn a_node_of_another_protocol_version_is_refused_by_name_on_both_sides() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
@@ -599,7 +690,7 @@ mod handshake_tests {
         let accepted = tokio::spawn(async move {
             let (tcp, _) = listener.accept().await.unwrap();
             acceptor
-                .accept(tcp, Duration::from_secs(5))
+                .accept(tcp, Duration::from_secs(5), |_| true)
                 .await
                 .map(|s| s.is_some())
                 .map_err(|e| e.to_string())

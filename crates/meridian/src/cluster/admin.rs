@@ -20,59 +20,132 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 use clap::Args;
+use meridian_model::Schema;
+use meridian_model::dn::Dn;
 use meridian_proto::extended::oid::CLUSTER_ADMIN;
 use meridian_proto::message::{LdapMessage, ProtocolOp};
 use meridian_proto::{DecodeLimits, ExtendedRequest, ResultCode};
 use meridian_replication::ReadRefused;
-use meridian_replication::{AdminCommand, AdminError, ClusterNode};
+use meridian_replication::{AdminCommand, AdminError};
 use meridian_server::{ClusterAnswer, ClusterHooks, ReadWait};
+
+use super::{Partition, Partitions};
 use tokio::io::AsyncWriteExt as _;
 
-/// A command's text form: the request value of the extended operation.
-pub(crate) fn render(command: &AdminCommand) -> String {
-    match command {
+/// A command and the partition it is for (`None`: every partition).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Addressed {
+    pub(crate) command: AdminCommand,
+    /// The suffix of the partition (naming context) whose Raft group
+    /// carries the command out.
+    pub(crate) partition: Option<String>,
+}
+
+/// A command's text form: the request value of the extended operation;
+/// a partition's suffix, when named, follows the command's own words.
+pub(crate) fn render(addressed: &Addressed) -> String {
+    let command = match &addressed.command {
         AdminCommand::Status => "status".into(),
         AdminCommand::AddLearner { id, peer, ldap } => format!("add-learner {id} {peer} {ldap}"),
         AdminCommand::Promote { id } => format!("promote {id}"),
         AdminCommand::Remove { id } => format!("remove {id}"),
         AdminCommand::TransferLeader { id } => format!("transfer-leader {id}"),
+    };
+    match &addressed.partition {
+        Some(suffix) => format!("{command} {suffix}"),
+        None => command,
     }
 }
 
-const USAGE: &str =
-    "status | add-learner ID PEER-ADDRESS LDAP-URL | promote ID | remove ID | transfer-leader ID";
+const USAGE: &str = "status | add-learner ID PEER-ADDRESS LDAP-URL | promote ID | remove ID | transfer-leader ID, each followed by a partition's suffix or nothing (every partition)";
 
 /// Reads a command's text form.
-pub(crate) fn parse(text: &str) -> Result<AdminCommand, String> {
+pub(crate) fn parse(text: &str) -> Result<Addressed, String> {
     let words: Vec<&str> = text.split_whitespace().collect();
     let id = |word: &str| -> Result<u64, String> {
         word.parse()
             .map_err(|_| format!("{word:?} is not a node ID (a number)"))
     };
-    match words.as_slice() {
-        ["status"] => Ok(AdminCommand::Status),
-        ["add-learner", node, peer, ldap] => Ok(AdminCommand::AddLearner {
-            id: id(node)?,
-            peer: (*peer).to_owned(),
-            ldap: (*ldap).to_owned(),
-        }),
-        ["promote", node] => Ok(AdminCommand::Promote { id: id(node)? }),
-        ["remove", node] => Ok(AdminCommand::Remove { id: id(node)? }),
-        ["transfer-leader", node] => Ok(AdminCommand::TransferLeader { id: id(node)? }),
-        _ => Err(format!(
-            "{text:?} is not a cluster command; the value is one of: {USAGE}"
-        )),
-    }
+    let (command, rest) = match words.as_slice() {
+        ["status", rest @ ..] => (AdminCommand::Status, rest),
+        ["add-learner", node, peer, ldap, rest @ ..] => (
+            AdminCommand::AddLearner {
+                id: id(node)?,
+                peer: (*peer).to_owned(),
+                ldap: (*ldap).to_owned(),
+            },
+            rest,
+        ),
+        ["promote", node, rest @ ..] => (AdminCommand::Promote { id: id(node)? }, rest),
+        ["remove", node, rest @ ..] => (AdminCommand::Remove { id: id(node)? }, rest),
+        ["transfer-leader", node, rest @ ..] => {
+            (AdminCommand::TransferLeader { id: id(node)? }, rest)
+        }
+        _ => {
+            return Err(format!(
+                "{text:?} is not a cluster command; the value is one of: {USAGE}"
+            ));
+        }
+    };
+    // A suffix may hold spaces (`o=Example Corp`): the rest, as written.
+    let partition = (!rest.is_empty()).then(|| rest.join(" "));
+    Ok(Addressed { command, partition })
 }
 
 /// The server's hooks: requests carried out, and reads gated, by this
-/// node.
+/// node's Raft groups.
 pub(crate) struct NodeAdmin {
-    pub(crate) node: Arc<ClusterNode>,
+    pub(crate) partitions: Partitions,
+    /// To read a partition named in a command as a DN.
+    pub(crate) schema: Arc<Schema>,
     /// `cluster.conflicts = "first-wins"`: a matter for the server's
     /// write path, not for replication, which applies whatever the log
     /// holds.
     pub(crate) first_wins: bool,
+}
+
+impl NodeAdmin {
+    /// The partitions `addressed` names: the one of its suffix, or all.
+    fn addressed(&self, addressed: &Addressed) -> Result<Vec<&Partition>, String> {
+        let Some(text) = &addressed.partition else {
+            return Ok(self.partitions.iter().collect());
+        };
+        let dn = Dn::parse(text.as_bytes(), &self.schema)
+            .map_err(|e| format!("{text:?} is not a DN: {e}"))?;
+        let found = self.partitions.iter().find(|p| p.dn.same_entry(&dn));
+        let known: Vec<&str> = self.partitions.iter().map(|p| p.suffix.as_str()).collect();
+        found.map(|p| vec![p]).ok_or_else(|| {
+            format!(
+                "{text:?} is not a partition of this cluster; they are: {}",
+                known.join("; ")
+            )
+        })
+    }
+}
+
+/// Carries `command` out in each of `partitions` in turn, stopping at the
+/// first refusal; the answers are headed by their partition's suffix
+/// when the cluster has several.
+async fn administer_each(
+    partitions: Vec<Partition>,
+    several: bool,
+    command: AdminCommand,
+) -> Result<String, (String, AdminError)> {
+    let mut answer = String::new();
+    for partition in partitions {
+        match partition.node.administer(command.clone()).await {
+            Ok(text) if several => {
+                answer.push_str(&format!("partition: {}\n{text}", partition.suffix));
+                if !answer.ends_with('\n') {
+                    answer.push('\n');
+                }
+            }
+            Ok(text) => answer.push_str(&text),
+            Err(e) if several => return Err((format!("partition {}: ", partition.suffix), e)),
+            Err(e) => return Err((String::new(), e)),
+        }
+    }
+    Ok(answer)
 }
 
 impl ClusterHooks for NodeAdmin {
@@ -80,25 +153,34 @@ impl ClusterHooks for NodeAdmin {
         &self,
         request: &[u8],
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ClusterAnswer> + Send>> {
-        let node = Arc::clone(&self.node);
-        let command = std::str::from_utf8(request)
+        let protocol_error = |message| ClusterAnswer {
+            code: ResultCode::PROTOCOL_ERROR,
+            message,
+            value: None,
+        };
+        let addressed = std::str::from_utf8(request)
             .map_err(|_| "the request value is not UTF-8 text".to_owned())
             .and_then(parse);
+        let addressed = match addressed {
+            Ok(addressed) => addressed,
+            Err(message) => return Box::pin(std::future::ready(protocol_error(message))),
+        };
+        let partitions = match self.addressed(&addressed) {
+            Ok(partitions) => partitions.into_iter().cloned().collect(),
+            Err(message) => {
+                return Box::pin(std::future::ready(ClusterAnswer {
+                    code: ResultCode::NO_SUCH_OBJECT,
+                    message,
+                    value: None,
+                }));
+            }
+        };
+        let several = self.partitions.len() > 1;
         Box::pin(async move {
-            let command = match command {
-                Ok(command) => command,
-                Err(message) => {
-                    return ClusterAnswer {
-                        code: ResultCode::PROTOCOL_ERROR,
-                        message,
-                        value: None,
-                    };
-                }
-            };
-            let what = render(&command);
-            match node.administer(command).await {
+            let what = render(&addressed);
+            match administer_each(partitions, several, addressed.command).await {
                 Ok(text) => {
-                    if what != "status" {
+                    if !what.starts_with("status") {
                         tracing::info!(command = %what, "cluster: {}", text.trim_end());
                     }
                     ClusterAnswer {
@@ -107,15 +189,15 @@ impl ClusterHooks for NodeAdmin {
                         value: Some(text.into_bytes()),
                     }
                 }
-                Err(e) => {
+                Err((which, e)) => {
                     let code = match e {
                         AdminError::Refused(_) => ResultCode::UNWILLING_TO_PERFORM,
                         AdminError::Unavailable(_) => ResultCode::UNAVAILABLE,
                     };
-                    tracing::warn!(command = %what, "cluster: {e}");
+                    tracing::warn!(command = %what, "cluster: {which}{e}");
                     ClusterAnswer {
                         code,
-                        message: format!("{what}: {e}"),
+                        message: format!("{what}: {which}{e}"),
                         value: None,
                     }
                 }
@@ -127,6 +209,9 @@ impl ClusterHooks for NodeAdmin {
         self.first_wins
     }
 
+    /// Every partition's wait: a search may span naming contexts, and
+    /// under `cluster.reads = "linearizable"` it must see every write
+    /// acknowledged before it began, in any of them.
     fn before_read(&self) -> Result<Option<ReadWait>, ClusterAnswer> {
         let refusal = |refused: ReadRefused| {
             let code = match refused {
@@ -139,11 +224,25 @@ impl ClusterHooks for NodeAdmin {
                 value: None,
             }
         };
-        match self.node.before_read() {
-            Ok(None) => Ok(None),
-            Ok(Some(wait)) => Ok(Some(Box::pin(async move { wait.await.map_err(refusal) }))),
-            Err(refused) => Err(refusal(refused)),
+        let mut waits = Vec::new();
+        for partition in self.partitions.iter() {
+            match partition.node.before_read() {
+                Ok(None) => {}
+                Ok(Some(wait)) => waits.push(wait),
+                Err(refused) => return Err(refusal(refused)),
+            }
         }
+        if waits.is_empty() {
+            return Ok(None);
+        }
+        // Each partition's round is under way already: waiting for them
+        // one after the other takes as long as the slowest.
+        Ok(Some(Box::pin(async move {
+            for wait in waits {
+                wait.await.map_err(refusal)?;
+            }
+            Ok(())
+        })))
     }
 }
 
@@ -164,6 +263,10 @@ pub(crate) struct Target {
     /// certificate must be signed by.
     #[arg(long, value_name = "FILE")]
     tls_ca_file: Option<std::path::PathBuf>,
+    /// The partition (a naming context's suffix) whose Raft group carries
+    /// the command out; without it, every partition does, in turn.
+    #[arg(long, value_name = "SUFFIX")]
+    partition: Option<String>,
     /// How long to wait for the answer, in seconds (a membership change
     /// waits for the leader to commit it).
     #[arg(long, default_value_t = 60)]
@@ -212,7 +315,10 @@ async fn ask(target: &Target, password: &str, command: &AdminCommand) -> anyhow:
     };
     let mut conn = meridian_bench::wire::connect(endpoint.address, tls.as_ref(), timeout).await?;
     meridian_bench::wire::bind(&mut conn, &target.bind_dn, password, MAX_PDU).await?;
-    let text = render(command);
+    let text = render(&Addressed {
+        command: command.clone(),
+        partition: target.partition.clone(),
+    });
     let mut request = Vec::new();
     LdapMessage {
         message_id: 2,
@@ -269,7 +375,13 @@ mod tests {
             AdminCommand::TransferLeader { id: 2 },
         ];
         for command in commands {
-            assert_eq!(parse(&render(&command)), Ok(command));
+            for partition in [None, Some("o=Example Corp,c=US".to_owned())] {
+                let addressed = Addressed {
+                    command: command.clone(),
+                    partition,
+                };
+                assert_eq!(parse(&render(&addressed)), Ok(addressed));
+            }
         }
     }
 

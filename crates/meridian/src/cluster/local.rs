@@ -61,6 +61,11 @@ pub(crate) struct LocalArgs {
     /// lead (e.g. the site a run's leader should be at); 0: none.
     #[arg(long, default_value_t = 0)]
     preferred_leader: u16,
+    /// Another naming context, a partition with its own Raft group, and
+    /// the voter that should lead it: `SUFFIX=ID` (e.g.
+    /// `ou=Frankfurt,dc=example,dc=com=2`; ID 0: none); repeatable.
+    #[arg(long = "partition", value_name = "SUFFIX=ID")]
+    partitions: Vec<String>,
     /// Any other `[cluster]` key of every node, as `KEY=VALUE` in TOML
     /// (e.g. `batches_in_flight=1`); repeatable.
     #[arg(long = "cluster-key", value_name = "KEY=VALUE")]
@@ -135,6 +140,9 @@ impl Layout {
         writeln!(text, "[directory]\nsuffix = {:?}", args.suffix)?;
         writeln!(text, "admin_dn = {:?}", format!("cn=admin,{}", args.suffix))?;
         writeln!(text, "data_dir = {:?}", dir.display().to_string())?;
+        let partitions = partitions(args)?;
+        let suffixes: Vec<&str> = partitions.iter().map(|(suffix, _)| *suffix).collect();
+        writeln!(text, "additional_suffixes = {suffixes:?}")?;
         writeln!(text, "[cluster]\nnode_id = {id}\nsecret = {secret:?}")?;
         writeln!(text, "peer_listen = \"{peer}\"")?;
         writeln!(text, "conflicts = {:?}", args.conflicts)?;
@@ -145,6 +153,12 @@ impl Layout {
             };
             writeln!(text, "{} = {}", name.trim(), value.trim())?;
         }
+        let leaders: Vec<String> = partitions
+            .iter()
+            .filter(|(_, leader)| *leader != 0)
+            .map(|(suffix, leader)| format!("{suffix:?} = {leader}"))
+            .collect();
+        writeln!(text, "preferred_leaders = {{ {} }}", leaders.join(", "))?;
         let timing = self
             .wan
             .as_ref()
@@ -166,6 +180,22 @@ impl Layout {
         }
         Ok(text)
     }
+}
+
+/// `--partition`'s suffixes and preferred leaders. The suffix is what
+/// comes before the last `=` (a DN has `=` of its own).
+fn partitions(args: &LocalArgs) -> anyhow::Result<Vec<(&str, u16)>> {
+    args.partitions
+        .iter()
+        .map(|given| {
+            let parsed = given
+                .rsplit_once('=')
+                .and_then(|(suffix, id)| Some((suffix.trim(), id.trim().parse().ok()?)));
+            parsed.ok_or_else(|| {
+                anyhow::anyhow!("--partition {given:?} is not SUFFIX=ID (ID a node, or 0)")
+            })
+        })
+        .collect()
 }
 
 /// Heartbeat and election timeout (ms) for a longest round trip of

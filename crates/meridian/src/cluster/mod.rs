@@ -6,26 +6,34 @@ mod local;
 
 pub(crate) use admin::NodeAdmin;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 
 use meridian_config::{Ack, Config, FollowerWrites, Reads};
-use meridian_replication::{AdminCommand, ClusterNode, Member, Options};
+use meridian_model::dn::Dn;
+use meridian_replication::{AdminCommand, ClusterNode, Member, Options, PeerHub};
 use meridian_store::Store;
 use meridian_store::replicated::Proposals;
 
-/// What applying the log depends on in `config`: the naming context,
+use crate::setup::Setup;
+
+/// What applying the log depends on in `config`: the naming contexts
+/// (each a partition, its Raft group numbered by its place in the list),
 /// the indexes (their keys are written by apply), and the schema files
 /// (entries are checked by apply). Every node must agree.
 fn config_digest(config: &Config) -> anyhow::Result<meridian_replication::ConfigDigest> {
     use sha2::{Digest as _, Sha256};
     let hash = |bytes: &[u8]| -> [u8; 32] { Sha256::digest(bytes).into() };
-    let suffix = config
+    let loose = |dn: &str| dn.to_ascii_lowercase().replace(' ', "");
+    let suffix = loose(&config.directory.suffix);
+    let more: Vec<String> = config
         .directory
-        .suffix
-        .to_ascii_lowercase()
-        .replace(' ', "");
+        .additional_suffixes
+        .iter()
+        .map(|s| loose(s))
+        .collect();
     let indexes = format!("{:?}", config.storage.indexes);
     let mut schema = Vec::new();
     for file in &config.directory.schema_files {
@@ -36,6 +44,10 @@ fn config_digest(config: &Config) -> anyhow::Result<meridian_replication::Config
     }
     Ok(vec![
         ("directory.suffix".into(), hash(suffix.as_bytes())),
+        (
+            "directory.additional_suffixes".into(),
+            hash(more.join("\0").as_bytes()),
+        ),
         ("storage.indexes".into(), hash(indexes.as_bytes())),
         ("directory.schema_files".into(), hash(&schema)),
     ])
@@ -104,13 +116,64 @@ pub(crate) fn options(config: &Config) -> anyhow::Result<Options> {
     })
 }
 
-/// Starts this node of the cluster over `store`.
-pub(crate) async fn start_node(
-    config: &Config,
-    store: Store,
-    proposals: Proposals,
-) -> anyhow::Result<ClusterNode> {
-    Ok(ClusterNode::start(store, proposals, options(config)?).await?)
+/// One partition of the cluster on this node: a naming context and the
+/// Raft group that orders its writes.
+#[derive(Clone)]
+pub(crate) struct Partition {
+    /// Its suffix, as configured.
+    pub(crate) suffix: String,
+    pub(crate) dn: Dn,
+    pub(crate) node: Arc<ClusterNode>,
+}
+
+/// This node's partitions, `directory.suffix`'s first.
+pub(crate) type Partitions = Arc<Vec<Partition>>;
+
+/// Starts this node's Raft group of every naming context over its store
+/// (`stores` in the order of [`Setup::suffixes`]), all on one peer
+/// listener. Each group keeps its own log (`Setup::raft_dir_of`) and may
+/// prefer its own leader (`cluster.preferred_leaders`), so each partition
+/// is written at its own site.
+pub(crate) async fn start_partitions(
+    setup: &Setup,
+    stores: Vec<(Store, Proposals)>,
+) -> anyhow::Result<Partitions> {
+    let base = options(&setup.config)?;
+    let hub = PeerHub::bind(&base).await?;
+    let mut partitions = Vec::new();
+    for (group, ((store, proposals), suffix)) in
+        stores.into_iter().zip(setup.suffixes()).enumerate()
+    {
+        let mut options = base.clone();
+        options.dir = setup.raft_dir_of(suffix);
+        if group > 0 {
+            options.preferred_leader = preferred_leader_of(setup, suffix)?;
+        }
+        let number = u16::try_from(group).context("more than 65,536 naming contexts")?;
+        let node = ClusterNode::start_in(&hub, number, store, proposals, options)
+            .await
+            .with_context(|| format!("starting the partition of {}", suffix.original()))?;
+        partitions.push(Partition {
+            suffix: suffix.original().to_owned(),
+            dn: suffix.clone(),
+            node: Arc::new(node),
+        });
+    }
+    Ok(Arc::new(partitions))
+}
+
+/// `cluster.preferred_leaders`' voter for the partition of `suffix` (not
+/// the first), matched as DNs.
+fn preferred_leader_of(setup: &Setup, suffix: &Dn) -> anyhow::Result<Option<u64>> {
+    for (text, id) in &setup.config.cluster.preferred_leaders {
+        let dn = Dn::parse(text.as_bytes(), &setup.schema).map_err(|e| {
+            anyhow::anyhow!("config key `cluster.preferred_leaders`: {text:?}: {e}")
+        })?;
+        if dn.same_entry(suffix) {
+            return Ok(Some(*id));
+        }
+    }
+    Ok(None)
 }
 
 /// `meridian cluster`.
@@ -196,12 +259,17 @@ pub(crate) fn run(args: ClusterArgs) -> anyhow::Result<()> {
     admin::run(&target, &command)
 }
 
-/// A node's status in the root DSE.
-pub(crate) struct StatusAttributes(pub(crate) std::sync::Arc<ClusterNode>);
+/// A node's status in the root DSE: the first partition's in the
+/// single-valued types, and one `meridianClusterPartition` value per
+/// partition when there are several.
+pub(crate) struct StatusAttributes(pub(crate) Partitions);
 
 impl meridian_server::LiveAttributes for StatusAttributes {
     fn attributes(&self) -> Vec<(&'static str, Vec<String>)> {
-        let status = self.0.status();
+        let Some(first) = self.0.first() else {
+            return Vec::new();
+        };
+        let status = first.node.status();
         let mut attrs = vec![
             ("meridianClusterNodeId", vec![status.node_id.to_string()]),
             ("meridianClusterRole", vec![status.role.to_owned()]),
@@ -235,6 +303,23 @@ impl meridian_server::LiveAttributes for StatusAttributes {
             .collect();
         if !replicas.is_empty() {
             attrs.push(("meridianClusterReplica", replicas));
+        }
+        if self.0.len() > 1 {
+            let partitions = self
+                .0
+                .iter()
+                .map(|partition| {
+                    let status = partition.node.status();
+                    let leader = status
+                        .leader
+                        .map_or_else(|| "none".to_owned(), |id| id.to_string());
+                    format!(
+                        "{} role={} leader={leader} term={} applied={}",
+                        partition.suffix, status.role, status.term, status.applied
+                    )
+                })
+                .collect();
+            attrs.push(("meridianClusterPartition", partitions));
         }
         attrs
     }

@@ -152,7 +152,13 @@ impl Cluster {
         learners: usize,
         extra: impl Fn(usize, &std::path::Path) -> String,
     ) -> Cluster {
-        Cluster::start_layout(voters, learners, 0, extra)
+        Cluster::start_layout(voters, learners, 0, "", extra)
+    }
+
+    /// Starts `n` voters whose `[directory]` gets `directory` (more
+    /// naming contexts: partitions) and whose `[cluster]` gets `extra`.
+    pub fn start_partitioned(n: usize, directory: &str, extra: &str) -> Cluster {
+        Cluster::start_layout(n, 0, 0, directory, |_, _| extra.to_owned())
     }
 
     /// Starts `voters` voting nodes and `spares` nodes after them that
@@ -161,7 +167,7 @@ impl Cluster {
     /// the cluster runs (`meridian cluster add-learner`). The voters
     /// reach a spare at its real peer address (`peer_address`).
     pub fn start_with_spares(voters: usize, spares: usize) -> Cluster {
-        Cluster::start_layout(voters, 0, spares, |_, _| String::new())
+        Cluster::start_layout(voters, 0, spares, "", |_, _| String::new())
     }
 
     /// Where node `id` listens for peers (its real address, no proxy).
@@ -173,6 +179,7 @@ impl Cluster {
         voters: usize,
         learners: usize,
         spares: usize,
+        directory: &str,
         extra: impl Fn(usize, &std::path::Path) -> String,
     ) -> Cluster {
         let n = voters + learners + spares;
@@ -195,7 +202,7 @@ impl Cluster {
             std::fs::create_dir_all(&dir).unwrap();
             let extra = extra(id, &dir);
             let mut config = format!(
-                "[server]\nlisten = \"127.0.0.1:{}\"\n[directory]\ndata_dir = {:?}\n[cluster]\nnode_id = {id}\nsecret = {SECRET:?}\npeer_listen = \"127.0.0.1:{}\"\n{extra}\n",
+                "[server]\nlisten = \"127.0.0.1:{}\"\n[directory]\ndata_dir = {:?}\n{directory}\n[cluster]\nnode_id = {id}\nsecret = {SECRET:?}\npeer_listen = \"127.0.0.1:{}\"\n{extra}\n",
                 ldap[id - 1],
                 dir.display().to_string(),
                 peer[id - 1]
@@ -420,11 +427,12 @@ pub fn root_dse_value(addr: SocketAddr, attribute: &str) -> Option<String> {
 
 /// The values of `attributes` in the root DSE, as (name, value) pairs;
 /// `None` if the node does not answer.
-fn root_dse_values(addr: SocketAddr, attributes: &[&str]) -> Option<Vec<(String, String)>> {
+pub fn root_dse_values(addr: SocketAddr, attributes: &[&str]) -> Option<Vec<(String, String)>> {
     // A paused node accepts the connection and never answers: the
     // whole search is bounded, not only the connect.
     let out = Command::new("timeout")
-        .args(["3", "ldapsearch", "-x", "-LLL", "-o", "nettimeout=2", "-H"])
+        .args(["3", "ldapsearch", "-x", "-LLL", "-o", "nettimeout=2"])
+        .args(["-o", "ldif-wrap=no", "-H"])
         .arg(format!("ldap://{addr}"))
         .args(["-b", "", "-s", "base"])
         .args(attributes)
