@@ -174,6 +174,8 @@ def main():
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--kill-at", type=int, default=12, help="seconds into the run; 0: no kill")
     parser.add_argument("--preferred-leader", type=int, default=1)
+    parser.add_argument("--cluster-key", action="append", default=[], metavar="KEY=VALUE",
+                        help="another [cluster] key of every node (cluster local --cluster-key)")
     parser.add_argument("--partitioned", action="store_true",
                         help="a partition per site, led there; each site writes its own")
     parser.add_argument("--out", default="seed000-run")
@@ -202,7 +204,8 @@ def main():
     cluster = subprocess.Popen(
         [exe, "cluster", "local", "--topology", topology, "--data-dir", cluster_dir,
          "--conflicts", args.conflicts, "--preferred-leader", str(args.preferred_leader)]
-        + [arg for suffix, node in partitions for arg in ("--partition", f"{suffix}={node}")],
+        + [arg for suffix, node in partitions for arg in ("--partition", f"{suffix}={node}")]
+        + [arg for key in args.cluster_key for arg in ("--cluster-key", key)],
         stdout=subprocess.PIPE, stderr=log, text=True, env=env, start_new_session=True)
     sites, ports = [], []
     try:
