@@ -10,8 +10,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 mod cluster;
+mod groups;
 mod validate;
 pub use cluster::{Ack, ClusterConfig, ClusterNodeConfig, Conflicts, FollowerWrites, Reads};
+pub use groups::GroupsConfig;
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +66,8 @@ pub struct Config {
     pub access: Vec<AccessRuleConfig>,
     /// `[cluster]`: replication; off unless `cluster.nodes` lists nodes.
     pub cluster: ClusterConfig,
+    /// `[groups]`: memberOf, referential integrity, unique attributes.
+    pub groups: GroupsConfig,
 }
 
 /// One `[[access]]` rule.
@@ -180,6 +184,18 @@ impl Default for StorageConfig {
         indexes.insert("cn".to_owned(), vec![IndexKind::Eq, IndexKind::Sub]);
         indexes.insert("mail".to_owned(), vec![IndexKind::Eq]);
         indexes.insert("entryUUID".to_owned(), vec![IndexKind::Eq]);
+        // What `[groups]` looks entries up by: a group's members, a
+        // member's groups, and the references that follow an entry.
+        for name in [
+            "member",
+            "uniqueMember",
+            "memberOf",
+            "manager",
+            "secretary",
+            "seeAlso",
+        ] {
+            indexes.insert(name.to_owned(), vec![IndexKind::Eq]);
+        }
         StorageConfig {
             backend: Backend::Mdb,
             durability: Durability::Durable,

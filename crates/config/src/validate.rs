@@ -14,6 +14,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.cluster.validate()?;
         self.check_partitions()?;
+        self.groups.validate()?;
         self.check_server()?;
         self.check_ranges()?;
         self.check_directory()?;

@@ -33,6 +33,7 @@ fn store(schema: &Arc<Schema>) -> Store {
                 ..StorageConfig::default()
             },
             suffixes: vec![Dn::parse(b"dc=example,dc=com", schema).unwrap()],
+            groups: meridian_config::GroupsConfig::default(),
         },
         Arc::clone(schema),
     )

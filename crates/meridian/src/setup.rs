@@ -290,6 +290,7 @@ impl Setup {
             path: self.store_path_of(suffix),
             storage: self.config.storage.clone(),
             suffixes: vec![suffix.clone()],
+            groups: self.config.groups.clone(),
         }
     }
 

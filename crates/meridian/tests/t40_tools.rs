@@ -47,6 +47,7 @@ fn data_with_people(people: usize) -> std::path::PathBuf {
                 path: dir.join("db"),
                 storage: StorageConfig::default(),
                 suffixes: vec![Dn::parse(b"dc=example,dc=com", &schema).unwrap()],
+                groups: meridian_config::GroupsConfig::default(),
             },
             Arc::clone(&schema),
         )

@@ -39,6 +39,7 @@ impl StoreBuilder<Meridian, LogStore, StateMachine, TempDir> for Builder {
                 path: dir.join("db"),
                 storage: StorageConfig::default(),
                 suffixes: vec![Dn::parse(b"dc=example,dc=com", &schema).unwrap()],
+                groups: meridian_config::GroupsConfig::default(),
             },
             schema,
         )

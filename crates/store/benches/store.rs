@@ -137,6 +137,7 @@ fn bench(c: &mut Criterion) {
                 ..StorageConfig::default()
             },
             suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+            groups: meridian_config::GroupsConfig::default(),
         },
         Arc::clone(&schema),
     )

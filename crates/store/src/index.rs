@@ -218,6 +218,23 @@ impl Indexes {
             && (self.all_built.load(Ordering::Acquire) || !self.unbuilt().contains(&(attr, kind)))
     }
 
+    /// The key prefix under which the equality index lists the entries
+    /// whose `attr` has a value equal to `value`: `None` when `attr` has
+    /// no built equality index, or `value` no key.
+    pub(crate) fn eq_prefix_of(
+        &self,
+        attr: AttrId,
+        value: &[u8],
+        schema: &Schema,
+    ) -> Option<Vec<u8>> {
+        if !self.has(attr, IndexKind::Eq) {
+            return None;
+        }
+        let spec = self.get(attr)?;
+        let key = spec.rules.eq?.key_cow(value, schema)?;
+        Some(keys::eq_prefix(&spec.oid, &key))
+    }
+
     /// All index key prefixes of `entry` (IDs not yet appended).
     pub fn entry_keys(&self, entry: &Entry, schema: &Schema) -> BTreeSet<Vec<u8>> {
         let mut out = BTreeSet::new();

@@ -19,6 +19,7 @@ pub mod digest;
 mod dn_ids;
 mod error;
 pub mod index;
+mod integrity;
 mod journal;
 pub mod keys;
 mod lock;
@@ -157,6 +158,8 @@ pub(crate) struct Inner {
     pub(crate) schema: Arc<Schema>,
     pub(crate) indexes: index::Indexes,
     pub(crate) suffixes: Vec<Dn>,
+    /// `[groups]`, resolved (`integrity.rs`).
+    pub(crate) integrity: integrity::Integrity,
     pub(crate) max_batch: usize,
     /// Entry IDs of DNs modified before (`apply/modify/dn_ids.rs`): the writer's
     /// alone, taken for each transaction it tries.
@@ -206,6 +209,9 @@ pub struct StoreOptions {
     pub storage: StorageConfig,
     /// Naming contexts: entries that may be added without a parent.
     pub suffixes: Vec<Dn>,
+    /// What applying keeps true between entries (`[groups]`): memberOf,
+    /// references that follow their entry, unique values.
+    pub groups: meridian_config::GroupsConfig,
 }
 
 /// A submitted command's result, once committed.
@@ -472,6 +478,7 @@ impl Store {
         let read_only = mode == Mode::ReadOnly;
         let st = &options.storage;
         let indexes = index::Indexes::new(&st.indexes, &schema).map_err(StoreError::Config)?;
+        let integrity = integrity::Integrity::new(&options.groups, &schema)?;
         let (path, memory) = match st.backend {
             Backend::Mdb => (options.path.clone(), None),
             Backend::Memory => {
@@ -561,6 +568,7 @@ impl Store {
             schema,
             indexes,
             suffixes: options.suffixes,
+            integrity,
             max_batch: st.max_batch,
             dn_ids: Mutex::new(apply::DnIds::new(st.dn_cache_entries)),
             read_dn_ids: dn_ids::SharedDnIds::new(st.dn_cache_entries),

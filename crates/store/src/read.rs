@@ -772,6 +772,7 @@ mod tests {
                     ..StorageConfig::default()
                 },
                 suffixes: vec![Dn::parse(b"dc=example,dc=com", &schema).unwrap()],
+                groups: meridian_config::GroupsConfig::default(),
             },
             Arc::clone(&schema),
         )

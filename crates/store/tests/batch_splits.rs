@@ -181,6 +181,7 @@ fn open(tag: &str, split: Split) -> (Arc<Schema>, PathBuf, Store) {
             path: dir.clone(),
             storage,
             suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+            groups: meridian_config::GroupsConfig::default(),
         },
         Arc::clone(&schema),
     )

@@ -64,6 +64,7 @@ impl Fixture {
                 path: dir.clone(),
                 storage,
                 suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+                groups: meridian_config::GroupsConfig::default(),
             },
             Arc::clone(&schema),
         )
@@ -1347,6 +1348,7 @@ fn a_read_only_store_reads_and_refuses_writes() {
             path: dir.clone(),
             storage: StorageConfig::default(),
             suffixes: vec![],
+            groups: meridian_config::GroupsConfig::default(),
         },
         Arc::clone(&schema),
     )
@@ -1360,6 +1362,7 @@ fn a_read_only_store_reads_and_refuses_writes() {
             path: dir.join("nothing-here"),
             storage: StorageConfig::default(),
             suffixes: vec![],
+            groups: meridian_config::GroupsConfig::default(),
         },
         schema,
     );

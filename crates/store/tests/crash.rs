@@ -62,6 +62,7 @@ fn open(dir: &Path, schema: &Arc<Schema>, mode: Durability) -> Store {
             path: dir.to_path_buf(),
             storage: storage(mode),
             suffixes: vec![Dn::parse(SUFFIX.as_bytes(), schema).unwrap()],
+            groups: meridian_config::GroupsConfig::default(),
         },
         Arc::clone(schema),
     )

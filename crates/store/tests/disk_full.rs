@@ -59,6 +59,7 @@ fn fills_the_disk(tag: &str, durability: Durability) {
                 ..StorageConfig::default()
             },
             suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+            groups: meridian_config::GroupsConfig::default(),
         },
         Arc::clone(&schema),
     )
@@ -150,6 +151,7 @@ fn a_full_journal_refuses_writes_that_then_never_appear() {
                     ..StorageConfig::default()
                 },
                 suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+                groups: meridian_config::GroupsConfig::default(),
             },
             Arc::clone(&schema),
         )
@@ -248,6 +250,7 @@ fn checkpoints_while_the_journal_fills_lose_nothing_and_a_full_disk_still_starts
                     ..StorageConfig::default()
                 },
                 suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+                groups: meridian_config::GroupsConfig::default(),
             },
             Arc::clone(&schema),
         )

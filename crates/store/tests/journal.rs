@@ -41,6 +41,7 @@ fn open(dir: &Path, schema: &Arc<Schema>, durability: Durability) -> Store {
                 ..StorageConfig::default()
             },
             suffixes: vec![Dn::parse(SUFFIX.as_bytes(), schema).unwrap()],
+            groups: meridian_config::GroupsConfig::default(),
         },
         Arc::clone(schema),
     )
@@ -343,6 +344,7 @@ fn a_journaled_database_has_one_writer() {
                     ..StorageConfig::default()
                 },
                 suffixes: vec![],
+                groups: meridian_config::GroupsConfig::default(),
             },
             Arc::clone(&schema),
         )
@@ -455,6 +457,7 @@ fn a_dropped_index_stays_unbuilt_after_a_machine_crash() {
                 path: dir.clone(),
                 storage,
                 suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+                groups: meridian_config::GroupsConfig::default(),
             },
             Arc::clone(&schema),
         )

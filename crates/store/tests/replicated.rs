@@ -34,6 +34,7 @@ fn open(schema: &Arc<Schema>, path: PathBuf) -> Store {
             path,
             storage: StorageConfig::default(),
             suffixes: vec![Dn::parse(SUFFIX.as_bytes(), schema).unwrap()],
+            groups: meridian_config::GroupsConfig::default(),
         },
         Arc::clone(schema),
     )

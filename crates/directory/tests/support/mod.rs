@@ -47,6 +47,7 @@ pub fn directory_with_storage(
             path: std::env::temp_dir(),
             storage,
             suffixes: vec![Dn::parse(b"dc=example,dc=com", &schema).unwrap()],
+            groups: meridian_config::GroupsConfig::default(),
         },
         Arc::clone(&schema),
     )

@@ -21,8 +21,9 @@ use crate::setup::Setup;
 
 /// What applying the log depends on in `config`: the naming contexts
 /// (each a partition, its Raft group numbered by its place in the list),
-/// the indexes (their keys are written by apply), and the schema files
-/// (entries are checked by apply). Every node must agree.
+/// the indexes (their keys are written by apply), `[groups]` (what apply
+/// keeps true between entries), and the schema files (entries are
+/// checked by apply). Every node must agree.
 fn config_digest(config: &Config) -> anyhow::Result<meridian_replication::ConfigDigest> {
     use sha2::{Digest as _, Sha256};
     let hash = |bytes: &[u8]| -> [u8; 32] { Sha256::digest(bytes).into() };
@@ -49,6 +50,10 @@ fn config_digest(config: &Config) -> anyhow::Result<meridian_replication::Config
             hash(more.join("\0").as_bytes()),
         ),
         ("storage.indexes".into(), hash(indexes.as_bytes())),
+        (
+            "groups".into(),
+            hash(format!("{:?}", config.groups).as_bytes()),
+        ),
         ("directory.schema_files".into(), hash(&schema)),
     ])
 }

@@ -598,6 +598,7 @@ impl Writer1 {
         let result = match &message.op {
             ProtocolOp::ModifyResponse(r)
             | ProtocolOp::AddResponse(r)
+            | ProtocolOp::DelResponse(r)
             | ProtocolOp::CompareResponse(r) => r,
             _ => {
                 self.client = None;
@@ -657,6 +658,23 @@ impl Writer1 {
     /// Replaces `attribute` of `dn` with `value`.
     pub fn replace(&mut self, dn: &str, attribute: &str, value: &str) -> Outcome {
         self.call(|bytes, id| encode_replace(bytes, id, dn, attribute, value))
+    }
+
+    /// Adds (`op` 0) or deletes (1) one value of `attribute` of `dn`.
+    pub fn change_value(&mut self, dn: &str, op: i64, attribute: &str, value: &str) -> Outcome {
+        self.call(|bytes, id| encode_modify(bytes, id, dn, op, attribute, value))
+    }
+
+    /// Deletes `dn`.
+    pub fn delete(&mut self, dn: &str) -> Outcome {
+        self.call(|bytes, id| {
+            LdapMessage {
+                message_id: id,
+                op: ProtocolOp::DelRequest(dn.as_bytes()),
+                controls: meridian_proto::Seq::empty(),
+            }
+            .encode(bytes);
+        })
     }
 
     /// Compares `attribute` of `dn` with `value`: `Refused(6, _)` is
@@ -783,6 +801,19 @@ pub fn encode_base_search(bytes: &mut Vec<u8>, id: i32, dn: &str, attributes: &[
 
 /// A ModifyRequest replacing one attribute with one value.
 pub fn encode_replace(bytes: &mut Vec<u8>, id: i32, dn: &str, attribute: &str, value: &str) {
+    encode_modify(bytes, id, dn, 2, attribute, value);
+}
+
+/// A ModifyRequest of one change (`op`: 0 add, 1 delete, 2 replace) of
+/// one attribute with one value.
+pub fn encode_modify(
+    bytes: &mut Vec<u8>,
+    id: i32,
+    dn: &str,
+    op: i64,
+    attribute: &str,
+    value: &str,
+) {
     let mut w = Writer::new(bytes);
     let message = w.start(Tag::SEQUENCE);
     w.integer(Tag::INTEGER, i64::from(id));
@@ -790,7 +821,7 @@ pub fn encode_replace(bytes: &mut Vec<u8>, id: i32, dn: &str, attribute: &str, v
     w.octets(Tag::OCTET_STRING, dn.as_bytes());
     let changes = w.start(Tag::SEQUENCE);
     let change = w.start(Tag::SEQUENCE);
-    w.integer(Tag::ENUMERATED, 2);
+    w.integer(Tag::ENUMERATED, op);
     let modification = w.start(Tag::SEQUENCE);
     w.octets(Tag::OCTET_STRING, attribute.as_bytes());
     let values = w.start(Tag::SET);

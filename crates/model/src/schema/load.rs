@@ -30,6 +30,11 @@ pub struct SchemaError {
     pub reason: String,
 }
 
+/// Attribute types the server defines and maintains itself, which a
+/// schema file may define again (the file's definition is then passed
+/// over): memberOf (1.2.840.113556.1.2.102).
+const SERVER_KEPT: &[&str] = &["1.2.840.113556.1.2.102"];
+
 impl fmt::Display for SchemaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}: {}", self.source, self.line, self.reason)
@@ -162,6 +167,22 @@ impl Schema {
         }
         let names = d.get("NAME").map(Value::quoted).unwrap_or_default();
         let label = names.first().cloned().unwrap_or_else(|| oid.clone());
+        // A type the server keeps itself (memberOf, `[groups]`) defined
+        // again by a file (Debian's msuser.schema defines memberOf
+        // without NO-USER-MODIFICATION): the server's own stands, as
+        // slapd's memberof overlay keeps its own.
+        if SERVER_KEPT.contains(&oid.as_str())
+            && self
+                .attribute_id(&oid)
+                .and_then(|id| self.attr(id))
+                .is_some_and(|kept| {
+                    names
+                        .iter()
+                        .all(|n| kept.names.iter().any(|k| k.eq_ignore_ascii_case(n)))
+                })
+        {
+            return Ok(());
+        }
         let sup = match d.get("SUP").map(Value::words).as_deref() {
             Some([one]) => Some(self.attr_ref(one, &format!("superior of {label}"))?),
             Some(_) => {

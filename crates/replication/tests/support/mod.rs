@@ -152,6 +152,7 @@ impl Harness {
             path: self.root.join(format!("node{id}")).join("db"),
             storage: StorageConfig::default(),
             suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &self.schema).unwrap()],
+            groups: meridian_config::GroupsConfig::default(),
         }
     }
 

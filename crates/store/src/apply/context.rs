@@ -22,6 +22,12 @@ pub(crate) struct Context<'a> {
     pub(crate) schema: &'a Schema,
     pub(crate) indexes: &'a Indexes,
     pub(crate) suffixes: &'a [Dn],
+    /// What applying keeps true between entries (`[groups]`).
+    pub(crate) integrity: &'a crate::integrity::Integrity,
+    /// A group was added since the adds' index keys were last written:
+    /// its member keys wait in `pending_index`, and a lookup of a
+    /// member must write them first (`integrity.rs`).
+    pub(crate) groups_pending: &'a std::cell::Cell<bool>,
     /// Attribute name numbers for the records this batch writes.
     pub(crate) names: &'a Assigner,
     /// The index keys of adds, not yet written: they go in key order
@@ -58,6 +64,7 @@ pub(crate) struct Attempt {
     classes: RefCell<KnownClasses>,
     pub(crate) dn_ids: RefCell<DnIds>,
     touched: RefCell<Vec<EntryId>>,
+    groups_pending: std::cell::Cell<bool>,
 }
 
 impl Attempt {
@@ -69,6 +76,7 @@ impl Attempt {
             classes: RefCell::new(KnownClasses::default()),
             dn_ids: RefCell::new(dn_ids),
             touched: RefCell::default(),
+            groups_pending: std::cell::Cell::new(false),
         }
     }
 
@@ -78,6 +86,8 @@ impl Attempt {
             schema: &inner.schema,
             indexes: &inner.indexes,
             suffixes: &inner.suffixes,
+            integrity: &inner.integrity,
+            groups_pending: &self.groups_pending,
             names: &self.names,
             pending_index: &self.pending_index,
             descriptions: &self.descriptions,
@@ -101,6 +111,7 @@ impl Context<'_> {
 
     /// Writes the adds' index keys waiting in [`Context::pending_index`].
     pub(crate) fn write_pending_index(&self, txn: &mut RwTxn<'_>) -> Result<(), StoreError> {
+        self.groups_pending.set(false);
         let keys = std::mem::take(&mut *self.pending_index.borrow_mut());
         keys.write(txn, self.dbs.index)
     }

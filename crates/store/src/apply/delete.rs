@@ -84,5 +84,5 @@ fn remove_leaf(txn: &mut RwTxn<'_>, ctx: &Context<'_>, id: EntryId) -> Result<()
     dbs.id2entry.delete(txn, &keys::id_key(id))?;
     dbs.dn2id.delete(txn, &keys::dn_key(&entry.dn))?;
     dbs.children.delete(txn, &keys::child_key(parent, id))?;
-    Ok(())
+    super::integrity::deleted(txn, ctx, &entry)
 }

@@ -30,6 +30,7 @@ mod context;
 mod delete;
 mod guard;
 mod index_build;
+mod integrity;
 pub(crate) mod modify;
 mod read_back;
 mod rename;
@@ -89,13 +90,17 @@ impl Applied {
 pub(crate) fn apply(txn: &mut RwTxn<'_>, ctx: &Context<'_>, command: &Command) -> Applied {
     match command {
         Command::Add { entry, prechecked } => {
-            let planned = add::Adds::start(txn, ctx.dbs).and_then(|mut adds| {
+            let planned = integrity::check_unique(txn, ctx, entry, None).and_then(|()| {
+                let mut adds = add::Adds::start(txn, ctx.dbs)?;
                 let claimed = add::plan(txn, ctx, entry, !prechecked, &mut adds)?;
                 Ok((claimed, adds))
             });
             match planned {
                 Err(refusal) => Applied::refused(refusal),
-                Ok((claimed, adds)) => Applied::written(add::write(txn, ctx, entry, claimed, adds)),
+                Ok((claimed, adds)) => Applied::written(
+                    add::write(txn, ctx, entry, claimed, adds)
+                        .and_then(|effect| integrity::added(txn, ctx, entry).map(|()| effect)),
+                ),
             }
         }
         // Each entry is planned and refused alone, inside the command.
@@ -109,7 +114,19 @@ pub(crate) fn apply(txn: &mut RwTxn<'_>, ctx: &Context<'_>, command: &Command) -
             changes,
             operational,
             permissive,
-        } => modify::apply(txn, ctx, dn, changes, operational, *permissive),
+        } => {
+            if integrity::touches_unique(ctx, changes) {
+                let checked =
+                    integrity::after_changes(txn, ctx, dn, changes).and_then(|after| match after {
+                        Some((entry, id)) => integrity::check_unique(txn, ctx, &entry, Some(id)),
+                        None => Ok(()),
+                    });
+                if let Err(refusal) = checked {
+                    return Applied::refused(refusal);
+                }
+            }
+            integrity::modify(txn, ctx, dn, changes, operational, *permissive)
+        }
         Command::ModifyDn {
             dn,
             new_rdn,

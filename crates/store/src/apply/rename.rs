@@ -198,6 +198,9 @@ pub(super) fn write(
     let new_prefix = keys::dn_key(&new_dn);
     let depth = dn.rdn_count();
     let mut descendants = 0u64;
+    // Each moved entry's old and new DN, for what follows it
+    // (`integrity.rs`).
+    let mut moves = vec![(dn.clone(), new_dn.clone())];
     for (key, child) in moved {
         dbs.dn2id.delete(txn, &key)?;
         let mut new_key = new_prefix.clone();
@@ -220,11 +223,13 @@ pub(super) fn write(
                 .collect(),
         };
         let text = format!("{relative},{}", new_dn.original());
-        entry.dn = Dn::parse(text.as_bytes(), ctx.schema)?;
+        let old_dn = std::mem::replace(&mut entry.dn, Dn::parse(text.as_bytes(), ctx.schema)?);
+        moves.push((old_dn, entry.dn.clone()));
         let record = ctx.encode(txn, &entry)?;
         dbs.id2entry.put(txn, &keys::id_key(child), &record)?;
         descendants += 1;
     }
+    super::integrity::renamed(txn, ctx, &moves)?;
     Ok(Effect::Renamed(descendants))
 }
 

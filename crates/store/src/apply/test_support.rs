@@ -76,6 +76,7 @@ pub(super) fn open_with_suffix(tag: &str, storage: StorageConfig) -> (Arc<Schema
             path: dir.clone(),
             storage,
             suffixes: vec![Dn::parse(SUFFIX.as_bytes(), &schema).unwrap()],
+            groups: meridian_config::GroupsConfig::default(),
         },
         Arc::clone(&schema),
     )

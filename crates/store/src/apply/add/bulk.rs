@@ -50,6 +50,15 @@ pub(in crate::apply) fn add_many(
         }
     }
     adds.finish(txn, ctx.dbs)?;
+    // Once every record is written: a group's members may come after it
+    // in the load (their DNs are claimed before their records exist).
+    let mut refused = failed.iter().map(|(position, _)| *position).peekable();
+    for (position, entry) in entries.iter().enumerate() {
+        if refused.next_if_eq(&position).is_some() {
+            continue;
+        }
+        crate::apply::integrity::added(txn, ctx, entry)?;
+    }
     Ok(Effect::AddedMany { added, failed })
 }
 

@@ -1,0 +1,405 @@
+//! Groups and integrity (`[groups]`): memberOf kept beside the groups,
+//! references that follow their entry, unique values. Checked against
+//! slapd 2.5 with its memberof and refint overlays, step by step, and in
+//! a cluster through a leader's SIGKILL.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::disallowed_methods
+)]
+
+mod support;
+
+use std::time::Duration;
+
+use meridian_testing::slapd::{self, Slapd};
+use support::cluster::{Cluster, Outcome, Writer1, admin_at, url};
+use support::*;
+
+const TOP: &str = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n";
+
+const BASE: &str = "dn: ou=People,dc=example,dc=com\nobjectClass: organizationalUnit\nou: People\n\n\
+dn: ou=Groups,dc=example,dc=com\nobjectClass: organizationalUnit\nou: Groups\n\n\
+dn: uid=alice,ou=People,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: alice\ncn: Alice\nsn: A\n\n\
+dn: uid=bob,ou=People,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: bob\ncn: Bob\nsn: B\nmanager: uid=alice,ou=People,dc=example,dc=com\n\n\
+dn: uid=carol,ou=People,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: carol\ncn: Carol\nsn: C\nseeAlso: uid=bob,ou=People,dc=example,dc=com\n";
+
+/// The steps both servers take, each an LDIF for `ldapmodify -a` or a
+/// `ldapmodrdn`/`ldapdelete` argument list, in order.
+enum Step {
+    Modify(&'static str),
+    Rename(&'static [&'static str]),
+    Delete(&'static str),
+}
+
+const STEPS: &[Step] = &[
+    Step::Modify(
+        "dn: cn=admins,ou=Groups,dc=example,dc=com\nchangetype: add\nobjectClass: groupOfNames\ncn: admins\n\
+         member: uid=alice,ou=People,dc=example,dc=com\nmember: uid=bob,ou=People,dc=example,dc=com\n\n\
+         dn: cn=staff,ou=Groups,dc=example,dc=com\nchangetype: add\nobjectClass: groupOfNames\ncn: staff\n\
+         member: cn=admins,ou=Groups,dc=example,dc=com\nmember: uid=carol,ou=People,dc=example,dc=com\n\n\
+         dn: cn=devs,ou=Groups,dc=example,dc=com\nchangetype: add\nobjectClass: groupOfUniqueNames\ncn: devs\n\
+         uniqueMember: uid=carol,ou=People,dc=example,dc=com\nuniqueMember: uid=bob,ou=People,dc=example,dc=com\n",
+    ),
+    Step::Modify(
+        "dn: cn=admins,ou=Groups,dc=example,dc=com\nchangetype: modify\ndelete: member\n\
+         member: uid=alice,ou=People,dc=example,dc=com\n-\nadd: member\nmember: uid=carol,ou=People,dc=example,dc=com\n",
+    ),
+    Step::Modify(
+        "dn: cn=staff,ou=Groups,dc=example,dc=com\nchangetype: modify\nreplace: member\n\
+         member: uid=bob,ou=People,dc=example,dc=com\nmember: cn=admins,ou=Groups,dc=example,dc=com\n",
+    ),
+    Step::Rename(&["-r", "cn=admins,ou=Groups,dc=example,dc=com", "cn=wheel"]),
+    Step::Rename(&["-r", "uid=bob,ou=People,dc=example,dc=com", "uid=robert"]),
+    Step::Rename(&[
+        "-r",
+        "-s",
+        "ou=Groups,dc=example,dc=com",
+        "uid=carol,ou=People,dc=example,dc=com",
+        "uid=carol",
+    ]),
+    Step::Delete("cn=wheel,ou=Groups,dc=example,dc=com"),
+    Step::Delete("uid=alice,ou=People,dc=example,dc=com"),
+    Step::Delete("uid=carol,ou=Groups,dc=example,dc=com"),
+    // memberOf is the server's: a client may not write it.
+    Step::Modify(
+        "dn: uid=robert,ou=People,dc=example,dc=com\nchangetype: modify\nadd: memberOf\n\
+         memberOf: cn=staff,ou=Groups,dc=example,dc=com\n",
+    ),
+];
+
+/// Each entry's memberOf and references, one line per value, DNs in one
+/// case and spacing: what both servers must agree on.
+fn view(url: &str, bind: &[&str]) -> String {
+    let (code, out) = tool_at(
+        url,
+        "ldapsearch",
+        bind,
+        &[
+            "-LLL",
+            "-o",
+            "ldif-wrap=no",
+            "-b",
+            "dc=example,dc=com",
+            "(objectClass=*)",
+            "memberOf",
+            "member",
+            "uniqueMember",
+            "manager",
+            "seeAlso",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{out}");
+    let mut entries: Vec<String> = out
+        .split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let mut lines: Vec<String> = e
+                .lines()
+                .map(|l| l.to_ascii_lowercase().replace(", ", ","))
+                .collect();
+            lines.sort();
+            lines.join("\n")
+        })
+        .collect();
+    entries.sort();
+    entries.join("\n\n")
+}
+
+fn apply(url: &str, bind: &[&str], step: &Step) -> i32 {
+    let (code, out) = match step {
+        Step::Modify(ldif) => tool_at(url, "ldapmodify", bind, &[], Some(ldif)),
+        Step::Rename(args) => tool_at(url, "ldapmodrdn", bind, args, None),
+        Step::Delete(dn) => tool_at(url, "ldapdelete", bind, &[dn], None),
+    };
+    eprintln!("{url}: {code} {}", out.trim());
+    code
+}
+
+#[test]
+fn memberof_and_references_follow_every_change_as_slapd_keeps_them() {
+    let reference = Slapd::start_with(
+        "groups",
+        TOP,
+        &slapd::Extra {
+            global: "moduleload memberof\nmoduleload refint\n",
+            // One memberof instance per group class, as slapd needs for
+            // what `groups.group_classes` lists.
+            database: "overlay memberof\nmemberof-refint TRUE\n\
+                       overlay memberof\nmemberof-group-oc groupOfUniqueNames\n\
+                       memberof-member-ad uniqueMember\nmemberof-refint TRUE\n\
+                       overlay refint\nrefint_attributes member uniqueMember manager secretary seeAlso\n",
+            ..slapd::Extra::default()
+        },
+    );
+    let theirs = format!("ldap://127.0.0.1:{}", reference.port);
+    let their_bind = ["-D", ADMIN_DN, "-w", "secret"];
+    let server = Server::start("");
+    let ours = server.url();
+    let our_bind = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(TOP));
+    assert_eq!(code, 0, "{out}");
+    for (url, bind) in [(&theirs, &their_bind), (&ours, &our_bind)] {
+        let (code, out) = tool_at(url, "ldapadd", bind, &[], Some(BASE));
+        assert_eq!(code, 0, "{out}");
+    }
+    for (n, step) in STEPS.iter().enumerate() {
+        let their_code = apply(&theirs, &their_bind, step);
+        let our_code = apply(&ours, &our_bind, step);
+        assert_eq!(our_code, their_code, "step {n}: the result codes");
+        assert_eq!(
+            view(&ours, &our_bind),
+            view(&theirs, &their_bind),
+            "step {n}: memberOf and references"
+        );
+    }
+    // Where the two differ, on purpose: an entry added after a group that
+    // names it gets its memberOf at once here; slapd's overlay leaves it
+    // without until the group changes.
+    let late = "dn: cn=late,ou=Groups,dc=example,dc=com\nchangetype: add\nobjectClass: groupOfNames\ncn: late\n\
+                member: uid=dave,ou=People,dc=example,dc=com\n\n\
+                dn: uid=dave,ou=People,dc=example,dc=com\nchangetype: add\nobjectClass: inetOrgPerson\nuid: dave\ncn: Dave\nsn: D\n";
+    assert_eq!(apply(&theirs, &their_bind, &Step::Modify(late)), 0);
+    assert_eq!(apply(&ours, &our_bind, &Step::Modify(late)), 0);
+    let dave = |url: &str, bind: &[&str]| {
+        tool_at(
+            url,
+            "ldapsearch",
+            bind,
+            &[
+                "-LLL",
+                "-b",
+                "uid=dave,ou=People,dc=example,dc=com",
+                "-s",
+                "base",
+                "memberOf",
+            ],
+            None,
+        )
+        .1
+    };
+    assert!(
+        dave(&ours, &our_bind).contains("memberOf: cn=late,ou=Groups,dc=example,dc=com"),
+        "{}",
+        dave(&ours, &our_bind)
+    );
+    assert!(!dave(&theirs, &their_bind).contains("memberOf"));
+    // And memberOf filters find the members, by the index.
+    let (code, out) = admin_tool(
+        &server,
+        "ldapsearch",
+        &[
+            "-LLL",
+            "-b",
+            "dc=example,dc=com",
+            "(memberOf=cn=staff,ou=Groups,dc=example,dc=com)",
+            "1.1",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("dn: uid=robert,ou=People,dc=example,dc=com"),
+        "{out}"
+    );
+}
+
+#[test]
+fn unique_values_are_refused_with_constraint_violation_naming_the_attribute() {
+    let server = Server::start("[groups]\nunique_attributes = [\"mail\"]\n");
+    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(TOP));
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(BASE));
+    assert_eq!(code, 0, "{out}");
+    let mail = |who: &str, mail: &str| {
+        format!(
+            "dn: uid={who},ou=People,dc=example,dc=com\nchangetype: modify\nreplace: mail\nmail: {mail}\n"
+        )
+    };
+    let (code, out) = admin_tool(
+        &server,
+        "ldapmodify",
+        &[],
+        Some(&mail("alice", "a@example.com")),
+    );
+    assert_eq!(code, 0, "{out}");
+    // Its own value again is no clash.
+    let (code, out) = admin_tool(
+        &server,
+        "ldapmodify",
+        &[],
+        Some(&mail("alice", "a@example.com")),
+    );
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = admin_tool(
+        &server,
+        "ldapmodify",
+        &[],
+        Some(&mail("bob", "A@Example.com")),
+    );
+    assert_eq!(code, 19, "{out}");
+    assert!(out.contains("mail"), "{out}");
+    let add = "dn: uid=eve,ou=People,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: eve\ncn: Eve\nsn: E\nmail: a@example.com\n";
+    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(add));
+    assert_eq!(code, 19, "{out}");
+    // Once alice lets it go, it is free.
+    let (code, out) = admin_tool(
+        &server,
+        "ldapmodify",
+        &[],
+        Some(&mail("alice", "alice@example.com")),
+    );
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(add));
+    assert_eq!(code, 0, "{out}");
+}
+
+/// Every entry's memberOf recomputed from the groups in a dump, beside
+/// the memberOf each holds: equal when they agree.
+fn memberof_agrees_with_groups(dump: &str) -> Result<(), String> {
+    let mut stored = std::collections::BTreeMap::<String, Vec<String>>::new();
+    let mut computed = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for entry in dump.split("\n\n") {
+        let Some(dn) = entry
+            .lines()
+            .find_map(|l| l.strip_prefix("dn: "))
+            .map(str::to_ascii_lowercase)
+        else {
+            continue;
+        };
+        for line in entry.lines() {
+            if let Some(group) = line.strip_prefix("memberOf: ") {
+                stored
+                    .entry(dn.clone())
+                    .or_default()
+                    .push(group.to_ascii_lowercase());
+            }
+            if let Some(member) = line.strip_prefix("member: ") {
+                computed
+                    .entry(member.to_ascii_lowercase())
+                    .or_default()
+                    .push(dn.clone());
+            }
+        }
+    }
+    // Members that are not entries (dangling) hold nothing.
+    computed.retain(|member, _| {
+        dump.to_ascii_lowercase()
+            .contains(&format!("dn: {member}\n"))
+    });
+    for groups in stored.values_mut().chain(computed.values_mut()) {
+        groups.sort();
+    }
+    if stored == computed {
+        Ok(())
+    } else {
+        Err(format!("stored {stored:?}\ncomputed {computed:?}"))
+    }
+}
+
+#[test]
+fn group_changes_at_every_node_through_a_leader_kill_keep_memberof_right_on_every_replica() {
+    let mut cluster = Cluster::start(
+        3,
+        "write_timeout_ms = 4000\n[groups]\nunique_attributes = [\"mail\"]",
+    );
+    let leader = cluster.leader(Duration::from_secs(20));
+    let (code, out) = admin_at(
+        &url(&cluster, leader),
+        "ldapadd",
+        &[],
+        Some(&format!("{TOP}\n{BASE}")),
+    );
+    assert_eq!(code, 0, "{out}");
+    let groups = ["g0", "g1", "g2"];
+    let mut setup = Writer1::new(cluster.node(leader).ldap);
+    for group in groups {
+        let dn = format!("cn={group},ou=Groups,dc=example,dc=com");
+        assert_eq!(
+            setup.add(
+                &dn,
+                &[
+                    ("objectClass", &["groupOfNames"]),
+                    ("cn", &[group]),
+                    ("member", &["uid=alice,ou=People,dc=example,dc=com"]),
+                ],
+            ),
+            Outcome::Ok
+        );
+    }
+    // Every node adds its own users to the shared groups and takes some
+    // out again, at once; the leader is killed half way through.
+    let writers: Vec<_> = (1..=3)
+        .map(|id| {
+            let addr = cluster.node(id).ldap;
+            std::thread::spawn(move || {
+                let mut w = Writer1::new(addr);
+                for n in 0..30 {
+                    let user = format!("uid=u{id}-{n},ou=People,dc=example,dc=com");
+                    let _ = w.add(
+                        &user,
+                        &[
+                            ("objectClass", &["inetOrgPerson"]),
+                            ("cn", &["u"]),
+                            ("sn", &["u"]),
+                        ],
+                    );
+                    let group = format!("cn=g{},ou=Groups,dc=example,dc=com", n % 3);
+                    let _ = w.change_value(&group, 0, "member", &user);
+                    if n % 4 == 0 {
+                        let _ = w.change_value(&group, 1, "member", &user);
+                    }
+                    if n % 7 == 0 {
+                        let _ = w.delete(&user);
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(600));
+    cluster.kill(leader);
+    std::thread::sleep(Duration::from_millis(1500));
+    cluster.start_node(leader);
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let dump = cluster.await_identical(Duration::from_secs(30));
+    memberof_agrees_with_groups(&dump).unwrap();
+    assert!(
+        dump.contains("memberOf: cn=g"),
+        "some memberships were kept"
+    );
+
+    // Two nodes add one mail at once: one wins, the other gets 19.
+    let adds: Vec<_> = [1, 2]
+        .into_iter()
+        .map(|id| {
+            let addr = cluster.node(id).ldap;
+            std::thread::spawn(move || {
+                let mut w = Writer1::new(addr);
+                w.add(
+                    &format!("uid=mail{id},ou=People,dc=example,dc=com"),
+                    &[
+                        ("objectClass", &["inetOrgPerson"]),
+                        ("cn", &["m"]),
+                        ("sn", &["m"]),
+                        ("mail", &["shared@example.com"]),
+                    ],
+                )
+            })
+        })
+        .collect();
+    let outcomes: Vec<Outcome> = adds.into_iter().map(|a| a.join().unwrap()).collect();
+    let won = outcomes.iter().filter(|o| **o == Outcome::Ok).count();
+    let refused = outcomes
+        .iter()
+        .filter(|o| matches!(o, Outcome::Refused(19, _)))
+        .count();
+    assert_eq!((won, refused), (1, 1), "{outcomes:?}");
+    cluster.await_identical(Duration::from_secs(30));
+}
