@@ -123,6 +123,9 @@ pub struct Limits {
     pub password_bounds: password::HashBounds,
     /// What a password a user sets must be (`[password_policy]`).
     pub password_policy: policy::PasswordPolicy,
+    /// Most groups one nested-group (in-chain) match walks
+    /// (`groups.max_nested_groups`).
+    pub max_nested_groups: usize,
 }
 
 impl Default for Limits {
@@ -144,6 +147,7 @@ impl Default for Limits {
             rehash_on_bind: false,
             password_bounds: password::HashBounds::default(),
             password_policy: policy::PasswordPolicy::default(),
+            max_nested_groups: 10_000,
         }
     }
 }

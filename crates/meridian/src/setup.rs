@@ -225,6 +225,7 @@ impl Setup {
             rehash_on_bind: self.config.directory.rehash_on_bind,
             password_bounds: self.password_bounds,
             password_policy: self.password_policy(),
+            max_nested_groups: self.config.groups.max_nested_groups,
         }
     }
 

@@ -403,3 +403,82 @@ fn group_changes_at_every_node_through_a_leader_kill_keep_memberof_right_on_ever
     assert_eq!((won, refused), (1, 1), "{outcomes:?}");
     cluster.await_identical(Duration::from_secs(30));
 }
+
+#[test]
+fn nested_group_matches_walk_the_chain_stop_at_cycles_and_at_the_limit() {
+    const NESTED: &str = "dn: ou=People,dc=example,dc=com\nobjectClass: organizationalUnit\nou: People\n\n\
+dn: ou=Groups,dc=example,dc=com\nobjectClass: organizationalUnit\nou: Groups\n\n\
+dn: uid=ann,ou=People,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: ann\ncn: Ann\nsn: A\n\n\
+dn: uid=ben,ou=People,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: ben\ncn: Ben\nsn: B\n\n\
+dn: cn=ops,ou=Groups,dc=example,dc=com\nobjectClass: groupOfNames\ncn: ops\nmember: uid=ann,ou=People,dc=example,dc=com\n\n\
+dn: cn=eng,ou=Groups,dc=example,dc=com\nobjectClass: groupOfNames\ncn: eng\nmember: cn=ops,ou=Groups,dc=example,dc=com\nmember: uid=ben,ou=People,dc=example,dc=com\n\n\
+dn: cn=staff,ou=Groups,dc=example,dc=com\nobjectClass: groupOfNames\ncn: staff\nmember: cn=eng,ou=Groups,dc=example,dc=com\n";
+    let matches = |server: &Server, filter: &str| -> (i32, Vec<String>) {
+        let (code, out) = admin_tool(
+            server,
+            "ldapsearch",
+            &[
+                "-LLL",
+                "-o",
+                "ldif-wrap=no",
+                "-b",
+                "dc=example,dc=com",
+                filter,
+                "1.1",
+            ],
+            None,
+        );
+        let mut dns: Vec<String> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("dn: "))
+            .map(str::to_owned)
+            .collect();
+        dns.sort();
+        (code, dns)
+    };
+    let server = Server::start("");
+    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(&format!("{TOP}\n{NESTED}")));
+    assert_eq!(code, 0, "{out}");
+    let people = |filter: &str| {
+        let (code, dns) = matches(&server, &format!("(&(objectClass=inetOrgPerson){filter})"));
+        assert_eq!(code, 0);
+        dns
+    };
+    let in_staff = "(memberOf:1.2.840.113556.1.4.1941:=cn=staff,ou=Groups,dc=example,dc=com)";
+    assert_eq!(
+        people(in_staff),
+        [
+            "uid=ann,ou=People,dc=example,dc=com",
+            "uid=ben,ou=People,dc=example,dc=com"
+        ]
+    );
+    // Only direct members without the rule.
+    assert!(people("(memberOf=cn=staff,ou=Groups,dc=example,dc=com)").is_empty());
+    // The groups ann is in, however deep.
+    let (code, groups) = matches(
+        &server,
+        "(member:1.2.840.113556.1.4.1941:=uid=ann,ou=People,dc=example,dc=com)",
+    );
+    assert_eq!(code, 0);
+    assert_eq!(
+        groups,
+        [
+            "cn=eng,ou=Groups,dc=example,dc=com",
+            "cn=ops,ou=Groups,dc=example,dc=com",
+            "cn=staff,ou=Groups,dc=example,dc=com"
+        ]
+    );
+    // A cycle (staff inside ops, which is inside staff) ends the walk.
+    let cycle = "dn: cn=ops,ou=Groups,dc=example,dc=com\nchangetype: modify\nadd: member\nmember: cn=staff,ou=Groups,dc=example,dc=com\n";
+    let (code, out) = admin_tool(&server, "ldapmodify", &[], Some(cycle));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(people(in_staff).len(), 2);
+    drop(server);
+
+    // Past groups.max_nested_groups: adminLimitExceeded, not a partial answer.
+    let server = Server::start("[groups]\nmax_nested_groups = 1\n");
+    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(&format!("{TOP}\n{NESTED}")));
+    assert_eq!(code, 0, "{out}");
+    let (code, _) = matches(&server, in_staff);
+    assert_eq!(code, 11);
+}

@@ -25,6 +25,7 @@ use crate::{Directory, Identity, Outcome};
 mod contexts;
 mod cookie;
 mod finish;
+mod in_chain;
 mod output;
 mod plan;
 mod sorted;
@@ -248,6 +249,21 @@ impl Directory {
         let byte_budget = buf.len().saturating_add(byte_budget);
         let admin = matches!(who, Identity::Admin(_));
         self.check_filter_size(admin, req)?;
+        // Nested-group matches become the equality matches they stand
+        // for (`in_chain.rs`), after the size check of what was sent.
+        let expanded = self.expand_in_chain(&req.filter)?;
+        let expanded_req: SearchRequest<'_>;
+        let req = match &expanded {
+            Some(bytes) => {
+                let filter =
+                    Filter::from_ber(bytes, meridian_proto::Depth::new(1024)).map_err(|e| {
+                        Outcome::new(ResultCode::OTHER, format!("a rewritten filter: {e}"))
+                    })?;
+                expanded_req = SearchRequest { filter, ..*req };
+                &expanded_req
+            }
+            None => req,
+        };
         let sorting = self
             .sorting(controls, cursor)
             .map_err(|done| Early::Done(Box::new(done)))?;
