@@ -147,6 +147,10 @@ access to *
     by users read
     by * none
 overlay memberof
+overlay refint
+refint_attributes member manager
+overlay unique
+unique_uri ldap:///ou=People,dc=example,dc=com?uid,mail?sub
 overlay ppolicy
 
 database mdb
@@ -202,6 +206,16 @@ database monitor
         );
     }
     assert!(notes.contains("overlay memberof"), "{notes}");
+    for line in [
+        "[groups]",
+        "group_classes = [\"groupOfNames\"]",
+        "member_attributes = [\"member\"]",
+        "refint_attributes = [\"member\", \"manager\"]",
+        "unique_attributes = [\"uid\", \"mail\"]",
+        "unique_subtrees = [\"ou=People,dc=example,dc=com\"]",
+    ] {
+        assert!(config.contains(line), "no {line:?} in:\n{config}");
+    }
     assert!(
         notes.contains("overlay ppolicy") && notes.contains("[password_policy]"),
         "{notes}"

@@ -223,6 +223,8 @@ struct Translation {
     server: String,
     security: String,
     storage: String,
+    /// `[groups]` from the memberof, refint and unique overlays.
+    groups: Groups,
     indexes: Vec<(String, Vec<String>)>,
     rules: Vec<String>,
     dropped_access: Vec<String>,
@@ -344,7 +346,7 @@ impl Translation {
                 name => self.note(&d.origin, format!("{name}: no Meridian counterpart")),
             }
         }
-        for (overlay, _) in &db.overlays {
+        for (overlay, directives) in &db.overlays {
             let what = match overlay.as_str() {
                 "dds" => "built in (dynamicObject, Refresh; directory.dynamic_* keys)".to_owned(),
                 "sssvlv" => "built in (server-side sort and VLV; directory.sort_* keys)".to_owned(),
@@ -353,6 +355,9 @@ impl Translation {
                               ppolicy_default entry's pwd* attributes by hand (the same state \
                               attributes)"
                     .to_owned(),
+                "memberof" => self.groups.memberof(directives),
+                "refint" => self.groups.refint(directives),
+                "unique" => self.groups.unique(directives),
                 other => format!("overlay {other} has no Meridian counterpart"),
             };
             self.note(&db.origin, format!("overlay {overlay}: {what}"));
@@ -491,6 +496,10 @@ impl Translation {
             }
             toml.push('\n');
         }
+        let groups = self.groups.toml();
+        if !groups.is_empty() {
+            let _ = writeln!(toml, "[groups]\n{groups}");
+        }
         if self.require_tls {
             // slapd's factors bind every operation; Meridian's key, binds
             // with a password (the clear-text secret such factors protect).
@@ -595,5 +604,144 @@ impl Translation {
 fn tls(d: &Directive, key: &str, out: &mut String) {
     if let Some(path) = d.args.first() {
         let _ = writeln!(out, "{key} = {}", acl::quote(path));
+    }
+}
+
+/// `[groups]` gathered from the memberof, refint and unique overlays of
+/// every database (Meridian keeps one setting for all).
+#[derive(Default)]
+struct Groups {
+    group_classes: Vec<String>,
+    member_attributes: Vec<String>,
+    memberof_attribute: Option<String>,
+    refint_attributes: Vec<String>,
+    unique_attributes: Vec<String>,
+    unique_subtrees: Vec<String>,
+}
+
+fn push_new(list: &mut Vec<String>, value: &str) {
+    if !list.iter().any(|v| v.eq_ignore_ascii_case(value)) {
+        list.push(value.to_owned());
+    }
+}
+
+impl Groups {
+    /// One memberof instance (slapd needs one per group class).
+    fn memberof(&mut self, directives: &[Directive]) -> String {
+        let arg = |name: &str| {
+            directives
+                .iter()
+                .find(|d| d.name.eq_ignore_ascii_case(name))
+                .and_then(|d| d.args.first().cloned())
+        };
+        push_new(
+            &mut self.group_classes,
+            &arg("memberof-group-oc").unwrap_or_else(|| "groupOfNames".into()),
+        );
+        push_new(
+            &mut self.member_attributes,
+            &arg("memberof-member-ad").unwrap_or_else(|| "member".into()),
+        );
+        if let Some(attr) = arg("memberof-memberof-ad") {
+            self.memberof_attribute = Some(attr);
+        }
+        let mut what =
+            "built in ([groups] memberof: memberOf kept in the same write as the group's change)"
+                .to_owned();
+        if arg("memberof-dangling").is_some_and(|d| !d.eq_ignore_ascii_case("ignore")) {
+            what.push_str("; memberof-dangling is not translated: a member that does not exist is passed over");
+        }
+        what
+    }
+
+    fn refint(&mut self, directives: &[Directive]) -> String {
+        let mut what = "built in ([groups] refint)".to_owned();
+        for d in directives {
+            match d.name.as_str() {
+                "refint_attributes" => {
+                    for attr in &d.args {
+                        push_new(&mut self.refint_attributes, attr);
+                    }
+                }
+                "refint_nothing" => what.push_str(
+                    "; refint_nothing is not translated: a value the schema will not let go stays",
+                ),
+                "refint_modifiersname" => {}
+                other => what.push_str(&format!("; {other} is not translated")),
+            }
+        }
+        what
+    }
+
+    /// `unique_uri ldap:///BASE?ATTRS?SCOPE` (and the older
+    /// `unique_base`/`unique_attributes`).
+    fn unique(&mut self, directives: &[Directive]) -> String {
+        let mut what = "built in ([groups] unique_attributes, unique_subtrees)".to_owned();
+        for d in directives {
+            match d.name.as_str() {
+                "unique_uri" => {
+                    for uri in &d.args {
+                        let Some(rest) = uri.strip_prefix("ldap:///") else {
+                            what.push_str(&format!(
+                                "; {uri}: not translated (not ldap:///BASE?ATTRS?SCOPE)"
+                            ));
+                            continue;
+                        };
+                        let mut parts = rest.split('?');
+                        let base = parts.next().unwrap_or_default();
+                        if !base.is_empty() {
+                            push_new(&mut self.unique_subtrees, base);
+                        }
+                        for attr in parts
+                            .next()
+                            .unwrap_or_default()
+                            .split(',')
+                            .filter(|a| !a.is_empty())
+                        {
+                            push_new(&mut self.unique_attributes, attr);
+                        }
+                        if parts.nth(1).is_some_and(|filter| !filter.is_empty()) {
+                            what.push_str(&format!("; {uri}: its filter is not translated"));
+                        }
+                    }
+                }
+                "unique_base" => {
+                    for base in &d.args {
+                        push_new(&mut self.unique_subtrees, base);
+                    }
+                }
+                "unique_attributes" => {
+                    for attr in &d.args {
+                        push_new(&mut self.unique_attributes, attr);
+                    }
+                }
+                other => what.push_str(&format!("; {other} is not translated")),
+            }
+        }
+        what
+    }
+
+    /// The `[groups]` keys that differ from the defaults.
+    fn toml(&self) -> String {
+        let list = |values: &[String]| {
+            let quoted: Vec<String> = values.iter().map(|v| acl::quote(v)).collect();
+            format!("[{}]", quoted.join(", "))
+        };
+        let mut out = String::new();
+        if !self.group_classes.is_empty() {
+            let _ = writeln!(out, "group_classes = {}", list(&self.group_classes));
+            let _ = writeln!(out, "member_attributes = {}", list(&self.member_attributes));
+        }
+        if let Some(attr) = &self.memberof_attribute {
+            let _ = writeln!(out, "memberof_attribute = {}", acl::quote(attr));
+        }
+        if !self.refint_attributes.is_empty() {
+            let _ = writeln!(out, "refint_attributes = {}", list(&self.refint_attributes));
+        }
+        if !self.unique_attributes.is_empty() {
+            let _ = writeln!(out, "unique_attributes = {}", list(&self.unique_attributes));
+            let _ = writeln!(out, "unique_subtrees = {}", list(&self.unique_subtrees));
+        }
+        out
     }
 }
