@@ -14,6 +14,11 @@ scenario. Extra arguments go to `meridian bench compare` as they are.
 Reports (JSON and HTML) are written to --out (default: the current
 directory) as SCENARIO.json and SCENARIO.html.
 
+With --groups four servers run: Meridian with `[groups]` as by default
+(memberOf and referential integrity on) and with both off, slapd with
+its memberof and refint overlays and without (issue 47's cost of
+integrity on writes that do not touch groups).
+
 With --tls both servers are reached over ldaps:// with the same
 certificate (RSA 2048, made here with openssl by a throwaway CA), and
 the bench trusts that CA.
@@ -58,11 +63,12 @@ def make_certificate(work):
     return ca, cert, key
 
 
-def start_meridian(binary, ldif, work, directory_config, storage_config, extra, tls=None):
-    data = os.path.join(work, "meridian")
-    config = os.path.join(work, "meridian.toml")
+def start_meridian(binary, ldif, work, directory_config, storage_config, extra, tls=None,
+                   name="meridian", more=""):
+    data = os.path.join(work, name)
+    config = os.path.join(work, f"{name}.toml")
     with open(config, "w") as f:
-        f.write(f"[directory]\n{directory_config}\n"
+        f.write(f"{more}\n[directory]\n{directory_config}\n"
                 f"[storage]\n{storage_config}\n[storage.indexes]\n")
         for attr in INDEXES:
             f.write(f"{attr} = [\"eq\"]\n")
@@ -79,7 +85,7 @@ def start_meridian(binary, ldif, work, directory_config, storage_config, extra, 
     if tls:
         _, cert, key = tls
         argv += ["--listen-tls", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key]
-    log = open(os.path.join(work, "meridian.log"), "w")
+    log = open(os.path.join(work, f"{name}.log"), "w")
     server = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, env=env, text=True)
     log.close()
     tls_addr = None
@@ -92,10 +98,18 @@ def start_meridian(binary, ldif, work, directory_config, storage_config, extra, 
     return server, (f"ldaps://{tls_addr}" if tls else f"ldap://{addr}")
 
 
-def start_slapd(ldif, work, extra, tls=None):
-    db = os.path.join(work, "slapd")
+# slapd's memberof (one instance per group class) and refint overlays,
+# as Meridian's [groups] defaults keep them.
+OVERLAYS = ("overlay memberof\nmemberof-refint TRUE\n"
+            "overlay memberof\nmemberof-group-oc groupOfUniqueNames\nmemberof-member-ad uniqueMember\n"
+            "memberof-refint TRUE\n"
+            "overlay refint\nrefint_attributes member uniqueMember manager secretary seeAlso\n")
+
+
+def start_slapd(ldif, work, extra, tls=None, name="slapd", overlays=False):
+    db = os.path.join(work, name)
     os.makedirs(db)
-    conf = os.path.join(work, "slapd.conf")
+    conf = os.path.join(work, f"{name}.conf")
     with open(conf, "w") as f:
         for s in ("core", "cosine", "inetorgperson", "nis"):
             f.write(f"include {SCHEMA}/{s}.schema\n")
@@ -103,7 +117,8 @@ def start_slapd(ldif, work, extra, tls=None):
             # Global directives, before the database.
             ca, cert, key = tls
             f.write(f"TLSCACertificateFile {ca}\nTLSCertificateFile {cert}\nTLSCertificateKeyFile {key}\n")
-        f.write(f"modulepath /usr/lib/ldap\nmoduleload back_mdb\ndatabase mdb\nsuffix \"{SUFFIX}\"\n"
+        modules = "moduleload memberof\nmoduleload refint\n" if overlays else ""
+        f.write(f"modulepath /usr/lib/ldap\nmoduleload back_mdb\n{modules}database mdb\nsuffix \"{SUFFIX}\"\n"
                 f"rootdn \"cn=admin,{SUFFIX}\"\nrootpw secret\ndirectory {db}\nmaxsize 17179869184\n")
         for attr in INDEXES:
             f.write(f"index {attr} eq\n")
@@ -112,6 +127,8 @@ def start_slapd(ldif, work, extra, tls=None):
             theirs = [k for k in kinds if k in ("eq", "pres", "sub", "approx")]
             if theirs:
                 f.write(f"index {attr} {','.join(theirs)}\n")
+        if overlays:
+            f.write(OVERLAYS)
     subprocess.run(["slapadd", "-q", "-f", conf, "-l", ldif], check=True, stdout=subprocess.DEVNULL)
     port = free_port()
     scheme = "ldaps" if tls else "ldap"
@@ -140,6 +157,8 @@ def main():
                         help="one more index on both servers, e.g. uidNumber=eq,ord (slapd gets the kinds it has)")
     parser.add_argument("--keys", type=int, help="largest key (default: entries - 1)")
     parser.add_argument("--tls", action="store_true", help="both servers over ldaps://, one certificate")
+    parser.add_argument("--groups", action="store_true",
+                        help="each server with its group integrity on and off (four servers)")
     args, bench_args = parser.parse_known_args()
     extra = [(attr, kinds.split(",")) for attr, kinds in (i.split("=", 1) for i in args.index)]
     args.bench_args = [a for a in bench_args if a != "--"]
@@ -160,10 +179,22 @@ def main():
                                                     args.meridian_directory.replace("\\n", "\n"),
                                                     args.meridian_storage.replace("\\n", "\n"), extra, tls)
             servers.append(meridian)
-            slapd, slapd_url = start_slapd(ldif, work, extra, tls)
+            slapd, slapd_url = start_slapd(ldif, work, extra, tls, overlays=args.groups)
             servers.append(slapd)
-            argv = [args.binary, "bench", "compare", args.scenario,
-                    "--server", f"meridian={meridian_url}", "--server", f"slapd={slapd_url}",
+            targets = ["--server", f"meridian={meridian_url}", "--server", f"slapd={slapd_url}"]
+            if args.groups:
+                plain, plain_url = start_meridian(
+                    args.binary, ldif, work, args.meridian_directory.replace("\\n", "\n"),
+                    args.meridian_storage.replace("\\n", "\n"), extra, tls, name="meridian-nogroups",
+                    more="[groups]\nmemberof = false\nrefint = false")
+                servers.append(plain)
+                bare, bare_url = start_slapd(ldif, work, extra, tls, name="slapd-nooverlays")
+                servers.append(bare)
+                targets = ["--server", f"meridian-groups={meridian_url}",
+                           "--server", f"meridian-nogroups={plain_url}",
+                           "--server", f"slapd-overlays={slapd_url}",
+                           "--server", f"slapd-nooverlays={bare_url}"]
+            argv = [args.binary, "bench", "compare", args.scenario, *targets,
                     # An add-only scenario may start from the base alone.
                     "--keys", str(args.keys if args.keys is not None else max(args.entries - 1, 0)),
                     "--json", os.path.join(args.out, f"{name}.json"),

@@ -154,6 +154,35 @@ impl Integrity {
     }
 }
 
+impl Integrity {
+    /// The types it looks entries up by that have no equality index.
+    pub(crate) fn unindexed(
+        &self,
+        indexes: &crate::index::Indexes,
+        schema: &Schema,
+    ) -> Vec<String> {
+        let members = self.memberof.iter().flat_map(|m| m.members.iter().copied());
+        let others = self
+            .refint
+            .iter()
+            .chain(&self.unique)
+            .map(|(attr, _)| *attr);
+        let mut names: Vec<String> = Vec::new();
+        for attr in members.chain(others) {
+            let indexed = indexes
+                .get(attr)
+                .is_some_and(|spec| spec.kinds.contains(&meridian_config::IndexKind::Eq));
+            if let Some(at) = schema.attr(attr)
+                && !indexed
+                && !names.iter().any(|n| n == at.name())
+            {
+                names.push(at.name().to_owned());
+            }
+        }
+        names
+    }
+}
+
 impl MemberOf {
     /// Whether `entry` is a group.
     pub(crate) fn is_group(&self, entry: &Entry, schema: &Schema) -> bool {

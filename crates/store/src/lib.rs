@@ -479,6 +479,14 @@ impl Store {
         let st = &options.storage;
         let indexes = index::Indexes::new(&st.indexes, &schema).map_err(StoreError::Config)?;
         let integrity = integrity::Integrity::new(&options.groups, &schema)?;
+        if !read_only {
+            for name in integrity.unindexed(&indexes, &schema) {
+                tracing::warn!(
+                    attribute = %name,
+                    "[groups] looks entries up by {name}, which has no eq index in storage.indexes: each such lookup (a delete, a rename, a unique value) reads every entry"
+                );
+            }
+        }
         let (path, memory) = match st.backend {
             Backend::Mdb => (options.path.clone(), None),
             Backend::Memory => {

@@ -197,6 +197,12 @@ pub(in crate::apply) fn added(
     }
     let mut groups: Vec<Dn> = Vec::new();
     for attr in &rules.members {
+        // By the index only: without one, every add would read every
+        // entry (a bulk load, quadratic). The entry then gets its
+        // memberOf when the group next changes, as under slapd.
+        if !ctx.indexes.has(*attr, meridian_config::IndexKind::Eq) {
+            continue;
+        }
         for id in holders(txn, ctx, *attr, entry.dn.original().as_bytes())? {
             let group = ctx.load(txn, id, None)?;
             if rules.is_group(&group, ctx.schema) && !groups.iter().any(|g| g.same_entry(&group.dn))
