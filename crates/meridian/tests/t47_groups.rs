@@ -215,44 +215,25 @@ fn unique_values_are_refused_with_constraint_violation_naming_the_attribute() {
     assert_eq!(code, 0, "{out}");
     let (code, out) = admin_tool(&server, "ldapadd", &[], Some(BASE));
     assert_eq!(code, 0, "{out}");
-    let mail = |who: &str, mail: &str| {
-        format!(
+    let set_mail = |who: &str, mail: &str| {
+        let change = format!(
             "dn: uid={who},ou=People,dc=example,dc=com\nchangetype: modify\nreplace: mail\nmail: {mail}\n"
-        )
+        );
+        admin_tool(&server, "ldapmodify", &[], Some(&change))
     };
-    let (code, out) = admin_tool(
-        &server,
-        "ldapmodify",
-        &[],
-        Some(&mail("alice", "a@example.com")),
-    );
+    let (code, out) = set_mail("alice", "a@example.com");
     assert_eq!(code, 0, "{out}");
     // Its own value again is no clash.
-    let (code, out) = admin_tool(
-        &server,
-        "ldapmodify",
-        &[],
-        Some(&mail("alice", "a@example.com")),
-    );
+    let (code, out) = set_mail("alice", "a@example.com");
     assert_eq!(code, 0, "{out}");
-    let (code, out) = admin_tool(
-        &server,
-        "ldapmodify",
-        &[],
-        Some(&mail("bob", "A@Example.com")),
-    );
+    let (code, out) = set_mail("bob", "A@Example.com");
     assert_eq!(code, 19, "{out}");
     assert!(out.contains("mail"), "{out}");
     let add = "dn: uid=eve,ou=People,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: eve\ncn: Eve\nsn: E\nmail: a@example.com\n";
     let (code, out) = admin_tool(&server, "ldapadd", &[], Some(add));
     assert_eq!(code, 19, "{out}");
     // Once alice lets it go, it is free.
-    let (code, out) = admin_tool(
-        &server,
-        "ldapmodify",
-        &[],
-        Some(&mail("alice", "alice@example.com")),
-    );
+    let (code, out) = set_mail("alice", "alice@example.com");
     assert_eq!(code, 0, "{out}");
     let (code, out) = admin_tool(&server, "ldapadd", &[], Some(add));
     assert_eq!(code, 0, "{out}");

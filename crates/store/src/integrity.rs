@@ -205,13 +205,14 @@ impl MemberOf {
     /// The DNs a group names as members (those that parse), each once.
     pub(crate) fn members(&self, entry: &Entry, schema: &Schema) -> Vec<Dn> {
         let mut members: Vec<Dn> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for attr in &self.members {
             let Some(values) = entry.get(*attr) else {
                 continue;
             };
             for value in &values.values {
                 if let Some(dn) = dn_of(value, schema)
-                    && !members.iter().any(|known| known.same_entry(&dn))
+                    && seen.insert(dn.normalized().to_owned())
                 {
                     members.push(dn);
                 }

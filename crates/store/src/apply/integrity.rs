@@ -128,6 +128,36 @@ pub(super) fn modify(
     {
         return modify::apply(txn, ctx, dn, changes, operational, permissive);
     }
+    // Values added to or deleted from member types, nothing else about
+    // groups: those values are the members that come and go, and the
+    // group's other members (ten thousand, in a big group) are not read.
+    let by_values = changes.iter().all(|change| {
+        !rules.touched_by.spells(&change.attr)
+            || (matches!(change.op, ModOp::Add | ModOp::Delete)
+                && !change.values.is_empty()
+                && !is_object_class(ctx, &change.attr))
+    });
+    if by_values {
+        let applied = modify::apply(txn, ctx, dn, changes, operational, permissive);
+        let Applied::Done(effect) = applied else {
+            return applied;
+        };
+        let kept = is_group_now(txn, ctx, dn).and_then(|group| {
+            if !group {
+                return Ok(effect);
+            }
+            for change in changes.iter().filter(|c| rules.touched_by.spells(&c.attr)) {
+                for value in &change.values {
+                    if let Some(member) = dn_of(value, ctx.schema) {
+                        let memberof = memberof_change(change.op, &rules.attr_name, dn);
+                        modify_other(txn, ctx, &member, &[memberof])?;
+                    }
+                }
+            }
+            Ok(effect)
+        });
+        return Applied::written(kept);
+    }
     let before = match group_view(txn, ctx, dn) {
         Ok(before) => before,
         Err(e) => return Applied::refused(e),
@@ -137,16 +167,17 @@ pub(super) fn modify(
         return applied;
     };
     let kept = group_view(txn, ctx, dn).and_then(|after| {
+        let (before_set, after_set) = (normalized(&before), normalized(&after));
         let removed = before
             .iter()
-            .filter(|m| !after.iter().any(|a| a.same_entry(m)));
+            .filter(|m| !after_set.contains(m.normalized()));
         for member in removed {
             let change = memberof_change(ModOp::Delete, &rules.attr_name, dn);
             modify_other(txn, ctx, member, &[change])?;
         }
         let added = after
             .iter()
-            .filter(|m| !before.iter().any(|b| b.same_entry(m)));
+            .filter(|m| !before_set.contains(m.normalized()));
         for member in added {
             let change = memberof_change(ModOp::Add, &rules.attr_name, dn);
             modify_other(txn, ctx, member, &[change])?;
@@ -154,6 +185,29 @@ pub(super) fn modify(
         Ok(effect)
     });
     Applied::written(kept)
+}
+
+/// The normalised forms of `dns`, to look members up in.
+fn normalized(dns: &[Dn]) -> std::collections::HashSet<&str> {
+    dns.iter().map(Dn::normalized).collect()
+}
+
+/// Whether a change's description is of objectClass.
+fn is_object_class(ctx: &Context<'_>, description: &str) -> bool {
+    let name = description.split(';').next().unwrap_or(description);
+    ctx.schema
+        .object_class_attr()
+        .and_then(|attr| ctx.schema.attr(attr))
+        .is_some_and(|at| at.oid == name || at.names.iter().any(|n| n.eq_ignore_ascii_case(name)))
+}
+
+/// Whether the entry at `dn` is a group now.
+fn is_group_now(txn: &RwTxn<'_>, ctx: &Context<'_>, dn: &Dn) -> Result<bool, StoreError> {
+    let (Some(rules), Some(id)) = (&ctx.integrity.memberof, lookup(txn, ctx.dbs, dn)?) else {
+        return Ok(false);
+    };
+    let entry = ctx.load(txn, id, Some(dn))?;
+    Ok(rules.is_group(&entry, ctx.schema))
 }
 
 /// The members the entry at `dn` names as a group (none if it is not
