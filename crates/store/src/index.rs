@@ -246,6 +246,54 @@ impl Indexes {
         out
     }
 
+    /// The index key prefixes of `entry`'s attributes of the types
+    /// `types` only (a modify's keys change only there).
+    pub(crate) fn keys_of_types(
+        &self,
+        entry: &Entry,
+        types: &[AttrId],
+        schema: &Schema,
+    ) -> BTreeSet<Vec<u8>> {
+        let mut out = BTreeSet::new();
+        let mut prefix = Vec::with_capacity(keys::MAX_KEY);
+        for attr in entry
+            .attributes
+            .iter()
+            .filter(|a| types.contains(&a.desc.attr))
+        {
+            let values = attr.values.iter().map(Vec::as_slice);
+            self.each_key_of(attr.desc.attr, values, schema, &mut prefix, |k| {
+                if !out.contains(k) {
+                    out.insert(k.to_vec());
+                }
+            });
+        }
+        out
+    }
+
+    /// The index key prefixes of `values` of type `attr`.
+    pub(crate) fn keys_of_values<'v>(
+        &self,
+        attr: AttrId,
+        values: impl Iterator<Item = &'v [u8]>,
+        schema: &Schema,
+        out: &mut BTreeSet<Vec<u8>>,
+    ) {
+        let mut prefix = Vec::with_capacity(keys::MAX_KEY);
+        self.each_key_of(attr, values, schema, &mut prefix, |k| {
+            if !out.contains(k) {
+                out.insert(k.to_vec());
+            }
+        });
+    }
+
+    /// Whether `attr`'s only index is equality: each value then has its
+    /// own key, which no other value of the attribute shares.
+    pub(crate) fn only_equality(&self, attr: AttrId) -> bool {
+        self.get(attr)
+            .is_some_and(|spec| spec.kinds.len() == 1 && spec.kinds.contains(&IndexKind::Eq))
+    }
+
     /// Calls `f` with each index key prefix of `entry` (IDs not yet
     /// appended), some perhaps more than once (a gram repeated in a
     /// value), each built in one reused buffer. An add writes its keys
