@@ -163,11 +163,7 @@ impl Setup {
     /// it exists and no other context claims that name.
     fn store_path_of(&self, suffix: &Dn) -> PathBuf {
         let data = &self.config.directory.data_dir;
-        if self
-            .suffixes
-            .first()
-            .is_none_or(|first| first.same_entry(suffix))
-        {
+        if self.is_first(suffix) {
             return data.join("db");
         }
         let contexts = data.join("contexts");
@@ -336,17 +332,21 @@ impl Setup {
         &self.suffixes
     }
 
+    /// Whether `suffix` is the first naming context (`directory.suffix`),
+    /// whose files keep the names a single context always had.
+    fn is_first(&self, suffix: &Dn) -> bool {
+        self.suffixes
+            .first()
+            .is_none_or(|first| first.same_entry(suffix))
+    }
+
     /// Where the Raft log and snapshots of the partition `suffix` live:
     /// `raft` for the first naming context (where a cluster of one
     /// partition always kept them), `raft-contexts/<name>` for the others,
     /// named as their databases are.
     pub(crate) fn raft_dir_of(&self, suffix: &Dn) -> PathBuf {
         let data = &self.config.directory.data_dir;
-        if self
-            .suffixes
-            .first()
-            .is_none_or(|first| first.same_entry(suffix))
-        {
+        if self.is_first(suffix) {
             return data.join("raft");
         }
         data.join("raft-contexts").join(context_dir_name(suffix))
