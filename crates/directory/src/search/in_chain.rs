@@ -18,7 +18,10 @@
 //! returns is access-checked as any search's.
 
 use meridian_ber::{Tag, Writer};
+use std::collections::HashSet;
+
 use meridian_model::dn::Dn;
+use meridian_model::schema::AttrId;
 use meridian_proto::filter::MatchingRuleAssertion;
 use meridian_proto::{Ava, Element as _, Filter, ResultCode, Scope};
 
@@ -148,13 +151,16 @@ impl Directory {
     /// entries whose memberOf names one met before and that name members
     /// of their own.
     fn nested_below(&self, group: &Dn, walked: &mut usize) -> Result<Vec<Dn>, Outcome> {
-        let mut found: Vec<Dn> = Vec::new();
+        let member_types: Vec<AttrId> = ["member", "uniqueMember"]
+            .into_iter()
+            .filter_map(|name| self.schema.attribute_id(name))
+            .collect();
+        let mut met = Met::new(group);
         let mut frontier = vec![group.clone()];
         while let Some(next) = frontier.pop() {
-            let value = next.original().as_bytes();
             let filter = Filter::Equality(Ava {
                 attr: b"memberOf",
-                value,
+                value: next.original().as_bytes(),
             });
             for store in self.stores() {
                 let Ok(snapshot) = store.snapshot() else {
@@ -164,37 +170,30 @@ impl Directory {
                     let mut nested = Vec::new();
                     // A context whose top entry is missing has nothing.
                     let _ = snapshot.search(suffix, Scope::Subtree, &filter, |_, entry| {
-                        let names_members = entry.attributes.iter().any(|a| {
-                            self.schema.attr(a.desc.attr).is_some_and(|t| {
-                                t.names.iter().any(|n| {
-                                    n.eq_ignore_ascii_case("member")
-                                        || n.eq_ignore_ascii_case("uniqueMember")
-                                })
-                            })
-                        });
-                        if names_members {
+                        if member_types.iter().any(|attr| entry.get(*attr).is_some()) {
                             nested.push(entry.dn.clone());
                         }
                         true
                     });
                     for dn in nested {
-                        if dn.same_entry(group) || found.iter().any(|f| f.same_entry(&dn)) {
-                            continue;
+                        if met.first_time(&dn) {
+                            self.walk_one(walked)?;
+                            frontier.push(dn);
                         }
-                        self.walk_one(walked)?;
-                        found.push(dn.clone());
-                        frontier.push(dn);
                     }
                 }
             }
         }
-        Ok(found)
+        Ok(met.found)
     }
 
     /// The groups `member` is in, directly or through nested groups: its
     /// memberOf, their memberOf, and so on.
     fn groups_above(&self, member: &Dn, walked: &mut usize) -> Result<Vec<Dn>, Outcome> {
-        let mut found: Vec<Dn> = Vec::new();
+        let Some(memberof) = self.schema.attribute_id("memberOf") else {
+            return Ok(Vec::new());
+        };
+        let mut met = Met::new(member);
         let mut frontier = vec![member.clone()];
         while let Some(next) = frontier.pop() {
             let Ok(snapshot) = self.store_for(&next).snapshot() else {
@@ -203,23 +202,45 @@ impl Directory {
             let Ok(Some((_, entry))) = snapshot.get(&next) else {
                 continue;
             };
-            let memberof = entry.attributes.iter().filter(|a| {
-                self.schema
-                    .attr(a.desc.attr)
-                    .is_some_and(|t| t.names.iter().any(|n| n.eq_ignore_ascii_case("memberOf")))
-            });
-            for value in memberof.flat_map(|a| a.values.iter()) {
+            for value in entry
+                .get(memberof)
+                .into_iter()
+                .flat_map(|a| a.values.iter())
+            {
                 let Ok(dn) = Dn::parse(value, &self.schema) else {
                     continue;
                 };
-                if dn.same_entry(member) || found.iter().any(|f| f.same_entry(&dn)) {
-                    continue;
+                if met.first_time(&dn) {
+                    self.walk_one(walked)?;
+                    frontier.push(dn);
                 }
-                self.walk_one(walked)?;
-                found.push(dn.clone());
-                frontier.push(dn);
             }
         }
-        Ok(found)
+        Ok(met.found)
+    }
+}
+
+/// The groups a walk met, in order, and their normalised DNs (with the
+/// start's), so each is walked once however many ways lead to it.
+struct Met {
+    seen: HashSet<String>,
+    found: Vec<Dn>,
+}
+
+impl Met {
+    fn new(start: &Dn) -> Met {
+        Met {
+            seen: HashSet::from([start.normalized().to_owned()]),
+            found: Vec::new(),
+        }
+    }
+
+    /// Whether `dn` is met for the first time (then kept).
+    fn first_time(&mut self, dn: &Dn) -> bool {
+        let first = self.seen.insert(dn.normalized().to_owned());
+        if first {
+            self.found.push(dn.clone());
+        }
+        first
     }
 }
