@@ -464,6 +464,38 @@ pub(crate) fn peer_link(options: &Options) -> Result<Link, ClusterError> {
     ))
 }
 
+/// The tasks that keep a running group in shape: adding the configured
+/// learners, handing the lead to the preferred voter, and snapshots as
+/// the log grows.
+fn spawn_upkeep(
+    raft: &Raft,
+    me: NodeId,
+    options: &Options,
+    log_bytes: Arc<std::sync::atomic::AtomicU64>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) {
+    if !options.learners.is_empty() {
+        tasks.push(tokio::spawn(add_learners(
+            raft.clone(),
+            me,
+            options.learners.iter().map(|m| m.id).collect(),
+        )));
+    }
+    if let Some(preferred) = options.preferred_leader {
+        tasks.push(tokio::spawn(preferred::keep_preferred_leader(
+            raft.clone(),
+            me,
+            preferred,
+        )));
+    }
+    tasks.push(tokio::spawn(snapshot_when_log_grows(
+        raft.clone(),
+        me,
+        log_bytes,
+        options.snapshot_log_bytes,
+    )));
+}
+
 /// Forms the cluster on its first start.
 async fn initialize_if_new(
     raft: &Raft,
@@ -617,13 +649,6 @@ impl ClusterNode {
             refer_writes: options.refer_writes,
         };
         tasks.push(tokio::spawn(proposer.run(proposals)));
-        if !options.learners.is_empty() {
-            tasks.push(tokio::spawn(add_learners(
-                raft.clone(),
-                me,
-                options.learners.iter().map(|m| m.id).collect(),
-            )));
-        }
         let read_rounds = (options.reads == ReadMode::Linearizable).then(|| {
             let (waiters, waiting) = tokio::sync::mpsc::unbounded_channel();
             tasks.push(tokio::spawn(reads::read_rounds(
@@ -636,19 +661,7 @@ impl ClusterNode {
             )));
             waiters
         });
-        if let Some(preferred) = options.preferred_leader {
-            tasks.push(tokio::spawn(preferred::keep_preferred_leader(
-                raft.clone(),
-                me,
-                preferred,
-            )));
-        }
-        tasks.push(tokio::spawn(snapshot_when_log_grows(
-            raft.clone(),
-            me,
-            log_bytes,
-            options.snapshot_log_bytes,
-        )));
+        spawn_upkeep(&raft, me, &options, log_bytes, &mut tasks);
         tracing::info!(node = me, group, peer = %listen, session, "cluster node started");
         Ok(ClusterNode {
             raft,

@@ -22,9 +22,10 @@ pub(crate) struct MemberOf {
     /// The name of the type kept on members, for the modifies that
     /// keep it.
     pub(crate) attr_name: String,
-    /// The member types and objectClass: a modify of any other type
-    /// changes nothing about groups.
-    pub(crate) touched_by: Spellings,
+    /// The member types' spellings, and objectClass's: a modify of any
+    /// other type changes nothing about groups.
+    pub(crate) member_spellings: Spellings,
+    pub(crate) class_spellings: Spellings,
 }
 
 /// The names and OIDs of some attribute types: whether a change's
@@ -102,10 +103,8 @@ impl Integrity {
                 .iter()
                 .map(|name| attribute(schema, "groups.member_attributes", name).map(|(id, _)| id))
                 .collect::<Result<_, _>>()?;
-            let touched_by = Spellings::of(
-                members.iter().copied().chain(schema.object_class_attr()),
-                schema,
-            );
+            let member_spellings = Spellings::of(members.iter().copied(), schema);
+            let class_spellings = Spellings::of(schema.object_class_attr(), schema);
             let (_, attr_name) = attribute(
                 schema,
                 "groups.memberof_attribute",
@@ -115,7 +114,8 @@ impl Integrity {
                 classes,
                 members,
                 attr_name,
-                touched_by,
+                member_spellings,
+                class_spellings,
             })
         } else {
             None
@@ -155,12 +155,19 @@ impl Integrity {
 }
 
 impl Integrity {
+    /// Warns, once at open, of each type it looks entries up by that has
+    /// no equality index.
+    pub(crate) fn warn_unindexed(&self, indexes: &crate::index::Indexes, schema: &Schema) {
+        for name in self.unindexed(indexes, schema) {
+            tracing::warn!(
+                attribute = %name,
+                "[groups] looks entries up by {name}, which has no eq index in storage.indexes: each such lookup (a delete, a rename, a unique value) reads every entry"
+            );
+        }
+    }
+
     /// The types it looks entries up by that have no equality index.
-    pub(crate) fn unindexed(
-        &self,
-        indexes: &crate::index::Indexes,
-        schema: &Schema,
-    ) -> Vec<String> {
+    fn unindexed(&self, indexes: &crate::index::Indexes, schema: &Schema) -> Vec<String> {
         let members = self.memberof.iter().flat_map(|m| m.members.iter().copied());
         let others = self
             .refint

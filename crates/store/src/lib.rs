@@ -480,12 +480,7 @@ impl Store {
         let indexes = index::Indexes::new(&st.indexes, &schema).map_err(StoreError::Config)?;
         let integrity = integrity::Integrity::new(&options.groups, &schema)?;
         if !read_only {
-            for name in integrity.unindexed(&indexes, &schema) {
-                tracing::warn!(
-                    attribute = %name,
-                    "[groups] looks entries up by {name}, which has no eq index in storage.indexes: each such lookup (a delete, a rename, a unique value) reads every entry"
-                );
-            }
+            integrity.warn_unindexed(&indexes, &schema);
         }
         let (path, memory) = match st.backend {
             Backend::Mdb => (options.path.clone(), None),

@@ -160,6 +160,23 @@ impl Schema {
         })
     }
 
+    /// Whether a file's type `oid` named `names` is one the server keeps
+    /// itself (memberOf, `[groups]`), defined already by that OID and
+    /// those names. Debian's msuser.schema defines memberOf without
+    /// NO-USER-MODIFICATION: the server's own stands, as slapd's memberof
+    /// overlay keeps its own.
+    fn keeps_itself(&self, oid: &str, names: &[String]) -> bool {
+        SERVER_KEPT.contains(&oid)
+            && self
+                .attribute_id(oid)
+                .and_then(|id| self.attr(id))
+                .is_some_and(|kept| {
+                    names
+                        .iter()
+                        .all(|n| kept.names.iter().any(|k| k.eq_ignore_ascii_case(n)))
+                })
+    }
+
     fn add_attribute(&mut self, d: &Description) -> Result<(), String> {
         let oid = self.expand(&d.oid);
         if !is_numericoid(&oid) {
@@ -167,20 +184,7 @@ impl Schema {
         }
         let names = d.get("NAME").map(Value::quoted).unwrap_or_default();
         let label = names.first().cloned().unwrap_or_else(|| oid.clone());
-        // A type the server keeps itself (memberOf, `[groups]`) defined
-        // again by a file (Debian's msuser.schema defines memberOf
-        // without NO-USER-MODIFICATION): the server's own stands, as
-        // slapd's memberof overlay keeps its own.
-        if SERVER_KEPT.contains(&oid.as_str())
-            && self
-                .attribute_id(&oid)
-                .and_then(|id| self.attr(id))
-                .is_some_and(|kept| {
-                    names
-                        .iter()
-                        .all(|n| kept.names.iter().any(|k| k.eq_ignore_ascii_case(n)))
-                })
-        {
+        if self.keeps_itself(&oid, &names) {
             return Ok(());
         }
         let sup = match d.get("SUP").map(Value::words).as_deref() {

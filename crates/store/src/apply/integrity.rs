@@ -122,9 +122,10 @@ pub(super) fn modify(
     };
     // Only a change of a member type or of the classes can change what
     // the entry says about groups: any other modify costs nothing more.
+    let (members, classes) = (&rules.member_spellings, &rules.class_spellings);
     if !changes
         .iter()
-        .any(|change| rules.touched_by.spells(&change.attr))
+        .any(|change| members.spells(&change.attr) || classes.spells(&change.attr))
     {
         return modify::apply(txn, ctx, dn, changes, operational, permissive);
     }
@@ -132,21 +133,20 @@ pub(super) fn modify(
     // groups: those values are the members that come and go, and the
     // group's other members (ten thousand, in a big group) are not read.
     let by_values = changes.iter().all(|change| {
-        !rules.touched_by.spells(&change.attr)
-            || (matches!(change.op, ModOp::Add | ModOp::Delete)
-                && !change.values.is_empty()
-                && !is_object_class(ctx, &change.attr))
+        !classes.spells(&change.attr)
+            && (!members.spells(&change.attr)
+                || (matches!(change.op, ModOp::Add | ModOp::Delete) && !change.values.is_empty()))
     });
     if by_values {
         let applied = modify::apply(txn, ctx, dn, changes, operational, permissive);
         let Applied::Done(effect) = applied else {
             return applied;
         };
-        let kept = is_group_now(txn, ctx, dn).and_then(|group| {
-            if !group {
+        let kept = entry_at(txn, ctx, dn).and_then(|entry| {
+            if !entry.is_some_and(|entry| rules.is_group(&entry, ctx.schema)) {
                 return Ok(effect);
             }
-            for change in changes.iter().filter(|c| rules.touched_by.spells(&c.attr)) {
+            for change in changes.iter().filter(|c| members.spells(&c.attr)) {
                 for value in &change.values {
                     if let Some(member) = dn_of(value, ctx.schema) {
                         let memberof = memberof_change(change.op, &rules.attr_name, dn);
@@ -192,34 +192,19 @@ fn normalized(dns: &[Dn]) -> std::collections::HashSet<&str> {
     dns.iter().map(Dn::normalized).collect()
 }
 
-/// Whether a change's description is of objectClass.
-fn is_object_class(ctx: &Context<'_>, description: &str) -> bool {
-    let name = description.split(';').next().unwrap_or(description);
-    ctx.schema
-        .object_class_attr()
-        .and_then(|attr| ctx.schema.attr(attr))
-        .is_some_and(|at| at.oid == name || at.names.iter().any(|n| n.eq_ignore_ascii_case(name)))
-}
-
-/// Whether the entry at `dn` is a group now.
-fn is_group_now(txn: &RwTxn<'_>, ctx: &Context<'_>, dn: &Dn) -> Result<bool, StoreError> {
-    let (Some(rules), Some(id)) = (&ctx.integrity.memberof, lookup(txn, ctx.dbs, dn)?) else {
-        return Ok(false);
-    };
-    let entry = ctx.load(txn, id, Some(dn))?;
-    Ok(rules.is_group(&entry, ctx.schema))
+/// The entry at `dn`, if it is there.
+fn entry_at(txn: &RwTxn<'_>, ctx: &Context<'_>, dn: &Dn) -> Result<Option<Entry>, StoreError> {
+    lookup(txn, ctx.dbs, dn)?
+        .map(|id| ctx.load(txn, id, Some(dn)))
+        .transpose()
 }
 
 /// The members the entry at `dn` names as a group (none if it is not
 /// one, or not there).
 fn group_view(txn: &RwTxn<'_>, ctx: &Context<'_>, dn: &Dn) -> Result<Vec<Dn>, StoreError> {
-    let Some(rules) = &ctx.integrity.memberof else {
+    let (Some(rules), Some(entry)) = (&ctx.integrity.memberof, entry_at(txn, ctx, dn)?) else {
         return Ok(Vec::new());
     };
-    let Some(id) = lookup(txn, ctx.dbs, dn)? else {
-        return Ok(Vec::new());
-    };
-    let entry = ctx.load(txn, id, Some(dn))?;
     Ok(if rules.is_group(&entry, ctx.schema) {
         rules.members(&entry, ctx.schema)
     } else {

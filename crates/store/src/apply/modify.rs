@@ -132,17 +132,17 @@ fn touched_indexed_types(
         {
             continue;
         }
-        let changes: Vec<&Change<'_>> = described
-            .iter()
-            .filter(|(d, _)| d.attr == attr)
-            .map(|(_, c)| c)
-            .collect();
-        let only_values = changes
-            .iter()
-            .all(|c| matches!(c.op, ModOp::Add | ModOp::Delete) && !c.values.is_empty());
-        let both_ways = changes.iter().any(|added| {
+        let changes = || {
+            described
+                .iter()
+                .filter(move |(d, _)| d.attr == attr)
+                .map(|(_, c)| c)
+        };
+        let only_values =
+            changes().all(|c| matches!(c.op, ModOp::Add | ModOp::Delete) && !c.values.is_empty());
+        let both_ways = changes().any(|added| {
             added.op == ModOp::Add
-                && changes.iter().any(|deleted| {
+                && changes().any(|deleted| {
                     deleted.op == ModOp::Delete
                         && deleted.values.iter().any(|v| added.values.contains(v))
                 })
