@@ -83,7 +83,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     // What may need privileges first: the sockets (ports below 1024, or
     // systemd's), the TLS key; then, if asked, become server.user,
     // before anything in the data directory is opened or made.
-    let bound = Bound::new(config)?;
+    let mut bound = Bound::new(config)?;
     if !config.server.user.is_empty() {
         crate::privileges::become_user(&config.server.user)?;
     }
@@ -105,7 +105,8 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let runtime = runtime.build().context("cannot start the async runtime")?;
     let served = runtime.block_on(async {
-        let (directory, cluster) = open_directory(&setup, &admin_dn, access).await?;
+        let peer_socket = bound.take_peer_listener();
+        let (directory, cluster) = open_directory(&setup, &admin_dn, access, peer_socket).await?;
         let directory_for_reload = Arc::clone(&directory);
         tokio::spawn(sweep_dynamic_entries(
             Arc::clone(&directory),
@@ -222,18 +223,19 @@ fn admin_credentials(
 
 /// Opens the naming contexts' stores (in a cluster, replicated, each a
 /// partition with this node's Raft group of it) and the directory over
-/// them.
+/// them. `peer_socket` is the peer listener systemd passed, if it did.
 async fn open_directory(
     setup: &crate::setup::Setup,
     admin_dn: &meridian_model::dn::Dn,
     access: Option<AccessRules>,
+    peer_socket: Option<std::net::TcpListener>,
 ) -> anyhow::Result<(Arc<Directory>, Option<crate::cluster::Partitions>)> {
     let config = &setup.config;
     let (stores, cluster) = if config.cluster.enabled() {
         let opened = setup.open_replicated_stores()?;
         let stores: Vec<meridian_store::Store> =
             opened.iter().map(|(store, _)| store.clone()).collect();
-        let partitions = crate::cluster::start_partitions(setup, opened).await?;
+        let partitions = crate::cluster::start_partitions(setup, opened, peer_socket).await?;
         for (store, partition) in stores.iter().zip(partitions.iter()) {
             tokio::spawn(build_indexes_when_leading(
                 store.clone(),
@@ -242,6 +244,10 @@ async fn open_directory(
         }
         (stores, Some(partitions))
     } else {
+        anyhow::ensure!(
+            peer_socket.is_none(),
+            "systemd passed a socket named `peer`, but this server is not in a cluster ([cluster] has no node_id)"
+        );
         let stores = setup.open_all_stores()?;
         // Indexes added to the config since the data was indexed are
         // built while the server serves (searches scan until then).

@@ -3,9 +3,11 @@
 //! its TLS certificate and key (often readable by root alone).
 //!
 //! The sockets are bound here, or taken from systemd when it started the
-//! server with socket activation (`LISTEN_FDS`, sd_listen_fds(3)): the
-//! first is the plain listener, the second (or the one named `ldaps` in
-//! `LISTEN_FDNAMES`) the TLS one.
+//! server with socket activation (`LISTEN_FDS`, sd_listen_fds(3)), each
+//! by its name in `LISTEN_FDNAMES` (`ldap`, `ldaps`, `peer`, `metrics`);
+//! unnamed, the first is the plain listener and the second the TLS one.
+//! A socket passed in is never released between two runs of the server,
+//! so a restart cannot find its port taken.
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -21,6 +23,8 @@ use crate::tls::{ClientAuth, Tls};
 pub struct Bound {
     pub(crate) listener: TcpListener,
     pub(crate) tls_listener: Option<TcpListener>,
+    /// `cluster.peer_listen`, when systemd passed it.
+    pub(crate) peer_listener: Option<TcpListener>,
     /// `server.metrics_listen`.
     pub(crate) metrics_listener: Option<TcpListener>,
     pub(crate) tls: Option<Arc<Tls>>,
@@ -32,35 +36,28 @@ impl Bound {
     /// sockets) and loads the TLS certificate, key and client CAs.
     pub fn new(config: &Config) -> Result<Bound, StartError> {
         let (tls, certificate_map) = load_tls(config)?;
-        let (listener, tls_listener) = match from_systemd()? {
-            Some(sockets) => sockets,
-            None => {
-                let s = &config.server;
-                let addr: SocketAddr = s
-                    .listen
-                    .parse()
-                    .map_err(|e| StartError::Address(format!("{:?}: {e}", s.listen)))?;
-                let listener = listen(addr).map_err(|source| StartError::Bind { addr, source })?;
-                let tls_listener = match s.listen_tls.as_str() {
-                    "" => None,
-                    text => {
-                        let addr: SocketAddr = text.parse().map_err(|e| {
-                            StartError::Address(format!("server.listen_tls {text:?}: {e}"))
-                        })?;
-                        Some(listen(addr).map_err(|source| StartError::Bind { addr, source })?)
-                    }
+        let s = &config.server;
+        let (listener, tls_listener, peer_listener, metrics_listener) = match from_systemd()? {
+            Some(Inherited {
+                ldap: Some(ldap),
+                ldaps,
+                peer,
+                metrics,
+            }) => {
+                let metrics = match metrics {
+                    Some(socket) => Some(socket),
+                    None => listen_on(&s.metrics_listen, "server.metrics_listen")?,
                 };
-                (listener, tls_listener)
+                (ldap, ldaps, peer, metrics)
             }
-        };
-        let metrics_listener = match config.server.metrics_listen.as_str() {
-            "" => None,
-            text => {
-                let addr: SocketAddr = text.parse().map_err(|e| {
-                    StartError::Address(format!("server.metrics_listen {text:?}: {e}"))
-                })?;
-                Some(listen(addr).map_err(|source| StartError::Bind { addr, source })?)
-            }
+            _ => (
+                listen_on(&s.listen, "server.listen")?.ok_or_else(|| {
+                    StartError::Config("server.listen is empty: there is nothing to serve".into())
+                })?,
+                listen_on(&s.listen_tls, "server.listen_tls")?,
+                None,
+                listen_on(&s.metrics_listen, "server.metrics_listen")?,
+            ),
         };
         if tls_listener.is_some() && tls.is_none() {
             return Err(StartError::Config(
@@ -71,10 +68,17 @@ impl Bound {
         Ok(Bound {
             listener,
             tls_listener,
+            peer_listener,
             metrics_listener,
             tls,
             certificate_map,
         })
+    }
+
+    /// The socket systemd passed for `cluster.peer_listen` (named `peer`),
+    /// which the cluster takes instead of binding its own.
+    pub fn take_peer_listener(&mut self) -> Option<TcpListener> {
+        self.peer_listener.take()
     }
 
     /// The plain listener's address.
@@ -133,6 +137,20 @@ fn load_tls(config: &Config) -> Result<(Option<Arc<Tls>>, Option<CertificateMap>
     Ok((tls, certificate_map))
 }
 
+/// A listening socket on the address `text` of config key `key`, or
+/// none when `text` is empty.
+fn listen_on(text: &str, key: &str) -> Result<Option<TcpListener>, StartError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let addr: SocketAddr = text
+        .parse()
+        .map_err(|e| StartError::Address(format!("{key} {text:?}: {e}")))?;
+    listen(addr)
+        .map(Some)
+        .map_err(|source| StartError::Bind { addr, source })
+}
+
 /// A listening socket on `addr`.
 fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = socket2::Socket::new(
@@ -153,9 +171,37 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 /// The first descriptor systemd passes (sd_listen_fds(3)).
 const FIRST_SYSTEMD_FD: i32 = 3;
 
-/// The sockets systemd passed this process, if it did: the plain one and
-/// the TLS one (named `ldaps` in `LISTEN_FDNAMES`, or else the second).
-fn from_systemd() -> Result<Option<(TcpListener, Option<TcpListener>)>, StartError> {
+/// The names a passed socket may carry in `LISTEN_FDNAMES`
+/// (`FileDescriptorName=` of its systemd socket unit).
+const SOCKET_NAMES: [&str; 4] = ["ldap", "ldaps", "peer", "metrics"];
+
+/// The sockets systemd (or a test harness acting as it) passed this
+/// process, each by the listener it stands in for.
+#[derive(Debug, Default)]
+struct Inherited {
+    ldap: Option<TcpListener>,
+    ldaps: Option<TcpListener>,
+    peer: Option<TcpListener>,
+    metrics: Option<TcpListener>,
+}
+
+impl Inherited {
+    fn slot(&mut self, name: &str) -> Option<&mut Option<TcpListener>> {
+        match name {
+            "ldap" => Some(&mut self.ldap),
+            "ldaps" => Some(&mut self.ldaps),
+            "peer" => Some(&mut self.peer),
+            "metrics" => Some(&mut self.metrics),
+            _ => None,
+        }
+    }
+}
+
+/// The sockets systemd passed this process, if it did. Each is placed by
+/// its name in `LISTEN_FDNAMES` (`ldap`, `ldaps`, `peer` for
+/// `cluster.peer_listen`, `metrics` for `server.metrics_listen`); the
+/// others by their order: the plain listener, then the TLS one.
+fn from_systemd() -> Result<Option<Inherited>, StartError> {
     let ours = std::env::var("LISTEN_PID")
         .ok()
         .and_then(|pid| pid.parse::<u32>().ok())
@@ -167,15 +213,18 @@ fn from_systemd() -> Result<Option<(TcpListener, Option<TcpListener>)>, StartErr
     if !ours || count < 1 {
         return Ok(None);
     }
-    if count > 2 {
+    if count > SOCKET_NAMES.len() as i32 {
         return Err(StartError::Config(format!(
-            "systemd passed {count} sockets; Meridian takes one or two (LDAP, then LDAPS)"
+            "systemd passed {count} sockets; Meridian takes at most {} ({})",
+            SOCKET_NAMES.len(),
+            SOCKET_NAMES.join(", ")
         )));
     }
     let names: Vec<String> = std::env::var("LISTEN_FDNAMES")
         .map(|n| n.split(':').map(str::to_owned).collect())
         .unwrap_or_default();
-    let mut sockets: Vec<(String, TcpListener)> = Vec::new();
+    let mut inherited = Inherited::default();
+    let mut unnamed = Vec::new();
     for i in 0..count {
         let fd = FIRST_SYSTEMD_FD + i;
         // SAFETY: systemd passed descriptors FIRST_SYSTEMD_FD.. to this
@@ -192,22 +241,42 @@ fn from_systemd() -> Result<Option<(TcpListener, Option<TcpListener>)>, StartErr
                 addr: SocketAddr::from(([0, 0, 0, 0], 0)),
                 source,
             })?;
-        let name = names.get(i as usize).cloned().unwrap_or_default();
-        sockets.push((name, socket));
+        let name = names.get(i as usize).map_or("", String::as_str);
+        match inherited.slot(name) {
+            Some(slot) if slot.is_none() => *slot = Some(socket),
+            Some(_) => {
+                return Err(StartError::Config(format!(
+                    "systemd passed two sockets named {name:?}"
+                )));
+            }
+            None => unnamed.push(socket),
+        }
     }
-    let tls_at = sockets.iter().position(|(name, _)| name == "ldaps");
-    let tls = match (tls_at, sockets.len()) {
-        (Some(at), _) => Some(sockets.remove(at).1),
-        (None, 2) => sockets.pop().map(|(_, socket)| socket),
-        _ => None,
-    };
-    let plain = sockets
-        .pop()
-        .map(|(_, socket)| socket)
-        .ok_or_else(|| StartError::Config("systemd passed only an ldaps socket".into()))?;
+    // A socket without one of our names (systemd names every socket of a
+    // unit after the unit unless `FileDescriptorName=` says otherwise)
+    // stands in by its position: the plain listener, then the TLS one.
+    for socket in unnamed {
+        match (&inherited.ldap, &inherited.ldaps) {
+            (None, _) => inherited.ldap = Some(socket),
+            (Some(_), None) => inherited.ldaps = Some(socket),
+            (Some(_), Some(_)) => {
+                return Err(StartError::Config(format!(
+                    "systemd passed {count} sockets, more than two without a name Meridian knows ({}): give each its name with FileDescriptorName=",
+                    SOCKET_NAMES.join(", ")
+                )));
+            }
+        }
+    }
+    if inherited.ldap.is_none() {
+        return Err(StartError::Config(
+            "systemd passed no plain LDAP socket (one named `ldap`, or the first unnamed)".into(),
+        ));
+    }
     tracing::info!(
-        tls = tls.is_some(),
+        tls = inherited.ldaps.is_some(),
+        peer = inherited.peer.is_some(),
+        metrics = inherited.metrics.is_some(),
         "listening on the sockets systemd passed"
     );
-    Ok(Some((plain, tls)))
+    Ok(Some(inherited))
 }

@@ -281,6 +281,8 @@ impl Server {
             metrics_listener,
             tls,
             certificate_map,
+            // Taken by the cluster before the server starts.
+            peer_listener: _,
         } = bound;
         let tokio_listener = |std: std::net::TcpListener| {
             let addr = std.local_addr().map_err(|source| StartError::Bind {

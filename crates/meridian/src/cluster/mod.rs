@@ -138,13 +138,18 @@ pub(crate) type Partitions = Arc<Vec<Partition>>;
 /// (`stores` in the order of [`Setup::suffixes`]), all on one peer
 /// listener. Each group keeps its own log (`Setup::raft_dir_of`) and may
 /// prefer its own leader (`cluster.preferred_leaders`), so each partition
-/// is written at its own site.
+/// is written at its own site. The peer listener is `peer_socket` when
+/// systemd passed one, else bound here.
 pub(crate) async fn start_partitions(
     setup: &Setup,
     stores: Vec<(Store, Proposals)>,
+    peer_socket: Option<std::net::TcpListener>,
 ) -> anyhow::Result<Partitions> {
     let base = options(&setup.config)?;
-    let hub = PeerHub::bind(&base).await?;
+    let hub = match peer_socket {
+        Some(socket) => PeerHub::on(tokio::net::TcpListener::from_std(socket)?, &base)?,
+        None => PeerHub::bind(&base).await?,
+    };
     let mut partitions = Vec::new();
     for (group, ((store, proposals), suffix)) in
         stores.into_iter().zip(setup.suffixes()).enumerate()

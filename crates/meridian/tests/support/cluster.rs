@@ -14,7 +14,7 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use meridian_ber::{Tag, Writer};
@@ -22,21 +22,77 @@ use meridian_proto::{DecodeLimits, LdapMessage, ProtocolOp};
 
 use super::{ADMIN_DN, ADMIN_PASSWORD, Client, temp_dir, tool_at};
 
-/// A port free now, below the kernel's ephemeral range (32768 and up)
-/// so that no socket bound to port 0 (the proxies, clients) takes it
-/// before the node does, and never handed out twice by this process.
-pub fn free_port() -> u16 {
-    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap();
-    let seed = std::process::id() as usize * 7919;
-    for i in 0..12_000usize {
-        let port = 20_000 + ((seed + i * 7) % 12_000) as u16;
-        if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            given.push(port);
-            return port;
+/// A node's listening sockets, bound here on port 0 (the kernel picks
+/// the port) and passed to every run of the node as systemd passes
+/// them (`LISTEN_FDS`): no port is released between a node's runs, so
+/// none can be taken by another program meanwhile. While the node is
+/// down its sockets stay open, as under systemd socket activation: a
+/// connection is queued, not refused, until the next run accepts it.
+struct Sockets {
+    ldap: TcpListener,
+    peer: TcpListener,
+}
+
+impl Sockets {
+    fn bind() -> Sockets {
+        Sockets {
+            ldap: TcpListener::bind("127.0.0.1:0").unwrap(),
+            peer: TcpListener::bind("127.0.0.1:0").unwrap(),
         }
     }
-    panic!("no free port below 32000");
+
+    fn ldap_addr(&self) -> SocketAddr {
+        self.ldap.local_addr().unwrap()
+    }
+
+    fn peer_addr(&self) -> SocketAddr {
+        self.peer.local_addr().unwrap()
+    }
+
+    /// `command` (a `meridian serve`) as a bash that moves the sockets
+    /// to descriptors 3 and 4, sets `LISTEN_PID` to its own PID and then
+    /// execs the server, which keeps that PID. The shell does the moves:
+    /// a `dup2` in `pre_exec` could overwrite the pipe the standard
+    /// library keeps in the child to report a failed exec.
+    fn activate(&self, command: &Command) -> Command {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let (ldap, peer) = (self.ldap.as_raw_fd(), self.peer.as_raw_fd());
+        // bash's `{var}<&fd` takes a free descriptor above 9, so the
+        // moves hold whatever numbers the sockets have here.
+        let script = format!(
+            "export LISTEN_PID=$$; exec {{l}}<&{ldap} {{p}}<&{peer} {ldap}<&- {peer}<&- && exec 3<&$l 4<&$p {{l}}<&- {{p}}<&- && exec \"$0\" \"$@\""
+        );
+        let mut shell = Command::new("bash");
+        shell
+            .arg("-c")
+            .arg(script)
+            .arg(command.get_program())
+            .args(command.get_args())
+            .env("LISTEN_FDS", "2")
+            .env("LISTEN_FDNAMES", "ldap:peer");
+        for (key, value) in command.get_envs() {
+            match value {
+                Some(value) => shell.env(key, value),
+                None => shell.env_remove(key),
+            };
+        }
+        // SAFETY: only fcntl, async-signal-safe, on two descriptors this
+        // process owns, in the child between fork and exec: they stay
+        // open through the exec into bash.
+        #[allow(unsafe_code)]
+        unsafe {
+            shell.pre_exec(move || {
+                for fd in [ldap, peer] {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        shell
+    }
 }
 
 /// One directed link: a link of the WAN emulator (`meridian-wan`), run
@@ -105,6 +161,7 @@ pub struct Node {
     pub ldap: SocketAddr,
     pub dir: PathBuf,
     pub config: PathBuf,
+    sockets: Sockets,
     child: Option<Child>,
 }
 
@@ -185,8 +242,9 @@ impl Cluster {
         let n = voters + learners + spares;
         let spare = |id: usize| id > voters + learners;
         let root = temp_dir("cluster");
-        let ldap: Vec<u16> = (0..n).map(|_| free_port()).collect();
-        let peer: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let mut sockets: Vec<Sockets> = (0..n).map(|_| Sockets::bind()).collect();
+        let ldap: Vec<u16> = sockets.iter().map(|s| s.ldap_addr().port()).collect();
+        let peer: Vec<u16> = sockets.iter().map(|s| s.peer_addr().port()).collect();
         let mut links = BTreeMap::new();
         for from in 1..=n {
             for to in 1..=n {
@@ -197,7 +255,7 @@ impl Cluster {
             }
         }
         let mut nodes = Vec::new();
-        for id in 1..=n {
+        for (id, sockets) in (1..=n).zip(sockets.drain(..)) {
             let dir = root.join(format!("node{id}"));
             std::fs::create_dir_all(&dir).unwrap();
             let extra = extra(id, &dir);
@@ -231,6 +289,7 @@ impl Cluster {
                 ldap: format!("127.0.0.1:{}", ldap[id - 1]).parse().unwrap(),
                 dir,
                 config: path,
+                sockets,
                 child: None,
             });
         }
@@ -263,7 +322,9 @@ impl Cluster {
         &self.nodes[id - 1]
     }
 
-    /// Starts (or restarts) node `id` and waits until it listens.
+    /// Starts (or restarts) node `id` on its sockets and waits until it
+    /// serves (its "listening" line: a connect alone proves nothing, the
+    /// socket accepts into its queue while no run of the node does).
     pub fn start_node(&mut self, id: usize) {
         let node = &mut self.nodes[id - 1];
         let log = std::fs::OpenOptions::new()
@@ -271,25 +332,41 @@ impl Cluster {
             .append(true)
             .open(node.dir.join("serve.log"))
             .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        let mut serve = Command::new(env!("CARGO_BIN_EXE_meridian"));
+        serve
             .args(["serve", "--config"])
             .arg(&node.config)
             .env("MERIDIAN_ADMIN_PASSWORD", ADMIN_PASSWORD)
             .env(
                 "RUST_LOG",
                 "warn,meridian_replication=info,meridian_store=info",
-            )
+            );
+        let mut child = node
+            .sockets
+            .activate(&serve)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
             .unwrap();
+        let stdout = child.stdout.take().unwrap();
         node.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(node.ldap).is_err() {
-            assert!(Instant::now() < deadline, "node {id} did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (listening, said) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+            let up =
+                lines.any(|line| line.is_ok_and(|line| line.starts_with("meridian listening on ")));
+            let _ = listening.send(up);
+            // Keep draining, so the node never blocks on its stdout.
+            for _ in lines {}
+        });
+        let up = said.recv_timeout(Duration::from_secs(60));
+        assert_eq!(
+            up,
+            Ok(true),
+            "node {id} did not start serving (see {})",
+            node.dir.join("serve.log").display()
+        );
     }
 
     /// `meridian check` of node `id`'s database (stop the node first):
