@@ -1,5 +1,6 @@
 """Starts the real meridian binary for the Python client tests."""
 
+import contextlib
 import os
 import subprocess
 import tempfile
@@ -18,12 +19,17 @@ def meridian_binary():
     return path
 
 
-@pytest.fixture
-def server():
+@contextlib.contextmanager
+def serve(config=""):
+    """A server on a port of its own choosing, with `config` (TOML) as its
+    config file: `(host, port)` while it runs."""
     with tempfile.TemporaryDirectory(prefix="meridian-py-") as data_dir:
         env = dict(os.environ, MERIDIAN_ADMIN_PASSWORD=ADMIN_PASSWORD, RUST_LOG="warn")
+        config_file = os.path.join(data_dir, "test-config.toml")
+        with open(config_file, "w") as f:
+            f.write(config)
         proc = subprocess.Popen(
-            [meridian_binary(), "serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir],
+            [meridian_binary(), "serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir, "--config", config_file],
             stdout=subprocess.PIPE,
             env=env,
             text=True,
@@ -39,6 +45,19 @@ def server():
         finally:
             proc.terminate()
             assert proc.wait(timeout=20) == 0, "meridian did not stop cleanly on SIGTERM"
+
+
+@pytest.fixture
+def server():
+    with serve() as address:
+        yield address
+
+
+@pytest.fixture
+def server_with():
+    """Starts a server with the config (TOML) given: `server_with(text)`."""
+    with contextlib.ExitStack() as servers:
+        yield lambda config: servers.enter_context(serve(config))
 
 
 def connect(host, port, strategy, dn=ADMIN_DN, password=ADMIN_PASSWORD):

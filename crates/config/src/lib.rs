@@ -242,6 +242,15 @@ pub struct ServerConfig {
     pub max_outstanding_per_connection: usize,
     /// Seconds without a request before a connection is closed; 0 never.
     pub idle_timeout_secs: u64,
+    /// Updates one LDAP transaction (RFC 5805) may hold; one more is
+    /// refused (adminLimitExceeded) and the transaction goes on without it.
+    pub max_transaction_updates: usize,
+    /// Bytes of updates one LDAP transaction may hold (their DNs and
+    /// values), likewise.
+    pub max_transaction_bytes: usize,
+    /// Seconds an LDAP transaction may stay open; past them it is
+    /// aborted, told by an Aborted Transaction notice when next used.
+    pub transaction_timeout_secs: u64,
     /// Largest accepted LDAPMessage in bytes.
     pub max_pdu_bytes: usize,
     /// Largest accepted LDAPMessage before a successful bind (the bind
@@ -571,6 +580,12 @@ impl Default for ServerConfig {
             max_outstanding_per_connection: 4096,
             // As 389 Directory Server's default idle time-out.
             idle_timeout_secs: 3600,
+            // A provisioning job's user with its groups, many times over;
+            // the bytes bound what one connection's transaction holds.
+            max_transaction_updates: 1_000,
+            max_transaction_bytes: 16 << 20,
+            // A person at an interactive tool, not a forgotten session.
+            transaction_timeout_secs: 300,
             max_pdu_bytes: meridian_proto::DecodeLimits::DEFAULT_MAX_PDU_BYTES,
             // slapd's sockbuf_max_incoming: 256 KiB before a bind.
             max_pdu_bytes_anonymous: 256 * 1024,

@@ -100,8 +100,26 @@ impl Config {
     /// The numeric limits with a range, as one table.
     fn check_ranges(&self) -> Result<(), ConfigError> {
         let s = &self.server;
-        let ranges: [(&'static str, usize, usize, usize); 16] = [
+        let ranges: [(&'static str, usize, usize, usize); 19] = [
             ("server.max_connections", s.max_connections, 1, 1_000_000),
+            (
+                "server.max_transaction_updates",
+                s.max_transaction_updates,
+                1,
+                1_000_000,
+            ),
+            (
+                "server.max_transaction_bytes",
+                s.max_transaction_bytes,
+                1 << 10,
+                1 << 34,
+            ),
+            (
+                "server.transaction_timeout_secs",
+                usize::try_from(s.transaction_timeout_secs).unwrap_or(usize::MAX),
+                1,
+                86_400,
+            ),
             (
                 "server.max_outstanding_per_connection",
                 s.max_outstanding_per_connection,

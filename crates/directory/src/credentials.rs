@@ -260,6 +260,12 @@ impl Directory {
                 post,
                 command: Box::new(self.hash_passwords(who, *command)?),
             }),
+            Command::Transaction { commands } => Ok(Command::Transaction {
+                commands: commands
+                    .into_iter()
+                    .map(|command| self.hash_passwords(who, command))
+                    .collect::<Result<_, _>>()?,
+            }),
             other => Ok(other),
         }
     }
@@ -371,6 +377,9 @@ impl Directory {
             }),
             Command::Guarded { command, .. } | Command::ReadBack { command, .. } => {
                 self.needs_hashing(command)
+            }
+            Command::Transaction { commands } => {
+                commands.iter().any(|command| self.needs_hashing(command))
             }
             _ => false,
         }

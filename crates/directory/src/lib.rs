@@ -443,6 +443,11 @@ impl Directory {
             | Command::Unchanged { command, .. } => {
                 self.note_applied(command);
             }
+            Command::Transaction { commands } => {
+                commands
+                    .iter()
+                    .for_each(|command| self.note_applied(command));
+            }
             Command::Delete { .. }
             | Command::DeleteSubtree { .. }
             | Command::ModifyDn { .. }
@@ -472,8 +477,17 @@ impl Directory {
     /// The store a command goes to: its target's naming context.
     fn store_of(&self, command: &Command) -> &Store {
         command
-            .target()
+            .context_dn()
             .map_or(&self.primary, |dn| self.store_for(dn))
+    }
+
+    /// True when `a` and `b` write in the same naming context (one
+    /// database, one Raft group): what a transaction's updates must do.
+    pub fn same_context(&self, a: &Command, b: &Command) -> bool {
+        match (a.context_dn(), b.context_dn()) {
+            (Some(a), Some(b)) => self.context_of(a) == self.context_of(b),
+            _ => true,
+        }
     }
 
     /// Runs a prepared write through the store's writer.

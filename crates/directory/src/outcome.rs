@@ -65,6 +65,14 @@ impl From<StoreError> for Outcome {
                 password_error: None,
             },
             StoreError::Model(m) => m.into(),
+            // The failed update's own outcome (matchedDN, referrals), its
+            // place in the transaction said first.
+            StoreError::InTransaction { at, error } => {
+                let mut outcome = Outcome::from(*error);
+                outcome.message =
+                    format!("update {} of the transaction: {}", at + 1, outcome.message);
+                outcome
+            }
             StoreError::Referral(url) => Outcome {
                 code,
                 matched: String::new(),

@@ -230,6 +230,9 @@ impl Directory {
         command: Command,
         earlier: Option<Vec<u8>>,
     ) -> Result<(Command, Option<Vec<u8>>), Outcome> {
+        if let Command::Transaction { commands } = command {
+            return self.first_wins_in_transaction(commands);
+        }
         let csn_type = self.schema.entry_csn_attr();
         let writes = csn_type
             .and_then(|csn| command.entry_csn(csn))
@@ -258,6 +261,28 @@ impl Directory {
             ),
             None => (command, writes),
         })
+    }
+
+    /// [`Directory::first_wins`] for each update of a transaction: an
+    /// update is checked against what the transaction's earlier updates
+    /// to its entry leave, not against the store (which has none of
+    /// them yet).
+    fn first_wins_in_transaction(
+        &self,
+        commands: Vec<Command>,
+    ) -> Result<(Command, Option<Vec<u8>>), Outcome> {
+        let mut left: std::collections::HashMap<String, Vec<u8>> = Default::default();
+        let mut guarded = Vec::with_capacity(commands.len());
+        for command in commands {
+            let dn = command.target().map(|dn| dn.normalized().to_owned());
+            let earlier = dn.as_ref().and_then(|dn| left.get(dn).cloned());
+            let (command, writes) = self.first_wins(command, earlier)?;
+            if let (Some(dn), Some(csn)) = (dn, writes) {
+                left.insert(dn, csn);
+            }
+            guarded.push(command);
+        }
+        Ok((Command::Transaction { commands: guarded }, None))
     }
 
     /// The suffix of a naming context glued below `dn` whose suffix

@@ -90,6 +90,9 @@ pub mod oid {
     /// Password policy, request and response
     /// (draft-behera-ldap-password-policy).
     pub const PASSWORD_POLICY: &[u8] = b"1.3.6.1.4.1.42.2.27.8.5.1";
+    /// Transaction specification (RFC 5805 section 2.1): the update
+    /// belongs to the transaction whose identifier is the value.
+    pub const TRANSACTION_SPECIFICATION: &[u8] = b"1.3.6.1.1.21.2";
     /// Matched values (RFC 3876): only the values a filter matches.
     pub const MATCHED_VALUES: &[u8] = b"1.2.826.0.1.3344810.2.3";
 }

@@ -15,6 +15,13 @@ pub mod oid {
     pub const CANCEL: &[u8] = b"1.3.6.1.1.8";
     /// Refresh (RFC 2589).
     pub const REFRESH: &[u8] = b"1.3.6.1.4.1.1466.101.119.1";
+    /// Start Transaction (RFC 5805 section 2.2).
+    pub const START_TRANSACTION: &[u8] = b"1.3.6.1.1.21.1";
+    /// End Transaction (RFC 5805 section 2.3).
+    pub const END_TRANSACTION: &[u8] = b"1.3.6.1.1.21.3";
+    /// Aborted Transaction notice (RFC 5805 section 2.4): an unsolicited
+    /// notification whose value is the transaction's identifier.
+    pub const ABORTED_TRANSACTION: &[u8] = b"1.3.6.1.1.21.4";
     /// Meridian's cluster administration: the request value is a command
     /// in text (`status`, `add-learner ID PEER LDAP-URL`, `promote ID`,
     /// `remove ID`, `transfer-leader ID`), the response value the answer
@@ -111,6 +118,67 @@ pub fn encode_cancel(buf: &mut Vec<u8>, message_id: i32) {
     let m = w.start(Tag::SEQUENCE);
     w.integer(Tag::INTEGER, i64::from(message_id));
     w.end(m);
+}
+
+/// End Transaction request value (RFC 5805 section 2.3):
+/// `SEQUENCE { commit BOOLEAN DEFAULT TRUE, identifier OCTET STRING }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndTransactionRequest<'a> {
+    /// Commit (TRUE) or abort (FALSE).
+    pub commit: bool,
+    /// The identifier Start Transaction gave.
+    pub identifier: &'a [u8],
+}
+
+impl<'a> EndTransactionRequest<'a> {
+    /// Decodes the request value, which must be present.
+    pub fn decode(value: Option<&'a [u8]>) -> Result<Self> {
+        let mut r = value_sequence(value, "End Transaction value must be a SEQUENCE")?;
+        let commit = match r.peek_tag() {
+            Some(Tag::BOOLEAN) => r.boolean(Tag::BOOLEAN, "expected commit")?,
+            _ => true,
+        };
+        let identifier = r.expect(Tag::OCTET_STRING, "expected the transaction identifier")?;
+        r.finish("trailing bytes in End Transaction request")?;
+        Ok(EndTransactionRequest { commit, identifier })
+    }
+
+    /// Encodes the request value (commit left out when TRUE, its
+    /// default, as DER has it).
+    pub fn encode(&self, buf: &mut Vec<u8>) {
+        let mut w = Writer::new(buf);
+        let m = w.start(Tag::SEQUENCE);
+        if !self.commit {
+            w.boolean(Tag::BOOLEAN, false);
+        }
+        w.octets(Tag::OCTET_STRING, self.identifier);
+        w.end(m);
+    }
+}
+
+/// End Transaction response value naming the update that failed the
+/// transaction (RFC 5805 section 2.3: `txnEndRes`, its `messageID`; no
+/// `updatesControls`, as no update of a transaction may ask for one).
+pub fn encode_end_transaction_failure(buf: &mut Vec<u8>, message_id: i32) {
+    let mut w = Writer::new(buf);
+    let m = w.start(Tag::SEQUENCE);
+    w.integer(Tag::INTEGER, i64::from(message_id));
+    w.end(m);
+}
+
+/// The failed update's message ID in an End Transaction response value,
+/// if it names one.
+pub fn decode_end_transaction_response(value: &[u8]) -> Result<Option<i32>> {
+    let mut r = value_sequence(Some(value), "End Transaction response must be a SEQUENCE")?;
+    let id = match r.peek_tag() {
+        Some(Tag::INTEGER) => Some(
+            i32::try_from(r.integer(Tag::INTEGER, "expected messageID")?)
+                .map_err(|_| Error::Malformed("messageID out of range"))?,
+        ),
+        _ => None,
+    };
+    // `updatesControls` may follow; Meridian sends none.
+    Ok(id)
 }
 
 /// Refresh request value (RFC 2589).

@@ -75,6 +75,9 @@ result_codes! {
     CANNOT_CANCEL = 121, "cannotCancel";
     ASSERTION_FAILED = 122, "assertionFailed";
     AUTHORIZATION_DENIED = 123, "authorizationDenied";
+    // OpenLDAP's code (in its private range, 0x4121) for a transaction
+    // identifier it does not know; RFC 5805 names no code of its own.
+    TXN_ID_INVALID = 16673, "txnIdInvalid";
 }
 
 impl fmt::Debug for ResultCode {

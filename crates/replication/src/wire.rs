@@ -148,8 +148,9 @@ pub(crate) struct Link {
 /// that nodes of two releases refuse each other by name during a rolling
 /// upgrade instead of misreading each other's messages.
 /// (3: `Submit` took the place of `Forward`, answered once appended.
-/// 4: the handshake names the Raft group.)
-pub(crate) const PROTOCOL_VERSION: u16 = 4;
+/// 4: the handshake names the Raft group. 5: a log entry may hold a
+/// store `Transaction` command, which a node of 4 could not decode.)
+pub(crate) const PROTOCOL_VERSION: u16 = 5;
 
 const CHALLENGE: usize = 32;
 /// The acceptor's verdict on the connector's proof.

@@ -92,6 +92,8 @@ pub(crate) struct ServerContext {
     pub(crate) cluster_hooks: Option<cluster_hooks::ClusterHook>,
     /// `cn=Monitor`, parsed once.
     pub(crate) monitor_root: Option<meridian_model::dn::Dn>,
+    /// LDAP transactions' bounds (`server.max_transaction_*`).
+    pub(crate) transactions: session::TransactionLimits,
 }
 
 impl ServerContext {
@@ -341,6 +343,11 @@ impl Server {
             certificate_map,
             cluster_hooks: None,
             monitor_root,
+            transactions: session::TransactionLimits {
+                max_updates: s.max_transaction_updates,
+                max_bytes: s.max_transaction_bytes,
+                timeout: Duration::from_secs(s.transaction_timeout_secs),
+            },
         };
         Ok(Server {
             listener,

@@ -51,6 +51,8 @@ impl PublishedEntries {
         extended_oid::PASSWORD_MODIFY,
         extended_oid::CANCEL,
         extended_oid::REFRESH,
+        extended_oid::START_TRANSACTION,
+        extended_oid::END_TRANSACTION,
     ];
 
     /// The root DSE naming `suffixes` and `cn=Subschema` for `schema`;

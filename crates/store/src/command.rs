@@ -143,6 +143,16 @@ pub enum Command {
         /// The update.
         command: Box<Command>,
     },
+    /// Apply `commands` in order, all or none: an LDAP transaction (RFC
+    /// 5805). The first that is refused fails the whole
+    /// ([`StoreError::InTransaction`] says which), and nothing of the
+    /// others is kept; in a cluster it is one command of one log entry,
+    /// so every replica applies all of it or none of it alike. Never
+    /// nested.
+    Transaction {
+        /// The updates, in the order the client sent them.
+        commands: Vec<Command>,
+    },
     /// Mark the database as holding a load in progress (`Some(what)`,
     /// a description for the operator) or a complete one (`None`). A
     /// server refuses to serve a database marked incomplete.
@@ -172,6 +182,7 @@ impl Command {
             Command::RebuildIndexes
             | Command::BuildIndexes { .. }
             | Command::AddMany { .. }
+            | Command::Transaction { .. }
             | Command::SetLoadState(_) => None,
         }
     }
@@ -205,6 +216,21 @@ impl Command {
             | Command::BuildIndexes { .. }
             | Command::AddMany { .. }
             | Command::SetLoadState(_) => None,
+            // A transaction's CSN is its latest update's.
+            Command::Transaction { commands } => commands
+                .iter()
+                .filter_map(|command| command.entry_csn(csn_type))
+                .max(),
+        }
+    }
+
+    /// A DN of the naming context the command writes in: its target's,
+    /// or a transaction's first update's (all of a transaction's are in
+    /// one context).
+    pub fn context_dn(&self) -> Option<&Dn> {
+        match self {
+            Command::Transaction { commands } => commands.iter().find_map(Command::context_dn),
+            other => other.target(),
         }
     }
 }
@@ -242,6 +268,8 @@ pub enum Effect {
     },
     /// The load state was set.
     LoadStateSet,
+    /// Of a [`Command::Transaction`]: each update's effect, in order.
+    Transaction(Vec<Effect>),
     /// Of a [`Command::ReadBack`]: the update's effect and the entry
     /// before and after it, as asked (`None` where there was none).
     ReadBack {

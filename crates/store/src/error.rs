@@ -73,6 +73,15 @@ pub enum StoreError {
         /// The OS's words.
         message: String,
     },
+    /// An update of a transaction ([`crate::Command::Transaction`]) failed,
+    /// and with it the whole: `at` is its position in the transaction.
+    #[error("update {} of the transaction: {error}", at + 1)]
+    InTransaction {
+        /// The failed update's position, from 0.
+        at: usize,
+        /// Why it failed.
+        error: Box<StoreError>,
+    },
     /// Another process holds the writer lock (`lock.rs`).
     #[error(
         "{what} {path} is open for writing by {}; stop it first (read-only tools such as `meridian export` and `meridian check` may run beside it)",
@@ -144,6 +153,7 @@ impl StoreError {
             }
             StoreError::Unavailable(_) => ResultCode::UNAVAILABLE,
             StoreError::Referral(_) => ResultCode::REFERRAL,
+            StoreError::InTransaction { error, .. } => error.code(),
             StoreError::Engine(_)
             | StoreError::Io { .. }
             | StoreError::Locked { .. }
@@ -157,6 +167,9 @@ impl StoreError {
     /// opposed to a refusal of the command: it may come in the middle of
     /// a command's writes, so the command's transaction cannot commit.
     pub(crate) fn is_engine_failure(&self) -> bool {
+        if let StoreError::InTransaction { error, .. } = self {
+            return error.is_engine_failure();
+        }
         matches!(
             self,
             StoreError::MapFull
@@ -182,6 +195,7 @@ impl StoreError {
             | StoreError::Locked { .. }
             | StoreError::Engine(_) => true,
             StoreError::Io { errno, .. } => !matches!(*errno, Some(libc::ENOSPC | libc::EDQUOT)),
+            StoreError::InTransaction { error, .. } => error.is_fatal(),
             StoreError::NoSuchObject { .. }
             | StoreError::AlreadyExists(_)
             | StoreError::NotAllowedOnNonLeaf(_)

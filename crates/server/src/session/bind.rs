@@ -30,6 +30,9 @@ impl Session {
         // restriction, which belongs to that identity).
         self.identity = Identity::Anonymous;
         self.must_change_password = false;
+        // RFC 5805 section 3.5: and aborts an open transaction, without
+        // notice.
+        self.transaction = None;
         if bind.version != 3 {
             return reply.result(
                 bind.name,

@@ -51,6 +51,9 @@ pub(crate) struct RequestControls<'a> {
     pub(crate) sort: Option<ControlValue<'a>>,
     /// Virtual list view.
     pub(crate) vlv: Option<ControlValue<'a>>,
+    /// Transaction specification (RFC 5805): the transaction's
+    /// identifier.
+    pub(crate) transaction: Option<&'a [u8]>,
 }
 
 /// One request control served: the root DSE's `supportedControl` lists
@@ -85,6 +88,16 @@ fn before_update(op: &ProtocolOp<'_>) -> bool {
     matches!(
         op,
         ProtocolOp::DelRequest(_) | ProtocolOp::ModifyRequest(_) | ProtocolOp::ModifyDnRequest(_)
+    )
+}
+
+fn update(op: &ProtocolOp<'_>) -> bool {
+    matches!(
+        op,
+        ProtocolOp::AddRequest(_)
+            | ProtocolOp::DelRequest(_)
+            | ProtocolOp::ModifyRequest(_)
+            | ProtocolOp::ModifyDnRequest(_)
     )
 }
 
@@ -253,6 +266,25 @@ pub(crate) const SUPPORTED_CONTROLS: &[SupportedControl] = &[
         // answer to a malformed one depends on the sort's criticality.
         take: |control, parsed, _| {
             parsed.sort = Some(control_value(control));
+            Ok(())
+        },
+    },
+    SupportedControl {
+        oid: control_oid::TRANSACTION_SPECIFICATION,
+        name: "transaction specification",
+        serves: update,
+        served_with: "add, delete, modify and modify DN (RFC 5805)",
+        take: |control, parsed, _| {
+            if !control.critical {
+                return Err(
+                    "the transaction specification control must be critical (RFC 5805)".to_owned(),
+                );
+            }
+            let id = control.value.ok_or_else(|| {
+                "the transaction specification control's value is the transaction identifier"
+                    .to_owned()
+            })?;
+            parsed.transaction = Some(id);
             Ok(())
         },
     },

@@ -1,5 +1,6 @@
 //! Extended operations: WhoAmI (RFC 4532), Password Modify (RFC 3062),
-//! Cancel (RFC 3909), Refresh (RFC 2589), cluster administration
+//! Cancel (RFC 3909), Refresh (RFC 2589), Start and End Transaction
+//! (RFC 5805, in `transaction.rs`), cluster administration
 //! (Meridian's, `cluster_hooks.rs`), and the refusal of others.
 
 use std::sync::Arc;
@@ -284,6 +285,12 @@ impl Session {
         }
         if name == extended_oid::START_TLS {
             return self.start_tls(ext, reply);
+        }
+        if name == extended_oid::START_TRANSACTION {
+            return self.start_transaction(ext, reply);
+        }
+        if name == extended_oid::END_TRANSACTION {
+            return self.end_transaction(ext, reply, out);
         }
         if name == extended_oid::CLUSTER_ADMIN
             && let Some(hook) = &reply.ctx.cluster_hooks

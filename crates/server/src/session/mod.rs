@@ -24,9 +24,11 @@ mod controls;
 mod extended;
 mod reply;
 mod search;
+mod transaction;
 mod writes;
 
 pub(crate) use self::bind::BindAnswer;
+pub(crate) use self::transaction::TransactionLimits;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -105,6 +107,10 @@ pub(crate) struct Session {
     pub(crate) tls: bool,
     /// The client certificate the TLS handshake verified, if any.
     pub(crate) client_certificate: Option<meridian_directory::certificate::ClientCertificate>,
+    /// The open LDAP transaction (RFC 5805), if any.
+    transaction: Option<transaction::Transaction>,
+    /// Transactions started on this connection: the next one's identifier.
+    transactions_started: u64,
 }
 
 impl Session {
@@ -117,6 +123,8 @@ impl Session {
             running: Running::default(),
             tls: false,
             client_certificate: None,
+            transaction: None,
+            transactions_started: 0,
         }
     }
 
@@ -189,6 +197,31 @@ impl Session {
             && let Some(refusal) = self.reset_restriction(ctx, op)
         {
             return reply.outcome(op_dn(op), &refusal);
+        }
+        let ends_transaction = matches!(op, ProtocolOp::ExtendedRequest(ext) if ext.name == extended_oid::END_TRANSACTION);
+        if ends_transaction && controls.proxied_authz.is_some() {
+            return reply.result(
+                op_dn(op),
+                ResultCode::PROTOCOL_ERROR,
+                b"proxied authorization goes with Start Transaction, not End Transaction (RFC 5805 section 4.4)",
+            );
+        }
+        if let Some(id) = controls.transaction {
+            // RFC 5805 section 4.4: a transaction's updates run as the
+            // identity it was started with, never one of their own.
+            if controls.proxied_authz.is_some() {
+                return reply.result(
+                    op_dn(op),
+                    ResultCode::PROTOCOL_ERROR,
+                    b"proxied authorization goes with Start Transaction, not with an update of the transaction (RFC 5805 section 4.4)",
+                );
+            }
+            if let Some(started_as) = self.transaction_identity(id) {
+                let own = std::mem::replace(&mut self.identity, started_as);
+                let action = self.handle_op(ctx, out, msg, &controls, reply);
+                self.identity = own;
+                return action;
+            }
         }
         let Some((_, authz_id)) = controls.proxied_authz else {
             return self.handle_op(ctx, out, msg, &controls, reply);
@@ -315,6 +348,19 @@ impl Session {
             Ok(read_back) => read_back,
             Err((code, message)) => return reply.result(op_dn(op), code, message.as_bytes()),
         };
+        if let Some(id) = controls.transaction {
+            if read_back.is_some() {
+                return reply.result(
+                    op_dn(op),
+                    ResultCode::UNWILLING_TO_PERFORM,
+                    b"cannot perform pre-read or post-read in a transaction",
+                );
+            }
+            return match prepared {
+                Err(outcome) => reply.outcome(op_dn(op), &outcome),
+                Ok(command) => self.hold_in_transaction(id, command, op_dn(op), reply),
+            };
+        }
         let prepared = prepared.map(|command| match &read_back {
             Some(r) => meridian_store::Command::ReadBack {
                 pre: r.pre.is_some(),

@@ -41,6 +41,7 @@ impl Session {
             identity: self.identity.clone(),
             read_back: None,
             success_value: None,
+            transaction: None,
             guard_failure: None,
             policy_control: reply.policy_control,
             in_flight: self.running.start(reply.id, Kind::Write),
@@ -89,6 +90,9 @@ pub(super) struct SpawnedWrite {
     pub(super) read_back: Option<ReadBackRequest>,
     /// For an extended operation: the responseValue sent on success.
     pub(super) success_value: Option<Vec<u8>>,
+    /// For End Transaction: the message IDs of the transaction's updates,
+    /// in order (a failure's response names the one that failed).
+    pub(super) transaction: Option<Vec<i32>>,
     /// The answer instead of assertionFailed when the write's own guard
     /// fails (Password Modify's, not a client's assertion control).
     pub(super) guard_failure: Option<Outcome>,
@@ -134,14 +138,42 @@ impl SpawnedWrite {
     /// Sends the write's response, with `controls` (`(OID, value)`; and
     /// the password policy's when it refused the write and was asked
     /// for), and logs it.
-    pub(super) fn respond_with(self, outcome: Outcome, mut controls: Vec<ResponseControl>) {
+    pub(super) fn respond_with(self, outcome: Outcome, controls: Vec<ResponseControl>) {
+        self.respond_fully(outcome, controls, None);
+    }
+
+    /// Sends the response to a store error: for End Transaction, naming
+    /// the update that failed the transaction.
+    fn respond_to_error(self, error: meridian_store::StoreError) {
+        let failed = match (&self.transaction, &error) {
+            (Some(ids), meridian_store::StoreError::InTransaction { at, .. }) => {
+                super::transaction::failure_value(ids, *at)
+            }
+            _ => None,
+        };
+        let outcome: Outcome = error.into();
+        let outcome = match &self.guard_failure {
+            Some(instead) if outcome.code == ResultCode::ASSERTION_FAILED => instead.clone(),
+            _ => outcome,
+        };
+        self.respond_fully(outcome, Vec::new(), failed);
+    }
+
+    /// [`SpawnedWrite::respond_with`], with `failed_value` as the
+    /// responseValue of a failure.
+    fn respond_fully(
+        self,
+        outcome: Outcome,
+        mut controls: Vec<ResponseControl>,
+        failed_value: Option<Vec<u8>>,
+    ) {
         let outcome = self.directory.disclose(&self.identity, outcome);
         let mut batch = ResponseBatch::default();
         controls.extend(policy_refusal_control(self.policy_control, &outcome));
-        let value = self
-            .success_value
-            .as_deref()
-            .filter(|_| outcome.code == ResultCode::SUCCESS);
+        let value = match outcome.code {
+            ResultCode::SUCCESS => self.success_value.as_deref(),
+            _ => failed_value.as_deref(),
+        };
         encode_response(
             &mut batch.bytes,
             self.id,
@@ -310,16 +342,7 @@ pub(super) async fn sequence_writes(
                             write.respond_with(Outcome::success(), controls);
                         }
                         Ok(_) => write.respond(Outcome::success()),
-                        Err(e) => {
-                            let outcome: Outcome = e.into();
-                            let outcome = match &write.guard_failure {
-                                Some(instead) if outcome.code == ResultCode::ASSERTION_FAILED => {
-                                    instead.clone()
-                                }
-                                _ => outcome,
-                            };
-                            write.respond(outcome);
-                        }
+                        Err(e) => write.respond_to_error(e),
                     }
                 }));
             }

@@ -22,6 +22,7 @@
 //! | [`delete`] | `Delete`, `DeleteSubtree` |
 //! | [`index_build`] | `RebuildIndexes`, `BuildIndexes` |
 //! | [`guard`], [`read_back`] | `Guarded`, `ReadBack` (wrap another command) |
+//! | here, [`transaction`] | `Transaction` (several commands, all or none) |
 //! | [`tree`] | reads and writes every command shares |
 //! | [`context`] | what a command reads besides the transaction |
 
@@ -193,7 +194,46 @@ pub(crate) fn apply(txn: &mut RwTxn<'_>, ctx: &Context<'_>, command: &Command) -
             *complete,
         )),
         Command::SetLoadState(state) => Applied::written(set_load_state(txn, ctx, state)),
+        Command::Transaction { commands } => transaction(txn, ctx, commands),
     }
+}
+
+/// Applies a transaction's updates in order, all or none: a refusal of
+/// the first leaves the transaction as it was (refused); a refusal of a
+/// later one comes after the earlier ones' writes, so it spoils the
+/// transaction and the writer commits the batch's other commands
+/// without this one (`writer::commit_commands`). A full map is passed up
+/// as it is, for the writer to grow the map and try again.
+fn transaction(txn: &mut RwTxn<'_>, ctx: &Context<'_>, commands: &[Command]) -> Applied {
+    let failed = |at: usize, error: StoreError| StoreError::InTransaction {
+        at,
+        error: Box::new(error),
+    };
+    let mut effects = Vec::with_capacity(commands.len());
+    for (at, command) in commands.iter().enumerate() {
+        if matches!(command, Command::Transaction { .. }) {
+            return Applied::refused(failed(
+                at,
+                StoreError::internal("a transaction inside a transaction"),
+            ));
+        }
+        // As the writer does between commands: an add's index keys may
+        // wait, anything else may read them.
+        if !command.is_add()
+            && let Err(e) = ctx.write_pending_index(txn)
+        {
+            return Applied::Spoiled(e);
+        }
+        match apply(txn, ctx, command) {
+            Applied::Done(effect) => effects.push(effect),
+            Applied::Refused(refusal) if at == 0 => return Applied::Refused(failed(at, refusal)),
+            Applied::Spoiled(StoreError::MapFull) => return Applied::Spoiled(StoreError::MapFull),
+            Applied::Refused(error) | Applied::Spoiled(error) => {
+                return Applied::Spoiled(failed(at, error));
+            }
+        }
+    }
+    Applied::Done(Effect::Transaction(effects))
 }
 
 /// Records that a bulk load is under way (`Some`, saying which) or over.

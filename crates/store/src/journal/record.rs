@@ -44,6 +44,7 @@ mod tag {
     pub(super) const ADD_PRECHECKED: u8 = 11;
     pub(super) const BUILD_INDEXES: u8 = 12;
     pub(super) const UNCHANGED: u8 = 13;
+    pub(super) const TRANSACTION: u8 = 14;
 }
 
 /// A batch's commands go into records of about this size: a batch of
@@ -325,6 +326,13 @@ fn put_command(out: &mut Vec<u8>, command: &Command, schema: &Schema) {
             out.push(u8::from(*post));
             put_command(out, command, schema);
         }
+        Command::Transaction { commands } => {
+            out.push(tag::TRANSACTION);
+            put_varint(out, commands.len() as u64);
+            for command in commands {
+                put_command(out, command, schema);
+            }
+        }
         Command::SetLoadState(state) => {
             out.push(tag::SET_LOAD_STATE);
             match state {
@@ -535,6 +543,16 @@ impl<'a> PayloadCursor<'a> {
                 post: self.flag()?,
                 command: self.inner(schema, depth)?,
             },
+            tag::TRANSACTION => {
+                if depth > 0 {
+                    return Err(corrupt("a transaction inside another command"));
+                }
+                let n = self.count()?;
+                let commands = (0..n)
+                    .map(|_| Ok(*self.inner(schema, depth)?))
+                    .collect::<Result<Vec<_>, StoreError>>()?;
+                Command::Transaction { commands }
+            }
             tag::SET_LOAD_STATE => Command::SetLoadState(if self.flag()? {
                 Some(self.text()?)
             } else {
@@ -670,6 +688,24 @@ mod tests {
             },
             Command::SetLoadState(Some("import of a.ldif".into())),
             Command::SetLoadState(None),
+            Command::Transaction {
+                commands: vec![
+                    Command::Delete {
+                        dn: dn("uid=a,dc=example,dc=com"),
+                    },
+                    Command::ReadBack {
+                        pre: false,
+                        post: true,
+                        command: Box::new(Command::ModifyDn {
+                            dn: dn("uid=b,dc=example,dc=com"),
+                            new_rdn: "uid=a".into(),
+                            delete_old_rdn: true,
+                            new_superior: None,
+                            operational: vec![],
+                        }),
+                    },
+                ],
+            },
             Command::Delete { dn: Dn::root() },
         ]
     }
