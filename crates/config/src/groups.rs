@@ -41,6 +41,21 @@ pub struct GroupsConfig {
     /// Most groups a nested-group (in-chain) match walks before it
     /// gives up with adminLimitExceeded (11).
     pub max_nested_groups: usize,
+    /// Dynamic groups (slapd's dynlist overlay): an entry of
+    /// `dynamic_group_class` has as members, when read, the entries its
+    /// `dynamic_url_attribute` LDAP URLs find, and those entries have it
+    /// in `memberof_attribute` when asked. Needs the schema to define the
+    /// class and the type (slapd's dyngroup.schema).
+    pub dynamic_groups: bool,
+    /// The class of dynamic groups (dynlist's group-oc).
+    pub dynamic_group_class: String,
+    /// The attribute holding their LDAP URLs (dynlist's URL-ad).
+    pub dynamic_url_attribute: String,
+    /// The attribute their members are returned in (dynlist's member-ad).
+    pub dynamic_member_attribute: String,
+    /// Most members computed for one dynamic group at one read; past it
+    /// the rest are left out and a warning is logged.
+    pub max_dynamic_members: usize,
 }
 
 impl Default for GroupsConfig {
@@ -61,6 +76,11 @@ impl Default for GroupsConfig {
             unique_attributes: Vec::new(),
             unique_subtrees: Vec::new(),
             max_nested_groups: 10_000,
+            dynamic_groups: true,
+            dynamic_group_class: "groupOfURLs".into(),
+            dynamic_url_attribute: "memberURL".into(),
+            dynamic_member_attribute: "member".into(),
+            max_dynamic_members: 10_000,
         }
     }
 }
@@ -80,6 +100,26 @@ impl GroupsConfig {
         }
         if self.max_nested_groups == 0 {
             return invalid("groups.max_nested_groups", "give at least 1".into());
+        }
+        if self.dynamic_groups {
+            for (key, value) in [
+                ("groups.dynamic_group_class", &self.dynamic_group_class),
+                ("groups.dynamic_url_attribute", &self.dynamic_url_attribute),
+                (
+                    "groups.dynamic_member_attribute",
+                    &self.dynamic_member_attribute,
+                ),
+            ] {
+                if value.is_empty() {
+                    return invalid(
+                        key,
+                        "give a name, or set groups.dynamic_groups = false".into(),
+                    );
+                }
+            }
+            if self.max_dynamic_members == 0 {
+                return invalid("groups.max_dynamic_members", "give at least 1".into());
+            }
         }
         Ok(())
     }

@@ -41,6 +41,7 @@ pub mod sort;
 
 pub use credentials::PasswordChange;
 pub use outcome::Outcome;
+pub use search::dynlist::DynamicGroups;
 pub use search::{PageRequest, SearchControls, SearchCursor, SearchDone, Step, VlvAnswer};
 pub use sort::ControlValue;
 
@@ -87,7 +88,7 @@ impl Identity {
 
 /// Server-side search limits (RFC 4511 section 4.5.1.4), which bind
 /// everyone but the administrator.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Limits {
     /// Most entries one search returns.
     pub size_limit: usize,
@@ -126,6 +127,8 @@ pub struct Limits {
     /// Most groups one nested-group (in-chain) match walks
     /// (`groups.max_nested_groups`).
     pub max_nested_groups: usize,
+    /// Dynamic groups (`groups.dynamic_*`); `None`: off.
+    pub dynamic_groups: Option<DynamicGroups>,
 }
 
 impl Default for Limits {
@@ -148,6 +151,7 @@ impl Default for Limits {
             password_bounds: password::HashBounds::default(),
             password_policy: policy::PasswordPolicy::default(),
             max_nested_groups: 10_000,
+            dynamic_groups: None,
         }
     }
 }
@@ -196,6 +200,7 @@ impl Directory {
         let schema = Arc::clone(store.schema());
         let may_have_dynamic = dynamic::any_dynamic_entry(&store);
         let presence = presence::Presence::of(&store);
+        let sort_budget = sort::SortBudget::new(limits.sort_memory_bytes);
         Directory {
             primary: store,
             more: Vec::new(),
@@ -217,7 +222,7 @@ impl Directory {
             proxy_authorizers: Vec::new(),
             may_have_dynamic: std::sync::atomic::AtomicBool::new(may_have_dynamic),
             presence,
-            sort_budget: sort::SortBudget::new(limits.sort_memory_bytes),
+            sort_budget,
             schema,
         }
     }

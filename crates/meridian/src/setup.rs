@@ -222,7 +222,20 @@ impl Setup {
             password_bounds: self.password_bounds,
             password_policy: self.password_policy(),
             max_nested_groups: self.config.groups.max_nested_groups,
+            dynamic_groups: self.dynamic_groups(),
         }
+    }
+
+    /// `[groups] dynamic_*`, or `None` when off.
+    fn dynamic_groups(&self) -> Option<meridian_directory::DynamicGroups> {
+        let g = &self.config.groups;
+        g.dynamic_groups.then(|| meridian_directory::DynamicGroups {
+            class: g.dynamic_group_class.clone(),
+            url_attribute: g.dynamic_url_attribute.clone(),
+            member_attribute: g.dynamic_member_attribute.clone(),
+            member_of_attribute: g.memberof_attribute.clone(),
+            max_members: g.max_dynamic_members,
+        })
     }
 
     /// The default password policy (`[password_policy]`).

@@ -463,3 +463,55 @@ dn: cn=staff,ou=Groups,dc=example,dc=com\nobjectClass: groupOfNames\ncn: staff\n
     let (code, _) = matches(&server, in_staff);
     assert_eq!(code, 11);
 }
+
+#[test]
+fn dynamic_groups_list_their_members_and_memberof_as_slapd_s_dynlist_does() {
+    let dyngroup = slapd::schema_dir().join("dyngroup.schema");
+    let global = format!("include {}\nmoduleload dynlist\n", dyngroup.display());
+    let reference = Slapd::start_with(
+        "dynlist",
+        TOP,
+        &slapd::Extra {
+            global: &global,
+            database: "overlay dynlist\n\
+                       dynlist-attrset groupOfURLs memberURL member+memberOf@groupOfNames\n",
+            ..slapd::Extra::default()
+        },
+    );
+    let theirs = format!("ldap://127.0.0.1:{}", reference.port);
+    let their_bind = ["-D", ADMIN_DN, "-w", "secret"];
+    let server = Server::start(&format!(
+        "[directory]\nschema_files = [{:?}]\n",
+        dyngroup.display().to_string()
+    ));
+    let ours = server.url();
+    let our_bind = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(TOP));
+    assert_eq!(code, 0, "{out}");
+    let entries = format!(
+        "{BASE}\n\
+         dn: cn=dept7,ou=Groups,dc=example,dc=com\nobjectClass: groupOfURLs\ncn: dept7\n\
+         memberURL: ldap:///ou=People,dc=example,dc=com??sub?(|(uid=alice)(uid=carol))\n\n\
+         dn: cn=admins,ou=Groups,dc=example,dc=com\nobjectClass: groupOfNames\ncn: admins\n\
+         member: uid=alice,ou=People,dc=example,dc=com\n"
+    );
+    for (url, bind) in [(&theirs, &their_bind), (&ours, &our_bind)] {
+        let (code, out) = tool_at(url, "ldapadd", bind, &[], Some(&entries));
+        assert_eq!(code, 0, "{out}");
+    }
+    // The dynamic group's members, and each person's memberOf: static and
+    // dynamic side by side.
+    assert_eq!(view(&ours, &our_bind), view(&theirs, &their_bind));
+    let ours_now = view(&ours, &our_bind);
+    assert!(
+        ours_now.contains("dn: uid=carol,ou=people,dc=example,dc=com\nmemberof: cn=dept7,ou=groups,dc=example,dc=com"),
+        "{ours_now}"
+    );
+    // A change of the URL changes the members at the next read.
+    let change = "dn: cn=dept7,ou=Groups,dc=example,dc=com\nchangetype: modify\nreplace: memberURL\n\
+                  memberURL: ldap:///ou=People,dc=example,dc=com??one?(uid=bob)\n";
+    assert_eq!(apply(&theirs, &their_bind, &Step::Modify(change)), 0);
+    assert_eq!(apply(&ours, &our_bind, &Step::Modify(change)), 0);
+    assert_eq!(view(&ours, &our_bind), view(&theirs, &their_bind));
+    assert!(view(&ours, &our_bind).contains("member: uid=bob,ou=people,dc=example,dc=com"));
+}

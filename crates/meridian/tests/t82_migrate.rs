@@ -151,6 +151,8 @@ overlay refint
 refint_attributes member manager
 overlay unique
 unique_uri ldap:///ou=People,dc=example,dc=com?uid,mail?sub
+overlay dynlist
+dynlist-attrset groupOfURLs memberURL member+memberOf@groupOfNames
 overlay ppolicy
 
 database mdb
@@ -213,6 +215,9 @@ database monitor
         "refint_attributes = [\"member\", \"manager\"]",
         "unique_attributes = [\"uid\", \"mail\"]",
         "unique_subtrees = [\"ou=People,dc=example,dc=com\"]",
+        "dynamic_group_class = \"groupOfURLs\"",
+        "dynamic_url_attribute = \"memberURL\"",
+        "dynamic_member_attribute = \"member\"",
     ] {
         assert!(config.contains(line), "no {line:?} in:\n{config}");
     }

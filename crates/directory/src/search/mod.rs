@@ -24,6 +24,7 @@ use crate::{Directory, Identity, Outcome};
 
 mod contexts;
 mod cookie;
+pub(crate) mod dynlist;
 mod finish;
 mod in_chain;
 mod output;
@@ -296,6 +297,7 @@ impl Directory {
             },
             computed: Computed::wanted(&selection, &self.schema),
             visible_filter: &visible_filter,
+            dynamic: dynlist::DynamicRead::wanted(self, &selection),
         };
         let limits = SendLimits {
             size_limit: bounds.size_limit,
@@ -348,7 +350,8 @@ impl Directory {
             reads_records: !references
                 && plan.is_none()
                 && output.projection.values.is_none()
-                && output.computed.none(),
+                && output.computed.none()
+                && output.dynamic.is_none(),
             plan,
             limits,
             time_limit: bounds.time_limit,

@@ -19,6 +19,8 @@ pub(super) struct Output<'s> {
     pub(super) projection: Projection<'s>,
     pub(super) computed: Computed,
     pub(super) visible_filter: &'s SeenFilter<'s>,
+    /// Dynamic groups' members and memberOf, when asked for.
+    pub(super) dynamic: Option<super::dynlist::DynamicRead>,
 }
 
 /// The computed operational attributes a search asked for.
@@ -102,6 +104,8 @@ impl Directory {
             computed: wanted,
             ..
         } = *output;
+        let with_dynamic = self.with_dynamic_groups(output, entry);
+        let entry = with_dynamic.as_ref().unwrap_or(entry);
         let mut computed: Vec<(&str, Vec<Vec<u8>>)> = Vec::new();
         if wanted.entry_dn {
             computed.push(("entryDN", vec![entry.dn.original().as_bytes().to_vec()]));

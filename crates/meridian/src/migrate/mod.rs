@@ -358,6 +358,7 @@ impl Translation {
                 "memberof" => self.groups.memberof(directives),
                 "refint" => self.groups.refint(directives),
                 "unique" => self.groups.unique(directives),
+                "dynlist" => self.groups.dynlist(directives),
                 other => format!("overlay {other} has no Meridian counterpart"),
             };
             self.note(&db.origin, format!("overlay {overlay}: {what}"));
@@ -607,7 +608,7 @@ fn tls(d: &Directive, key: &str, out: &mut String) {
     }
 }
 
-/// `[groups]` gathered from the memberof, refint and unique overlays of
+/// `[groups]` gathered from the memberof, refint, unique and dynlist overlays of
 /// every database (Meridian keeps one setting for all).
 #[derive(Default)]
 struct Groups {
@@ -617,6 +618,8 @@ struct Groups {
     refint_attributes: Vec<String>,
     unique_attributes: Vec<String>,
     unique_subtrees: Vec<String>,
+    /// dynlist's group class, URL type and member type.
+    dynamic: Option<(String, String, String)>,
 }
 
 fn push_new(list: &mut Vec<String>, value: &str) {
@@ -721,6 +724,50 @@ impl Groups {
         what
     }
 
+    /// `dynlist-attrset GROUP-OC [URI] URL-AD [MEMBER-AD[+MEMBEROF-AD[@OC]]]`:
+    /// the first set that names a member type (dynamic groups); dynamic
+    /// lists (no member type: the found entries' attributes merged into
+    /// the group) are not served.
+    fn dynlist(&mut self, directives: &[Directive]) -> String {
+        let mut what =
+            "built in ([groups] dynamic_*: members and memberOf computed when read)".to_owned();
+        for d in directives {
+            if d.name != "dynlist-attrset" {
+                what.push_str(&format!("; {} is not translated", d.name));
+                continue;
+            }
+            let mut args = d.args.iter().map(String::as_str);
+            let class = args.next().unwrap_or_default();
+            let mut url = args.next().unwrap_or_default();
+            // An optional URI restricting which groups: not translated.
+            if url.to_ascii_lowercase().starts_with("ldap") {
+                what.push_str(&format!(
+                    "; {url}: the URI restricting the groups is not translated"
+                ));
+                url = args.next().unwrap_or_default();
+            }
+            let member = args.next().map(|m| m.split(['+', '@']).next().unwrap_or(m));
+            match member {
+                Some(member) if !member.contains(':') && self.dynamic.is_none() => {
+                    self.dynamic = Some((class.to_owned(), url.to_owned(), member.to_owned()));
+                }
+                Some(member) if member.contains(':') => what.push_str(&format!(
+                    "; {}: a mapped member type is not translated",
+                    d.args.join(" ")
+                )),
+                Some(_) => what.push_str(&format!(
+                    "; {}: Meridian keeps one dynamic group class, the first",
+                    d.args.join(" ")
+                )),
+                None => what.push_str(&format!(
+                    "; {}: dynamic lists (the URL's entries' attributes merged into the group) are not served",
+                    d.args.join(" ")
+                )),
+            }
+        }
+        what
+    }
+
     /// The `[groups]` keys that differ from the defaults.
     fn toml(&self) -> String {
         let list = |values: &[String]| {
@@ -741,6 +788,11 @@ impl Groups {
         if !self.unique_attributes.is_empty() {
             let _ = writeln!(out, "unique_attributes = {}", list(&self.unique_attributes));
             let _ = writeln!(out, "unique_subtrees = {}", list(&self.unique_subtrees));
+        }
+        if let Some((class, url, member)) = &self.dynamic {
+            let _ = writeln!(out, "dynamic_group_class = {}", acl::quote(class));
+            let _ = writeln!(out, "dynamic_url_attribute = {}", acl::quote(url));
+            let _ = writeln!(out, "dynamic_member_attribute = {}", acl::quote(member));
         }
         out
     }

@@ -275,6 +275,25 @@ const SPLIT: &[&str] = &[
     "timelimit",
     "serverid",
     "checkpoint",
+    "dynlist-attrset",
+];
+
+/// slapd.d's names (after `olc`, lower case) of the overlay settings
+/// `migrate` translates, and their slapd.conf names.
+const OVERLAY_NAMES: &[(&str, &str)] = &[
+    ("memberofgroupoc", "memberof-group-oc"),
+    ("memberofmemberad", "memberof-member-ad"),
+    ("memberofmemberofad", "memberof-memberof-ad"),
+    ("memberofdangling", "memberof-dangling"),
+    ("memberofrefint", "memberof-refint"),
+    ("refintattribute", "refint_attributes"),
+    ("refintnothing", "refint_nothing"),
+    ("refintmodifiersname", "refint_modifiersname"),
+    ("uniqueuri", "unique_uri"),
+    ("uniquebase", "unique_base"),
+    ("uniqueattributes", "unique_attributes"),
+    ("uniqueattribute", "unique_attributes"),
+    ("dynlistattrset", "dynlist-attrset"),
 ];
 
 /// The `olc*` attributes of one cn=config entry as directives:
@@ -303,6 +322,12 @@ fn directives_of(file: &Path) -> anyhow::Result<Vec<Directive>> {
             let lower = lower
                 .strip_prefix("db")
                 .map_or(lower.clone(), str::to_owned);
+            // Overlays' attributes whose slapd.conf names differ by more
+            // than the prefix (`olcMemberOfGroupOC` is `memberof-group-oc`).
+            let lower = OVERLAY_NAMES
+                .iter()
+                .find(|(olc, _)| *olc == lower)
+                .map_or(lower, |(_, conf)| (*conf).to_owned());
             let value = String::from_utf8_lossy(&attr.value);
             // `{0}to * by ...`: the order slapd.d keeps values in.
             let value = match value.strip_prefix('{').and_then(|v| v.split_once('}')) {
@@ -330,6 +355,37 @@ fn directives_of(file: &Path) -> anyhow::Result<Vec<Directive>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slapd_d_overlay_settings_take_their_slapd_conf_names() {
+        let dir = std::env::temp_dir().join(format!("meridian-olc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("olcOverlay={0}dynlist.ldif");
+        std::fs::write(
+            &file,
+            "dn: olcOverlay={0}dynlist\nobjectClass: olcDynListConfig\n\
+             olcDynListAttrSet: {0}groupOfURLs memberURL member+memberOf@groupOfNames\n\
+             olcMemberOfGroupOC: groupOfUniqueNames\nolcRefintAttribute: manager\n",
+        )
+        .unwrap();
+        let directives = directives_of(&file).unwrap();
+        let found: Vec<(&str, Vec<&str>)> = directives
+            .iter()
+            .map(|d| (d.name.as_str(), d.args.iter().map(String::as_str).collect()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    "dynlist-attrset",
+                    vec!["groupOfURLs", "memberURL", "member+memberOf@groupOfNames"]
+                ),
+                ("memberof-group-oc", vec!["groupOfUniqueNames"]),
+                ("refint_attributes", vec!["manager"]),
+            ]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn words_keep_quoted_groups() {
