@@ -515,3 +515,66 @@ fn dynamic_groups_list_their_members_and_memberof_as_slapd_s_dynlist_does() {
     assert_eq!(view(&ours, &our_bind), view(&theirs, &their_bind));
     assert!(view(&ours, &our_bind).contains("member: uid=bob,ou=people,dc=example,dc=com"));
 }
+
+#[test]
+fn reindex_makes_memberof_what_the_groups_say() {
+    // Groups written with memberOf off: their members have none.
+    let off = "[groups]\nmemberof = false\n";
+    let mut first = Server::start(off);
+    let (code, out) = admin_tool(&first, "ldapadd", &[], Some(TOP));
+    assert_eq!(code, 0, "{out}");
+    let groups = "dn: cn=admins,ou=Groups,dc=example,dc=com\nobjectClass: groupOfNames\ncn: admins\n\
+                  member: uid=alice,ou=People,dc=example,dc=com\nmember: uid=bob,ou=People,dc=example,dc=com\n\n\
+                  dn: cn=devs,ou=Groups,dc=example,dc=com\nobjectClass: groupOfUniqueNames\ncn: devs\n\
+                  uniqueMember: uid=bob,ou=People,dc=example,dc=com\n";
+    let (code, out) = admin_tool(&first, "ldapadd", &[], Some(&format!("{BASE}\n{groups}")));
+    assert_eq!(code, 0, "{out}");
+    assert!(first.terminate().success());
+    let data = first.data_dir.clone();
+    // The configuration with memberOf on, as a default server has it.
+    let config = data.join("on.toml");
+    std::fs::write(&config, "").unwrap();
+    let reindex = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["reindex", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(reindex.status.success(), "{}", text(&reindex.stderr));
+    let second = Server::start_with("", Some(ADMIN_PASSWORD), Some(data));
+    let ours = second.url();
+    let bind = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+    let seen = view(&ours, &bind);
+    for line in [
+        "dn: uid=alice,ou=people,dc=example,dc=com\nmemberof: cn=admins,ou=groups,dc=example,dc=com",
+        "dn: uid=bob,ou=people,dc=example,dc=com\nmanager: uid=alice,ou=people,dc=example,dc=com\nmemberof: cn=admins,ou=groups,dc=example,dc=com\nmemberof: cn=devs,ou=groups,dc=example,dc=com",
+    ] {
+        assert!(seen.contains(line), "no {line:?} in:\n{seen}");
+    }
+    assert!(
+        !seen.contains("dn: uid=carol,ou=people,dc=example,dc=com\nmemberof"),
+        "{seen}"
+    );
+    // And the index was built with them: a memberOf filter finds bob.
+    let (code, out) = admin_tool(
+        &second,
+        "ldapsearch",
+        &[
+            "-LLL",
+            "-b",
+            "dc=example,dc=com",
+            "(memberOf=cn=devs,ou=Groups,dc=example,dc=com)",
+            "1.1",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out.trim(),
+        "dn: uid=bob,ou=People,dc=example,dc=com",
+        "{out}"
+    );
+    drop(second);
+    drop(first);
+}

@@ -6,9 +6,15 @@ use std::ops::Bound;
 use heed::RwTxn;
 use meridian_model::schema::AttrId;
 
+use std::collections::{BTreeSet, HashMap};
+
+use meridian_model::dn::Dn;
+use meridian_model::entry::{AttrName, Attribute, Description, Values};
+
 use super::Context;
 use crate::StoreError;
 use crate::command::Effect;
+use crate::integrity::dn_of;
 use crate::keys::{self, EntryId};
 use crate::sorted_puts::SortedPuts;
 
@@ -16,8 +22,13 @@ use crate::sorted_puts::SortedPuts;
 /// database while writing another, so entries are read in chunks.
 const REBUILD_CHUNK: usize = 1024;
 
-/// Every index key of every entry, written again from scratch.
+/// Every index key of every entry, written again from scratch, after
+/// memberOf is made what the groups say.
 pub(super) fn rebuild(txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<Effect, StoreError> {
+    let fixed = recompute_member_of(txn, ctx)?;
+    if fixed > 0 {
+        tracing::info!(entries = fixed, "memberOf recomputed from the groups");
+    }
     ctx.dbs.index.clear(txn)?;
     let count = index_entries(txn, ctx, 0..EntryId::MAX, None)?;
     record_indexes_built(txn, ctx)?;
@@ -44,21 +55,47 @@ pub(super) fn build_step(
 }
 
 /// Writes the index keys of the entries with IDs in `ids`, of the types
-/// `only` names (all when `None`); the number of entries. Entries are
-/// read [`REBUILD_CHUNK`] at a time, each chunk before its keys are
-/// written: a transaction cannot iterate one database while it writes
-/// another.
+/// `only` names (all when `None`); the number of entries.
 fn index_entries(
     txn: &mut RwTxn<'_>,
     ctx: &Context<'_>,
     ids: std::ops::Range<EntryId>,
     only: Option<&[AttrId]>,
 ) -> Result<u64, StoreError> {
+    let mut prefix = Vec::with_capacity(keys::MAX_KEY);
+    each_chunk(txn, ctx, ids, |txn, chunk| {
+        let mut index_keys = SortedPuts::default();
+        for (id, bytes) in chunk {
+            let entry = ctx.decode(txn, bytes)?;
+            for attr in &entry.attributes {
+                if only.is_some_and(|only| !only.contains(&attr.desc.attr)) {
+                    continue;
+                }
+                let values = attr.values.iter().map(Vec::as_slice);
+                ctx.indexes
+                    .each_key_of(attr.desc.attr, values, ctx.schema, &mut prefix, |key| {
+                        index_keys.push(key, *id)
+                    });
+            }
+        }
+        index_keys.write(txn, ctx.dbs.index)
+    })
+}
+
+/// Calls `each` with the stored records of the entries with IDs in
+/// `ids`, [`REBUILD_CHUNK`] at a time, each chunk read before `each`
+/// writes (a transaction cannot iterate one database while it writes
+/// another); the number of entries.
+fn each_chunk(
+    txn: &mut RwTxn<'_>,
+    ctx: &Context<'_>,
+    ids: std::ops::Range<EntryId>,
+    mut each: impl FnMut(&mut RwTxn<'_>, &[(EntryId, Vec<u8>)]) -> Result<(), StoreError>,
+) -> Result<u64, StoreError> {
     let dbs = ctx.dbs;
     let mut count = 0u64;
     let mut next = ids.start;
     let end = keys::id_key(ids.end);
-    let mut prefix = Vec::with_capacity(keys::MAX_KEY);
     while next < ids.end {
         let start = keys::id_key(next);
         let range: (Bound<&[u8]>, Bound<&[u8]>) =
@@ -77,25 +114,83 @@ fn index_entries(
         let Some(&(last, _)) = chunk.last() else {
             break;
         };
-        let mut index_keys = SortedPuts::default();
-        for (id, bytes) in &chunk {
-            let entry = ctx.decode(txn, bytes)?;
-            for attr in &entry.attributes {
-                if only.is_some_and(|only| !only.contains(&attr.desc.attr)) {
-                    continue;
-                }
-                let values = attr.values.iter().map(Vec::as_slice);
-                ctx.indexes
-                    .each_key_of(attr.desc.attr, values, ctx.schema, &mut prefix, |key| {
-                        index_keys.push(key, *id)
-                    });
-            }
-        }
-        index_keys.write(txn, dbs.index)?;
+        each(txn, &chunk)?;
         count += chunk.len() as u64;
         next = last.saturating_add(1);
     }
     Ok(count)
+}
+
+/// Makes every entry's memberOf what the groups say (`[groups]
+/// memberof`): a database loaded from elsewhere, or one whose groups
+/// were written with memberOf off, gets it whole. Two passes: the
+/// groups' members, then each entry whose memberOf differs rewritten
+/// (the indexes are rebuilt after). The number of entries changed.
+fn recompute_member_of(txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<u64, StoreError> {
+    let Some(rules) = &ctx.integrity.memberof else {
+        return Ok(0);
+    };
+    let Some(member_of) = ctx.schema.attribute_id(&rules.attr_name) else {
+        return Ok(0);
+    };
+    // Member (normalized DN) to its groups.
+    let mut groups_of: HashMap<String, Vec<Dn>> = HashMap::new();
+    each_chunk(txn, ctx, 0..EntryId::MAX, |txn, chunk| {
+        for (_, bytes) in chunk {
+            let entry = ctx.decode(txn, bytes)?;
+            if rules.is_group(&entry, ctx.schema) {
+                for member in rules.members(&entry, ctx.schema) {
+                    groups_of
+                        .entry(member.normalized().to_owned())
+                        .or_default()
+                        .push(entry.dn.clone());
+                }
+            }
+        }
+        Ok(())
+    })?;
+    let mut changed = 0u64;
+    each_chunk(txn, ctx, 0..EntryId::MAX, |txn, chunk| {
+        for (id, bytes) in chunk {
+            let mut entry = ctx.decode(txn, bytes)?;
+            let wanted = groups_of
+                .get(entry.dn.normalized())
+                .map_or(&[][..], Vec::as_slice);
+            let stored: BTreeSet<String> = entry
+                .get(member_of)
+                .into_iter()
+                .flat_map(|a| a.values.iter())
+                .filter_map(|v| dn_of(v, ctx.schema))
+                .map(|dn| dn.normalized().to_owned())
+                .collect();
+            let should: BTreeSet<String> =
+                wanted.iter().map(|dn| dn.normalized().to_owned()).collect();
+            if stored == should {
+                continue;
+            }
+            entry
+                .attributes
+                .retain(|a| !(a.desc.attr == member_of && a.desc.options.is_empty()));
+            if !wanted.is_empty() {
+                let values: Values = wanted
+                    .iter()
+                    .map(|group| group.original().as_bytes().to_vec())
+                    .collect();
+                let desc = Description::parse(rules.attr_name.as_bytes(), ctx.schema)?;
+                entry.attributes.push(Attribute {
+                    name: AttrName::new(&rules.attr_name, &desc, ctx.schema),
+                    desc,
+                    values,
+                });
+            }
+            let record = ctx.encode(txn, &entry)?;
+            ctx.dbs.id2entry.put(txn, &keys::id_key(*id), &record)?;
+            ctx.touch(*id);
+            changed += 1;
+        }
+        Ok(())
+    })?;
+    Ok(changed)
 }
 
 /// Records every configured index as built, in the transaction that
