@@ -7,12 +7,16 @@ refint overlays, in one run (issue 47's benchmarks):
 - a memberOf-filtered search over N users (N = --users), one group of
   M of them.
 
-Both servers are loaded online through LDAP (slapadd bypasses slapd's
-overlays, so memberOf would be missing there), with equality indexes on
-objectClass, uid, member and memberOf on both. Each timed operation is
-repeated --repeat times on a fresh target and the median printed.
+Both servers are loaded online through LDAP, or with --bulk offline
+from one LDIF that carries memberOf on the members, as a slapcat of a
+site running the memberof overlay does (`slapadd -q` for slapd, which
+bypasses its overlays; `meridian import` for Meridian): the way to a
+million users. Equality indexes on objectClass, uid, member and memberOf
+on both. Each timed operation is repeated --repeat times on a fresh
+target and the median printed.
 
     scripts/bench-groups.py target/release/meridian --users 20000
+    scripts/bench-groups.py target/release/meridian --bulk --users 1000000
 
 Needs Python's ldap3 (scripts/test.sh installs it).
 """
@@ -48,7 +52,10 @@ def wait_port(port):
     raise RuntimeError(f"nothing listens on {port}")
 
 
-def start_meridian(binary, work):
+def start_meridian(binary, work, ldif=None):
+    if ldif:
+        subprocess.run([binary, "import", "-i", ldif, "--data-dir", os.path.join(work, "meridian")],
+                       check=True, stdout=subprocess.DEVNULL)
     port = free_port()
     config = os.path.join(work, "meridian.toml")
     with open(config, "w") as f:
@@ -61,7 +68,7 @@ def start_meridian(binary, work):
     return server, port
 
 
-def start_slapd(work):
+def start_slapd(work, ldif=None):
     db = os.path.join(work, "slapd")
     os.makedirs(db)
     conf = os.path.join(work, "slapd.conf")
@@ -74,6 +81,9 @@ def start_slapd(work):
                 "index objectClass,uid,member,memberOf eq\n"
                 "overlay memberof\nmemberof-refint TRUE\n"
                 "overlay refint\nrefint_attributes member uniqueMember manager secretary seeAlso\n")
+    if ldif:
+        subprocess.run(["slapadd", "-q", "-f", conf, "-l", ldif], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     port = free_port()
     server = subprocess.Popen(["slapd", "-f", conf, "-h", f"ldap://127.0.0.1:{port}/", "-d", "0"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -100,6 +110,31 @@ def load(conn, users, members, groups):
     for g in range(groups):
         assert conn.add(f"cn=g{g},{GROUPS}", ["groupOfNames"], {"cn": f"g{g}", "member": [f"uid=u0,{PEOPLE}"]}), \
             conn.result
+
+
+def write_ldif(path, users, members, groups):
+    """The tree of `load`, as one LDIF with memberOf on the members."""
+    def entry(f, dn, attrs):
+        f.write(f"dn: {dn}\n")
+        for name, values in attrs:
+            for value in values:
+                f.write(f"{name}: {value}\n")
+        f.write("\n")
+
+    big = f"cn=big,{GROUPS}"
+    small = [f"cn=g{g},{GROUPS}" for g in range(groups)]
+    with open(path, "w") as f:
+        entry(f, SUFFIX, [("objectClass", ["dcObject", "organization"]), ("dc", ["example"]), ("o", ["Example"])])
+        for ou in ("People", "Groups"):
+            entry(f, f"ou={ou},{SUFFIX}", [("objectClass", ["organizationalUnit"]), ("ou", [ou])])
+        for i in range(users):
+            of = ([big] if i < members else []) + (small if i == 0 else [])
+            entry(f, f"uid=u{i},{PEOPLE}", [("objectClass", ["inetOrgPerson"]), ("uid", [f"u{i}"]), ("cn", ["u"]),
+                                            ("sn", ["u"]), ("memberOf", of)])
+        entry(f, big, [("objectClass", ["groupOfNames"]), ("cn", ["big"]),
+                       ("member", [f"uid=u{i},{PEOPLE}" for i in range(members)])])
+        for g, dn in enumerate(small):
+            entry(f, dn, [("objectClass", ["groupOfNames"]), ("cn", [f"g{g}"]), ("member", [f"uid=u0,{PEOPLE}"])])
 
 
 def timed(f):
@@ -137,19 +172,26 @@ def main():
     parser.add_argument("--members", type=int, default=10000)
     parser.add_argument("--groups", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--bulk", action="store_true", help="load offline from one LDIF (slapadd, meridian import)")
     args = parser.parse_args()
     assert args.members + args.repeat <= args.users
     with tempfile.TemporaryDirectory(prefix="meridian-bench-groups-") as work:
         servers = []
         try:
-            meridian, m_port = start_meridian(args.binary, work)
-            servers.append(meridian)
-            slapd, s_port = start_slapd(work)
-            servers.append(slapd)
+            ldif = None
+            if args.bulk:
+                ldif = os.path.join(work, "tree.ldif")
+                write_ldif(ldif, args.users, args.members, args.groups)
+            loads = {}
+            loads["meridian"] = timed(lambda: servers.append(start_meridian(args.binary, work, ldif)))
+            m_port = servers[-1][1]
+            loads["slapd"] = timed(lambda: servers.append(start_slapd(work, ldif)))
+            s_port = servers[-1][1]
             rows = []
             for name, port in (("meridian", m_port), ("slapd", s_port)):
                 conn = connect(port)
-                loaded = timed(lambda: load(conn, args.users, args.members, args.groups))
+                loaded = loads[name] if args.bulk else timed(
+                    lambda: load(conn, args.users, args.members, args.groups))
                 rows.append((name, loaded / 1000, *measure(conn, args.users, args.members, args.groups,
                                                            args.repeat)))
             print(f"{args.users:,} users, a group of {args.members:,}, {args.groups} groups holding one user; "
@@ -158,7 +200,7 @@ def main():
             for name, loaded, add, delete, search in rows:
                 print(f"{name:<10} {loaded:>8.1f} {add:>14.1f} {delete:>15.1f} {search:>19.1f}")
         finally:
-            for server in servers:
+            for server, _ in servers:
                 server.terminate()
                 server.wait()
 

@@ -5,6 +5,11 @@
 //! NOT and unindexed items give `All`. Every candidate is then checked
 //! with the model's filter evaluation, so a plan can only cost time,
 //! never change a result.
+//!
+//! An AND reads its items' lists under a cap once it has a short list
+//! ([`AND_READ_FACTOR`]): `(&(objectClass=person)(memberOf=G))` over a
+//! million people reads G's ten thousand, not a million objectClass keys
+//! to intersect with them, at every step of the search.
 
 use heed::RoTxn;
 use meridian_config::IndexKind;
@@ -36,7 +41,19 @@ pub(crate) struct Planner<'a> {
     /// entry it last sent: each step of a streamed or paged search reads
     /// only the rest of every index list, not all of it again).
     pub(crate) after: Option<EntryId>,
+    /// While an AND reads an item under a cap: the most index keys that
+    /// item may read, and whether it went past them.
+    pub(crate) cap: std::cell::Cell<Option<usize>>,
+    pub(crate) capped: std::cell::Cell<bool>,
 }
+
+/// Once an AND has a list of N candidates, each further item is read
+/// only while it holds at most `AND_READ_FACTOR * N` (and
+/// [`AND_READ_FLOOR`]) IDs: reading an index key costs a small part of
+/// checking a candidate against the filter, but a list much longer than
+/// the candidates cannot shorten them by more than it costs to read.
+const AND_READ_FACTOR: usize = 8;
+const AND_READ_FLOOR: usize = 4096;
 
 fn intersect(a: &[EntryId], b: &[EntryId]) -> Vec<EntryId> {
     let (mut i, mut j) = (0, 0);
@@ -90,10 +107,16 @@ impl Planner<'_> {
     ) -> Result<Vec<EntryId>, StoreError> {
         let mut out = Vec::new();
         let range = (std::ops::Bound::Included(start), std::ops::Bound::Unbounded);
+        let cap = self.cap.get();
         for item in self.dbs.index.range(self.txn, &range)? {
             let (key, _) = item?;
             if !key.starts_with(within) || last.is_some_and(|last| key > last) {
                 break;
+            }
+            if cap.is_some_and(|cap| out.len() >= cap) {
+                // Past the AND's cap: the list is dropped unread.
+                self.capped.set(true);
+                return Ok(Vec::new());
             }
             let tail = key.get(key.len().saturating_sub(8)..).unwrap_or_default();
             if let Some(id) = keys::id_from(tail)
@@ -133,22 +156,63 @@ impl Planner<'_> {
             .then_some(family)
     }
 
+    /// An AND's candidates: the intersection of its items' lists, read
+    /// in rounds under a cap that grows by [`AND_READ_FACTOR`] from
+    /// [`AND_READ_FLOOR`] until one item's list fits; from then on each
+    /// item is read only while its list is at most `AND_READ_FACTOR`
+    /// times the candidates so far. An item left out, as too long, is
+    /// still checked on every candidate by the filter. The work is
+    /// bounded by a few times the shortest list, not by the longest.
+    fn and<'f>(&self, children: &[Filter<'f>]) -> Result<Plan, StoreError> {
+        let mut acc: Option<Vec<EntryId>> = None;
+        let mut pending: Vec<&Filter<'f>> = children.iter().collect();
+        let mut cap = AND_READ_FLOOR;
+        loop {
+            let mut long = Vec::new();
+            for child in pending {
+                let cap = acc.as_ref().map_or(cap, |acc| {
+                    acc.len()
+                        .saturating_mul(AND_READ_FACTOR)
+                        .max(AND_READ_FLOOR)
+                });
+                match self.plan_capped(child, cap)? {
+                    None => long.push(child),
+                    Some(Plan::All) => {}
+                    Some(Plan::Ids(ids)) => {
+                        let ids = match acc.take() {
+                            Some(prev) => intersect(&prev, &ids),
+                            None => ids,
+                        };
+                        if ids.is_empty() {
+                            return Ok(Plan::Ids(ids));
+                        }
+                        acc = Some(ids);
+                    }
+                }
+            }
+            if acc.is_some() || long.is_empty() {
+                return Ok(acc.map_or(Plan::All, Plan::Ids));
+            }
+            pending = long;
+            cap = cap.saturating_mul(AND_READ_FACTOR);
+        }
+    }
+
+    /// [`Planner::plan`] reading at most `cap` keys per list; `Ok(None)`
+    /// when a list was longer.
+    fn plan_capped(&self, filter: &Filter<'_>, cap: usize) -> Result<Option<Plan>, StoreError> {
+        let (outer_cap, outer_capped) = (self.cap.replace(Some(cap)), self.capped.replace(false));
+        let planned = self.plan(filter);
+        let capped = self.capped.replace(outer_capped);
+        self.cap.set(outer_cap);
+        Ok((!capped).then_some(planned?))
+    }
+
     pub(crate) fn plan(&self, filter: &Filter<'_>) -> Result<Plan, StoreError> {
         match filter {
             Filter::And(children) => {
-                let mut acc: Option<Vec<EntryId>> = None;
-                for child in children.iter() {
-                    if let Plan::Ids(ids) = self.plan(&child)? {
-                        acc = Some(match acc {
-                            Some(prev) => intersect(&prev, &ids),
-                            None => ids,
-                        });
-                        if acc.as_ref().is_some_and(Vec::is_empty) {
-                            break;
-                        }
-                    }
-                }
-                Ok(acc.map_or(Plan::All, Plan::Ids))
+                let children: Vec<Filter<'_>> = children.iter().collect();
+                self.and(&children)
             }
             Filter::Or(children) => {
                 let mut acc = Vec::new();

@@ -339,6 +339,8 @@ impl<'s> Snapshot<'s> {
             indexes: &self.inner.indexes,
             schema: &self.inner.schema,
             after: None,
+            cap: Default::default(),
+            capped: Default::default(),
         };
         let filter = Filter::Equality(meridian_proto::Ava {
             attr: b"objectClass",
@@ -482,6 +484,8 @@ impl<'s> Snapshot<'s> {
             indexes: &self.inner.indexes,
             schema,
             after,
+            cap: Default::default(),
+            capped: Default::default(),
         };
         let plan = if scope == Scope::Base {
             Plan::All
