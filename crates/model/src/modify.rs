@@ -8,7 +8,7 @@ use meridian_proto::ResultCode;
 
 use crate::ModelError;
 use crate::entry::{AttrName, Attribute, Description, Entry, Values};
-use crate::schema::Schema;
+use crate::schema::{AttrId, Schema};
 
 /// A change operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,7 +88,7 @@ pub fn apply_changes<'a>(
 ) -> Result<Entry, ModelError> {
     for change in changes {
         let desc = Description::parse(change.attr.as_bytes(), schema)?;
-        apply_change(&mut out, &desc, change, schema, permissive)?;
+        apply_change(&mut out, &desc, change, schema, permissive, None)?;
     }
     check_rdn_kept(&out, schema)?;
     Ok(out)
@@ -97,14 +97,25 @@ pub fn apply_changes<'a>(
 /// [`apply_changes`] over changes whose descriptions the caller has
 /// parsed already (the store's writer, which needs them first to know
 /// the types changed: parsing each twice was a few percent of its time).
+/// `absent`, when given, tells of a value to add or delete that the
+/// entry as it was before these changes surely holds no value equal to
+/// it (the store asks its equality index): a change of a few values to an
+/// attribute of thousands (a member added to a big group) then works out
+/// the keys of the values it changes, not of every value held.
 pub fn apply_described_changes<'a, 'd>(
     mut out: Entry,
     changes: impl IntoIterator<Item = (&'d Description, Change<'a>)>,
     schema: &Schema,
     permissive: bool,
+    absent: Option<&dyn Fn(&Description, &[u8]) -> bool>,
 ) -> Result<Entry, ModelError> {
+    // The index speaks of the entry as it was: only for a type no
+    // earlier change of this modify touched.
+    let mut touched: Vec<AttrId> = Vec::new();
     for (desc, change) in changes {
-        apply_change(&mut out, desc, change, schema, permissive)?;
+        let absent = absent.filter(|_| desc.options.is_empty() && !touched.contains(&desc.attr));
+        apply_change(&mut out, desc, change, schema, permissive, absent)?;
+        touched.push(desc.attr);
     }
     check_rdn_kept(&out, schema)?;
     Ok(out)
@@ -117,6 +128,7 @@ fn apply_change(
     change: Change<'_>,
     schema: &Schema,
     permissive: bool,
+    absent: Option<&dyn Fn(&Description, &[u8]) -> bool>,
 ) -> Result<(), ModelError> {
     let at = schema
         .attr(desc.attr)
@@ -141,8 +153,14 @@ fn apply_change(
         position,
     };
     match change.op {
-        ModOp::Add => add_values(out, &at, change.values, schema, permissive, key),
-        ModOp::Delete => delete_values(out, &at, change.values, permissive, key),
+        ModOp::Add => {
+            let absent = absent.map(|absent| |v: &[u8]| absent(desc, v));
+            add_values(out, &at, change.values, schema, permissive, key, absent)
+        }
+        ModOp::Delete => {
+            let absent = absent.map(|absent| |v: &[u8]| absent(desc, v));
+            delete_values(out, &at, change.values, permissive, key, absent)
+        }
         ModOp::Replace => {
             if let Some(idx) = position {
                 out.attributes.remove(idx);
@@ -182,6 +200,7 @@ fn add_values(
     schema: &Schema,
     permissive: bool,
     key: impl Fn(&[u8]) -> Result<Vec<u8>, ModelError>,
+    absent: Option<impl Fn(&[u8]) -> bool>,
 ) -> Result<(), ModelError> {
     let name = at.name;
     if values.is_empty() {
@@ -210,6 +229,26 @@ fn add_values(
     // by value, the keys of every present value were worked out
     // again for each value added: the square of their number
     // for a large add.)
+    // None of the values is held: only they need their keys (two equal
+    // ones among them are still one too many).
+    if let Some(absent) = absent
+        && values.iter().all(|v| absent(v))
+    {
+        let mut added = std::collections::HashSet::with_capacity(values.len());
+        for value in values {
+            if !added.insert(key(value)?) {
+                if permissive {
+                    continue;
+                }
+                return Err(error(
+                    ResultCode::ATTRIBUTE_OR_VALUE_EXISTS,
+                    format!("{name}: value already present"),
+                ));
+            }
+            attr.values.push(value.clone());
+        }
+        return Ok(());
+    }
     let mut present = PresentKeys::of(&attr.values, &key);
     for value in values {
         let k = key(value)?;
@@ -236,6 +275,7 @@ fn delete_values(
     values: &[Vec<u8>],
     permissive: bool,
     key: impl Fn(&[u8]) -> Result<Vec<u8>, ModelError>,
+    absent: Option<impl Fn(&[u8]) -> bool>,
 ) -> Result<(), ModelError> {
     let name = at.name;
     let Some(idx) = at.position else {
@@ -255,10 +295,65 @@ fn delete_values(
         .attributes
         .get_mut(idx)
         .ok_or_else(|| ModelError::internal("attribute position past the entry's list"))?;
-    // Each value deleted takes the first present value of its
-    // key that no earlier one took.
-    let mut present = PresentKeys::of(&attr.values, &key);
-    let mut deleted = vec![false; attr.values.len()];
+    let deleted = match absent.and_then(|absent| deleted_as_written(&attr.values, values, absent)) {
+        Some(Err(())) if !permissive => {
+            return Err(error(
+                ResultCode::NO_SUCH_ATTRIBUTE,
+                format!("{name}: no such value"),
+            ));
+        }
+        Some(Ok(deleted)) => Some(deleted),
+        _ => None,
+    };
+    let deleted = match deleted {
+        Some(deleted) => deleted,
+        None => deleted_by_key(&attr.values, values, permissive, &key, name)?,
+    };
+    let mut flags = deleted.into_iter();
+    attr.values.retain(|_| !flags.next().unwrap_or(false));
+    if attr.values.is_empty() {
+        out.attributes.remove(idx);
+    }
+    Ok(())
+}
+
+/// Which of `held` go when `values` are deleted, each found by its bytes
+/// where the index says it may be held (a client deletes a member as it
+/// was added): `None` when one is not found so, for
+/// [`deleted_by_key`] to decide; `Some(Err(()))` when the index says one
+/// is surely not held.
+fn deleted_as_written(
+    held: &[Vec<u8>],
+    values: &[Vec<u8>],
+    absent: impl Fn(&[u8]) -> bool,
+) -> Option<Result<Vec<bool>, ()>> {
+    let mut deleted = vec![false; held.len()];
+    for value in values {
+        if absent(value) {
+            return Some(Err(()));
+        }
+        let at = held
+            .iter()
+            .enumerate()
+            .position(|(i, v)| v == value && !deleted.get(i).copied().unwrap_or(true))?;
+        if let Some(flag) = deleted.get_mut(at) {
+            *flag = true;
+        }
+    }
+    Some(Ok(deleted))
+}
+
+/// Which of `held` go when `values` are deleted, by their keys: each
+/// value takes the first held value of its key that no earlier one took.
+fn deleted_by_key(
+    held: &[Vec<u8>],
+    values: &[Vec<u8>],
+    permissive: bool,
+    key: &impl Fn(&[u8]) -> Result<Vec<u8>, ModelError>,
+    name: &str,
+) -> Result<Vec<bool>, ModelError> {
+    let mut present = PresentKeys::of(held, key);
+    let mut deleted = vec![false; held.len()];
     for value in values {
         match present.take(&key(value)?) {
             Some(at) => {
@@ -275,12 +370,7 @@ fn delete_values(
             }
         }
     }
-    let mut flags = deleted.into_iter();
-    attr.values.retain(|_| !flags.next().unwrap_or(false));
-    if attr.values.is_empty() {
-        out.attributes.remove(idx);
-    }
-    Ok(())
+    Ok(deleted)
 }
 
 /// Adds the one value of `values` to every value of an INTEGER
@@ -518,8 +608,76 @@ mod tests {
             })
             .collect();
         let pairs = described.iter().map(|(desc, change)| (desc, *change));
-        let out = apply_described_changes(base(&s), pairs, &s, true).unwrap();
+        let out = apply_described_changes(base(&s), pairs, &s, true, None).unwrap();
         assert_eq!(both(out), (3, 1));
+    }
+
+    #[test]
+    fn what_the_index_says_is_absent_is_added_or_refused_without_every_key() {
+        let s = Schema::builtin().unwrap();
+        let run = |changes: &[Modification], absent: &[&str]| {
+            let described: Vec<_> = changes
+                .iter()
+                .map(|m| {
+                    (
+                        Description::parse(m.attr.as_bytes(), &s).unwrap(),
+                        m.as_change(),
+                    )
+                })
+                .collect();
+            let pairs = described.iter().map(|(desc, change)| (desc, *change));
+            let oracle = |_: &Description, v: &[u8]| absent.iter().any(|a| a.as_bytes() == v);
+            apply_described_changes(base(&s), pairs, &s, false, Some(&oracle))
+        };
+        let mails = |out: Entry| -> Vec<String> {
+            let id = s.attribute_id("mail").unwrap();
+            out.get(id)
+                .map(|a| {
+                    a.values
+                        .iter()
+                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        // Added without looking at the values held.
+        let out = run(
+            &[change(ModOp::Add, "mail", &["new@x.com"])],
+            &["new@x.com"],
+        )
+        .unwrap();
+        assert_eq!(mails(out), ["a@x.com", "b@x.com", "new@x.com"]);
+        // Twice in one change is still one too many.
+        let twice = run(
+            &[change(ModOp::Add, "mail", &["n@x.com", "N@x.com"])],
+            &["n@x.com", "N@x.com"],
+        );
+        assert_eq!(
+            twice.unwrap_err().code,
+            ResultCode::ATTRIBUTE_OR_VALUE_EXISTS
+        );
+        // Deleted by its bytes; surely absent is noSuchAttribute.
+        let out = run(&[change(ModOp::Delete, "mail", &["b@x.com"])], &[]).unwrap();
+        assert_eq!(mails(out), ["a@x.com"]);
+        let gone = run(
+            &[change(ModOp::Delete, "mail", &["zz@x.com"])],
+            &["zz@x.com"],
+        );
+        assert_eq!(gone.unwrap_err().code, ResultCode::NO_SUCH_ATTRIBUTE);
+        // Spelled otherwise than held: found by its key.
+        let out = run(&[change(ModOp::Delete, "mail", &["B@X.COM"])], &[]).unwrap();
+        assert_eq!(mails(out), ["a@x.com"]);
+        // The index speaks of the entry before the modify: after a change
+        // of the same type it is not believed.
+        let changes = [
+            change(ModOp::Add, "mail", &["c@x.com"]),
+            change(ModOp::Add, "mail", &["c@x.com"]),
+        ];
+        let again = run(&changes, &["c@x.com"]);
+        assert_eq!(
+            again.unwrap_err().code,
+            ResultCode::ATTRIBUTE_OR_VALUE_EXISTS
+        );
     }
 
     #[test]

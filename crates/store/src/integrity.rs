@@ -199,7 +199,12 @@ impl MemberOf {
         let Some(classes) = entry.get(object_class) else {
             return false;
         };
-        classes.values.iter().any(|value| {
+        self.names_a_group_class(&classes.values, schema)
+    }
+
+    /// Whether an entry with these objectClass values is a group.
+    pub(crate) fn names_a_group_class(&self, classes: &[Vec<u8>], schema: &Schema) -> bool {
+        classes.iter().any(|value| {
             let name = String::from_utf8_lossy(value);
             schema.class_id(&name).is_some_and(|class| {
                 self.classes

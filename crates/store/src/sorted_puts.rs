@@ -37,6 +37,11 @@ impl SortedPuts {
         self.keys.push(start..self.bytes.len());
     }
 
+    /// True when no key waits.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
     /// Writes every queued key to `db`, in key order.
     pub(crate) fn write(
         mut self,

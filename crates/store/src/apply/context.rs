@@ -177,6 +177,16 @@ impl Context<'_> {
         tree::first_value(&self.resolver(txn), id, attr)
     }
 
+    /// Every value of `attr` of the entry `id` ([`tree::values_of`]).
+    pub(super) fn values_of(
+        &self,
+        txn: &heed::RoTxn<'_>,
+        id: EntryId,
+        attr: meridian_model::schema::AttrId,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        tree::values_of(&self.resolver(txn), id, attr)
+    }
+
     fn resolver<'t, 'x>(&'t self, txn: &'t heed::RoTxn<'x>) -> Resolver<'t, 'x> {
         Resolver {
             table: self.names.table(),

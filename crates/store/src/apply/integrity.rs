@@ -142,8 +142,8 @@ pub(super) fn modify(
         let Applied::Done(effect) = applied else {
             return applied;
         };
-        let kept = entry_at(txn, ctx, dn).and_then(|entry| {
-            if !entry.is_some_and(|entry| rules.is_group(&entry, ctx.schema)) {
+        let kept = is_group_at(txn, ctx, rules, dn).and_then(|is_group| {
+            if !is_group {
                 return Ok(effect);
             }
             for change in changes.iter().filter(|c| members.spells(&c.attr)) {
@@ -197,6 +197,23 @@ fn entry_at(txn: &RwTxn<'_>, ctx: &Context<'_>, dn: &Dn) -> Result<Option<Entry>
     lookup(txn, ctx.dbs, dn)?
         .map(|id| ctx.load(txn, id, Some(dn)))
         .transpose()
+}
+
+/// Whether the entry at `dn` is a group, told by its classes alone (its
+/// members are not decoded).
+fn is_group_at(
+    txn: &RwTxn<'_>,
+    ctx: &Context<'_>,
+    rules: &crate::integrity::MemberOf,
+    dn: &Dn,
+) -> Result<bool, StoreError> {
+    let (Some(id), Some(object_class)) =
+        (lookup(txn, ctx.dbs, dn)?, ctx.schema.object_class_attr())
+    else {
+        return Ok(false);
+    };
+    let classes = ctx.values_of(txn, id, object_class)?;
+    Ok(rules.names_a_group_class(&classes, ctx.schema))
 }
 
 /// The members the entry at `dn` names as a group (none if it is not

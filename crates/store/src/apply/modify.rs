@@ -65,6 +65,59 @@ fn all_changes<'c>(
         }))
 }
 
+/// Most values a modify asks the equality index about (see
+/// [`absent_values`]).
+const MOST_ASKED: usize = 64;
+
+/// The values `changes` add or delete that the entry `id` surely does
+/// not hold, told by the built equality index of their (options-less)
+/// type: asked before the cursor takes the transaction, so that adding a
+/// member to a group of ten thousand works out the keys of the one value
+/// added, not of every member (`modify::apply_described_changes`). At
+/// most [`MOST_ASKED`] values; a modify with more, or on types without
+/// such an index, or while adds' index keys wait, is planned without.
+fn absent_values<'c>(
+    txn: &RwTxn<'_>,
+    ctx: &Context<'_>,
+    id: EntryId,
+    changes: &'c [Modification],
+) -> Result<Vec<(AttrId, &'c [u8])>, StoreError> {
+    let asked = changes
+        .iter()
+        .filter(|c| matches!(c.op, ModOp::Add | ModOp::Delete))
+        .map(|c| c.values.len())
+        .sum::<usize>();
+    // While adds' keys wait (`Context::pending_index`: a server's own
+    // modify inside a run of adds, memberOf kept for a group just added)
+    // the index does not yet speak of every entry: not asked.
+    if asked == 0 || asked > MOST_ASKED || !ctx.pending_index.borrow().is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut absent = Vec::new();
+    let id_key = keys::id_key(id);
+    for change in changes
+        .iter()
+        .filter(|c| matches!(c.op, ModOp::Add | ModOp::Delete))
+    {
+        let Ok(desc) = Description::parse(change.attr.as_bytes(), ctx.schema) else {
+            continue;
+        };
+        if !desc.options.is_empty() {
+            continue;
+        }
+        for value in &change.values {
+            let Some(mut key) = ctx.indexes.eq_prefix_of(desc.attr, value, ctx.schema) else {
+                continue;
+            };
+            key.extend_from_slice(&id_key);
+            if ctx.dbs.index.get(txn, &key)?.is_none() {
+                absent.push((desc.attr, value.as_slice()));
+            }
+        }
+    }
+    Ok(absent)
+}
+
 /// The checks and the new entry of a modify of `old` by `described` (the
 /// first `client` changes are the client's); reads nothing, so a refusal
 /// here has written nothing.
@@ -74,6 +127,7 @@ fn plan_changes(
     described: &[(Description, Change<'_>)],
     client: usize,
     permissive: bool,
+    absent: &[(AttrId, &[u8])],
 ) -> Result<EntryPlan, StoreError> {
     // Index keys can only change if an indexed type was touched, and
     // only that type's; only then are its old keys taken, and the entry
@@ -82,7 +136,14 @@ fn plan_changes(
     let touches_index = !by_values.is_empty() || !by_entry.is_empty();
     let old_keys = touches_index.then(|| ctx.indexes.keys_of_types(&old, &by_entry, ctx.schema));
     let pairs = described.iter().map(|(desc, change)| (desc, *change));
-    let new = modify::apply_described_changes(old, pairs, ctx.schema, permissive)?;
+    let is_absent = |desc: &Description, value: &[u8]| {
+        absent
+            .iter()
+            .any(|(attr, v)| *attr == desc.attr && *v == value)
+    };
+    let is_absent: Option<&dyn Fn(&Description, &[u8]) -> bool> =
+        (!absent.is_empty()).then_some(&is_absent);
+    let new = modify::apply_described_changes(old, pairs, ctx.schema, permissive, is_absent)?;
     // The values checked are the client's: the operational ones are the
     // server's own (a timestamp, its DN, a CSN), made well-formed by the
     // directory; checking their syntax again (a DN parse, a time parse)
@@ -189,6 +250,10 @@ pub(super) fn apply(
         },
     };
     ctx.touch(id);
+    let absent = match absent_values(txn, ctx, id, changes) {
+        Ok(absent) => absent,
+        Err(e) => return Applied::refused(e),
+    };
     let key = keys::id_key(id);
     let only = (Bound::Included(&key[..]), Bound::Included(&key[..]));
     let mut cursor = match dbs.id2entry.range_mut(txn, &only) {
@@ -233,7 +298,7 @@ pub(super) fn apply(
             return Ok(Planned::Spliced(spliced));
         }
         let old = codec::decode_as(bytes, &ctx.names.source(ctx.schema), Some(dn))?;
-        plan_changes(ctx, old, &described, changes.len(), permissive).map(Planned::Entry)
+        plan_changes(ctx, old, &described, changes.len(), permissive, &absent).map(Planned::Entry)
     });
     let planned = match planned {
         Ok(planned) => planned,

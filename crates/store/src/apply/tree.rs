@@ -123,6 +123,37 @@ pub(crate) fn first_value(
     record_first_value(bytes, names, attr, None)
 }
 
+/// Every value of `attr` (without options) of the entry with ID `id`
+/// (which must exist), read from its record in place where the record
+/// allows, else from the decoded entry: a look at a group's classes
+/// does not decode its ten thousand members.
+pub(crate) fn values_of(
+    names: &Resolver<'_, '_>,
+    id: EntryId,
+    attr: meridian_model::schema::AttrId,
+) -> Result<Vec<Vec<u8>>, StoreError> {
+    let bytes = names
+        .dbs
+        .id2entry
+        .get(names.txn, &keys::id_key(id))?
+        .ok_or_else(|| StoreError::corrupt(format_args!("dn2id points at missing entry {id}")))?;
+    let mut found = Vec::new();
+    let read = codec::walk(bytes, |number, values| {
+        let desc = names.table.get(number)?.desc.as_ref()?;
+        if desc.attr == attr && desc.options.is_empty() {
+            found.extend(values.map(<[u8]>::to_vec));
+        }
+        Some(())
+    });
+    match read {
+        Some(()) => Ok(found),
+        None => Ok(codec::decode_as(bytes, names, None)?
+            .get(attr)
+            .map(|a| a.values.to_vec())
+            .unwrap_or_default()),
+    }
+}
+
 /// [`first_value`] of a stored record in hand (`found_by`: as for
 /// [`codec::decode_as`], when it has to be decoded).
 pub(crate) fn record_first_value(
