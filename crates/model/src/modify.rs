@@ -94,6 +94,10 @@ pub fn apply_changes<'a>(
     Ok(out)
 }
 
+/// Whether a value surely is not among an attribute's values as the
+/// entry held them before a modify (see [`apply_described_changes`]).
+pub type Absent<'a> = &'a dyn Fn(&Description, &[u8]) -> bool;
+
 /// [`apply_changes`] over changes whose descriptions the caller has
 /// parsed already (the store's writer, which needs them first to know
 /// the types changed: parsing each twice was a few percent of its time).
@@ -107,7 +111,7 @@ pub fn apply_described_changes<'a, 'd>(
     changes: impl IntoIterator<Item = (&'d Description, Change<'a>)>,
     schema: &Schema,
     permissive: bool,
-    absent: Option<&dyn Fn(&Description, &[u8]) -> bool>,
+    absent: Option<Absent<'_>>,
 ) -> Result<Entry, ModelError> {
     // The index speaks of the entry as it was: only for a type no
     // earlier change of this modify touched.
@@ -128,7 +132,7 @@ fn apply_change(
     change: Change<'_>,
     schema: &Schema,
     permissive: bool,
-    absent: Option<&dyn Fn(&Description, &[u8]) -> bool>,
+    absent: Option<Absent<'_>>,
 ) -> Result<(), ModelError> {
     let at = schema
         .attr(desc.attr)

@@ -141,8 +141,7 @@ fn plan_changes(
             .iter()
             .any(|(attr, v)| *attr == desc.attr && *v == value)
     };
-    let is_absent: Option<&dyn Fn(&Description, &[u8]) -> bool> =
-        (!absent.is_empty()).then_some(&is_absent);
+    let is_absent: Option<modify::Absent<'_>> = (!absent.is_empty()).then_some(&is_absent);
     let new = modify::apply_described_changes(old, pairs, ctx.schema, permissive, is_absent)?;
     // The values checked are the client's: the operational ones are the
     // server's own (a timestamp, its DN, a CSN), made well-formed by the
