@@ -332,7 +332,7 @@ mod tests {
                 let n = changes.len();
                 let spliced = super::splice(ctx, &bytes, &record.dn, &described, n)
                     .unwrap_or_else(|| panic!("{changes:?}: not spliced"));
-                let plan = plan_changes(ctx, record.clone(), &described, n, false).unwrap();
+                let plan = plan_changes(ctx, record.clone(), &described, n, false, &[]).unwrap();
                 let entry_path = known_record(ctx, &plan.new).unwrap();
                 assert_eq!(spliced.record, entry_path, "{changes:?}: record");
                 let differences = |index: Option<IndexChange>| {
@@ -388,7 +388,7 @@ mod tests {
             for (what, record, valid) in cases {
                 let bytes = ctx.encode(txn, &record).unwrap();
                 let spliced = super::splice(ctx, &bytes, &record.dn, &described, 1);
-                let planned = plan_changes(ctx, record, &described, 1, false);
+                let planned = plan_changes(ctx, record, &described, 1, false, &[]);
                 assert_eq!(spliced.is_some(), valid, "{what}: splice");
                 assert_eq!(planned.is_ok(), valid, "{what}: entry path");
             }
