@@ -12,6 +12,38 @@ pub(crate) fn violation(code: ResultCode, message: String) -> ModelError {
     ModelError::new(code, message)
 }
 
+/// [`check_values`] for values added to an attribute of type `at`
+/// whose values held before were valid and distinct, by a change that
+/// refused a value equal to one held or to another added (a modify's
+/// add): the added values' syntax, and the number of values, `total`
+/// after the change. A value added to a group of ten thousand members
+/// is checked alone.
+pub fn check_added_values(
+    at: &AttributeType,
+    added: &[Vec<u8>],
+    total: usize,
+) -> Result<(), ModelError> {
+    let name = at.name();
+    if at.single_value && total > 1 {
+        return Err(violation(
+            ResultCode::CONSTRAINT_VIOLATION,
+            format!("attribute {name:?} is single-valued but has {total} values"),
+        ));
+    }
+    for value in added {
+        if !at.syntax.is_valid(value) {
+            return Err(violation(
+                ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+                format!(
+                    "attribute {name:?}: a value added is invalid per syntax {}",
+                    at.syntax_oid
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The checks of one attribute's values, of type `at`, in an entry being
 /// written: whether `writer` may set it, the number of values, their
 /// syntax, and no value twice by the equality rule.

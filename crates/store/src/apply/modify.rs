@@ -148,12 +148,31 @@ fn plan_changes(
     // directory; checking their syntax again (a DN parse, a time parse)
     // was a twentieth of the writer's time at the server.
     let client = described.get(..client).unwrap_or(described);
+    // A type the client only added values to or deleted values from
+    // held valid, distinct values, and the change refused one equal to
+    // one held: only the values added are checked.
+    let by_values_only = |attr: AttrId| {
+        client.iter().filter(|(d, _)| d.attr == attr).all(|(d, c)| {
+            d.options.is_empty()
+                && matches!(c.op, ModOp::Add | ModOp::Delete)
+                && !c.values.is_empty()
+        })
+    };
     new.check_after_modify(
         ctx.schema,
         WrittenBy::Server,
-        |attr| client.iter().any(|(desc, _)| desc.attr == attr),
+        |attr| client.iter().any(|(desc, _)| desc.attr == attr) && !by_values_only(attr),
         &mut ctx.classes.borrow_mut(),
     )?;
+    for (desc, change) in client
+        .iter()
+        .filter(|(d, c)| c.op == ModOp::Add && by_values_only(d.attr))
+    {
+        if let Some(at) = ctx.schema.attr(desc.attr) {
+            let total = new.get(desc.attr).map_or(0, |a| a.values.len());
+            meridian_model::entry::check_added_values(at, change.values, total)?;
+        }
+    }
     let index = old_keys.map(|mut old| {
         let mut new_keys = ctx.indexes.keys_of_types(&new, &by_entry, ctx.schema);
         for (desc, change) in described
