@@ -158,12 +158,7 @@ fn plan_changes(
                 && !c.values.is_empty()
         })
     };
-    new.check_after_modify(
-        ctx.schema,
-        WrittenBy::Server,
-        |attr| client.iter().any(|(desc, _)| desc.attr == attr) && !by_values_only(attr),
-        &mut ctx.classes.borrow_mut(),
-    )?;
+    // Before the whole-entry check, which checks values before classes.
     for (desc, change) in client
         .iter()
         .filter(|(d, c)| c.op == ModOp::Add && by_values_only(d.attr))
@@ -173,6 +168,12 @@ fn plan_changes(
             meridian_model::entry::check_added_values(at, change.values, total)?;
         }
     }
+    new.check_after_modify(
+        ctx.schema,
+        WrittenBy::Server,
+        |attr| client.iter().any(|(desc, _)| desc.attr == attr) && !by_values_only(attr),
+        &mut ctx.classes.borrow_mut(),
+    )?;
     let index = old_keys.map(|mut old| {
         let mut new_keys = ctx.indexes.keys_of_types(&new, &by_entry, ctx.schema);
         for (desc, change) in described
