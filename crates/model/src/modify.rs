@@ -602,36 +602,36 @@ mod tests {
         };
         let out = apply(&base(&s), &changes, &s, true).unwrap();
         assert_eq!(both(out), (3, 1));
+        let out = described_apply(&changes, &s, true, None).unwrap();
+        assert_eq!(both(out), (3, 1));
+    }
+
+    /// `changes` to [`base`] through [`apply_described_changes`].
+    fn described_apply(
+        changes: &[Modification],
+        s: &Schema,
+        permissive: bool,
+        absent: Option<Absent<'_>>,
+    ) -> Result<Entry, ModelError> {
         let described: Vec<_> = changes
             .iter()
             .map(|m| {
                 (
-                    Description::parse(m.attr.as_bytes(), &s).unwrap(),
+                    Description::parse(m.attr.as_bytes(), s).unwrap(),
                     m.as_change(),
                 )
             })
             .collect();
         let pairs = described.iter().map(|(desc, change)| (desc, *change));
-        let out = apply_described_changes(base(&s), pairs, &s, true, None).unwrap();
-        assert_eq!(both(out), (3, 1));
+        apply_described_changes(base(s), pairs, s, permissive, absent)
     }
 
     #[test]
     fn what_the_index_says_is_absent_is_added_or_refused_without_every_key() {
         let s = Schema::builtin().unwrap();
         let run = |changes: &[Modification], absent: &[&str]| {
-            let described: Vec<_> = changes
-                .iter()
-                .map(|m| {
-                    (
-                        Description::parse(m.attr.as_bytes(), &s).unwrap(),
-                        m.as_change(),
-                    )
-                })
-                .collect();
-            let pairs = described.iter().map(|(desc, change)| (desc, *change));
             let oracle = |_: &Description, v: &[u8]| absent.iter().any(|a| a.as_bytes() == v);
-            apply_described_changes(base(&s), pairs, &s, false, Some(&oracle))
+            described_apply(changes, &s, false, Some(&oracle))
         };
         let mails = |out: Entry| -> Vec<String> {
             let id = s.attribute_id("mail").unwrap();

@@ -297,6 +297,37 @@ pub fn tool_at(
     )
 }
 
+/// The entries under dc=example,dc=com with `attributes`, as LDIF text
+/// made comparable between servers: each entry's lines in order, lower
+/// case, DNs without spaces after commas, the entries in order.
+pub fn entries_view(url: &str, bind: &[&str], attributes: &[&str]) -> String {
+    let mut args = vec![
+        "-LLL",
+        "-o",
+        "ldif-wrap=no",
+        "-b",
+        "dc=example,dc=com",
+        "(objectClass=*)",
+    ];
+    args.extend_from_slice(attributes);
+    let (code, out) = tool_at(url, "ldapsearch", bind, &args, None);
+    assert_eq!(code, 0, "{out}");
+    let mut entries: Vec<String> = out
+        .split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let mut lines: Vec<String> = e
+                .lines()
+                .map(|l| l.to_ascii_lowercase().replace(", ", ","))
+                .collect();
+            lines.sort();
+            lines.join("\n")
+        })
+        .collect();
+    entries.sort();
+    entries.join("\n\n")
+}
+
 /// [`tool`] bound as the administrator.
 pub fn admin_tool(
     server: &Server,

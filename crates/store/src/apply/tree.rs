@@ -90,6 +90,15 @@ pub(super) fn write_index<P: AsRef<[u8]>>(
     Ok(())
 }
 
+/// The stored record of the entry with ID `id`, which must exist.
+fn record_of<'t>(names: &Resolver<'t, '_>, id: EntryId) -> Result<&'t [u8], StoreError> {
+    names
+        .dbs
+        .id2entry
+        .get(names.txn, &keys::id_key(id))?
+        .ok_or_else(|| StoreError::corrupt(format_args!("dn2id points at missing entry {id}")))
+}
+
 /// The entry with ID `id` (which must exist), found by `found_by` if
 /// given ([`codec::decode_as`]).
 pub(crate) fn load(
@@ -97,11 +106,7 @@ pub(crate) fn load(
     id: EntryId,
     found_by: Option<&Dn>,
 ) -> Result<Entry, StoreError> {
-    let bytes = names
-        .dbs
-        .id2entry
-        .get(names.txn, &keys::id_key(id))?
-        .ok_or_else(|| StoreError::corrupt(format_args!("dn2id points at missing entry {id}")))?;
+    let bytes = record_of(names, id)?;
     codec::decode_as(bytes, names, found_by)
 }
 
@@ -115,11 +120,7 @@ pub(crate) fn first_value(
     id: EntryId,
     attr: meridian_model::schema::AttrId,
 ) -> Result<Option<Vec<u8>>, StoreError> {
-    let bytes = names
-        .dbs
-        .id2entry
-        .get(names.txn, &keys::id_key(id))?
-        .ok_or_else(|| StoreError::corrupt(format_args!("dn2id points at missing entry {id}")))?;
+    let bytes = record_of(names, id)?;
     record_first_value(bytes, names, attr, None)
 }
 
@@ -132,11 +133,7 @@ pub(crate) fn values_of(
     id: EntryId,
     attr: meridian_model::schema::AttrId,
 ) -> Result<Vec<Vec<u8>>, StoreError> {
-    let bytes = names
-        .dbs
-        .id2entry
-        .get(names.txn, &keys::id_key(id))?
-        .ok_or_else(|| StoreError::corrupt(format_args!("dn2id points at missing entry {id}")))?;
+    let bytes = record_of(names, id)?;
     let mut found = Vec::new();
     let read = codec::walk(bytes, |number, values| {
         let desc = names.table.get(number)?.desc.as_ref()?;
