@@ -107,13 +107,9 @@ fn memberof_and_references_follow_every_change_as_slapd_keeps_them() {
             ..slapd::Extra::default()
         },
     );
-    let theirs = format!("ldap://127.0.0.1:{}", reference.port);
-    let their_bind = ["-D", ADMIN_DN, "-w", "secret"];
-    let server = Server::start("");
-    let ours = server.url();
-    let our_bind = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
-    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(TOP));
-    assert_eq!(code, 0, "{out}");
+    let pair = SideBySide::start(reference, "", TOP);
+    let (server, theirs, ours) = (&pair.server, pair.theirs.clone(), pair.ours.clone());
+    let (their_bind, our_bind) = (SLAPD_BIND, OUR_BIND);
     for (url, bind) in [(&theirs, &their_bind), (&ours, &our_bind)] {
         let (code, out) = tool_at(url, "ldapadd", bind, &[], Some(BASE));
         assert_eq!(code, 0, "{out}");
@@ -161,7 +157,7 @@ fn memberof_and_references_follow_every_change_as_slapd_keeps_them() {
     assert!(!dave(&theirs, &their_bind).contains("memberOf"));
     // And memberOf filters find the members, by the index.
     let (code, out) = admin_tool(
-        &server,
+        server,
         "ldapsearch",
         &[
             "-LLL",
@@ -449,16 +445,13 @@ fn dynamic_groups_list_their_members_and_memberof_as_slapd_s_dynlist_does() {
             ..slapd::Extra::default()
         },
     );
-    let theirs = format!("ldap://127.0.0.1:{}", reference.port);
-    let their_bind = ["-D", ADMIN_DN, "-w", "secret"];
-    let server = Server::start(&format!(
+    let config = format!(
         "[directory]\nschema_files = [{:?}]\n",
         dyngroup.display().to_string()
-    ));
-    let ours = server.url();
-    let our_bind = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
-    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(TOP));
-    assert_eq!(code, 0, "{out}");
+    );
+    let pair = SideBySide::start(reference, &config, TOP);
+    let (theirs, ours) = (pair.theirs.clone(), pair.ours.clone());
+    let (their_bind, our_bind) = (SLAPD_BIND, OUR_BIND);
     let entries = format!(
         "{BASE}\n\
          dn: cn=dept7,ou=Groups,dc=example,dc=com\nobjectClass: groupOfURLs\ncn: dept7\n\

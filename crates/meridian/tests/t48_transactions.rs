@@ -69,14 +69,9 @@ fn view(url: &str, bind: &[&str]) -> String {
 
 #[test]
 fn ldapmodify_transactions_commit_and_fail_as_slapd_s_do() {
-    let reference = Slapd::start("transactions", TOP);
-    let theirs = format!("ldap://127.0.0.1:{}", reference.port);
-    let their_bind = ["-D", ADMIN_DN, "-w", "secret"];
-    let server = Server::start("");
-    let ours = server.url();
-    let our_bind = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
-    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(TOP));
-    assert_eq!(code, 0, "{out}");
+    let pair = SideBySide::start(Slapd::start("transactions", TOP), "", TOP);
+    let (theirs, ours) = (pair.theirs.clone(), pair.ours.clone());
+    let (their_bind, our_bind) = (SLAPD_BIND, OUR_BIND);
     for (n, (settle, ldif)) in STEPS.iter().enumerate() {
         let txn = format!("txn={settle}");
         let (their_code, their_out) = tool_at(
@@ -229,6 +224,11 @@ fn a_commit_killed_midway_is_all_or_nothing_after_the_restart() {
         // it reaches the writer, while it writes, once it is durable.
         std::thread::sleep(Duration::from_millis(wait_ms));
         signal(server.pid(), "KILL");
+        // Gone (and its data directory's lock with it) before the next
+        // run takes the directory.
+        while server.is_running() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let data = server.data_dir.clone();
         let restarted = Server::start_with("", Some(ADMIN_PASSWORD), Some(data));
         let stored = count(&restarted, &format!("r{round}-"));

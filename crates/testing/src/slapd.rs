@@ -112,34 +112,58 @@ impl Slapd {
             "slapadd failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(slapd)
-            .arg("-f")
-            .arg(dir.join("slapd.conf"))
-            .args([
-                "-h",
-                &format!(
-                    "{}://127.0.0.1:{port}/",
-                    if ldaps { "ldaps" } else { "ldap" }
-                ),
-                "-d",
-                "0",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let server = Slapd { child, port, dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "slapd did not start");
-            std::thread::sleep(Duration::from_millis(50));
+        // slapd binds its own port: one is chosen below the ephemeral
+        // range (where no socket bound to port 0 lands) and checked free;
+        // taken meanwhile, slapd exits and another is tried.
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = Command::new(slapd)
+                .arg("-f")
+                .arg(dir.join("slapd.conf"))
+                .args([
+                    "-h",
+                    &format!(
+                        "{}://127.0.0.1:{port}/",
+                        if ldaps { "ldaps" } else { "ldap" }
+                    ),
+                    "-d",
+                    "0",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let listening = loop {
+                if child.try_wait().unwrap().is_some() {
+                    break false;
+                }
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    break true;
+                }
+                assert!(Instant::now() < deadline, "slapd did not start");
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            if listening {
+                return Slapd { child, port, dir };
+            }
         }
-        server
+        panic!("slapd did not start on any of five ports");
+    }
+}
+
+/// A port free now, between 20,000 and 32,000: below the kernel's
+/// ephemeral range (32768 and up), so no socket bound to port 0 takes it
+/// before slapd does, and never handed out twice by this process.
+fn free_port() -> u16 {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let seed = std::process::id() as usize * 7919;
+    loop {
+        let i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let port = 20_000 + ((seed + i * 7) % 12_000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
     }
 }
 

@@ -297,6 +297,36 @@ pub fn tool_at(
     )
 }
 
+/// slapd and Meridian side by side for a differential test: the URL and
+/// the administrator's bind arguments of each, Meridian started with
+/// `config` and holding `top` (slapd loaded it at its start).
+pub struct SideBySide {
+    pub server: Server,
+    pub theirs: String,
+    pub ours: String,
+    // Kept running until the test ends.
+    _reference: meridian_testing::slapd::Slapd,
+}
+
+/// slapd's administrator bind (`meridian_testing::slapd`'s rootpw).
+pub const SLAPD_BIND: [&str; 4] = ["-D", ADMIN_DN, "-w", "secret"];
+/// Meridian's administrator bind.
+pub const OUR_BIND: [&str; 4] = ["-D", ADMIN_DN, "-w", ADMIN_PASSWORD];
+
+impl SideBySide {
+    pub fn start(reference: meridian_testing::slapd::Slapd, config: &str, top: &str) -> SideBySide {
+        let server = Server::start(config);
+        let (code, out) = admin_tool(&server, "ldapadd", &[], Some(top));
+        assert_eq!(code, 0, "{out}");
+        SideBySide {
+            theirs: format!("ldap://127.0.0.1:{}", reference.port),
+            ours: server.url(),
+            server,
+            _reference: reference,
+        }
+    }
+}
+
 /// The entries under dc=example,dc=com with `attributes`, as LDIF text
 /// made comparable between servers: each entry's lines in order, lower
 /// case, DNs without spaces after commas, the entries in order.
