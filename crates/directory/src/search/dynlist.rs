@@ -18,8 +18,9 @@
 use std::cell::OnceCell;
 
 use meridian_model::dn::Dn;
-use meridian_model::entry::{AttrName, Attribute, Description, Entry, Values};
+use meridian_model::entry::{Description, Entry};
 use meridian_model::filter::CompiledFilter;
+use meridian_model::modify::{Change, ModOp};
 use meridian_model::schema::AttrId;
 use meridian_model::selection::Selection;
 use meridian_proto::{Depth, Filter, Scope};
@@ -51,8 +52,8 @@ pub struct DynamicGroups {
 pub(super) struct DynamicRead {
     class: String,
     url: AttrId,
-    member: Description,
-    member_of: Description,
+    member: NamedType,
+    member_of: NamedType,
     max_members: usize,
     /// The member type was asked for: dynamic groups get their members.
     members: bool,
@@ -60,6 +61,18 @@ pub(super) struct DynamicRead {
     member_of_wanted: bool,
     /// Every dynamic group, loaded at the first entry that needs them.
     groups: OnceCell<Vec<Group>>,
+}
+
+/// An attribute type and the name it was configured by.
+struct NamedType {
+    attr: AttrId,
+    name: String,
+}
+
+impl NamedType {
+    fn name(&self) -> &str {
+        &self.name
+    }
 }
 
 /// A dynamic group and its searches.
@@ -144,12 +157,19 @@ impl DynamicRead {
         let limits = directory.limits();
         let config = limits.dynamic_groups.as_ref()?;
         let schema = directory.schema();
-        let describe = |name: &str| Description::parse(name.as_bytes(), schema).ok();
-        let member = describe(&config.member_attribute)?;
-        let member_of = describe(&config.member_of_attribute)?;
-        let url = describe(&config.url_attribute)?.attr;
+        // Asked at every search step: without the class in the schema
+        // (the default schema), a lookup and nothing parsed.
         schema.class_id(&config.class)?;
-        let asked = |desc: &Description| selection.names(desc.attr, schema);
+        let url = schema.attribute_id(&config.url_attribute)?;
+        let named = |name: &String| {
+            Some(NamedType {
+                attr: Description::parse(name.as_bytes(), schema).ok()?.attr,
+                name: name.clone(),
+            })
+        };
+        let member = named(&config.member_attribute)?;
+        let member_of = named(&config.member_of_attribute)?;
+        let asked = |named: &NamedType| selection.names(named.attr, schema);
         let members = asked(&member);
         // memberOf is operational: only by name (or `+`).
         let member_of_wanted = selection.names_any() && asked(&member_of);
@@ -172,7 +192,7 @@ impl Directory {
     /// in memberOf. `None`: nothing to add, send `entry` as it is.
     pub(super) fn with_dynamic_groups(&self, output: &Output<'_>, entry: &Entry) -> Option<Entry> {
         let dynamic = output.dynamic.as_ref()?;
-        let mut added: Vec<(&Description, Vec<Vec<u8>>)> = Vec::new();
+        let mut added: Vec<(&NamedType, Vec<Vec<u8>>)> = Vec::new();
         if dynamic.members && crate::referral::has_class(entry, &self.schema, &dynamic.class) {
             let members = self.dynamic_members(output, dynamic, entry);
             if !members.is_empty() {
@@ -193,11 +213,13 @@ impl Directory {
         if added.is_empty() {
             return None;
         }
-        let mut augmented = entry.clone();
-        for (desc, values) in added {
-            merge_values(&mut augmented, desc, values, &self.schema);
-        }
-        Some(augmented)
+        // Beside the stored values, each once: the model's permissive add.
+        let changes = added.iter().map(|(desc, values)| Change {
+            op: ModOp::Add,
+            attr: desc.name(),
+            values,
+        });
+        meridian_model::modify::apply_changes(entry.clone(), changes, &self.schema, true).ok()
     }
 
     /// The DNs `group`'s URLs find that the reader may read, at most
@@ -277,38 +299,5 @@ impl Directory {
             }
         }
         groups
-    }
-}
-
-/// Adds `values` to `entry`'s attribute `desc` (made if absent), each
-/// once.
-fn merge_values(
-    entry: &mut Entry,
-    desc: &Description,
-    values: Vec<Vec<u8>>,
-    schema: &meridian_model::Schema,
-) {
-    let at = entry
-        .attributes
-        .iter()
-        .position(|a| a.desc.attr == desc.attr && a.desc.options.is_empty());
-    let attribute = match at.and_then(|at| entry.attributes.get_mut(at)) {
-        Some(attribute) => attribute,
-        None => {
-            entry.attributes.push(Attribute {
-                desc: desc.clone(),
-                name: AttrName::primary(),
-                values: Values::new(),
-            });
-            let Some(attribute) = entry.attributes.last_mut() else {
-                return;
-            };
-            attribute
-        }
-    };
-    for value in values {
-        if !attribute.has_value(&value, schema) {
-            attribute.values.push(value);
-        }
     }
 }

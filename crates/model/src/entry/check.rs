@@ -20,7 +20,7 @@ pub(crate) fn violation(code: ResultCode, message: String) -> ModelError {
 /// is checked alone.
 pub fn check_added_values(
     at: &AttributeType,
-    added: &[Vec<u8>],
+    added: &[&[u8]],
     total: usize,
 ) -> Result<(), ModelError> {
     let name = at.name();
@@ -333,13 +333,23 @@ pub(crate) fn structural_class(
     }
 }
 
+/// Which values of a type [`Entry::check_after_modify_by`] validates.
+pub enum ValuesCheck<'v> {
+    /// None (the type was not changed).
+    Skip,
+    /// Every value.
+    All,
+    /// Only these, added to values valid and distinct before.
+    Added(Vec<&'v [u8]>),
+}
+
 /// An entry's object classes: a handful, so kept inline.
 pub(crate) type ClassList = smallvec::SmallVec<[ClassId; 8]>;
 
 impl Entry {
     /// Checks the entry against the schema.
     pub fn check(&self, schema: &Schema, writer: WrittenBy) -> Result<CheckedEntry, ModelError> {
-        self.check_values_of(schema, writer, |_| true, None)
+        self.check_values_of(schema, writer, |_| ValuesCheck::All, None)
     }
 
     /// [`Entry::check`] after a modify whose changed types are those
@@ -356,14 +366,32 @@ impl Entry {
         changed: impl Fn(AttrId) -> bool,
         known: &mut KnownClasses,
     ) -> Result<CheckedEntry, ModelError> {
-        self.check_values_of(schema, writer, changed, Some(known))
+        let check = |attr| match changed(attr) {
+            true => ValuesCheck::All,
+            false => ValuesCheck::Skip,
+        };
+        self.check_values_of(schema, writer, check, Some(known))
     }
 
-    pub(crate) fn check_values_of(
+    /// [`Entry::check_after_modify`] where `check` says, type by type,
+    /// which values to validate: all, none, or only those a change added
+    /// ([`check_added_values`]), in the one pass over the entry's types,
+    /// so the first refusal is the one the whole check would give.
+    pub fn check_after_modify_by<'v>(
         &self,
         schema: &Schema,
         writer: WrittenBy,
-        values_to_check: impl Fn(AttrId) -> bool,
+        check: impl Fn(AttrId) -> ValuesCheck<'v>,
+        known: &mut KnownClasses,
+    ) -> Result<CheckedEntry, ModelError> {
+        self.check_values_of(schema, writer, check, Some(known))
+    }
+
+    pub(crate) fn check_values_of<'v>(
+        &self,
+        schema: &Schema,
+        writer: WrittenBy,
+        values_to_check: impl Fn(AttrId) -> ValuesCheck<'v>,
         known: Option<&mut KnownClasses>,
     ) -> Result<CheckedEntry, ModelError> {
         let oc_id = schema
@@ -382,13 +410,14 @@ impl Entry {
             Some(known) => known.rules_of(oc_values, schema)?,
             None => std::borrow::Cow::Owned(ClassRules::of(&oc_attr.values, schema)?),
         };
-        for attr in self
-            .attributes
-            .iter()
-            .filter(|a| values_to_check(a.desc.attr))
-        {
-            if let Some(at) = schema.attr(attr.desc.attr) {
-                check_values(at, &attr.values, writer, schema)?;
+        for attr in &self.attributes {
+            let Some(at) = schema.attr(attr.desc.attr) else {
+                continue;
+            };
+            match values_to_check(attr.desc.attr) {
+                ValuesCheck::Skip => {}
+                ValuesCheck::All => check_values(at, &attr.values, writer, schema)?,
+                ValuesCheck::Added(added) => check_added_values(at, &added, attr.values.len())?,
             }
         }
         let types = || self.attributes.iter().map(|a| a.desc.attr);

@@ -9,7 +9,7 @@ use meridian_model::schema::AttrId;
 use std::collections::{BTreeSet, HashMap};
 
 use meridian_model::dn::Dn;
-use meridian_model::entry::{AttrName, Attribute, Description, Values};
+use meridian_model::modify::{Change, ModOp};
 
 use super::Context;
 use crate::StoreError;
@@ -152,7 +152,7 @@ fn recompute_member_of(txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<u64, St
     let mut changed = 0u64;
     each_chunk(txn, ctx, 0..EntryId::MAX, |txn, chunk| {
         for (id, bytes) in chunk {
-            let mut entry = ctx.decode(txn, bytes)?;
+            let entry = ctx.decode(txn, bytes)?;
             let wanted = groups_of
                 .get(entry.dn.normalized())
                 .map_or(&[][..], Vec::as_slice);
@@ -168,21 +168,16 @@ fn recompute_member_of(txn: &mut RwTxn<'_>, ctx: &Context<'_>) -> Result<u64, St
             if stored == should {
                 continue;
             }
-            entry
-                .attributes
-                .retain(|a| !(a.desc.attr == member_of && a.desc.options.is_empty()));
-            if !wanted.is_empty() {
-                let values: Values = wanted
-                    .iter()
-                    .map(|group| group.original().as_bytes().to_vec())
-                    .collect();
-                let desc = Description::parse(rules.attr_name.as_bytes(), ctx.schema)?;
-                entry.attributes.push(Attribute {
-                    name: AttrName::new(&rules.attr_name, &desc, ctx.schema),
-                    desc,
-                    values,
-                });
-            }
+            let values: Vec<Vec<u8>> = wanted
+                .iter()
+                .map(|group| group.original().as_bytes().to_vec())
+                .collect();
+            let replace = Change {
+                op: ModOp::Replace,
+                attr: &rules.attr_name,
+                values: &values,
+            };
+            let entry = meridian_model::modify::apply_changes(entry, [replace], ctx.schema, false)?;
             let record = ctx.encode(txn, &entry)?;
             ctx.dbs.id2entry.put(txn, &keys::id_key(*id), &record)?;
             ctx.touch(*id);

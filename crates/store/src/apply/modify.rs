@@ -17,7 +17,7 @@ use std::ops::Bound;
 
 use heed::RwTxn;
 use meridian_model::dn::Dn;
-use meridian_model::entry::{Description, Entry, WrittenBy};
+use meridian_model::entry::{Description, Entry, ValuesCheck, WrittenBy};
 use meridian_model::modify::{self, Change, ModOp, Modification};
 use meridian_model::schema::AttrId;
 
@@ -80,12 +80,15 @@ fn absent_values<'c>(
     txn: &RwTxn<'_>,
     ctx: &Context<'_>,
     id: EntryId,
-    changes: &'c [Modification],
+    client: &[(Description, Change<'c>)],
 ) -> Result<Vec<(AttrId, &'c [u8])>, StoreError> {
-    let asked = changes
+    let by_values = |c: &&(Description, Change<'c>)| {
+        matches!(c.1.op, ModOp::Add | ModOp::Delete) && c.0.options.is_empty()
+    };
+    let asked = client
         .iter()
-        .filter(|c| matches!(c.op, ModOp::Add | ModOp::Delete))
-        .map(|c| c.values.len())
+        .filter(by_values)
+        .map(|(_, c)| c.values.len())
         .sum::<usize>();
     // While adds' keys wait (`Context::pending_index`: a server's own
     // modify inside a run of adds, memberOf kept for a group just added)
@@ -95,17 +98,8 @@ fn absent_values<'c>(
     }
     let mut absent = Vec::new();
     let id_key = keys::id_key(id);
-    for change in changes
-        .iter()
-        .filter(|c| matches!(c.op, ModOp::Add | ModOp::Delete))
-    {
-        let Ok(desc) = Description::parse(change.attr.as_bytes(), ctx.schema) else {
-            continue;
-        };
-        if !desc.options.is_empty() {
-            continue;
-        }
-        for value in &change.values {
+    for (desc, change) in client.iter().filter(by_values) {
+        for value in change.values {
             let Some(mut key) = ctx.indexes.eq_prefix_of(desc.attr, value, ctx.schema) else {
                 continue;
             };
@@ -158,20 +152,24 @@ fn plan_changes(
                 && !c.values.is_empty()
         })
     };
-    // Before the whole-entry check, which checks values before classes.
-    for (desc, change) in client
-        .iter()
-        .filter(|(d, c)| c.op == ModOp::Add && by_values_only(d.attr))
-    {
-        if let Some(at) = ctx.schema.attr(desc.attr) {
-            let total = new.get(desc.attr).map_or(0, |a| a.values.len());
-            meridian_model::entry::check_added_values(at, change.values, total)?;
+    let check = |attr: AttrId| {
+        if !client.iter().any(|(desc, _)| desc.attr == attr) {
+            return ValuesCheck::Skip;
         }
-    }
-    new.check_after_modify(
+        if !by_values_only(attr) {
+            return ValuesCheck::All;
+        }
+        let added = client
+            .iter()
+            .filter(|(d, c)| d.attr == attr && c.op == ModOp::Add)
+            .flat_map(|(_, c)| c.values.iter().map(Vec::as_slice))
+            .collect();
+        ValuesCheck::Added(added)
+    };
+    new.check_after_modify_by(
         ctx.schema,
         WrittenBy::Server,
-        |attr| client.iter().any(|(desc, _)| desc.attr == attr) && !by_values_only(attr),
+        check,
         &mut ctx.classes.borrow_mut(),
     )?;
     let index = old_keys.map(|mut old| {
@@ -269,9 +267,19 @@ pub(super) fn apply(
         },
     };
     ctx.touch(id);
-    let absent = match absent_values(txn, ctx, id, changes) {
-        Ok(absent) => absent,
-        Err(e) => return Applied::refused(e),
+    // Each description parsed once, for the index's answers, the types
+    // changed and applying the change; an error is reported once the
+    // entry is found.
+    let described = ctx.describe(all_changes(changes, operational));
+    let absent = match &described {
+        Ok(described) => {
+            let client = described.get(..changes.len()).unwrap_or(described);
+            match absent_values(txn, ctx, id, client) {
+                Ok(absent) => absent,
+                Err(e) => return Applied::refused(e),
+            }
+        }
+        Err(_) => Vec::new(),
     };
     let key = keys::id_key(id);
     let only = (Bound::Included(&key[..]), Bound::Included(&key[..]));
@@ -309,10 +317,8 @@ pub(super) fn apply(
         ctx.dn_ids.borrow_mut().forget(dn);
         return apply(txn, ctx, dn, changes, operational, permissive);
     };
-    // Each description parsed once, for the types changed and for
-    // applying the change.
     let planned = found.and_then(|bytes| {
-        let described = ctx.describe(all_changes(changes, operational))?;
+        let described = described?;
         if let Some(spliced) = splice::splice(ctx, bytes, dn, &described, changes.len()) {
             return Ok(Planned::Spliced(spliced));
         }
