@@ -172,6 +172,18 @@ pub struct StorageConfig {
     /// search reads those values instead of every stored entry. 0 keeps
     /// none (every such search reads the entries).
     pub scan_columns_bytes: u64,
+    /// Commits the change feed keeps for followers (content
+    /// synchronization and persistent searches) that have not read
+    /// them yet; one that falls further behind is dropped (its search
+    /// ends with e-syncRefreshRequired, or its persistent search with
+    /// adminLimitExceeded) instead of being buffered for.
+    pub change_feed_batches: usize,
+    /// Deleted entries remembered (their DN and entryUUID) so that a
+    /// content synchronization resuming from its cookie is told what
+    /// went without being sent every entry (slapd's
+    /// `syncprov-sessionlog`); a consumer older than the oldest is sent
+    /// every entry's presence instead. Kept in memory, since the start.
+    pub sync_session_log: usize,
     /// Indexed attributes and their kinds, e.g. `uid = ["eq", "sub"]`.
     pub indexes: std::collections::BTreeMap<String, Vec<IndexKind>>,
 }
@@ -214,6 +226,11 @@ impl Default for StorageConfig {
             dn_cache_entries: 1_000_000,
             // Two or three columns of a million short values each.
             scan_columns_bytes: 256 << 20,
+            // A batch holds at most max_batch changes of a few dozen
+            // bytes each: at most some megabytes, and seconds of the
+            // heaviest write load for a follower to catch up.
+            change_feed_batches: 1024,
+            sync_session_log: 10_000,
             indexes,
         }
     }

@@ -338,6 +338,18 @@ impl Config {
                 format!("{} is below 1 MiB", st.map_size_bytes),
             );
         }
+        if st.change_feed_batches == 0 || st.change_feed_batches > 1 << 20 {
+            return invalid(
+                "storage.change_feed_batches",
+                format!("{} is outside 1..=1048576", st.change_feed_batches),
+            );
+        }
+        if st.sync_session_log > 10_000_000 {
+            return invalid(
+                "storage.sync_session_log",
+                format!("{} is above 10000000", st.sync_session_log),
+            );
+        }
         if st.max_batch == 0 || st.max_batch > 1_000_000 {
             return invalid(
                 "storage.max_batch",

@@ -24,6 +24,7 @@ pub mod message;
 mod result;
 mod seq;
 pub mod sorting;
+pub mod sync;
 
 pub use controls::Control;
 pub use filter::{Ava, Filter, MatchingRuleAssertion, Substring, SubstringFilter};

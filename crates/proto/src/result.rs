@@ -78,6 +78,9 @@ result_codes! {
     // OpenLDAP's code (in its private range, 0x4121) for a transaction
     // identifier it does not know; RFC 5805 names no code of its own.
     TXN_ID_INVALID = 16673, "txnIdInvalid";
+    // RFC 4533 section 2.6: the client must start its content
+    // synchronization again from the beginning (or with its cookie).
+    SYNC_REFRESH_REQUIRED = 4096, "e-syncRefreshRequired";
 }
 
 impl fmt::Debug for ResultCode {

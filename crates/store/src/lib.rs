@@ -18,6 +18,7 @@ mod copy;
 pub mod digest;
 mod dn_ids;
 mod error;
+pub mod feed;
 pub mod index;
 mod integrity;
 mod journal;
@@ -169,6 +170,8 @@ pub(crate) struct Inner {
     pub(crate) read_dn_ids: dn_ids::SharedDnIds,
     /// Scan columns and the writer's touch log (`columns.rs`).
     pub(crate) columns: columns::Columns,
+    /// What each commit changed, for followers (`feed.rs`).
+    pub(crate) feed: feed::Feed,
     /// Readers hold it shared while their transaction lives; the writer
     /// takes it exclusively to grow the map (LMDB allows a resize only
     /// when this process has no transaction open).
@@ -578,6 +581,7 @@ impl Store {
             // A read-only store does not see the writes of the process
             // that has the database open for writing: no columns.
             columns: columns::Columns::new(if read_only { 0 } else { st.scan_columns_bytes }),
+            feed: feed::Feed::new(st.change_feed_batches, st.sync_session_log),
             resize: RwLock::new(()),
             refused: Mutex::new(None),
             disk_full: std::sync::atomic::AtomicBool::new(false),
@@ -730,6 +734,38 @@ impl Store {
     /// Write transactions committed since the store was opened.
     pub fn commits(&self) -> u64 {
         self.inner.commits.load(Ordering::Relaxed)
+    }
+
+    /// Follows the commits from now on: what each changed (`feed.rs`).
+    /// A receiver that falls `storage.change_feed_batches` behind is
+    /// told it lagged.
+    pub fn follow(&self) -> tokio::sync::broadcast::Receiver<Arc<feed::Committed>> {
+        self.inner.feed.subscribe()
+    }
+
+    /// The deletes that a follower which has seen every change up to the
+    /// CSN `since` may have missed, or `None` if the session log cannot
+    /// tell (`storage.sync_session_log`).
+    pub fn deleted_since(&self, since: &[u8]) -> Option<Vec<feed::DeletedEntry>> {
+        self.inner.feed.deleted_since(since)
+    }
+
+    /// The highest entryCSN per server ID of every change committed:
+    /// the first call reads every entry's entryCSN (once per start, and
+    /// after a snapshot is installed); later ones are answered from the
+    /// feed. Call it after [`Store::follow`] and before the snapshot a
+    /// follower reads, so no commit falls between.
+    pub fn context_csns(&self) -> Result<feed::ContextCsns, StoreError> {
+        if let Some(known) = self.inner.feed.high_water() {
+            return Ok(known);
+        }
+        let mut stored = feed::ContextCsns::new();
+        if let Some(csn_type) = self.inner.schema.entry_csn_attr() {
+            self.snapshot()?.each_first_value(csn_type, &mut |csn| {
+                feed::merge_csn(&mut stored, csn);
+            })?;
+        }
+        Ok(self.inner.feed.seed(&stored))
     }
 
     /// What the writer measures: commands per commit, the time of each

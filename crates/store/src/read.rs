@@ -318,6 +318,23 @@ impl<'s> Snapshot<'s> {
         codec::visit(self.record(id)?, &self.resolver(), each)
     }
 
+    /// Calls `each` with the first value of `attr` of every entry that
+    /// has one, in ID order.
+    pub fn each_first_value(
+        &self,
+        attr: meridian_model::schema::AttrId,
+        each: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), StoreError> {
+        let names = self.resolver();
+        for item in self.inner.dbs.id2entry.iter(&self.txn)? {
+            let (_, record) = item?;
+            if let Some(value) = apply::tree::record_first_value(record, &names, attr, None)? {
+                each(&value);
+            }
+        }
+        Ok(())
+    }
+
     /// Number of entries in the store.
     pub fn len(&self) -> Result<u64, StoreError> {
         Ok(self.inner.dbs.id2entry.len(&self.txn)?)

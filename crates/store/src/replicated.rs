@@ -257,6 +257,7 @@ fn install_from(inner: &Inner, path: &Path) -> Result<Option<Vec<u8>>, StoreErro
             }
             inner.columns.replaced(wtxn.id() as u64);
             wtxn.commit()?;
+            inner.feed.reset();
             Ok(())
         })();
         match attempt {

@@ -507,7 +507,18 @@ fn try_commit(
     if inner.columns.enabled() {
         inner.columns.log(wtxn.id() as u64, ctx.take_touched());
     }
+    let changes = ctx.take_changes();
     wtxn.commit()?;
+    if !changes.is_empty() {
+        let csn_type = ctx.schema.entry_csn_attr();
+        let csns: Vec<&[u8]> = commands
+            .iter()
+            .zip(&results)
+            .filter(|(_, result)| result.is_ok())
+            .filter_map(|(command, _)| csn_type.and_then(|t| command.entry_csn(t)))
+            .collect();
+        inner.feed.publish(changes, &csns);
+    }
     let builds = |r: &Result<Effect, StoreError>| {
         matches!(
             r,

@@ -13,6 +13,7 @@ use meridian_proto::ResultCode;
 
 use super::Context;
 use super::tree::{self, ROOT_ID};
+use crate::feed::EntryChange;
 use crate::command::Effect;
 use crate::keys::{self, EntryId};
 use crate::{Dbs, StoreError};
@@ -240,6 +241,7 @@ pub(super) fn write_new_entry(
     // next new name differently. Encoding fails only in the engine.
     let record = ctx.encode(txn, entry)?;
     ctx.touch(id);
+    ctx.changed(EntryChange::Added(id));
     // IDs only grow, so the new record goes after every other: APPEND
     // fills pages instead of splitting them in half (half the file for
     // a bulk load), and skips the search for the insertion point.

@@ -10,6 +10,7 @@ use meridian_model::entry::{ByPosition, Description, Entry, KnownClasses};
 use meridian_model::modify::Change;
 
 use super::tree;
+use crate::feed::EntryChange;
 use crate::dn_ids::DnIds;
 use crate::keys::EntryId;
 use crate::names::{Assigner, Resolver};
@@ -51,6 +52,8 @@ pub(crate) struct Context<'a> {
     /// Entries this attempt added or changed, for the scan columns'
     /// touch log (`columns.rs`).
     pub(crate) touched: &'a RefCell<Vec<EntryId>>,
+    /// What this attempt changed, for the change feed (`feed.rs`).
+    pub(crate) changes: &'a RefCell<Vec<EntryChange>>,
 }
 
 /// What one attempt at a batch's transaction keeps, for its [`Context`]
@@ -64,6 +67,7 @@ pub(crate) struct Attempt {
     classes: RefCell<KnownClasses>,
     pub(crate) dn_ids: RefCell<DnIds>,
     touched: RefCell<Vec<EntryId>>,
+    changes: RefCell<Vec<EntryChange>>,
     groups_pending: std::cell::Cell<bool>,
 }
 
@@ -76,6 +80,7 @@ impl Attempt {
             classes: RefCell::new(KnownClasses::default()),
             dn_ids: RefCell::new(dn_ids),
             touched: RefCell::default(),
+            changes: RefCell::default(),
             groups_pending: std::cell::Cell::new(false),
         }
     }
@@ -94,6 +99,7 @@ impl Attempt {
             classes: &self.classes,
             dn_ids: &self.dn_ids,
             touched: &self.touched,
+            changes: &self.changes,
         }
     }
 }
@@ -102,6 +108,16 @@ impl Context<'_> {
     /// Notes that entry `id` is added or changed (`columns.rs`).
     pub(crate) fn touch(&self, id: EntryId) {
         self.touched.borrow_mut().push(id);
+    }
+
+    /// Notes a change for the change feed.
+    pub(crate) fn changed(&self, change: EntryChange) {
+        self.changes.borrow_mut().push(change);
+    }
+
+    /// The changes this attempt made, taken.
+    pub(crate) fn take_changes(&self) -> Vec<EntryChange> {
+        std::mem::take(&mut *self.changes.borrow_mut())
     }
 
     /// The entries this attempt added or changed, taken.

@@ -6,6 +6,7 @@ use meridian_model::dn::Dn;
 
 use super::Context;
 use super::tree::{self, lookup, no_such};
+use crate::feed::EntryChange;
 use crate::command::Effect;
 use crate::keys::{self, EntryId};
 use crate::{Dbs, StoreError};
@@ -84,5 +85,16 @@ fn remove_leaf(txn: &mut RwTxn<'_>, ctx: &Context<'_>, id: EntryId) -> Result<()
     dbs.id2entry.delete(txn, &keys::id_key(id))?;
     dbs.dn2id.delete(txn, &keys::dn_key(&entry.dn))?;
     dbs.children.delete(txn, &keys::child_key(parent, id))?;
-    super::integrity::deleted(txn, ctx, &entry)
+    super::integrity::deleted(txn, ctx, &entry)?;
+    let uuid = ctx
+        .schema
+        .attribute_id("entryUUID")
+        .and_then(|attr| entry.get(attr))
+        .and_then(|a| a.values.first())
+        .and_then(|v| crate::feed::uuid_octets(v));
+    ctx.changed(EntryChange::Deleted {
+        dn: entry.dn,
+        uuid,
+    });
+    Ok(())
 }

@@ -23,6 +23,7 @@ use meridian_model::schema::AttrId;
 
 use super::tree::{self, lookup, no_such};
 use super::{Applied, Context};
+use crate::feed::EntryChange;
 use crate::command::{Effect, OperationalAttribute};
 use crate::keys::{self, EntryId};
 use crate::{Dbs, StoreError, codec};
@@ -355,6 +356,7 @@ pub(super) fn apply(
         }
         #[cfg(test)]
         super::test_support::fail_after_writing(planned.dn_text(dn))?;
+        ctx.changed(EntryChange::Modified(id));
         Ok(Effect::Modified)
     }))
 }

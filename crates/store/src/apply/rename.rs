@@ -13,6 +13,7 @@ use meridian_proto::ResultCode;
 
 use super::Context;
 use super::tree::{self, lookup, no_such, unwilling};
+use crate::feed::EntryChange;
 use crate::StoreError;
 use crate::command::{Effect, OperationalAttribute};
 use crate::keys::{self, EntryId};
@@ -184,6 +185,10 @@ pub(super) fn write(
     // Its RDN's values may have changed; the descendants' values have
     // not (only their DNs, which scan columns do not hold).
     ctx.touch(id);
+    ctx.changed(EntryChange::Renamed {
+        id,
+        old_dn: dn.clone(),
+    });
     dbs.id2entry.put(txn, &keys::id_key(id), &record)?;
     #[cfg(test)]
     super::test_support::fail_after_writing(new.dn.original())?;

@@ -1,0 +1,342 @@
+//! The change feed: what each commit changed, told to whoever follows
+//! the store (content synchronization and persistent searches, in the
+//! server), and the session log of deleted entries that lets a
+//! synchronization resume without sending every entry again.
+//!
+//! The writer notes, while it applies a transaction, which entries were
+//! added, modified, renamed and deleted ([`EntryChange`]); after the commit
+//! it publishes them as one [`Committed`] on a broadcast channel of a
+//! fixed number of batches (`storage.change_feed_batches`). A follower
+//! that falls that far behind is told it lagged and must start over:
+//! the store never buffers for a follower that does not read. What a
+//! change says is where to look: a follower reads the entry itself from
+//! a snapshot taken after the commit, so the feed holds no entry.
+//!
+//! Every replica of a cluster applies the same log through its writer,
+//! so every node's feed tells the same changes in the same order. A
+//! snapshot installed from the leader replaces the whole store: the feed
+//! then says [`Committed::reset`], and followers start over.
+//!
+//! The CSNs of the feed (`high water`, the stamps of the session log)
+//! are entryCSN values, compared as bytes: OpenLDAP's CSN layout
+//! (`YYYYmmddHHMMSS.uuuuuuZ#counter#sid#mod`) sorts as time, then
+//! counter, within one server ID.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use meridian_model::dn::Dn;
+use tokio::sync::broadcast;
+
+use crate::keys::EntryId;
+
+/// One change of a committed transaction.
+#[derive(Debug, Clone)]
+pub enum EntryChange {
+    /// The entry was added.
+    Added(EntryId),
+    /// The entry's attributes changed (by a client, or by the server
+    /// keeping memberOf and references true).
+    Modified(EntryId),
+    /// The entry was renamed or moved (its subtree with it); it was
+    /// `old_dn`.
+    Renamed {
+        /// The entry.
+        id: EntryId,
+        /// Its DN before.
+        old_dn: Dn,
+    },
+    /// The entry was deleted.
+    Deleted {
+        /// Its DN.
+        dn: Dn,
+        /// Its entryUUID as 16 octets, if it had a valid one.
+        uuid: Option<[u8; 16]>,
+    },
+}
+
+/// What one commit changed, in the order it was applied.
+#[derive(Debug, Default)]
+pub struct Committed {
+    /// The changes.
+    pub changes: Vec<EntryChange>,
+    /// The store was replaced as a whole (a snapshot installed): what a
+    /// follower knows of it is void.
+    pub reset: bool,
+}
+
+/// A deleted entry, as the session log keeps it.
+#[derive(Debug, Clone)]
+pub struct DeletedEntry {
+    /// Its DN.
+    pub dn: Dn,
+    /// Its entryUUID.
+    pub uuid: [u8; 16],
+}
+
+/// The highest entryCSN committed per server ID.
+pub type ContextCsns = BTreeMap<u16, Vec<u8>>;
+
+/// An entryUUID's text (RFC 4530: `8-4-4-4-12` hexadecimal digits) as
+/// the 16 octets a syncUUID is.
+pub fn uuid_octets(text: &[u8]) -> Option<[u8; 16]> {
+    let mut out = [0u8; 16];
+    let mut digits = text.iter().filter(|b| **b != b'-');
+    for slot in &mut out {
+        let high = char::from(*digits.next()?).to_digit(16)?;
+        let low = char::from(*digits.next()?).to_digit(16)?;
+        *slot = (high * 16 + low) as u8;
+    }
+    (digits.next().is_none() && text.len() == 36).then_some(out)
+}
+
+/// The server ID of a CSN (its third `#` field, hexadecimal).
+pub fn csn_sid(csn: &[u8]) -> Option<u16> {
+    let field = csn.split(|b| *b == b'#').nth(2)?;
+    u16::from_str_radix(std::str::from_utf8(field).ok()?, 16).ok()
+}
+
+/// Raises `into`'s CSN for `csn`'s server ID to `csn` if it is higher.
+pub fn merge_csn(into: &mut ContextCsns, csn: &[u8]) {
+    let Some(sid) = csn_sid(csn) else {
+        return;
+    };
+    let slot = into.entry(sid).or_default();
+    if csn > slot.as_slice() {
+        *slot = csn.to_vec();
+    }
+}
+
+/// The feed of one store.
+pub(crate) struct Feed {
+    sender: broadcast::Sender<Arc<Committed>>,
+    state: Mutex<FeedState>,
+    session_log: usize,
+}
+
+struct FeedState {
+    /// The highest entryCSN per server ID of the commits since the
+    /// store opened, and, once a follower asked
+    /// ([`crate::Store::context_csns`]), of every entry before.
+    high_water: ContextCsns,
+    /// The entries stored before the store opened were read into
+    /// `high_water`.
+    seeded: bool,
+    /// Deletes since `floor`, oldest first, each stamped with the
+    /// highest CSN (any server ID) committed with or before it (what
+    /// the floor rises to when it is dropped).
+    deleted: VecDeque<(Option<Vec<u8>>, DeletedEntry)>,
+    /// The log holds every delete committed after a change stamped
+    /// above this CSN; `None` until a commit with a CSN.
+    floor: Option<Vec<u8>>,
+    /// The highest CSN of any server ID committed so far.
+    highest: Option<Vec<u8>>,
+}
+
+impl Feed {
+    /// A feed keeping `batches` commits for slow followers and
+    /// `session_log` deletes.
+    pub(crate) fn new(batches: usize, session_log: usize) -> Feed {
+        let (sender, _) = broadcast::channel(batches.max(1));
+        Feed {
+            sender,
+            state: Mutex::new(FeedState {
+                high_water: ContextCsns::new(),
+                seeded: false,
+                deleted: VecDeque::new(),
+                floor: None,
+                highest: None,
+            }),
+            session_log,
+        }
+    }
+
+    /// Follows the commits from now on.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<Committed>> {
+        self.sender.subscribe()
+    }
+
+    /// Records and publishes a commit: `csns` the entryCSNs its commands
+    /// wrote.
+    pub(crate) fn publish(&self, changes: Vec<EntryChange>, csns: &[&[u8]]) {
+        if changes.is_empty() {
+            return;
+        }
+        {
+            let mut guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let state = &mut *guard;
+            for csn in csns {
+                merge_csn(&mut state.high_water, csn);
+                if state.highest.as_deref().is_none_or(|h| *csn > h) {
+                    state.highest = Some(csn.to_vec());
+                }
+            }
+            if state.floor.is_none() {
+                state.floor.clone_from(&state.highest);
+            }
+            for change in &changes {
+                if let EntryChange::Deleted {
+                    dn,
+                    uuid: Some(uuid),
+                } = change
+                {
+                    let stamp = state.highest.clone();
+                    state.deleted.push_back((
+                        stamp,
+                        DeletedEntry {
+                            dn: dn.clone(),
+                            uuid: *uuid,
+                        },
+                    ));
+                }
+            }
+            while state.deleted.len() > self.session_log {
+                // What the consumer may have missed now begins after the
+                // oldest delete's stamp.
+                if let Some((stamp, _)) = state.deleted.pop_front()
+                    && stamp > state.floor
+                {
+                    state.floor = stamp;
+                }
+            }
+        }
+        // No follower: nothing to tell.
+        let _ = self.sender.send(Arc::new(Committed {
+            changes,
+            reset: false,
+        }));
+    }
+
+    /// Tells followers the store was replaced; the session log is void.
+    pub(crate) fn reset(&self) {
+        {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            state.deleted.clear();
+            state.floor = None;
+            state.high_water.clear();
+            state.seeded = false;
+        }
+        let _ = self.sender.send(Arc::new(Committed {
+            changes: Vec::new(),
+            reset: true,
+        }));
+    }
+
+    /// The deletes a follower that has seen every change up to `since`
+    /// (its lowest CSN) may have missed: `None` when the log cannot say
+    /// (it began or was cut after `since`), else every logged delete:
+    /// a superset (a delete the follower saw, or of an entry it never
+    /// had, is passed over), because commits need not come in the order
+    /// of their CSNs, and the log is bounded anyway.
+    pub(crate) fn deleted_since(&self, since: &[u8]) -> Option<Vec<DeletedEntry>> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let floor = state.floor.as_deref()?;
+        if since <= floor {
+            return None;
+        }
+        Some(state.deleted.iter().map(|(_, entry)| entry.clone()).collect())
+    }
+
+    /// The high water, if the entries from before the store opened are
+    /// in it.
+    pub(crate) fn high_water(&self) -> Option<ContextCsns> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.seeded.then(|| state.high_water.clone())
+    }
+
+    /// Adds the CSNs of the entries stored before (read by the caller
+    /// from a snapshot taken after the feed's state was last reset).
+    pub(crate) fn seed(&self, stored: &ContextCsns) -> ContextCsns {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        for csn in stored.values() {
+            merge_csn(&mut state.high_water, csn);
+        }
+        state.seeded = true;
+        state.high_water.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn dn(text: &str) -> Dn {
+        Dn::parse(text.as_bytes(), &meridian_model::Schema::builtin().unwrap()).unwrap()
+    }
+
+    fn deleted(name: &str, n: u8) -> EntryChange {
+        EntryChange::Deleted {
+            dn: dn(&format!("cn={name},dc=example,dc=com")),
+            uuid: Some([n; 16]),
+        }
+    }
+
+    const CSN_1: &[u8] = b"20261129000001.000000Z#000000#001#000000";
+    const CSN_2: &[u8] = b"20261129000002.000000Z#000000#001#000000";
+    const CSN_3: &[u8] = b"20261129000003.000000Z#000000#002#000000";
+
+    #[test]
+    fn uuids_read_as_octets() {
+        let uuid = uuid_octets(b"0123abcd-4567-89ef-0123-456789abcdef").unwrap();
+        assert_eq!(uuid[0], 0x01);
+        assert_eq!(uuid[15], 0xef);
+        assert!(uuid_octets(b"0123abcd-4567-89ef-0123-456789abcde").is_none());
+        assert!(uuid_octets(b"0123abcd-4567-89ef-0123-456789abcdeg").is_none());
+    }
+
+    #[test]
+    fn csns_merge_per_server_id() {
+        let mut csns = ContextCsns::new();
+        merge_csn(&mut csns, CSN_2);
+        merge_csn(&mut csns, CSN_1);
+        merge_csn(&mut csns, CSN_3);
+        assert_eq!(csns.get(&1).map(Vec::as_slice), Some(CSN_2));
+        assert_eq!(csns.get(&2).map(Vec::as_slice), Some(CSN_3));
+        assert_eq!(csn_sid(b"not a csn"), None);
+    }
+
+    #[test]
+    fn the_session_log_answers_only_for_a_follower_after_its_floor() {
+        let feed = Feed::new(4, 2);
+        let mut follower = feed.subscribe();
+        feed.publish(vec![deleted("a", 1)], &[CSN_1]);
+        // The log began with the first commit: a follower at or before
+        // it may have missed deletes before the log.
+        assert!(feed.deleted_since(CSN_1).is_none());
+        feed.publish(vec![deleted("b", 2)], &[CSN_2]);
+        let since = feed.deleted_since(CSN_2).expect("covered");
+        assert!(since.iter().any(|d| d.uuid == [2; 16]));
+        // Three deletes in a log of two: the oldest goes and the floor
+        // rises to its stamp.
+        feed.publish(vec![deleted("c", 3)], &[CSN_3]);
+        assert!(feed.deleted_since(CSN_1).is_none());
+        assert!(feed.deleted_since(CSN_2).is_some());
+        let first = follower.try_recv().unwrap();
+        assert!(matches!(first.changes.first(), Some(EntryChange::Deleted { .. })));
+    }
+
+    #[test]
+    fn a_follower_that_does_not_read_lags_and_is_told() {
+        let feed = Feed::new(2, 10);
+        let mut follower = feed.subscribe();
+        for n in 0u64..5 {
+            feed.publish(vec![EntryChange::Added(n)], &[]);
+        }
+        assert!(matches!(
+            follower.try_recv(),
+            Err(broadcast::error::TryRecvError::Lagged(_))
+        ));
+    }
+
+    #[test]
+    fn a_reset_empties_the_log() {
+        let feed = Feed::new(4, 10);
+        feed.publish(vec![deleted("a", 1)], &[CSN_1]);
+        feed.publish(vec![deleted("b", 2)], &[CSN_2]);
+        assert!(feed.deleted_since(CSN_2).is_some());
+        feed.reset();
+        assert!(feed.deleted_since(CSN_2).is_none());
+        assert!(feed.high_water().is_none());
+    }
+}
