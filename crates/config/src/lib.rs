@@ -268,6 +268,12 @@ pub struct ServerConfig {
     /// Seconds an LDAP transaction may stay open; past them it is
     /// aborted, told by an Aborted Transaction notice when next used.
     pub transaction_timeout_secs: u64,
+    /// Searches that follow changes (content synchronization in
+    /// refreshAndPersist mode, persistent searches) served at once over
+    /// every connection; one more is refused (adminLimitExceeded).
+    pub max_followers: usize,
+    /// The same, per connection.
+    pub max_followers_per_connection: usize,
     /// Largest accepted LDAPMessage in bytes.
     pub max_pdu_bytes: usize,
     /// Largest accepted LDAPMessage before a successful bind (the bind
@@ -603,6 +609,10 @@ impl Default for ServerConfig {
             max_transaction_bytes: 16 << 20,
             // A person at an interactive tool, not a forgotten session.
             transaction_timeout_secs: 300,
+            // Read replicas, proxies and provisioning daemons: tens;
+            // each costs a task and its place in the change feed.
+            max_followers: 1_000,
+            max_followers_per_connection: 16,
             max_pdu_bytes: meridian_proto::DecodeLimits::DEFAULT_MAX_PDU_BYTES,
             // slapd's sockbuf_max_incoming: 256 KiB before a bind.
             max_pdu_bytes_anonymous: 256 * 1024,

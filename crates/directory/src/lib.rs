@@ -27,6 +27,7 @@ mod credentials;
 mod crypt;
 pub mod dynamic;
 pub mod encode;
+pub mod follow;
 pub mod ids;
 mod outcome;
 pub mod password;

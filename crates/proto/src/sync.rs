@@ -54,7 +54,11 @@ impl<'a> SyncRequest<'a> {
         let mode = match r.integer(Tag::ENUMERATED, "expected the sync request's mode")? {
             1 => SyncMode::RefreshOnly,
             3 => SyncMode::RefreshAndPersist,
-            _ => return Err(Error::Malformed("the sync mode must be refreshOnly or refreshAndPersist")),
+            _ => {
+                return Err(Error::Malformed(
+                    "the sync mode must be refreshOnly or refreshAndPersist",
+                ));
+            }
         };
         let cookie = r.optional(Tag::OCTET_STRING)?;
         let reload_hint = match r.optional(Tag::BOOLEAN)? {
@@ -165,7 +169,8 @@ impl<'a> SyncInfo<'a> {
         let mut w = Writer::new(buf);
         match self {
             SyncInfo::NewCookie(cookie) => w.octets(Tag::context(0, false), cookie),
-            SyncInfo::RefreshDelete { cookie, done } | SyncInfo::RefreshPresent { cookie, done } => {
+            SyncInfo::RefreshDelete { cookie, done }
+            | SyncInfo::RefreshPresent { cookie, done } => {
                 let number = if matches!(self, SyncInfo::RefreshDelete { .. }) {
                     1
                 } else {

@@ -272,6 +272,7 @@ pub(crate) async fn serve_connection(
     };
     let out = Arc::clone(&reader.out);
     out.push(&mut reader.batch);
+    reader.session.abandon_searches();
     // Writes still running on their own tasks answer through `out`; every
     // answer written returns its permit, so holding all permits means
     // every in-flight operation has finished and been flushed.
@@ -826,7 +827,9 @@ impl RequestReader<'_> {
                 earliest = Some((at, end));
             }
         };
-        consider(ctx.idle_timeout.map(|t| self.last_request + t), End::Idle);
+        if !self.session.is_following() {
+            consider(ctx.idle_timeout.map(|t| self.last_request + t), End::Idle);
+        }
         if self.requests == 0 {
             consider(
                 ctx.first_request_timeout.map(|t| self.last_request + t),

@@ -44,6 +44,9 @@ pub(crate) struct InFlight {
     /// Wakes a Cancel waiting for the operation's end (one allocation per
     /// operation in all: every write makes one).
     finished: Notify,
+    /// Woken when a stop is asked: an operation that waits on something
+    /// else (a persistent search waits for changes) hears of it at once.
+    stopping: Notify,
 }
 
 impl InFlight {
@@ -53,6 +56,7 @@ impl InFlight {
             stop: AtomicU8::new(RUNNING),
             done: AtomicBool::new(false),
             finished: Notify::new(),
+            stopping: Notify::new(),
         })
     }
 
@@ -67,11 +71,28 @@ impl InFlight {
             Stop::Abandon => ABANDONED,
             Stop::Cancel => CANCELED,
         };
-        !self.is_finished()
+        let asked = !self.is_finished()
             && self
                 .stop
                 .compare_exchange(RUNNING, code, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
+                .is_ok();
+        if asked {
+            self.stopping.notify_waiters();
+        }
+        asked
+    }
+
+    /// Resolves once a stop is asked (at once if it was already).
+    pub(crate) async fn stop_asked(&self) -> Stop {
+        loop {
+            let notified = self.stopping.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(stop) = self.stop_requested() {
+                return stop;
+            }
+            notified.await;
+        }
     }
 
     /// The stop asked for, if any (checked by the running task).
@@ -139,6 +160,17 @@ impl Running {
     /// The operation `id`, if it is still running.
     pub(crate) fn get(&self, id: i32) -> Option<&Arc<InFlight>> {
         self.ops.get(&id).filter(|op| !op.is_finished())
+    }
+
+    /// Abandons every search still running (the connection ends: RFC
+    /// 4511 section 4.3, an unbind abandons what is outstanding), so
+    /// that persistent ones end instead of holding the close.
+    pub(crate) fn abandon_searches(&self) {
+        for op in self.ops.values() {
+            if op.kind() == Kind::Search {
+                op.request_stop(Stop::Abandon);
+            }
+        }
     }
 }
 

@@ -94,6 +94,17 @@ pub(crate) struct ServerContext {
     pub(crate) monitor_root: Option<meridian_model::dn::Dn>,
     /// LDAP transactions' bounds (`server.max_transaction_*`).
     pub(crate) transactions: session::TransactionLimits,
+    /// Searches following changes, and their bounds
+    /// (`server.max_followers*`).
+    pub(crate) followers: Followers,
+}
+
+/// The searches that follow changes, counted over every connection.
+#[derive(Debug)]
+pub(crate) struct Followers {
+    pub(crate) serving: Arc<std::sync::atomic::AtomicUsize>,
+    pub(crate) most: usize,
+    pub(crate) most_per_connection: usize,
 }
 
 impl ServerContext {
@@ -347,6 +358,11 @@ impl Server {
                 max_updates: s.max_transaction_updates,
                 max_bytes: s.max_transaction_bytes,
                 timeout: Duration::from_secs(s.transaction_timeout_secs),
+            },
+            followers: Followers {
+                serving: Arc::default(),
+                most: s.max_followers,
+                most_per_connection: s.max_followers_per_connection,
             },
         };
         Ok(Server {

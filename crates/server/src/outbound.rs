@@ -242,6 +242,19 @@ impl Outbound {
         }
     }
 
+    /// Resolves once the connection is gone (its writer has stopped).
+    pub(crate) async fn gone(&self) {
+        loop {
+            let notified = self.room.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.permits.is_closed() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     /// Gives back permits for requests that turned out to need no response
     /// (abandon, unbind).
     pub(crate) fn release(&self, n: usize) {
@@ -341,6 +354,7 @@ impl Outbound {
             self.room.notify_waiters();
             if closing {
                 self.permits.close();
+                self.room.notify_waiters();
                 if self.lock().hand_over {
                     return Some(socket);
                 }

@@ -234,7 +234,13 @@ impl Feed {
         if since <= floor {
             return None;
         }
-        Some(state.deleted.iter().map(|(_, entry)| entry.clone()).collect())
+        Some(
+            state
+                .deleted
+                .iter()
+                .map(|(_, entry)| entry.clone())
+                .collect(),
+        )
     }
 
     /// The high water, if the entries from before the store opened are
@@ -313,7 +319,10 @@ mod tests {
         assert!(feed.deleted_since(CSN_1).is_none());
         assert!(feed.deleted_since(CSN_2).is_some());
         let first = follower.try_recv().unwrap();
-        assert!(matches!(first.changes.first(), Some(EntryChange::Deleted { .. })));
+        assert!(matches!(
+            first.changes.first(),
+            Some(EntryChange::Deleted { .. })
+        ));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use meridian_proto::controls::{
     Control, PagedResults, QueueLength, decode_assertion, decode_proxied_authz,
     decode_read_entry_request, decode_values_return_filter, expect_no_value, oid as control_oid,
 };
+use meridian_proto::sync::{PersistentSearch, SyncRequest, oid as sync_oid};
 use meridian_proto::{Depth, Filter, LdapMessage, ProtocolOp, ResultCode, Seq};
 
 use super::reply::{op_description, op_dn};
@@ -54,6 +55,10 @@ pub(crate) struct RequestControls<'a> {
     /// Transaction specification (RFC 5805): the transaction's
     /// identifier.
     pub(crate) transaction: Option<&'a [u8]>,
+    /// Sync Request (RFC 4533).
+    pub(crate) sync: Option<SyncRequest<'a>>,
+    /// Persistent search (draft-ietf-ldapext-psearch-03).
+    pub(crate) persistent: Option<PersistentSearch>,
 }
 
 /// One request control served: the root DSE's `supportedControl` lists
@@ -266,6 +271,32 @@ pub(crate) const SUPPORTED_CONTROLS: &[SupportedControl] = &[
         // answer to a malformed one depends on the sort's criticality.
         take: |control, parsed, _| {
             parsed.sort = Some(control_value(control));
+            Ok(())
+        },
+    },
+    SupportedControl {
+        oid: sync_oid::SYNC_REQUEST,
+        name: "sync request",
+        serves: search,
+        served_with: "search (RFC 4533)",
+        take: |control, parsed, _| {
+            let request = SyncRequest::decode(control.value).map_err(|e| {
+                format!("sync request control: {e}; the value is SEQUENCE {{ mode ENUMERATED {{ refreshOnly (1), refreshAndPersist (3) }}, cookie OCTET STRING OPTIONAL, reloadHint BOOLEAN DEFAULT FALSE }}")
+            })?;
+            parsed.sync = Some(request);
+            Ok(())
+        },
+    },
+    SupportedControl {
+        oid: sync_oid::PERSISTENT_SEARCH,
+        name: "persistent search",
+        serves: search,
+        served_with: "search",
+        take: |control, parsed, _| {
+            let request = PersistentSearch::decode(control.value).map_err(|e| {
+                format!("persistent search control: {e}; the value is SEQUENCE {{ changeTypes INTEGER, changesOnly BOOLEAN, returnECs BOOLEAN }}")
+            })?;
+            parsed.persistent = Some(request);
             Ok(())
         },
     },

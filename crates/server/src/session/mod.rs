@@ -22,6 +22,7 @@ mod bind;
 mod compare;
 mod controls;
 mod extended;
+mod follow;
 mod reply;
 mod search;
 mod transaction;
@@ -111,6 +112,9 @@ pub(crate) struct Session {
     transaction: Option<transaction::Transaction>,
     /// Transactions started on this connection: the next one's identifier.
     transactions_started: u64,
+    /// Searches following changes on this connection
+    /// (`server.max_followers_per_connection`), counted by their tasks.
+    following: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Session {
@@ -125,7 +129,19 @@ impl Session {
             client_certificate: None,
             transaction: None,
             transactions_started: 0,
+            following: Arc::default(),
         }
+    }
+
+    /// Whether a search on this connection follows changes: the
+    /// connection is not idle, however long it sends no request.
+    pub(crate) fn is_following(&self) -> bool {
+        self.following.load(std::sync::atomic::Ordering::Acquire) > 0
+    }
+
+    /// Abandons the searches still running: the connection ends.
+    pub(crate) fn abandon_searches(&self) {
+        self.running.abandon_searches();
     }
 
     /// Under `security.require_tls`, why `op` is refused on this

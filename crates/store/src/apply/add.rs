@@ -13,8 +13,8 @@ use meridian_proto::ResultCode;
 
 use super::Context;
 use super::tree::{self, ROOT_ID};
-use crate::feed::EntryChange;
 use crate::command::Effect;
+use crate::feed::EntryChange;
 use crate::keys::{self, EntryId};
 use crate::{Dbs, StoreError};
 

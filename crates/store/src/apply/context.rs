@@ -10,8 +10,8 @@ use meridian_model::entry::{ByPosition, Description, Entry, KnownClasses};
 use meridian_model::modify::Change;
 
 use super::tree;
-use crate::feed::EntryChange;
 use crate::dn_ids::DnIds;
+use crate::feed::EntryChange;
 use crate::keys::EntryId;
 use crate::names::{Assigner, Resolver};
 use crate::sorted_puts::SortedPuts;

@@ -6,8 +6,8 @@ use meridian_model::dn::Dn;
 
 use super::Context;
 use super::tree::{self, lookup, no_such};
-use crate::feed::EntryChange;
 use crate::command::Effect;
+use crate::feed::EntryChange;
 use crate::keys::{self, EntryId};
 use crate::{Dbs, StoreError};
 
@@ -92,9 +92,6 @@ fn remove_leaf(txn: &mut RwTxn<'_>, ctx: &Context<'_>, id: EntryId) -> Result<()
         .and_then(|attr| entry.get(attr))
         .and_then(|a| a.values.first())
         .and_then(|v| crate::feed::uuid_octets(v));
-    ctx.changed(EntryChange::Deleted {
-        dn: entry.dn,
-        uuid,
-    });
+    ctx.changed(EntryChange::Deleted { dn: entry.dn, uuid });
     Ok(())
 }

@@ -23,8 +23,8 @@ use meridian_model::schema::AttrId;
 
 use super::tree::{self, lookup, no_such};
 use super::{Applied, Context};
-use crate::feed::EntryChange;
 use crate::command::{Effect, OperationalAttribute};
+use crate::feed::EntryChange;
 use crate::keys::{self, EntryId};
 use crate::{Dbs, StoreError, codec};
 

@@ -13,9 +13,9 @@ use meridian_proto::ResultCode;
 
 use super::Context;
 use super::tree::{self, lookup, no_such, unwilling};
-use crate::feed::EntryChange;
 use crate::StoreError;
 use crate::command::{Effect, OperationalAttribute};
+use crate::feed::EntryChange;
 use crate::keys::{self, EntryId};
 
 /// A rename worked out and checked, nothing written yet.
