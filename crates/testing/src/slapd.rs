@@ -44,6 +44,7 @@ pub struct Slapd {
     /// The 127.0.0.1 port it listens on.
     pub port: u16,
     dir: PathBuf,
+    ldaps: bool,
 }
 
 impl Drop for Slapd {
@@ -117,38 +118,68 @@ impl Slapd {
         // taken meanwhile, slapd exits and another is tried.
         for _ in 0..5 {
             let port = free_port();
-            let mut child = Command::new(slapd)
-                .arg("-f")
-                .arg(dir.join("slapd.conf"))
-                .args([
-                    "-h",
-                    &format!(
-                        "{}://127.0.0.1:{port}/",
-                        if ldaps { "ldaps" } else { "ldap" }
-                    ),
-                    "-d",
-                    "0",
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let deadline = Instant::now() + Duration::from_secs(20);
-            let listening = loop {
-                if child.try_wait().unwrap().is_some() {
-                    break false;
-                }
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    break true;
-                }
-                assert!(Instant::now() < deadline, "slapd did not start");
-                std::thread::sleep(Duration::from_millis(50));
-            };
-            if listening {
-                return Slapd { child, port, dir };
+            if let Some(child) = run(&dir, port, ldaps) {
+                return Slapd {
+                    child,
+                    port,
+                    dir,
+                    ldaps,
+                };
             }
         }
         panic!("slapd did not start on any of five ports");
+    }
+
+    /// Kills slapd (SIGKILL) and starts it again on its port, with its
+    /// database as the kill left it.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(child) = run(&self.dir, self.port, self.ldaps) {
+                self.child = child;
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "slapd did not start again on port {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+/// Starts slapd on `port` with the configuration in `dir`: `None` if it
+/// exits before it listens (the port was taken).
+fn run(dir: &Path, port: u16, ldaps: bool) -> Option<Child> {
+    let mut child = Command::new("/usr/sbin/slapd")
+        .arg("-f")
+        .arg(dir.join("slapd.conf"))
+        .args([
+            "-h",
+            &format!(
+                "{}://127.0.0.1:{port}/",
+                if ldaps { "ldaps" } else { "ldap" }
+            ),
+            "-d",
+            "0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return None;
+        }
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Some(child);
+        }
+        assert!(Instant::now() < deadline, "slapd did not start");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

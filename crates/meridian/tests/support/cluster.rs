@@ -49,49 +49,9 @@ impl Sockets {
         self.peer.local_addr().unwrap()
     }
 
-    /// `command` (a `meridian serve`) as a bash that moves the sockets
-    /// to descriptors 3 and 4, sets `LISTEN_PID` to its own PID and then
-    /// execs the server, which keeps that PID. The shell does the moves:
-    /// a `dup2` in `pre_exec` could overwrite the pipe the standard
-    /// library keeps in the child to report a failed exec.
+    /// `command` run on this node's sockets ([`super::activated`]).
     fn activate(&self, command: &Command) -> Command {
-        use std::os::fd::AsRawFd;
-        use std::os::unix::process::CommandExt;
-        let (ldap, peer) = (self.ldap.as_raw_fd(), self.peer.as_raw_fd());
-        // bash's `{var}<&fd` takes a free descriptor above 9, so the
-        // moves hold whatever numbers the sockets have here.
-        let script = format!(
-            "export LISTEN_PID=$$; exec {{l}}<&{ldap} {{p}}<&{peer} {ldap}<&- {peer}<&- && exec 3<&$l 4<&$p {{l}}<&- {{p}}<&- && exec \"$0\" \"$@\""
-        );
-        let mut shell = Command::new("bash");
-        shell
-            .arg("-c")
-            .arg(script)
-            .arg(command.get_program())
-            .args(command.get_args())
-            .env("LISTEN_FDS", "2")
-            .env("LISTEN_FDNAMES", "ldap:peer");
-        for (key, value) in command.get_envs() {
-            match value {
-                Some(value) => shell.env(key, value),
-                None => shell.env_remove(key),
-            };
-        }
-        // SAFETY: only fcntl, async-signal-safe, on two descriptors this
-        // process owns, in the child between fork and exec: they stay
-        // open through the exec into bash.
-        #[allow(unsafe_code)]
-        unsafe {
-            shell.pre_exec(move || {
-                for fd in [ldap, peer] {
-                    if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
-        shell
+        super::activated(command, &[("ldap", &self.ldap), ("peer", &self.peer)])
     }
 }
 

@@ -25,6 +25,61 @@ pub struct Server {
     pub stdout_lines: Vec<String>,
 }
 
+/// `command` (a `meridian serve`) as a bash that moves `sockets` to
+/// descriptors 3, 4, ... in order, sets `LISTEN_PID` to its own PID,
+/// `LISTEN_FDS` and `LISTEN_FDNAMES` to the sockets' names, and then
+/// execs the server, which keeps that PID: systemd's socket activation.
+/// The sockets stay this process's, so a server restarted on them keeps
+/// its addresses and no port is released in between. The shell does the
+/// moves: a `dup2` in `pre_exec` could overwrite the pipe the standard
+/// library keeps in the child to report a failed exec.
+pub fn activated(command: &Command, sockets: &[(&str, &std::net::TcpListener)]) -> Command {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let fds: Vec<i32> = sockets.iter().map(|(_, s)| s.as_raw_fd()).collect();
+    // bash's `{var}<&fd` takes a free descriptor above 9, so the moves
+    // hold whatever numbers the sockets have here.
+    let mut script = String::from("export LISTEN_PID=$$; exec");
+    for (i, fd) in fds.iter().enumerate() {
+        script.push_str(&format!(" {{s{i}}}<&{fd} {fd}<&-"));
+    }
+    script.push_str(" && exec");
+    for i in 0..fds.len() {
+        script.push_str(&format!(" {}<&$s{i} {{s{i}}}<&-", 3 + i));
+    }
+    script.push_str(" && exec \"$0\" \"$@\"");
+    let names: Vec<&str> = sockets.iter().map(|(name, _)| *name).collect();
+    let mut shell = Command::new("bash");
+    shell
+        .arg("-c")
+        .arg(script)
+        .arg(command.get_program())
+        .args(command.get_args())
+        .env("LISTEN_FDS", fds.len().to_string())
+        .env("LISTEN_FDNAMES", names.join(":"));
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(value) => shell.env(key, value),
+            None => shell.env_remove(key),
+        };
+    }
+    // SAFETY: only fcntl, async-signal-safe, on descriptors this process
+    // owns, in the child between fork and exec: they stay open through
+    // the exec into bash.
+    #[allow(unsafe_code)]
+    unsafe {
+        shell.pre_exec(move || {
+            for fd in &fds {
+                if libc::fcntl(*fd, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    shell
+}
+
 /// A new, empty directory for one test's files, named after this
 /// process. A test's directory is kept after it ends (a failure's files
 /// are there to read); those of test processes that are no longer
@@ -111,6 +166,44 @@ impl Server {
         )
     }
 
+    /// Starts the server on `listener` (held by the test, passed as
+    /// systemd passes a socket: [`activated`]), so that
+    /// [`Server::restart_on`] brings it back at the same address.
+    pub fn start_on(config_toml: &str, listener: &std::net::TcpListener) -> Server {
+        Self::spawn_on(config_toml, None, listener)
+    }
+
+    /// Kills the server (SIGKILL) and starts it again on `listener` with
+    /// the same data and configuration.
+    pub fn restart_on(&mut self, listener: &std::net::TcpListener) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let config = std::fs::read_to_string(self.data_dir.join("test-config.toml")).unwrap();
+        let mut again = Self::spawn_on(&config, Some(self.data_dir.clone()), listener);
+        // The new process replaces the old; the data directory is kept
+        // (the one `again` would remove when dropped is an empty one).
+        std::mem::swap(&mut self.child, &mut again.child);
+        self.addr = again.addr;
+        self.stdout_lines = std::mem::take(&mut again.stdout_lines);
+        again.data_dir = temp_dir("replaced");
+    }
+
+    fn spawn_on(
+        config_toml: &str,
+        data_dir: Option<PathBuf>,
+        listener: &std::net::TcpListener,
+    ) -> Server {
+        Self::spawn_with(
+            config_toml,
+            Some(ADMIN_PASSWORD),
+            data_dir,
+            &[],
+            Some("warn"),
+            Stdio::inherit(),
+            Some(listener),
+        )
+    }
+
     fn spawn(
         config_toml: &str,
         password: Option<&str>,
@@ -118,6 +211,26 @@ impl Server {
         args: &[&str],
         rust_log: Option<&str>,
         stderr: Stdio,
+    ) -> Server {
+        Self::spawn_with(
+            config_toml,
+            password,
+            data_dir,
+            args,
+            rust_log,
+            stderr,
+            None,
+        )
+    }
+
+    fn spawn_with(
+        config_toml: &str,
+        password: Option<&str>,
+        data_dir: Option<PathBuf>,
+        args: &[&str],
+        rust_log: Option<&str>,
+        stderr: Stdio,
+        listener: Option<&std::net::TcpListener>,
     ) -> Server {
         let data_dir = data_dir.unwrap_or_else(|| temp_dir("data"));
         let config = data_dir.join("test-config.toml");
@@ -139,7 +252,14 @@ impl Server {
             Some(p) => cmd.env("MERIDIAN_ADMIN_PASSWORD", p),
             None => cmd.env_remove("MERIDIAN_ADMIN_PASSWORD"),
         };
-        let mut child = cmd.spawn().expect("start meridian");
+        let mut child = match listener {
+            Some(listener) => activated(&cmd, &[("ldap", listener)])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .spawn(),
+            None => cmd.spawn(),
+        }
+        .expect("start meridian");
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
         let mut stdout_lines = Vec::new();

@@ -1,0 +1,336 @@
+//! Content synchronization (RFC 4533) with Meridian as the provider: a
+//! real OpenLDAP consumer (Debian's slapd with a `syncrepl` stanza, in
+//! refreshAndPersist and in refreshOnly mode) follows Meridian through
+//! adds, modifies, renames, moves, deletes and password changes, a
+//! SIGKILL and restart of Meridian, a restart of the consumer, and in a
+//! cluster the kill of the leader it follows; after each, both hold the
+//! same entries with the same entryUUIDs, entryCSNs, timestamps and
+//! password hashes. And the protocol as OpenLDAP's `ldapsearch -E sync`
+//! sees it: the delete phase from the session log for a recent cookie,
+//! the present phase for one from before a restart.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::disallowed_methods
+)]
+
+mod support;
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use meridian_testing::slapd::{Extra, Slapd};
+use support::cluster::{Cluster, url};
+use support::*;
+
+const TOP: &str = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n\
+dn: ou=People,dc=example,dc=com\nobjectClass: organizationalUnit\nou: People\n\n\
+dn: ou=Teams,dc=example,dc=com\nobjectClass: organizationalUnit\nou: Teams\n";
+
+/// What both sides must agree on: the content, and what a copy keeps
+/// of the original (its identity, its change number, its history).
+const COMPARED: &[&str] = &[
+    "*",
+    "entryUUID",
+    "entryCSN",
+    "createTimestamp",
+    "modifyTimestamp",
+    "creatorsName",
+    "modifiersName",
+];
+
+/// A slapd consumer of `provider` in `mode` (`refreshAndPersist`, or
+/// `refreshOnly` polling every second), its database empty at start. It
+/// loads ppolicy for the schema of `pwdChangedTime`, which Meridian
+/// writes and the consumer copies.
+fn consumer(tag: &str, provider: &str, mode: &str) -> Slapd {
+    let interval = if mode == "refreshOnly" {
+        " interval=00:00:00:01"
+    } else {
+        ""
+    };
+    let database = format!(
+        "syncrepl rid=001 provider={provider} type={mode}{interval} retry=\"1 +\" \
+         searchbase=\"dc=example,dc=com\" bindmethod=simple binddn=\"{ADMIN_DN}\" \
+         credentials={ADMIN_PASSWORD} attrs=\"*,+\"\n"
+    );
+    Slapd::start_with(
+        tag,
+        "",
+        &Extra {
+            global: "moduleload ppolicy\n",
+            database: &database,
+            ..Extra::default()
+        },
+    )
+}
+
+/// Waits until `slapd` holds what `ours` does; panics with both views
+/// if it does not within a minute.
+fn converged(ours: &str, slapd: &Slapd, when: &str) {
+    let theirs = format!("ldap://127.0.0.1:{}", slapd.port);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let want = entries_view(ours, &OUR_BIND, COMPARED);
+        let have = try_view(&theirs);
+        if have.as_deref() == Some(want.as_str()) {
+            return;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "the consumer did not converge {when}\n--- Meridian:\n{want}\n--- slapd:\n{}",
+                have.unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// [`entries_view`] of slapd, `None` while it holds nothing yet.
+fn try_view(url: &str) -> Option<String> {
+    let mut args = vec!["-LLL", "-o", "ldif-wrap=no", "-b", "dc=example,dc=com"];
+    args.extend_from_slice(COMPARED);
+    let (code, _) = tool_at(url, "ldapsearch", &SLAPD_BIND, &args, None);
+    (code == 0).then(|| entries_view(url, &SLAPD_BIND, COMPARED))
+}
+
+/// One round of writes at `url`, named by `round`: adds, modifies, a
+/// rename, a move of a subtree, deletes, a password change.
+fn writes(url: &str, round: &str) {
+    let people = "ou=People,dc=example,dc=com";
+    let mut adds = format!(
+        "dn: ou={round},ou=Teams,dc=example,dc=com\nchangetype: add\nobjectClass: organizationalUnit\nou: {round}\n\n"
+    );
+    for i in 0..12 {
+        adds.push_str(&format!(
+            "dn: uid={round}-{i},{people}\nchangetype: add\nobjectClass: inetOrgPerson\nuid: {round}-{i}\n\
+             cn: Person {i}\nsn: {round}\nuserPassword: secret-{i}\n\n"
+        ));
+    }
+    adds.push_str(&format!(
+        "dn: cn=lead,ou={round},ou=Teams,dc=example,dc=com\nchangetype: add\nobjectClass: organizationalRole\ncn: lead\n\n"
+    ));
+    let changes = format!(
+        "{adds}\
+         dn: uid={round}-1,{people}\nchangetype: modify\nreplace: sn\nsn: changed\n-\nadd: mail\nmail: one@example.com\n\n\
+         dn: uid={round}-2,{people}\nchangetype: modify\nadd: description\ndescription: a\ndescription: b\n\n\
+         dn: uid={round}-2,{people}\nchangetype: modify\ndelete: description\ndescription: a\n\n\
+         dn: uid={round}-3,{people}\nchangetype: modrdn\nnewrdn: uid={round}-3x\ndeleteoldrdn: 1\n\n\
+         dn: ou={round},ou=Teams,dc=example,dc=com\nchangetype: modrdn\nnewrdn: ou={round}\ndeleteoldrdn: 0\nnewsuperior: {people}\n\n\
+         dn: uid={round}-4,{people}\nchangetype: delete\n\n\
+         dn: uid={round}-5,{people}\nchangetype: delete\n\n"
+    );
+    let (code, out) = tool_at(url, "ldapmodify", &OUR_BIND, &[], Some(&changes));
+    assert_eq!(code, 0, "round {round}: {out}");
+    let user = format!("uid={round}-6,{people}");
+    let (code, out) = tool_at(
+        url,
+        "ldappasswd",
+        &OUR_BIND,
+        &["-s", "new-secret", &user],
+        None,
+    );
+    assert_eq!(code, 0, "round {round}: {out}");
+}
+
+#[test]
+fn slapd_follows_meridian_in_both_modes_through_restarts_of_either() {
+    let socket = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut server = Server::start_on("", &socket);
+    let ours = server.url();
+    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(TOP));
+    assert_eq!(code, 0, "{out}");
+    writes(&ours, "before");
+    let mut persist = consumer("persist", &ours, "refreshAndPersist");
+    let polling = consumer("polling", &ours, "refreshOnly");
+    converged(
+        &ours,
+        &persist,
+        "after the first refresh (refreshAndPersist)",
+    );
+    converged(&ours, &polling, "after the first refresh (refreshOnly)");
+
+    writes(&ours, "live");
+    converged(&ours, &persist, "after live changes (refreshAndPersist)");
+    converged(&ours, &polling, "after live changes (refreshOnly)");
+
+    // Meridian killed and restarted at the same address: the consumers
+    // come back with their cookies (the session log is gone with the
+    // process: the present phase tells them what went).
+    server.restart_on(&socket);
+    writes(&ours, "restarted");
+    let (code, out) = tool_at(
+        &ours,
+        "ldapdelete",
+        &OUR_BIND,
+        &["uid=live-0,ou=People,dc=example,dc=com"],
+        None,
+    );
+    assert_eq!(code, 0, "{out}");
+    converged(
+        &ours,
+        &persist,
+        "after Meridian's restart (refreshAndPersist)",
+    );
+    converged(&ours, &polling, "after Meridian's restart (refreshOnly)");
+
+    // The consumer killed; changes meanwhile; back with its cookie.
+    persist.restart();
+    writes(&ours, "consumer-down");
+    converged(&ours, &persist, "after the consumer's restart");
+    converged(&ours, &polling, "at the end (refreshOnly)");
+}
+
+/// `ldapsearch -E sync=ro[/cookie]` at `url`: its output.
+fn sync_search(url: &str, cookie: Option<&str>) -> String {
+    let control = match cookie {
+        Some(cookie) => format!("sync=ro/{cookie}"),
+        None => "sync=ro".to_owned(),
+    };
+    let (code, out) = tool_at(
+        url,
+        "ldapsearch",
+        &OUR_BIND,
+        &["-E", &control, "-b", "dc=example,dc=com", "1.1"],
+        None,
+    );
+    assert_eq!(code, 0, "{out}");
+    out
+}
+
+/// The cookie a sync search's SyncDone control carries.
+fn cookie_of(output: &str) -> String {
+    output
+        .lines()
+        .find_map(|l| l.strip_prefix("# cookie: "))
+        .unwrap_or_else(|| panic!("no cookie in:\n{output}"))
+        .to_owned()
+}
+
+#[test]
+fn a_recent_cookie_gets_the_delete_phase_and_an_old_one_the_present_phase() {
+    let socket = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut server = Server::start_on("", &socket);
+    let ours = server.url();
+    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(TOP));
+    assert_eq!(code, 0, "{out}");
+    // An entry counts as unchanged for a cookie, and a cookie as covered
+    // by the session log, once clear of the margin kept for writes
+    // committed out of their CSNs' order.
+    let margin = Duration::from_secs(meridian_directory::follow::REORDER_MARGIN_SECS as u64 + 1);
+    writes(&ours, "first");
+    std::thread::sleep(margin);
+    writes(&ours, "second");
+    let before_restart = cookie_of(&sync_search(&ours, None));
+    server.restart_on(&socket);
+    writes(&ours, "third");
+    std::thread::sleep(margin);
+    writes(&ours, "fourth");
+    let recent = cookie_of(&sync_search(&ours, None));
+    let uuid = {
+        let (code, out) = tool_at(
+            &ours,
+            "ldapsearch",
+            &OUR_BIND,
+            &[
+                "-LLL",
+                "-b",
+                "uid=fourth-7,ou=People,dc=example,dc=com",
+                "-s",
+                "base",
+                "entryUUID",
+            ],
+            None,
+        );
+        assert_eq!(code, 0, "{out}");
+        out.lines()
+            .find_map(|l| l.strip_prefix("entryUUID: "))
+            .unwrap()
+            .to_owned()
+    };
+    let (code, out) = tool_at(
+        &ours,
+        "ldapdelete",
+        &OUR_BIND,
+        &["uid=fourth-7,ou=People,dc=example,dc=com"],
+        None,
+    );
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = tool_at(
+        &ours,
+        "ldapmodify",
+        &OUR_BIND,
+        &[],
+        Some(
+            "dn: uid=fourth-8,ou=People,dc=example,dc=com\nchangetype: modify\nreplace: sn\nsn: after\n",
+        ),
+    );
+    assert_eq!(code, 0, "{out}");
+
+    // The delete phase: the changed entry as an add, the deleted one by
+    // its UUID, and no unchanged entry at all.
+    let delta = sync_search(&ours, Some(&recent));
+    assert!(delta.contains("refreshDeletes=1"), "{delta}");
+    assert!(delta.contains(&uuid), "the deleted entry's UUID: {delta}");
+    assert!(delta.contains("uid=fourth-8,ou=People"), "{delta}");
+    assert!(
+        !delta.contains("uid=first-0,ou=People"),
+        "an unchanged entry: {delta}"
+    );
+    assert!(!delta.contains("present"), "{delta}");
+
+    // A cookie from before the restart: the log cannot say what went
+    // since, so every entry is told, the unchanged as present.
+    let full = sync_search(&ours, Some(&before_restart));
+    assert!(full.contains("refreshDeletes=0"), "{full}");
+    assert!(full.contains("uid=first-0,ou=People"), "{full}");
+    assert!(full.contains("present"), "{full}");
+    assert!(!full.contains(&uuid), "{full}");
+
+    // A malformed cookie is the client's error.
+    let (code, out) = tool_at(
+        &ours,
+        "ldapsearch",
+        &OUR_BIND,
+        &["-E", "sync=ro/rid=12345", "-b", "dc=example,dc=com", "1.1"],
+        None,
+    );
+    assert_eq!(code, 2, "protocolError: {out}");
+}
+
+#[test]
+fn slapd_follows_a_cluster_node_through_the_kill_of_the_leader() {
+    let mut cluster = Cluster::start(3, "");
+    let leader = cluster.leader(Duration::from_secs(20));
+    let at_leader = url(&cluster, leader);
+    let (code, out) = tool_at(&at_leader, "ldapadd", &OUR_BIND, &[], Some(TOP));
+    assert_eq!(code, 0, "{out}");
+    writes(&at_leader, "start");
+    // The consumer follows the leader, whose kill it then rides out.
+    let persist = consumer("cluster", &at_leader, "refreshAndPersist");
+    converged(&at_leader, &persist, "at the first refresh from the leader");
+    cluster.kill(leader);
+    let next = cluster.leader(Duration::from_secs(30));
+    let at_next = url(&cluster, next);
+    writes(&at_next, "failover");
+    // The old leader back, a follower now, at the same address: the
+    // consumer resumes there with a cookie that names CSNs of two nodes.
+    cluster.start_node(leader);
+    let (code, out) = tool_at(
+        &at_next,
+        "ldapmodify",
+        &OUR_BIND,
+        &[],
+        Some(
+            "dn: uid=start-0,ou=People,dc=example,dc=com\nchangetype: modify\nreplace: sn\nsn: after-failover\n",
+        ),
+    );
+    assert_eq!(code, 0, "{out}");
+    let identical = cluster.await_identical(Duration::from_secs(60));
+    assert!(!identical.is_empty());
+    converged(&at_leader, &persist, "after the leader's kill");
+    converged(&at_next, &persist, "against the new leader");
+}
