@@ -334,3 +334,116 @@ fn slapd_follows_a_cluster_node_through_the_kill_of_the_leader() {
     converged(&at_leader, &persist, "after the leader's kill");
     converged(&at_next, &persist, "against the new leader");
 }
+
+/// A persistent search (every change type, with notifications) of the
+/// whole tree, as message `id`.
+fn persistent_search(client: &mut Client, id: i32) {
+    use meridian_proto::sync::{PersistentSearch, change_type, oid};
+    use meridian_proto::{Control, DerefAliases, Filter, LdapMessage, ProtocolOp, Scope};
+    use meridian_proto::{SearchRequest, Seq};
+    let mut value = Vec::new();
+    PersistentSearch {
+        change_types: change_type::ALL,
+        changes_only: true,
+        return_ecs: true,
+    }
+    .encode(&mut value);
+    let controls = [Control {
+        oid: oid::PERSISTENT_SEARCH,
+        critical: true,
+        value: Some(&value),
+    }];
+    let everything: [&[u8]; 1] = [b"*"];
+    client.send_message(&LdapMessage {
+        message_id: id,
+        op: ProtocolOp::SearchRequest(SearchRequest {
+            base: b"dc=example,dc=com",
+            scope: Scope::Subtree,
+            deref: DerefAliases::Never,
+            size_limit: 0,
+            time_limit: 0,
+            types_only: false,
+            filter: Filter::Present(b"objectClass"),
+            attributes: Seq::from_items(&everything),
+        }),
+        controls: Seq::from_items(&controls),
+    });
+}
+
+#[test]
+fn a_persistent_search_whose_client_reads_nothing_is_dropped_with_memory_bounded() {
+    let server = Server::start("[storage]\nchange_feed_batches = 8\n");
+    let (code, out) = admin_tool(&server, "ldapadd", &[], Some(TOP));
+    assert_eq!(code, 0, "{out}");
+    let mut idle = Client::bound(server.addr, ADMIN_DN, ADMIN_PASSWORD);
+    persistent_search(&mut idle, 7);
+    // A reader that keeps up, beside it, for the contrast.
+    let mut keeping_up = Client::bound(server.addr, ADMIN_DN, ADMIN_PASSWORD);
+    persistent_search(&mut keeping_up, 9);
+    std::thread::sleep(Duration::from_millis(300));
+    let before = server.rss_kib();
+    // About 40 MB of changes, one commit each, while `idle` reads nothing.
+    let description = "x".repeat(8000);
+    let counted = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            // A wait past a minute fails the test instead of hanging it.
+            let patience = Some(Duration::from_secs(60));
+            keeping_up.stream.set_read_timeout(patience).unwrap();
+            let mut seen = 0u64;
+            while seen < 5000 {
+                let Some(pdu) = keeping_up.read_pdu() else {
+                    break;
+                };
+                let limits = meridian_proto::DecodeLimits::default();
+                match meridian_proto::LdapMessage::decode(&pdu, &limits)
+                    .unwrap()
+                    .op
+                {
+                    meridian_proto::ProtocolOp::SearchResultEntry(_) => seen += 1,
+                    other => panic!("the reading client's search ended: {other:?}"),
+                }
+            }
+            seen
+        });
+        for batch in 0..10 {
+            let ldif: String = (0..500)
+                .map(|i| {
+                    format!(
+                        "dn: cn=n{batch}-{i},ou=People,dc=example,dc=com\nobjectClass: person\ncn: n{batch}-{i}\nsn: S\ndescription: {description}\n\n"
+                    )
+                })
+                .collect();
+            let (code, out) = admin_tool(&server, "ldapadd", &[], Some(&ldif));
+            assert_eq!(code, 0, "{out}");
+        }
+        reader.join().unwrap()
+    });
+    assert!(
+        counted >= 5000,
+        "the reading client saw {counted} of 5000 adds"
+    );
+    let after = server.rss_kib();
+    // The server kept nothing for the client that does not read beyond
+    // its outbound buffer and the feed's eight commits.
+    assert!(
+        after < before + 96 * 1024,
+        "resident memory grew from {before} KiB to {after} KiB"
+    );
+    // Its search was ended: what it finally reads ends with
+    // adminLimitExceeded, after a bounded part of the changes.
+    let mut entries = 0;
+    let code = loop {
+        let pdu = idle.read_pdu().expect("the connection stays open");
+        let message =
+            meridian_proto::LdapMessage::decode(&pdu, &meridian_proto::DecodeLimits::default())
+                .unwrap();
+        match message.op {
+            meridian_proto::ProtocolOp::SearchResultEntry(_) => entries += 1,
+            meridian_proto::ProtocolOp::SearchResultDone(done) => break done.code,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(code, meridian_proto::ResultCode::ADMIN_LIMIT_EXCEEDED);
+    assert!(entries < 5000, "{entries} changes were kept for it");
+    assert!(serves(&server));
+}

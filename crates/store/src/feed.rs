@@ -52,6 +52,10 @@ pub enum EntryChange {
         dn: Dn,
         /// Its entryUUID as 16 octets, if it had a valid one.
         uuid: Option<[u8; 16]>,
+        /// The entry as it was, when the feed had followers as the
+        /// transaction began (a persistent search evaluates its filter
+        /// on it and sends it); `None` otherwise.
+        entry: Option<Arc<meridian_model::entry::Entry>>,
     },
 }
 
@@ -110,6 +114,7 @@ pub fn merge_csn(into: &mut ContextCsns, csn: &[u8]) {
 /// The feed of one store.
 pub(crate) struct Feed {
     sender: broadcast::Sender<Arc<Committed>>,
+    capacity: usize,
     state: Mutex<FeedState>,
     session_log: usize,
 }
@@ -137,9 +142,11 @@ impl Feed {
     /// A feed keeping `batches` commits for slow followers and
     /// `session_log` deletes.
     pub(crate) fn new(batches: usize, session_log: usize) -> Feed {
-        let (sender, _) = broadcast::channel(batches.max(1));
+        let capacity = batches.max(1);
+        let (sender, _) = broadcast::channel(capacity);
         Feed {
             sender,
+            capacity,
             state: Mutex::new(FeedState {
                 high_water: ContextCsns::new(),
                 seeded: false,
@@ -151,9 +158,19 @@ impl Feed {
         }
     }
 
+    /// Whether anyone follows the feed now.
+    pub(crate) fn followed(&self) -> bool {
+        self.sender.receiver_count() > 0
+    }
+
     /// Follows the commits from now on.
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<Committed>> {
         self.sender.subscribe()
+    }
+
+    /// The commits kept for a follower that has not read them.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// Records and publishes a commit: `csns` the entryCSNs its commands
@@ -178,6 +195,7 @@ impl Feed {
                 if let EntryChange::Deleted {
                     dn,
                     uuid: Some(uuid),
+                    ..
                 } = change
                 {
                     let stamp = state.highest.clone();
@@ -275,6 +293,7 @@ mod tests {
         EntryChange::Deleted {
             dn: dn(&format!("cn={name},dc=example,dc=com")),
             uuid: Some([n; 16]),
+            entry: None,
         }
     }
 

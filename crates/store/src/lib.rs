@@ -743,6 +743,12 @@ impl Store {
         self.inner.feed.subscribe()
     }
 
+    /// The commits the feed keeps for a follower that has not read them
+    /// (`storage.change_feed_batches`).
+    pub fn feed_capacity(&self) -> usize {
+        self.inner.feed.capacity()
+    }
+
     /// The deletes that a follower which has seen every change up to the
     /// CSN `since` may have missed, or `None` if the session log cannot
     /// tell (`storage.sync_session_log`).

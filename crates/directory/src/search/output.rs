@@ -58,6 +58,42 @@ impl Computed {
 }
 
 impl Directory {
+    /// Appends `entry`, one the store no longer holds (a deleted entry,
+    /// as a persistent search reports it), as `req` would have sent it:
+    /// if it matches the filter and `who` may see it, with the
+    /// attributes asked for that `who` may read (no computed ones: the
+    /// entry is gone). True if it was sent.
+    pub fn encode_gone_entry(
+        &self,
+        who: &Identity,
+        req: &meridian_proto::SearchRequest<'_>,
+        entry: &Entry,
+        message_id: i32,
+        buf: &mut Vec<u8>,
+    ) -> bool {
+        let compiled = meridian_model::filter::CompiledFilter::compile(&req.filter, &self.schema);
+        if !compiled.matches(entry, &self.schema) {
+            return false;
+        }
+        let admin = matches!(who, Identity::Admin(_));
+        let groups = &Memberships::default();
+        if !admin && !self.may_see(who, entry, &SeenFilter::new(&compiled), groups) {
+            return false;
+        }
+        let selection = Selection::parse(req.attributes.iter(), &self.schema);
+        let projection = Projection {
+            selection: &selection,
+            types_only: req.types_only,
+            schema: &self.schema,
+            values: None,
+        };
+        let visible = |a: &meridian_model::entry::Attribute| {
+            admin || self.may_read_attribute(who, &entry.dn, a.desc.attr, groups)
+        };
+        encode_entry(buf, message_id, entry, projection, visible, &[]);
+        true
+    }
+
     /// Whether `entry` may be sent to the caller at all (see `may_see`).
     pub(super) fn may_output(&self, output: &Output<'_>, entry: &Entry) -> bool {
         output.admin || self.may_see(output.who, entry, output.visible_filter, output.groups)

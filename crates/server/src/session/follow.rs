@@ -65,6 +65,10 @@ impl Wanted {
     }
 }
 
+/// How often a follower whose client reads nothing looks whether the
+/// change feed has left it behind.
+const LAG_CHECK: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Most syncUUIDs in one Sync Info message.
 const UUIDS_PER_MESSAGE: usize = 1000;
 
@@ -479,8 +483,13 @@ impl Follower {
         mut cookie: Option<SyncCookie>,
         entries: &mut u64,
     ) -> Result<SearchDone, Stopped> {
+        let capacity = self
+            .pipe
+            .directory
+            .store_holding(&self.base)
+            .feed_capacity();
         loop {
-            self.pipe.ready(*entries).await?;
+            self.room_or_behind(feed, capacity, *entries).await?;
             let received = tokio::select! {
                 stop = self.pipe.in_flight.stop_asked() => {
                     return Err(self.pipe.stopped(stop, *entries));
@@ -514,6 +523,37 @@ impl Follower {
         }
     }
 
+    /// Waits for room in the outbound buffer; a client that does not
+    /// read for as long as the feed keeps commits is dropped then, not
+    /// when it next reads (it may never).
+    async fn room_or_behind(
+        &self,
+        feed: &tokio::sync::broadcast::Receiver<Arc<Committed>>,
+        capacity: usize,
+        entries: u64,
+    ) -> Result<(), Stopped> {
+        loop {
+            tokio::select! {
+                room = self.pipe.outbound.wait_room(SEARCH_ROOM_BYTES) => {
+                    if !room {
+                        return Err(Stopped::Silently);
+                    }
+                    break;
+                }
+                stop = self.pipe.in_flight.stop_asked() => {
+                    return Err(self.pipe.stopped(stop, entries));
+                }
+                () = tokio::time::sleep(LAG_CHECK) => {
+                    if feed.len() >= capacity {
+                        let why = "this search's client read nothing while the directory's changes filled the feed (storage.change_feed_batches)";
+                        return Err(self.fall_behind(why, entries));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Ends a follower that cannot go on from where it is.
     fn fall_behind(&self, why: &str, entries: u64) -> Stopped {
         match self.wanted {
@@ -542,20 +582,20 @@ impl Follower {
         let mut told: Vec<u64> = Vec::new();
         for change in &committed.changes {
             match change {
-                EntryChange::Deleted { dn, uuid } => {
+                EntryChange::Deleted { dn, uuid, entry } => {
                     if !(self.in_scope(dn) && self.may_know_of(dn)) {
                         continue;
                     }
-                    match (&self.wanted, uuid) {
+                    *entries += match (&self.wanted, uuid) {
                         (Wanted::Sync { .. }, Some(uuid)) => {
                             self.send_sync_delete(&mut batch.bytes, dn, uuid);
+                            1
                         }
                         (Wanted::Persistent(how), _) if wants(how, change_type::DELETE) => {
-                            self.send_bare(&mut batch.bytes, dn, how, change_type::DELETE, None);
+                            self.send_deleted(&mut batch.bytes, dn, entry.as_deref(), how)
                         }
-                        _ => continue,
-                    }
-                    *entries += 1;
+                        _ => 0,
+                    };
                 }
                 EntryChange::Added(id)
                 | EntryChange::Modified(id)
@@ -693,25 +733,44 @@ impl Follower {
         follow::encode_labelled(out, self.pipe.id, dn.original().as_bytes(), &[], &label);
     }
 
-    /// A persistent search's notice of a change with no entry to read
-    /// (a delete): the DN alone.
-    fn send_bare(
+    /// A persistent search's notice of a delete: the entry as it was,
+    /// if it matched the search and may be seen (the entry is kept for
+    /// followers from the transaction on that found them following);
+    /// without it, the DN alone.
+    fn send_deleted(
         &self,
         out: &mut Vec<u8>,
         dn: &Dn,
+        entry: Option<&meridian_model::entry::Entry>,
         how: &PersistentSearch,
-        kind: u8,
-        previous: Option<&[u8]>,
-    ) {
-        let label = Label {
+    ) -> u64 {
+        let label = |attributes| Label {
             control: how.return_ecs.then(|| {
                 let mut value = Vec::new();
-                encode_entry_change(&mut value, kind, previous);
+                encode_entry_change(&mut value, change_type::DELETE, None);
                 (sync_oid::ENTRY_CHANGE, value)
             }),
-            attributes: false,
+            attributes,
         };
-        follow::encode_labelled(out, self.pipe.id, dn.original().as_bytes(), &[], &label);
+        let Some(entry) = entry else {
+            follow::encode_labelled(
+                out,
+                self.pipe.id,
+                dn.original().as_bytes(),
+                &[],
+                &label(false),
+            );
+            return 1;
+        };
+        let mut scratch = Vec::new();
+        let directory = &self.pipe.directory;
+        let sent = self.request.with(|req, _| {
+            directory.encode_gone_entry(&self.pipe.identity, req, entry, self.pipe.id, &mut scratch)
+        });
+        if sent != Some(true) {
+            return 0;
+        }
+        follow::relabel(&scratch, out, self.asked, |_| Some(label(true))) as u64
     }
 
     fn uuid_of(&self, entry: &meridian_model::entry::Entry) -> Option<[u8; 16]> {

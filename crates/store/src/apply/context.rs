@@ -54,6 +54,9 @@ pub(crate) struct Context<'a> {
     pub(crate) touched: &'a RefCell<Vec<EntryId>>,
     /// What this attempt changed, for the change feed (`feed.rs`).
     pub(crate) changes: &'a RefCell<Vec<EntryChange>>,
+    /// The feed had followers when the attempt began: deletes keep the
+    /// entry they remove for them.
+    pub(crate) followed: bool,
 }
 
 /// What one attempt at a batch's transaction keeps, for its [`Context`]
@@ -100,6 +103,7 @@ impl Attempt {
             dn_ids: &self.dn_ids,
             touched: &self.touched,
             changes: &self.changes,
+            followed: inner.feed.followed(),
         }
     }
 }

@@ -92,6 +92,11 @@ fn remove_leaf(txn: &mut RwTxn<'_>, ctx: &Context<'_>, id: EntryId) -> Result<()
         .and_then(|attr| entry.get(attr))
         .and_then(|a| a.values.first())
         .and_then(|v| crate::feed::uuid_octets(v));
-    ctx.changed(EntryChange::Deleted { dn: entry.dn, uuid });
+    let dn = entry.dn.clone();
+    ctx.changed(EntryChange::Deleted {
+        dn,
+        uuid,
+        entry: ctx.followed.then(|| std::sync::Arc::new(entry)),
+    });
     Ok(())
 }
