@@ -246,6 +246,21 @@ pub struct ServerConfig {
     /// Address to listen on for LDAP over TLS (`ldaps://`); empty: none.
     /// Needs `security.tls_certificate_file` and `security.tls_key_file`.
     pub listen_tls: String,
+    /// Path of a Unix domain socket to serve LDAP on (`ldapi://`); empty:
+    /// none. A client there may bind with SASL EXTERNAL as the user and
+    /// group the kernel reports for it: `gidNumber=G+uidNumber=U,
+    /// cn=peercred,cn=external,cn=auth`, as slapd names them.
+    pub listen_ldapi: String,
+    /// The permission bits of the `ldapi://` socket (who may connect).
+    pub ldapi_mode: u32,
+    /// The owner and group of the `ldapi://` socket, by name or number;
+    /// empty: the server's.
+    pub ldapi_owner: String,
+    /// See `ldapi_owner`.
+    pub ldapi_group: String,
+    /// A SASL EXTERNAL bind over `ldapi://` by the root user (uid 0) is
+    /// the administrator, as Debian's slapd lets root manage it.
+    pub ldapi_root_is_admin: bool,
     /// Address of the HTTP endpoint of metrics (`GET /metrics`, in the
     /// Prometheus text format), `/healthz` and `/readyz`; empty: none.
     /// The metrics say what the directory does, not what it holds; keep
@@ -595,6 +610,13 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: "127.0.0.1:3389".into(),
             listen_tls: String::new(),
+            listen_ldapi: String::new(),
+            // Anyone on the host may connect; what they may do is what
+            // their identity may (anonymous until they bind).
+            ldapi_mode: 0o666,
+            ldapi_owner: String::new(),
+            ldapi_group: String::new(),
+            ldapi_root_is_admin: true,
             metrics_listen: String::new(),
             // Each connection costs a few KiB when idle; 10,000 covers the
             // 5,000 connections of seed 003 with room to spare.

@@ -100,9 +100,10 @@ impl Config {
     /// The numeric limits with a range, as one table.
     fn check_ranges(&self) -> Result<(), ConfigError> {
         let s = &self.server;
-        let ranges: [(&'static str, usize, usize, usize); 21] = [
+        let ranges: [(&'static str, usize, usize, usize); 22] = [
             ("server.max_connections", s.max_connections, 1, 1_000_000),
             ("server.max_followers", s.max_followers, 0, 1_000_000),
+            ("server.ldapi_mode", s.ldapi_mode as usize, 0, 0o777),
             (
                 "server.max_followers_per_connection",
                 s.max_followers_per_connection,

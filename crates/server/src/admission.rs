@@ -8,12 +8,10 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use meridian_proto::ResultCode;
 use meridian_proto::message::encode_notice_of_disconnection;
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The connection limits of one listener.
@@ -100,7 +98,12 @@ impl Admission {
 
     /// Tells a refused client why (busy) and closes; logs at most one
     /// refusal a second.
-    pub(crate) async fn refuse(&self, mut stream: TcpStream, peer: SocketAddr, why: String) {
+    pub(crate) async fn refuse(
+        &self,
+        stream: crate::connection::Socket,
+        peer: SocketAddr,
+        why: String,
+    ) {
         // Throttles a log line; never stored.
         #[allow(clippy::disallowed_methods)]
         let now = SystemTime::now()
@@ -111,11 +114,7 @@ impl Admission {
         }
         let mut buf = Vec::new();
         encode_notice_of_disconnection(&mut buf, ResultCode::BUSY, why.as_bytes());
-        let _ = tokio::time::timeout(Duration::from_secs(1), async {
-            let _ = stream.write_all(&buf).await;
-            let _ = stream.shutdown().await;
-        })
-        .await;
+        stream.say_and_close(&buf).await;
     }
 }
 

@@ -27,6 +27,8 @@ pub struct Bound {
     pub(crate) peer_listener: Option<TcpListener>,
     /// `server.metrics_listen`.
     pub(crate) metrics_listener: Option<TcpListener>,
+    /// `server.listen_ldapi`.
+    pub(crate) ldapi_listener: Option<std::os::unix::net::UnixListener>,
     pub(crate) tls: Option<Arc<Tls>>,
     pub(crate) certificate_map: Option<CertificateMap>,
 }
@@ -65,11 +67,13 @@ impl Bound {
                     .into(),
             ));
         }
+        let ldapi_listener = crate::ldapi::bind(s)?;
         Ok(Bound {
             listener,
             tls_listener,
             peer_listener,
             metrics_listener,
+            ldapi_listener,
             tls,
             certificate_map,
         })

@@ -38,8 +38,8 @@ use meridian_proto::controls::{PolicyError, PolicyResponse};
 use meridian_proto::message::encode_notice_of_disconnection;
 use meridian_proto::{LdapMessage, ResultCode};
 use tokio::io::{AsyncReadExt, ReadHalf, WriteHalf};
-use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpStream, UnixStream, unix};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -83,10 +83,59 @@ enum End {
 /// A TCP connection under TLS.
 type TlsTcp = tokio_rustls::server::TlsStream<TcpStream>;
 
+/// An accepted connection.
+pub(crate) enum Socket {
+    /// From the plain listener.
+    Tcp(TcpStream),
+    /// From the `ldaps://` listener: TLS from its first byte.
+    TcpTls(TcpStream),
+    /// From the `ldapi://` listener, with who the kernel says is there.
+    Local(UnixStream, crate::ldapi::PeerCredentials),
+}
+
+/// The address an `ldapi://` connection counts as, for admission, bind
+/// protection and the logs: the host itself.
+pub(crate) const LOCAL_PEER: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::LOCALHOST,
+    0,
+));
+
+impl Socket {
+    /// An `ldapi://` connection, with its peer's credentials.
+    pub(crate) fn local(stream: UnixStream) -> std::io::Result<(Socket, SocketAddr)> {
+        let credentials = stream.peer_cred()?;
+        let peer = crate::ldapi::PeerCredentials {
+            uid: credentials.uid(),
+            gid: credentials.gid(),
+        };
+        Ok((Socket::Local(stream, peer), LOCAL_PEER))
+    }
+
+    /// Writes `bytes` (a Notice of Disconnection) and closes, within a
+    /// second.
+    pub(crate) async fn say_and_close(self, bytes: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        async fn write_then_close(mut stream: impl tokio::io::AsyncWrite + Unpin, bytes: &[u8]) {
+            let _ = stream.write_all(bytes).await;
+            let _ = stream.shutdown().await;
+        }
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), async {
+            match self {
+                Socket::Tcp(stream) | Socket::TcpTls(stream) => {
+                    write_then_close(stream, bytes).await
+                }
+                Socket::Local(stream, _) => write_then_close(stream, bytes).await,
+            }
+        })
+        .await;
+    }
+}
+
 /// The socket's read side.
 enum ReadSide {
     Plain(OwnedReadHalf),
     Tls(ReadHalf<TlsTcp>),
+    Local(unix::OwnedReadHalf),
     /// Between StartTLS's hand-over and the handshake.
     Detached,
 }
@@ -95,6 +144,7 @@ enum ReadSide {
 enum WriterTask {
     Plain(JoinHandle<Option<OwnedWriteHalf>>),
     Tls(JoinHandle<Option<WriteHalf<TlsTcp>>>),
+    Local(JoinHandle<Option<unix::OwnedWriteHalf>>),
 }
 
 impl WriterTask {
@@ -103,6 +153,7 @@ impl WriterTask {
         match self {
             WriterTask::Plain(task) => drop(task.await),
             WriterTask::Tls(task) => drop(task.await),
+            WriterTask::Local(task) => drop(task.await),
         }
     }
 }
@@ -113,6 +164,13 @@ fn plain_io(stream: TcpStream, ctx: &ServerContext) -> (ReadSide, Arc<Outbound>,
     let (read_half, write_half) = stream.into_split();
     let (out, writer) = outbound(write_half, ctx);
     (ReadSide::Plain(read_half), out, WriterTask::Plain(writer))
+}
+
+/// [`plain_io`] for an `ldapi://` connection.
+fn local_io(stream: UnixStream, ctx: &ServerContext) -> (ReadSide, Arc<Outbound>, WriterTask) {
+    let (read_half, write_half) = stream.into_split();
+    let (out, writer) = outbound(write_half, ctx);
+    (ReadSide::Local(read_half), out, WriterTask::Local(writer))
 }
 
 /// [`plain_io`] for a connection under TLS.
@@ -206,24 +264,32 @@ async fn handshake(
 }
 
 pub(crate) async fn serve_connection(
-    stream: TcpStream,
+    stream: Socket,
     peer: SocketAddr,
     conn_id: u64,
     ctx: Arc<ServerContext>,
     mut shutdown: watch::Receiver<bool>,
-    over_tls: bool,
 ) {
-    let _ = stream.set_nodelay(true);
     let mut session = Session::new(conn_id);
-    let (socket, out, writer) = if over_tls {
-        let Some(tls) = handshake(&ctx, stream, peer, conn_id).await else {
-            return;
-        };
-        session.tls = true;
-        session.client_certificate = client_certificate(&tls, conn_id);
-        tls_io(tls, &ctx)
-    } else {
-        plain_io(stream, &ctx)
+    let over_tls = matches!(stream, Socket::TcpTls(_));
+    let (socket, out, writer) = match stream {
+        Socket::TcpTls(stream) => {
+            let _ = stream.set_nodelay(true);
+            let Some(tls) = handshake(&ctx, stream, peer, conn_id).await else {
+                return;
+            };
+            session.tls = true;
+            session.client_certificate = client_certificate(&tls, conn_id);
+            tls_io(tls, &ctx)
+        }
+        Socket::Tcp(stream) => {
+            let _ = stream.set_nodelay(true);
+            plain_io(stream, &ctx)
+        }
+        Socket::Local(stream, credentials) => {
+            session.peer_credentials = Some(credentials);
+            local_io(stream, &ctx)
+        }
     };
     tracing::debug!(conn = conn_id, %peer, tls = over_tls, "connection opened");
     crate::metrics::connection(true);
@@ -393,6 +459,9 @@ impl RequestReader<'_> {
     /// until the answer), or `None`. Operations answered but not yet
     /// written are waited for briefly.
     async fn start_tls_refusal(&mut self) -> Option<&'static str> {
+        if self.session.peer_credentials.is_some() {
+            return Some("StartTLS is not offered on ldapi://: the socket does not leave the host");
+        }
         if !self.buf.is_empty() {
             return Some("requests followed the StartTLS request before its response");
         }
@@ -787,8 +856,13 @@ impl RequestReader<'_> {
                     socket.read_buf(&mut self.buf).await
                 }
                 // rustls keeps its own buffers: a TLS connection reads
-                // into one of ours straight away.
+                // into one of ours straight away; so does a local one
+                // (a few of them, on the host itself).
                 ReadSide::Tls(socket) => {
+                    self.buf.reserve(READ_CHUNK);
+                    socket.read_buf(&mut self.buf).await
+                }
+                ReadSide::Local(socket) => {
                     self.buf.reserve(READ_CHUNK);
                     socket.read_buf(&mut self.buf).await
                 }

@@ -14,6 +14,7 @@ mod bound;
 mod cluster_hooks;
 mod connection;
 mod inflight;
+pub mod ldapi;
 pub mod metrics;
 mod monitor;
 mod outbound;
@@ -85,6 +86,8 @@ pub(crate) struct ServerContext {
     pub(crate) tls: Option<Arc<tls::Tls>>,
     /// `security.require_tls`.
     pub(crate) require_tls: bool,
+    /// `server.ldapi_root_is_admin`.
+    pub(crate) ldapi_root_is_admin: bool,
     /// How a client certificate names its entry for SASL EXTERNAL; `None`
     /// when client certificates are not asked for.
     pub(crate) certificate_map: Option<CertificateMap>,
@@ -258,6 +261,8 @@ pub struct Server {
     tls_listener: Option<TcpListener>,
     /// `server.metrics_listen`: the HTTP endpoint of metrics.
     metrics_listener: Option<TcpListener>,
+    /// `server.listen_ldapi`: LDAP on a Unix domain socket.
+    ldapi_listener: Option<tokio::net::UnixListener>,
     ctx: Arc<ServerContext>,
     max_connections: usize,
     max_connections_per_ip: usize,
@@ -292,6 +297,7 @@ impl Server {
             listener,
             tls_listener,
             metrics_listener,
+            ldapi_listener,
             tls,
             certificate_map,
             // Taken by the cluster before the server starts.
@@ -307,6 +313,10 @@ impl Server {
         let listener = tokio_listener(listener)?;
         let tls_listener = tls_listener.map(tokio_listener).transpose()?;
         let metrics_listener = metrics_listener.map(tokio_listener).transpose()?;
+        let ldapi_listener = ldapi_listener
+            .map(tokio::net::UnixListener::from_std)
+            .transpose()
+            .map_err(|e| StartError::Config(format!("server.listen_ldapi: {e}")))?;
         if let Ok(addr) = listener.local_addr()
             && !addr.ip().is_loopback()
             && !sec.require_tls
@@ -326,7 +336,9 @@ impl Server {
                 &naming_contexts(&directory),
                 &schema,
                 tls.is_some(),
-                certificate_map.is_some(),
+                // SASL EXTERNAL: by client certificate, or by the
+                // peer's credentials on ldapi://.
+                certificate_map.is_some() || ldapi_listener.is_some(),
             )
             .map_err(|e| StartError::Schema(e.to_string()))?,
             schema,
@@ -351,6 +363,7 @@ impl Server {
             queue_flush: Duration::from_millis(s.queue_length_flush_ms),
             tls,
             require_tls: sec.require_tls,
+            ldapi_root_is_admin: s.ldapi_root_is_admin,
             certificate_map,
             cluster_hooks: None,
             monitor_root,
@@ -369,6 +382,7 @@ impl Server {
             listener,
             tls_listener,
             metrics_listener,
+            ldapi_listener,
             ctx: Arc::new(ctx),
             max_connections: s.max_connections,
             max_connections_per_ip: s.max_connections_per_ip,
@@ -453,10 +467,21 @@ impl Server {
                     None => std::future::pending().await,
                 }
             };
-            let (accepted, over_tls) = tokio::select! {
+            let accept_ldapi = async {
+                match &self.ldapi_listener {
+                    Some(listener) => listener.accept().await.map(|(stream, _)| stream),
+                    None => std::future::pending().await,
+                }
+            };
+            let accepted = tokio::select! {
                 _ = &mut shutdown => break,
-                accepted = self.listener.accept() => (accepted, false),
-                accepted = accept_tls => (accepted, true),
+                accepted = self.listener.accept() => {
+                    accepted.map(|(stream, peer)| (connection::Socket::Tcp(stream), peer))
+                }
+                accepted = accept_tls => {
+                    accepted.map(|(stream, peer)| (connection::Socket::TcpTls(stream), peer))
+                }
+                accepted = accept_ldapi => accepted.and_then(connection::Socket::local),
                 // Reap finished connections so the set stays small.
                 Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             };
@@ -483,7 +508,7 @@ impl Server {
             let ctx = Arc::clone(&self.ctx);
             let stop = stop_rx.clone();
             connections.spawn(async move {
-                connection::serve_connection(stream, peer, conn_id, ctx, stop, over_tls).await;
+                connection::serve_connection(stream, peer, conn_id, ctx, stop).await;
                 drop(slot);
             });
         }

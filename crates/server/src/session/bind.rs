@@ -80,7 +80,7 @@ impl Session {
             }
             (false, false) => {}
         }
-        if reply.ctx.require_tls && !self.tls {
+        if reply.ctx.require_tls && !self.confidential() {
             return reply.result(
                 bind.name,
                 ResultCode::CONFIDENTIALITY_REQUIRED,
@@ -135,6 +135,9 @@ impl Session {
     /// the credentials must be that same identity (`dn:DN`) or empty.
     fn external_bind(&mut self, credentials: Option<&[u8]>, reply: Reply<'_>) -> Action {
         let ctx = reply.ctx;
+        if let Some(peer) = self.peer_credentials {
+            return self.peer_bind(peer, credentials, reply);
+        }
         let (Some(map), Some(certificate)) = (&ctx.certificate_map, &self.client_certificate)
         else {
             let message: &[u8] = if ctx.certificate_map.is_none() {
@@ -171,6 +174,49 @@ impl Session {
         }
         self.identity = identity;
         reply.result(proved.original().as_bytes(), ResultCode::SUCCESS, b"")
+    }
+
+    /// SASL EXTERNAL over `ldapi://`: the user and group the kernel
+    /// reports, named as slapd names them; root is the administrator
+    /// under `server.ldapi_root_is_admin`. An authorization identity in
+    /// the credentials must be that same one or empty.
+    fn peer_bind(
+        &mut self,
+        peer: crate::ldapi::PeerCredentials,
+        credentials: Option<&[u8]>,
+        reply: Reply<'_>,
+    ) -> Action {
+        let ctx = reply.ctx;
+        let text = peer.dn();
+        let dn = match Dn::parse(text.as_bytes(), &ctx.schema) {
+            Ok(dn) => Arc::new(dn),
+            Err(e) => {
+                let message =
+                    format!("SASL EXTERNAL: the peer's name {text:?} does not parse: {e}");
+                return reply.result(b"", ResultCode::OTHER, message.as_bytes());
+            }
+        };
+        let requested = credentials.unwrap_or_default();
+        if !requested.is_empty() {
+            let same = requested
+                .strip_prefix(b"dn:")
+                .and_then(|text| Dn::parse(text, &ctx.schema).ok())
+                .is_some_and(|asked| asked.same_entry(&dn));
+            if !same {
+                return reply.result(
+                    b"",
+                    ResultCode::INVALID_CREDENTIALS,
+                    b"SASL EXTERNAL: the requested authorization identity is not the peer's",
+                );
+            }
+        }
+        self.identity = if peer.uid == 0 && ctx.ldapi_root_is_admin {
+            Identity::Admin(Arc::clone(&dn))
+        } else {
+            Identity::User(Arc::clone(&dn))
+        };
+        tracing::debug!(target: "meridian::auth", conn = self.conn_id, uid = peer.uid, gid = peer.gid, "SASL EXTERNAL bind over ldapi://");
+        reply.result(text.as_bytes(), ResultCode::SUCCESS, b"")
     }
 
     /// The reply to a bind whose password check ran elsewhere.

@@ -106,6 +106,8 @@ pub(crate) struct Session {
     running: Running,
     /// The connection is under TLS (`ldaps://`, or after StartTLS).
     pub(crate) tls: bool,
+    /// Who the kernel says the client is, on an `ldapi://` connection.
+    pub(crate) peer_credentials: Option<crate::ldapi::PeerCredentials>,
     /// The client certificate the TLS handshake verified, if any.
     pub(crate) client_certificate: Option<meridian_directory::certificate::ClientCertificate>,
     /// The open LDAP transaction (RFC 5805), if any.
@@ -127,6 +129,7 @@ impl Session {
             running: Running::default(),
             tls: false,
             client_certificate: None,
+            peer_credentials: None,
             transaction: None,
             transactions_started: 0,
             following: Arc::default(),
@@ -139,6 +142,13 @@ impl Session {
         self.following.load(std::sync::atomic::Ordering::Acquire) > 0
     }
 
+    /// Whether what the client sends stays private: under TLS, or on
+    /// `ldapi://`, which never leaves the host (`security.require_tls`
+    /// asks no more of it, as slapd gives ldapi a local security strength).
+    fn confidential(&self) -> bool {
+        self.tls || self.peer_credentials.is_some()
+    }
+
     /// Abandons the searches still running: the connection ends.
     pub(crate) fn abandon_searches(&self) {
         self.running.abandon_searches();
@@ -148,7 +158,7 @@ impl Session {
     /// connection (confidentialityRequired): a write, or a Password
     /// Modify, without TLS. Binds are checked in [`Session::bind`].
     fn needs_tls(&self, ctx: &ServerContext, op: &ProtocolOp<'_>) -> Option<&'static str> {
-        if self.tls || !ctx.require_tls {
+        if self.confidential() || !ctx.require_tls {
             return None;
         }
         match op {
