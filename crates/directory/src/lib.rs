@@ -36,6 +36,7 @@ mod prepare;
 mod presence;
 mod proxy;
 mod referral;
+mod relax;
 mod rights;
 mod search;
 pub mod sort;

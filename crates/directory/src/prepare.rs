@@ -352,6 +352,20 @@ impl Directory {
         req: &ModifyRequest<'_>,
         permissive: bool,
     ) -> Result<Command, Outcome> {
+        self.prepare_modify_as(who, req, permissive, false)
+    }
+
+    /// [`Directory::prepare_modify`]; with `relax` (the Relax Rules
+    /// control, checked by the caller to be the administrator's) the
+    /// operational attributes may be written too, and those the request
+    /// writes are not stamped over.
+    pub(crate) fn prepare_modify_as(
+        &self,
+        who: &Identity,
+        req: &ModifyRequest<'_>,
+        permissive: bool,
+        relax: bool,
+    ) -> Result<Command, Outcome> {
         let dn = self.parse_dn(req.dn)?;
         not_the_root(&dn, "modify upon the root DSE not supported")?;
         let groups = &Memberships::default();
@@ -380,6 +394,7 @@ impl Directory {
                 || (matches!(change.operation, ModifyOperation::Replace) && m.values.is_empty());
             if let Some(at) = self.schema.attr(desc.attr)
                 && at.no_user_modification
+                && !relax
                 && !(unlock && self.may_unlock(who, desc.attr))
             {
                 return Err(Outcome::new(
@@ -399,6 +414,9 @@ impl Directory {
             });
         }
         let mut operational = self.operational_changes(who);
+        if relax {
+            operational.retain(|(name, _)| !changes.iter().any(|c| c.attr.eq_ignore_ascii_case(name)));
+        }
         if touches_password {
             let policy = self.check_password_change(who, &dn, &changes)?;
             operational.extend(self.password_set_state(who, &policy, self.sets_reset(&changes)));

@@ -93,6 +93,9 @@ pub mod oid {
     /// Transaction specification (RFC 5805 section 2.1): the update
     /// belongs to the transaction whose identifier is the value.
     pub const TRANSACTION_SPECIFICATION: &[u8] = b"1.3.6.1.1.21.2";
+    /// Relax Rules (OpenLDAP's, draft-zeilenga-ldap-relax): the
+    /// administrator may write what only the server writes otherwise.
+    pub const RELAX_RULES: &[u8] = b"1.3.6.1.4.1.4203.666.5.12";
     /// Matched values (RFC 3876): only the values a filter matches.
     pub const MATCHED_VALUES: &[u8] = b"1.2.826.0.1.3344810.2.3";
 }

@@ -55,6 +55,9 @@ pub(crate) struct RequestControls<'a> {
     /// Transaction specification (RFC 5805): the transaction's
     /// identifier.
     pub(crate) transaction: Option<&'a [u8]>,
+    /// Relax Rules (OpenLDAP's): the administrator writes operational
+    /// attributes.
+    pub(crate) relax: bool,
     /// Sync Request (RFC 4533).
     pub(crate) sync: Option<SyncRequest<'a>>,
     /// Persistent search (draft-ietf-ldapext-psearch-03).
@@ -271,6 +274,17 @@ pub(crate) const SUPPORTED_CONTROLS: &[SupportedControl] = &[
         // answer to a malformed one depends on the sort's criticality.
         take: |control, parsed, _| {
             parsed.sort = Some(control_value(control));
+            Ok(())
+        },
+    },
+    SupportedControl {
+        oid: control_oid::RELAX_RULES,
+        name: "relax rules",
+        serves: |op| matches!(op, ProtocolOp::AddRequest(_) | ProtocolOp::ModifyRequest(_)),
+        served_with: "add and modify",
+        take: |control, parsed, _| {
+            no_value(control, "relax rules")?;
+            parsed.relax = true;
             Ok(())
         },
     },

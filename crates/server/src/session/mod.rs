@@ -341,10 +341,17 @@ impl Session {
                     .map(|(filter, encoded)| (filter, *encoded));
                 return self.compare_request(cmp, assertion, reply, out);
             }
+            ProtocolOp::AddRequest(add) if controls.relax => {
+                ctx.directory.prepare_add_relaxed(&self.identity, add)
+            }
             ProtocolOp::AddRequest(add) => ctx.directory.prepare_add(&self.identity, add),
             ProtocolOp::DelRequest(dn) => {
                 ctx.directory
                     .prepare_delete(&self.identity, dn, controls.subtree_delete)
+            }
+            ProtocolOp::ModifyRequest(m) if controls.relax => {
+                ctx.directory
+                    .prepare_modify_relaxed(&self.identity, m, controls.permissive_modify)
             }
             ProtocolOp::ModifyRequest(m) => {
                 ctx.directory
