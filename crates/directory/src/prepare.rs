@@ -415,7 +415,8 @@ impl Directory {
         }
         let mut operational = self.operational_changes(who);
         if relax {
-            operational.retain(|(name, _)| !changes.iter().any(|c| c.attr.eq_ignore_ascii_case(name)));
+            operational
+                .retain(|(name, _)| !changes.iter().any(|c| c.attr.eq_ignore_ascii_case(name)));
         }
         if touches_password {
             let policy = self.check_password_change(who, &dn, &changes)?;

@@ -6,6 +6,7 @@ mod bench;
 mod cluster;
 mod export;
 mod import;
+mod ldap_client;
 mod logging;
 mod migrate;
 mod notify;
@@ -14,6 +15,7 @@ mod serve;
 mod setup;
 mod tools;
 mod verify;
+mod verify_against;
 
 use std::process::ExitCode;
 

@@ -38,6 +38,66 @@ pub(crate) struct VerifyArgs {
     /// How long to wait for the nodes to reach one log position, in seconds.
     #[arg(long, default_value_t = 30)]
     wait: u64,
+    /// Instead: compare a running server (the source of a live
+    /// migration, `migrate --follow`) with the Meridian at `--into`,
+    /// entry by entry over LDAP.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["cluster_dir", "node_data_dirs"])]
+    against: Option<String>,
+    /// `--against`: the DN to bind to that server as.
+    #[arg(long, value_name = "DN", requires = "against")]
+    bind_dn: Option<String>,
+    /// `--against`: a file whose first line is its password.
+    #[arg(long, value_name = "FILE", requires = "against")]
+    bind_password_file: Option<PathBuf>,
+    /// `--against`: the subtree compared.
+    #[arg(long, value_name = "DN", requires = "against")]
+    base: Option<String>,
+    /// `--against`: the Meridian compared with it.
+    #[arg(long, value_name = "URL", requires = "against")]
+    into: Option<String>,
+    /// `--against`: Meridian's administrator DN.
+    #[arg(long, value_name = "DN", default_value = "cn=admin,dc=example,dc=com")]
+    into_bind_dn: String,
+    /// `--against`: a file whose first line is Meridian's administrator
+    /// password.
+    #[arg(long, value_name = "FILE", requires = "against")]
+    into_password_file: Option<PathBuf>,
+    /// `--against`: the CA file for `ldaps://` URLs.
+    #[arg(long, value_name = "FILE")]
+    tls_ca_file: Option<PathBuf>,
+}
+
+/// What `--against` compares, from the flags.
+fn comparison(args: &VerifyArgs, url: &str) -> anyhow::Result<crate::verify_against::Comparison> {
+    let missing = |flag: &str| anyhow::anyhow!("--against needs {flag}");
+    let endpoint = |url: &str, dn: &str, file: Option<&PathBuf>, flag: &str| {
+        Ok::<_, anyhow::Error>(crate::ldap_client::Endpoint {
+            url: url.to_owned(),
+            bind_dn: dn.to_owned(),
+            password: crate::ldap_client::password_from(file.ok_or_else(|| missing(flag))?)?,
+            tls_ca_file: args.tls_ca_file.clone(),
+        })
+    };
+    let source_dn = args
+        .bind_dn
+        .as_deref()
+        .ok_or_else(|| missing("--bind-dn"))?;
+    let into = args.into.as_deref().ok_or_else(|| missing("--into"))?;
+    Ok(crate::verify_against::Comparison {
+        source: endpoint(
+            url,
+            source_dn,
+            args.bind_password_file.as_ref(),
+            "--bind-password-file",
+        )?,
+        target: endpoint(
+            into,
+            &args.into_bind_dn,
+            args.into_password_file.as_ref(),
+            "--into-password-file",
+        )?,
+        base: args.base.clone().ok_or_else(|| missing("--base"))?,
+    })
 }
 
 /// One node's database of one partition, opened read-only.
@@ -89,6 +149,9 @@ fn positions(replicas: &[Replica]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
 }
 
 pub(crate) fn run(args: VerifyArgs) -> anyhow::Result<()> {
+    if let Some(url) = &args.against {
+        return crate::verify_against::run(&comparison(&args, url)?);
+    }
     let nodes = load_nodes(&args)?;
     let Some((_, first)) = nodes.first() else {
         anyhow::bail!("no node to verify");

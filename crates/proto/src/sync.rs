@@ -118,6 +118,51 @@ pub fn encode_sync_state(buf: &mut Vec<u8>, state: SyncState, uuid: &[u8], cooki
     w.end(m);
 }
 
+/// A Sync State control's value, decoded (a consumer's view).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncStateValue<'a> {
+    /// The entry's state.
+    pub state: SyncState,
+    /// Its UUID (16 octets).
+    pub uuid: &'a [u8],
+    /// The cookie, when the message moves the consumer's on.
+    pub cookie: Option<&'a [u8]>,
+}
+
+impl<'a> SyncStateValue<'a> {
+    /// Decodes the control's value.
+    pub fn decode(value: Option<&'a [u8]>) -> Result<Self> {
+        let mut r = sequence_reader(value, "the sync state value must be a SEQUENCE")?;
+        let state = match r.integer(Tag::ENUMERATED, "expected the sync state")? {
+            0 => SyncState::Present,
+            1 => SyncState::Add,
+            2 => SyncState::Modify,
+            3 => SyncState::Delete,
+            _ => return Err(Error::Malformed("unknown sync state")),
+        };
+        let uuid = r.expect(Tag::OCTET_STRING, "expected the entry's UUID")?;
+        let cookie = r.optional(Tag::OCTET_STRING)?;
+        r.finish("trailing bytes in the sync state value")?;
+        Ok(SyncStateValue {
+            state,
+            uuid,
+            cookie,
+        })
+    }
+}
+
+/// Decodes a Sync Done control's value: the cookie and refreshDeletes.
+pub fn decode_sync_done(value: Option<&[u8]>) -> Result<(Option<&[u8]>, bool)> {
+    let mut r = sequence_reader(value, "the sync done value must be a SEQUENCE")?;
+    let cookie = r.optional(Tag::OCTET_STRING)?;
+    let refresh_deletes = match r.optional(Tag::BOOLEAN)? {
+        Some(b) => meridian_ber::decode_boolean(b)?,
+        None => false,
+    };
+    r.finish("trailing bytes in the sync done value")?;
+    Ok((cookie, refresh_deletes))
+}
+
 /// Encodes a Sync Done control's value.
 pub fn encode_sync_done(buf: &mut Vec<u8>, cookie: Option<&[u8]>, refresh_deletes: bool) {
     let mut w = Writer::new(buf);
@@ -343,6 +388,23 @@ mod tests {
             request.encode(&mut buf);
             assert_eq!(SyncRequest::decode(Some(&buf)).unwrap(), request);
         }
+    }
+
+    #[test]
+    fn sync_state_and_done_values_round_trip() {
+        let uuid = [9u8; 16];
+        let mut buf = Vec::new();
+        encode_sync_state(&mut buf, SyncState::Modify, &uuid, Some(b"rid=001"));
+        let value = SyncStateValue::decode(Some(&buf)).unwrap();
+        assert_eq!(value.state, SyncState::Modify);
+        assert_eq!(value.uuid, uuid);
+        assert_eq!(value.cookie, Some(b"rid=001".as_slice()));
+        let mut buf = Vec::new();
+        encode_sync_done(&mut buf, Some(b"c"), true);
+        assert_eq!(
+            decode_sync_done(Some(&buf)).unwrap(),
+            (Some(b"c".as_slice()), true)
+        );
     }
 
     #[test]

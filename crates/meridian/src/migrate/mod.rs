@@ -7,6 +7,7 @@
 //! the data follows with `slapcat | meridian import` (docs/operations.md).
 
 mod acl;
+pub(crate) mod follow;
 mod read;
 
 use std::fmt::Write as _;
@@ -21,8 +22,45 @@ use read::{Database, Directive, SlapdConfig};
 #[derive(Debug, Args)]
 pub(crate) struct MigrateArgs {
     /// The OpenLDAP configuration: a slapd.conf file or a slapd.d folder.
-    #[arg(long, value_name = "PATH")]
-    from: PathBuf,
+    #[arg(long, value_name = "PATH", required_unless_present = "follow")]
+    from: Option<PathBuf>,
+    /// Instead: follow a running OpenLDAP server (with the syncprov
+    /// overlay) by content synchronization, copying its entries into the
+    /// Meridian at `--into` and then its changes as they come.
+    #[arg(long, value_name = "URL", conflicts_with = "from")]
+    follow: Option<String>,
+    /// `--follow`: the DN to bind to the OpenLDAP server as (one that may
+    /// read everything, userPassword included: its rootdn).
+    #[arg(long, value_name = "DN", requires = "follow")]
+    bind_dn: Option<String>,
+    /// `--follow`: a file whose first line is that DN's password.
+    #[arg(long, value_name = "FILE", requires = "follow")]
+    bind_password_file: Option<PathBuf>,
+    /// `--follow`: the subtree to copy (the OpenLDAP database's suffix).
+    #[arg(long, value_name = "DN", requires = "follow")]
+    base: Option<String>,
+    /// `--follow`: the Meridian to copy into (a server, or any node of a
+    /// cluster).
+    #[arg(long, value_name = "URL", requires = "follow")]
+    into: Option<String>,
+    /// `--follow`: Meridian's administrator DN (`directory.admin_dn`).
+    #[arg(long, value_name = "DN", default_value = "cn=admin,dc=example,dc=com")]
+    into_bind_dn: String,
+    /// `--follow`: a file whose first line is Meridian's administrator
+    /// password.
+    #[arg(long, value_name = "FILE", requires = "follow")]
+    into_password_file: Option<PathBuf>,
+    /// `--follow`: the CA file for `ldaps://` URLs.
+    #[arg(long, value_name = "FILE")]
+    tls_ca_file: Option<PathBuf>,
+    /// `--follow`: where the synchronization cookie is kept between runs
+    /// (a restart resumes from it).
+    #[arg(long, value_name = "FILE", default_value = "meridian-follow.cookie")]
+    state: PathBuf,
+    /// `--follow`: one refresh, then exit (refreshOnly), instead of
+    /// following until stopped.
+    #[arg(long, requires = "follow")]
+    once: bool,
     /// Write the Meridian configuration here (it must not exist) instead
     /// of to standard output.
     #[arg(short = 'o', long)]
@@ -35,10 +73,16 @@ pub(crate) struct MigrateArgs {
 }
 
 pub(crate) fn run(args: MigrateArgs) -> anyhow::Result<()> {
-    let slapd = if args.from.is_dir() {
-        read::slapd_d(&args.from)?
+    if let Some(url) = &args.follow {
+        return follow::run(&following(&args, url)?);
+    }
+    let Some(from) = &args.from else {
+        anyhow::bail!("give --from (a slapd.conf or slapd.d) or --follow (a running server)");
+    };
+    let slapd = if from.is_dir() {
+        read::slapd_d(from)?
     } else {
-        read::slapd_conf(&args.from)?
+        read::slapd_conf(from)?
     };
     let migration = translate(&slapd);
     if !migration.dropped_access.is_empty() {
@@ -89,6 +133,46 @@ pub(crate) fn run(args: MigrateArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What `--follow` needs, from the flags.
+fn following(args: &MigrateArgs, url: &str) -> anyhow::Result<follow::Following> {
+    let need = |what: Option<&PathBuf>, flag: &str| -> anyhow::Result<String> {
+        let path = what.ok_or_else(|| anyhow::anyhow!("--follow needs {flag}"))?;
+        crate::ldap_client::password_from(path)
+    };
+    let endpoint = |url: &str, dn: &str, password: String| crate::ldap_client::Endpoint {
+        url: url.to_owned(),
+        bind_dn: dn.to_owned(),
+        password,
+        tls_ca_file: args.tls_ca_file.clone(),
+    };
+    let source_dn = args
+        .bind_dn
+        .as_deref()
+        .ok_or_else(|| anyhow::anyhow!("--follow needs --bind-dn"))?;
+    let into = args
+        .into
+        .as_deref()
+        .ok_or_else(|| anyhow::anyhow!("--follow needs --into (the Meridian to copy into)"))?;
+    Ok(follow::Following {
+        source: endpoint(
+            url,
+            source_dn,
+            need(args.bind_password_file.as_ref(), "--bind-password-file")?,
+        ),
+        target: endpoint(
+            into,
+            &args.into_bind_dn,
+            need(args.into_password_file.as_ref(), "--into-password-file")?,
+        ),
+        base: args
+            .base
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("--follow needs --base (the subtree to copy)"))?,
+        state: args.state.clone(),
+        once: args.once,
+    })
 }
 
 /// The configuration written, and what did not translate.
