@@ -447,3 +447,183 @@ fn a_persistent_search_whose_client_reads_nothing_is_dropped_with_memory_bounded
     assert!(entries < 5000, "{entries} changes were kept for it");
     assert!(serves(&server));
 }
+
+/// `meridian migrate --follow` of the slapd at `provider` into `ours`,
+/// as a child process writing its log to `log`.
+fn follower(provider: &str, ours: &str, dir: &std::path::Path) -> std::process::Child {
+    let log = std::fs::File::create(dir.join("follow.log")).unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args([
+            "migrate",
+            "--follow",
+            provider,
+            "--bind-dn",
+            ADMIN_DN,
+            "--bind-password-file",
+        ])
+        .arg(dir.join("theirs"))
+        .args([
+            "--base",
+            "dc=example,dc=com",
+            "--into",
+            ours,
+            "--into-password-file",
+        ])
+        .arg(dir.join("ours"))
+        .arg("--state")
+        .arg(dir.join("cookie"))
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+/// `meridian verify --against`: its exit code and output.
+fn verify_against(provider: &str, ours: &str, dir: &std::path::Path) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args([
+            "verify",
+            "--against",
+            provider,
+            "--bind-dn",
+            ADMIN_DN,
+            "--bind-password-file",
+        ])
+        .arg(dir.join("theirs"))
+        .args([
+            "--base",
+            "dc=example,dc=com",
+            "--into",
+            ours,
+            "--into-password-file",
+        ])
+        .arg(dir.join("ours"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!("{}{}", text(&out.stdout), text(&out.stderr)),
+    )
+}
+
+/// Waits until `verify --against` says identical.
+fn verified(provider: &str, ours: &str, dir: &std::path::Path, when: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, out) = verify_against(provider, ours, dir);
+        if code == 0 {
+            assert!(out.contains("identical"), "{out}");
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Meridian did not converge with slapd {when}:\n{out}\n--- the follower's log:\n{}",
+            std::fs::read_to_string(dir.join("follow.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn meridian_follows_slapd_through_restarts_of_both_and_verify_agrees() {
+    let people: String = (0..30)
+        .map(|i| {
+            format!(
+                "dn: uid=old-{i},ou=People,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: old-{i}\n\
+                 cn: Old {i}\nsn: O\nuserPassword: {{SSHA}}9ky4rYD6AlrHmrJHhszpFDBWiGQc7kqz\n\n"
+            )
+        })
+        .collect();
+    let mut slapd = Slapd::start_with(
+        "provider",
+        &format!("{TOP}\n{people}"),
+        &Extra {
+            global: "moduleload syncprov\n",
+            database: "index entryUUID,entryCSN eq\noverlay syncprov\nsyncprov-sessionlog 1000\n",
+            ..Extra::default()
+        },
+    );
+    let provider = format!("ldap://127.0.0.1:{}", slapd.port);
+    let socket = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut server = Server::start_on("", &socket);
+    let ours = server.url();
+    let dir = temp_dir("follow");
+    std::fs::write(dir.join("theirs"), "secret\n").unwrap();
+    std::fs::write(dir.join("ours"), format!("{ADMIN_PASSWORD}\n")).unwrap();
+    let mut follow = follower(&provider, &ours, &dir);
+    verified(&provider, &ours, &dir, "after the first refresh");
+
+    // A write load on slapd while each side is restarted in turn.
+    let load = |round: &str| {
+        let mut changes = String::new();
+        for i in 0..10 {
+            changes.push_str(&format!(
+                "dn: uid={round}-{i},ou=People,dc=example,dc=com\nchangetype: add\nobjectClass: inetOrgPerson\n\
+                 uid: {round}-{i}\ncn: {round} {i}\nsn: N\n\n"
+            ));
+        }
+        changes.push_str(&format!(
+            "dn: uid={round}-1,ou=People,dc=example,dc=com\nchangetype: modify\nreplace: sn\nsn: changed\n\n\
+             dn: uid={round}-2,ou=People,dc=example,dc=com\nchangetype: modrdn\nnewrdn: uid={round}-2x\ndeleteoldrdn: 1\n\n\
+             dn: uid={round}-3,ou=People,dc=example,dc=com\nchangetype: delete\n\n"
+        ));
+        let (code, out) = tool_at(&provider, "ldapmodify", &SLAPD_BIND, &[], Some(&changes));
+        assert_eq!(code, 0, "round {round} at slapd: {out}");
+    };
+    load("live");
+    verified(&provider, &ours, &dir, "after live changes");
+
+    // The follower killed; changes meanwhile; back with its cookie.
+    follow.kill().unwrap();
+    follow.wait().unwrap();
+    load("follower-down");
+    let (code, out) = tool_at(
+        &provider,
+        "ldapdelete",
+        &SLAPD_BIND,
+        &["uid=old-0,ou=People,dc=example,dc=com"],
+        None,
+    );
+    assert_eq!(code, 0, "{out}");
+    follow = follower(&provider, &ours, &dir);
+    verified(&provider, &ours, &dir, "after the follower's restart");
+
+    // Meridian killed and restarted under it, while slapd is written.
+    std::thread::scope(|s| {
+        let writing = s.spawn(|| {
+            for round in ["during-1", "during-2", "during-3"] {
+                load(round);
+            }
+        });
+        server.restart_on(&socket);
+        writing.join().unwrap();
+    });
+    load("meridian-restarted");
+    verified(&provider, &ours, &dir, "after Meridian's restart");
+
+    // slapd killed and restarted under it.
+    slapd.restart();
+    load("slapd-restarted");
+    verified(&provider, &ours, &dir, "after slapd's restart");
+
+    // A difference planted in Meridian is found and named.
+    let (code, out) = tool_at(
+        &ours,
+        "ldapmodify",
+        &OUR_BIND,
+        &[],
+        Some(
+            "dn: uid=old-5,ou=People,dc=example,dc=com\nchangetype: modify\nreplace: cn\ncn: planted\n",
+        ),
+    );
+    assert_eq!(code, 0, "{out}");
+    follow.kill().unwrap();
+    follow.wait().unwrap();
+    let (code, out) = verify_against(&provider, &ours, &dir);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("differs: uid=old-5,ou=People,dc=example,dc=com: cn (values)"),
+        "{out}"
+    );
+    assert!(out.contains("1 entries differ"), "{out}");
+}
