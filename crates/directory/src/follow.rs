@@ -401,3 +401,128 @@ mod tests {
         assert!(asked.uuid && !asked.csn);
     }
 }
+
+/// What a following search sends of each changed entry, prepared once
+/// for its whole life: its filter compiled, the attributes it asked for
+/// parsed, who asks. [`Directory::render_changed`] then reads an entry
+/// from a snapshot and encodes it with its label in one pass: no search
+/// set up per change, no entry encoded twice.
+pub struct ChangeView {
+    who: Identity,
+    admin: bool,
+    compiled: meridian_model::filter::CompiledFilter,
+    selection: meridian_model::selection::Selection,
+    types_only: bool,
+    uuid: Option<meridian_model::schema::AttrId>,
+    csn: Option<meridian_model::schema::AttrId>,
+}
+
+/// What [`Directory::render_changed`] found of an entry.
+#[derive(Debug)]
+pub struct Rendered {
+    /// The entry was sent.
+    pub sent: bool,
+    /// Its DN (sent or not).
+    pub dn: Dn,
+    /// Its entryUUID.
+    pub uuid: Option<[u8; 16]>,
+}
+
+impl Directory {
+    /// The view of changed entries for a following search `req` by `who`.
+    pub fn change_view(
+        &self,
+        who: &Identity,
+        req: &meridian_proto::SearchRequest<'_>,
+    ) -> ChangeView {
+        ChangeView {
+            who: who.clone(),
+            admin: matches!(who, Identity::Admin(_)),
+            compiled: meridian_model::filter::CompiledFilter::compile(&req.filter, &self.schema),
+            selection: meridian_model::selection::Selection::parse(
+                req.attributes.iter(),
+                &self.schema,
+            ),
+            types_only: req.types_only,
+            uuid: self.schema.attribute_id("entryUUID"),
+            csn: self.schema.entry_csn_attr(),
+        }
+    }
+
+    /// Reads entry `id` from `snapshot` and, if `in_scope` of its DN,
+    /// the view's filter matches it and its reader may see it, appends
+    /// it as message `message_id` with the control `label` gives (from
+    /// its entryUUID and entryCSN; `None` from `label`: not sent). `None`
+    /// if the entry is gone.
+    pub fn render_changed(
+        &self,
+        view: &ChangeView,
+        snapshot: &meridian_store::Snapshot<'_>,
+        id: meridian_store::EntryId,
+        in_scope: impl Fn(&Dn) -> bool,
+        message_id: i32,
+        out: &mut Vec<u8>,
+        label: impl FnOnce(&Found<'_>) -> Option<Label>,
+    ) -> Option<Rendered> {
+        let entry = snapshot.entry_if_present(id).ok()??;
+        let first = |attr: Option<meridian_model::schema::AttrId>| {
+            attr.and_then(|a| entry.get(a))
+                .and_then(|a| a.values.first())
+                .map(Vec::as_slice)
+        };
+        let uuid = first(view.uuid).and_then(meridian_store::feed::uuid_octets);
+        let groups = &Memberships::default();
+        let shown = in_scope(&entry.dn)
+            && view.compiled.matches(&entry, &self.schema)
+            && (view.admin
+                || self.may_see(
+                    &view.who,
+                    &entry,
+                    &crate::rights::SeenFilter::new(&view.compiled),
+                    groups,
+                ));
+        let label = if shown {
+            label(&Found {
+                dn: entry.dn.original().as_bytes(),
+                uuid,
+                csn: first(view.csn),
+            })
+        } else {
+            None
+        };
+        let Some(label) = label else {
+            return Some(Rendered {
+                sent: false,
+                dn: entry.dn.clone(),
+                uuid,
+            });
+        };
+        let projection = crate::encode::Projection {
+            selection: &view.selection,
+            types_only: view.types_only,
+            schema: &self.schema,
+            values: None,
+        };
+        let visible = |a: &meridian_model::entry::Attribute| {
+            view.admin || self.may_read_attribute(&view.who, &entry.dn, a.desc.attr, groups)
+        };
+        let mut w = meridian_ber::Writer::new(out);
+        let message = w.start(meridian_ber::Tag::SEQUENCE);
+        w.integer(meridian_ber::Tag::INTEGER, i64::from(message_id));
+        crate::encode::encode_entry_op(&mut w, &entry, projection, visible, &[]);
+        if let Some((oid, value)) = &label.control {
+            let controls = w.start(meridian_ber::Tag::context(0, true));
+            let control = w.start(meridian_ber::Tag::SEQUENCE);
+            w.octets(meridian_ber::Tag::OCTET_STRING, oid);
+            w.octets(meridian_ber::Tag::OCTET_STRING, value);
+            w.end(control);
+            w.end(controls);
+        }
+        w.end(message);
+        Some(Rendered {
+            sent: true,
+            dn: entry.dn.clone(),
+            uuid,
+        })
+    }
+}

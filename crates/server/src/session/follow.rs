@@ -146,6 +146,7 @@ impl Session {
             manage_dsa_it,
             ..SearchControls::default()
         };
+        let view = ctx.directory.change_view(&self.identity, search);
         let mut request = OwnedSearch::new(search, controls);
         request.attributes = attributes;
         let follower = Follower {
@@ -159,6 +160,7 @@ impl Session {
             request,
             base,
             asked,
+            view,
             wanted,
             access_log: ctx.access_log,
             conn: self.conn_id,
@@ -313,6 +315,8 @@ struct Follower {
     request: OwnedSearch,
     base: Dn,
     asked: Asked,
+    /// What it sends of a changed entry, prepared once.
+    view: follow::ChangeView,
     wanted: Wanted,
     access_log: bool,
     conn: u64,
@@ -578,6 +582,10 @@ impl Follower {
         entries: &mut u64,
     ) {
         let store = self.pipe.directory.store_holding(&self.base);
+        // One snapshot for the commit's changes: they are all in it.
+        let Ok(snapshot) = store.snapshot() else {
+            return;
+        };
         let mut batch = ResponseBatch::default();
         let mut told: Vec<u64> = Vec::new();
         for change in &committed.changes {
@@ -604,82 +612,66 @@ impl Follower {
                         continue;
                     }
                     told.push(*id);
-                    // Gone since: its delete comes later in the feed.
-                    let Ok(Some(entry)) = store.snapshot().and_then(|s| s.entry_if_present(*id))
-                    else {
-                        continue;
-                    };
                     let old_dn = match change {
                         EntryChange::Renamed { old_dn, .. } => Some(old_dn),
                         _ => None,
                     };
-                    let sent =
-                        self.send_entry(&mut batch.bytes, &entry.dn, change, cookie.as_deref_mut());
-                    *entries += sent;
+                    // Gone since: its delete comes later in the feed.
+                    let Some(rendered) = self.send_entry(
+                        &snapshot,
+                        &mut batch.bytes,
+                        *id,
+                        change,
+                        cookie.as_deref_mut(),
+                    ) else {
+                        continue;
+                    };
+                    if rendered.sent {
+                        *entries += 1;
+                        continue;
+                    }
                     // A synchronized entry that left the search (renamed
                     // out of its scope, or no longer matching): deleted,
                     // for the consumer.
-                    let was_here =
-                        old_dn.map_or(self.in_scope(&entry.dn), |old| self.in_scope(old));
-                    if sent == 0 && was_here && matches!(self.wanted, Wanted::Sync { .. }) {
-                        let dn = old_dn.unwrap_or(&entry.dn);
-                        let uuid = self.uuid_of(&entry);
-                        if let Some(uuid) = uuid
-                            && self.may_know_of(dn)
-                        {
-                            self.send_sync_delete(&mut batch.bytes, dn, &uuid);
-                            *entries += 1;
-                        }
+                    let dn = old_dn.unwrap_or(&rendered.dn);
+                    if matches!(self.wanted, Wanted::Sync { .. })
+                        && self.in_scope(dn)
+                        && let Some(uuid) = rendered.uuid
+                        && self.may_know_of(dn)
+                    {
+                        self.send_sync_delete(&mut batch.bytes, dn, &uuid);
+                        *entries += 1;
                     }
                 }
             }
         }
+        drop(snapshot);
         self.pipe.outbound.push(&mut batch);
     }
 
-    /// Sends the entry at `dn` as the search sees it now, labelled for
-    /// `change`; 0 if it is out of the search's scope, does not match,
-    /// or may not be seen.
+    /// Sends entry `id` as the search sees it in `snapshot`, labelled for
+    /// `change`: not sent (said in what is returned) if it is out of the
+    /// search's scope, does not match, may not be seen, or is of a type
+    /// of change a persistent search did not ask for; `None` if gone.
     fn send_entry(
         &self,
+        snapshot: &meridian_store::Snapshot<'_>,
         out: &mut Vec<u8>,
-        dn: &Dn,
+        id: u64,
         change: &EntryChange,
-        cookie: Option<&mut SyncCookie>,
-    ) -> u64 {
-        if !self.in_scope(dn) {
-            return 0;
-        }
+        mut cookie: Option<&mut SyncCookie>,
+    ) -> Option<follow::Rendered> {
         let (kind, previous) = match change {
             EntryChange::Added(_) => (change_type::ADD, None),
             EntryChange::Renamed { old_dn, .. } => (change_type::MOD_DN, Some(old_dn)),
             _ => (change_type::MODIFY, None),
         };
-        if let Wanted::Persistent(how) = &self.wanted
-            && !wants(how, kind)
-        {
-            return 0;
-        }
-        let request = self.request.at(dn.original().as_bytes(), Scope::Base);
-        let Some(Some(base)) = request.with(|req, _| self.pipe.directory.parse_dn(req.base).ok())
-        else {
-            return 0;
+        let wanted = match &self.wanted {
+            Wanted::Persistent(how) => wants(how, kind),
+            Wanted::Sync { .. } => true,
         };
-        let mut cursor = SearchCursor::with_base(base);
-        let mut scratch = Vec::new();
-        let _ = request.with(|req, controls| {
-            self.pipe.directory.search_step(
-                &self.pipe.identity,
-                req,
-                self.pipe.id,
-                &mut scratch,
-                controls,
-                &mut cursor,
-                usize::MAX,
-            )
-        });
-        let mut cookie = cookie;
-        let sent = follow::relabel(&scratch, out, self.asked, |found| match &self.wanted {
+        let label = |found: &Found<'_>| match &self.wanted {
+            _ if !wanted => None,
             Wanted::Sync { .. } => {
                 let uuid = found.uuid?;
                 // The message moves the consumer's cookie on only when
@@ -719,8 +711,16 @@ impl Follower {
                 }),
                 attributes: true,
             }),
-        });
-        sent as u64
+        };
+        self.pipe.directory.render_changed(
+            &self.view,
+            snapshot,
+            id,
+            |dn| self.in_scope(dn),
+            self.pipe.id,
+            out,
+            label,
+        )
     }
 
     fn send_sync_delete(&self, out: &mut Vec<u8>, dn: &Dn, uuid: &[u8; 16]) {
@@ -771,12 +771,6 @@ impl Follower {
             return 0;
         }
         follow::relabel(&scratch, out, self.asked, |_| Some(label(true))) as u64
-    }
-
-    fn uuid_of(&self, entry: &meridian_model::entry::Entry) -> Option<[u8; 16]> {
-        let attr = self.pipe.directory.schema().attribute_id("entryUUID")?;
-        let value = entry.get(attr)?.values.first()?;
-        meridian_store::feed::uuid_octets(value)
     }
 
     fn in_scope(&self, dn: &Dn) -> bool {
