@@ -408,6 +408,8 @@ mod tests {
 /// from a snapshot and encodes it with its label in one pass: no search
 /// set up per change, no entry encoded twice.
 pub struct ChangeView {
+    base: Dn,
+    scope: meridian_proto::Scope,
     who: Identity,
     admin: bool,
     compiled: meridian_model::filter::CompiledFilter,
@@ -428,14 +430,31 @@ pub struct Rendered {
     pub uuid: Option<[u8; 16]>,
 }
 
+impl ChangeView {
+    /// Whether `dn` is in the search's scope.
+    pub fn in_scope(&self, dn: &Dn) -> bool {
+        use meridian_proto::Scope;
+        match self.scope {
+            Scope::Base => dn.same_entry(&self.base),
+            Scope::OneLevel => dn.is_child_of(&self.base),
+            Scope::Subtree => dn.is_within(&self.base),
+            Scope::Subordinate => dn.is_within(&self.base) && !dn.same_entry(&self.base),
+        }
+    }
+}
+
 impl Directory {
-    /// The view of changed entries for a following search `req` by `who`.
+    /// The view of changed entries for a following search `req` (based
+    /// at `base`, parsed) by `who`.
     pub fn change_view(
         &self,
         who: &Identity,
         req: &meridian_proto::SearchRequest<'_>,
+        base: Dn,
     ) -> ChangeView {
         ChangeView {
+            base,
+            scope: req.scope,
             who: who.clone(),
             admin: matches!(who, Identity::Admin(_)),
             compiled: meridian_model::filter::CompiledFilter::compile(&req.filter, &self.schema),
@@ -449,17 +468,16 @@ impl Directory {
         }
     }
 
-    /// Reads entry `id` from `snapshot` and, if `in_scope` of its DN,
-    /// the view's filter matches it and its reader may see it, appends
-    /// it as message `message_id` with the control `label` gives (from
-    /// its entryUUID and entryCSN; `None` from `label`: not sent). `None`
-    /// if the entry is gone.
+    /// Reads entry `id` from `snapshot` and, if it is in the view's
+    /// scope, its filter matches it and its reader may see it, appends it
+    /// as message `message_id` with the control `label` gives (from its
+    /// entryUUID and entryCSN; `None` from `label`: not sent). `None` if
+    /// the entry is gone.
     pub fn render_changed(
         &self,
         view: &ChangeView,
         snapshot: &meridian_store::Snapshot<'_>,
         id: meridian_store::EntryId,
-        in_scope: impl Fn(&Dn) -> bool,
         message_id: i32,
         out: &mut Vec<u8>,
         label: impl FnOnce(&Found<'_>) -> Option<Label>,
@@ -472,7 +490,7 @@ impl Directory {
         };
         let uuid = first(view.uuid).and_then(meridian_store::feed::uuid_octets);
         let groups = &Memberships::default();
-        let shown = in_scope(&entry.dn)
+        let shown = view.in_scope(&entry.dn)
             && view.compiled.matches(&entry, &self.schema)
             && (view.admin
                 || self.may_see(

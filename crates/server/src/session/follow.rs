@@ -146,7 +146,9 @@ impl Session {
             manage_dsa_it,
             ..SearchControls::default()
         };
-        let view = ctx.directory.change_view(&self.identity, search);
+        let view = ctx
+            .directory
+            .change_view(&self.identity, search, base.clone());
         let mut request = OwnedSearch::new(search, controls);
         request.attributes = attributes;
         let follower = Follower {
@@ -712,15 +714,9 @@ impl Follower {
                 attributes: true,
             }),
         };
-        self.pipe.directory.render_changed(
-            &self.view,
-            snapshot,
-            id,
-            |dn| self.in_scope(dn),
-            self.pipe.id,
-            out,
-            label,
-        )
+        self.pipe
+            .directory
+            .render_changed(&self.view, snapshot, id, self.pipe.id, out, label)
     }
 
     fn send_sync_delete(&self, out: &mut Vec<u8>, dn: &Dn, uuid: &[u8; 16]) {
@@ -774,12 +770,7 @@ impl Follower {
     }
 
     fn in_scope(&self, dn: &Dn) -> bool {
-        match self.request.scope {
-            Scope::Base => dn.same_entry(&self.base),
-            Scope::OneLevel => dn.is_child_of(&self.base),
-            Scope::Subtree => dn.is_within(&self.base),
-            Scope::Subordinate => dn.is_within(&self.base) && !dn.same_entry(&self.base),
-        }
+        self.view.in_scope(dn)
     }
 
     fn may_know_of(&self, dn: &Dn) -> bool {
