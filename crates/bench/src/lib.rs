@@ -21,6 +21,7 @@
 
 pub mod canned;
 pub mod capacity;
+pub mod followers;
 pub mod generate;
 pub mod keys;
 pub mod ops;

@@ -38,6 +38,30 @@ enum BenchCommand {
     Ceiling(CeilingArgs),
     /// Serve canned responses (a server that costs nothing, for client measurements).
     Canned(CannedArgs),
+    /// Persistent-search consumers: count the changes a server delivers to each.
+    Followers(FollowersArgs),
+}
+
+#[derive(Debug, Args)]
+struct FollowersArgs {
+    /// Server URL (ldap://HOST:PORT).
+    #[arg(long, default_value = "ldap://127.0.0.1:3389")]
+    url: String,
+    /// Bind DN of every consumer.
+    #[arg(short = 'D', long, default_value = "cn=admin,dc=example,dc=com")]
+    bind_dn: String,
+    /// Its password.
+    #[arg(short = 'w', long)]
+    password: String,
+    /// The subtree followed.
+    #[arg(long, default_value = "dc=example,dc=com")]
+    base: String,
+    /// Consumers (connections, one persistent search each).
+    #[arg(long, default_value_t = 1)]
+    consumers: usize,
+    /// Seconds to count.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
 }
 
 /// Settings that override the scenario file.
@@ -176,6 +200,28 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Compare(args) => compare(args),
         BenchCommand::Capacity(args) => capacity(args),
         BenchCommand::Ceiling(args) => ceiling(&args),
+        BenchCommand::Followers(args) => {
+            let delivered =
+                meridian_bench::followers::run(&meridian_bench::followers::Followers {
+                    url: args.url,
+                    bind_dn: args.bind_dn,
+                    password: args.password,
+                    base: args.base,
+                    consumers: args.consumers,
+                    duration: std::time::Duration::from_secs_f64(args.duration),
+                })?;
+            let least = delivered.per_consumer.iter().min().copied().unwrap_or(0);
+            let most = delivered.per_consumer.iter().max().copied().unwrap_or(0);
+            println!(
+                "{} consumers: {:.0} changes/s delivered in all ({:.0}/s each, least {least}, most {most} in {:.1} s); {} ended by the server",
+                args.consumers,
+                delivered.total_rate(),
+                delivered.total_rate() / args.consumers.max(1) as f64,
+                delivered.seconds,
+                delivered.ended
+            );
+            Ok(())
+        }
         BenchCommand::Canned(args) => {
             let listener = TcpListener::bind(&args.listen)
                 .with_context(|| format!("cannot listen on {}", args.listen))?;

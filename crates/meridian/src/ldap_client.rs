@@ -125,6 +125,45 @@ impl Client {
             .with_context(|| format!("reading from {}", self.url))
     }
 
+    /// Sends every request of `requests` (each an operation and its
+    /// controls, encoded by `encode` into one buffer) in one write, then
+    /// waits for all their results, in the requests' order: one round
+    /// trip for them all, and the server commits them together.
+    pub(crate) async fn call_many<T>(
+        &mut self,
+        requests: &[T],
+        encode: impl Fn(&T, i32, &mut Vec<u8>),
+    ) -> anyhow::Result<Vec<(ResultCode, String)>> {
+        let mut buf = Vec::new();
+        let first = self.next_id;
+        for (i, request) in requests.iter().enumerate() {
+            let id = first.saturating_add(i32::try_from(i).unwrap_or(i32::MAX));
+            encode(request, id, &mut buf);
+        }
+        self.next_id = first.saturating_add(i32::try_from(requests.len()).unwrap_or(0));
+        self.conn.write_all(&buf).await?;
+        let mut results: Vec<Option<(ResultCode, String)>> = vec![None; requests.len()];
+        let mut answered = 0;
+        while answered < requests.len() {
+            let pdu = self.next_pdu().await?;
+            let message = decode(&pdu)?;
+            let Some(at) = message
+                .message_id
+                .checked_sub(first)
+                .and_then(|at| usize::try_from(at).ok())
+            else {
+                continue;
+            };
+            if let (Some(slot), Some(result)) = (results.get_mut(at), final_result(&message.op))
+                && slot.is_none()
+            {
+                *slot = Some(result);
+                answered += 1;
+            }
+        }
+        Ok(results.into_iter().flatten().collect())
+    }
+
     /// Sends a request and waits for its result: the code and message.
     pub(crate) async fn call(
         &mut self,

@@ -106,12 +106,16 @@ pub(crate) fn run(following: &Following) -> anyhow::Result<()> {
 /// changes as they come.
 async fn session(following: &Following) -> anyhow::Result<Ended> {
     let mut source = Client::open(&following.source).await?;
+    let cookie = load_cookie(&following.state)?;
     let mut copy = Copy {
         target: Client::open(&following.target).await?,
         base: following.base.clone(),
         waiting: Vec::new(),
+        // A first refresh sends every entry as an add: sent to Meridian
+        // in batches, one round trip each.
+        batching: cookie.is_none(),
+        batch: Vec::new(),
     };
-    let cookie = load_cookie(&following.state)?;
     let mode = if following.once {
         SyncMode::RefreshOnly
     } else {
@@ -178,7 +182,10 @@ async fn session(following: &Following) -> anyhow::Result<Ended> {
                         present.insert(uuid);
                         copy.upsert(&uuid, OwnedEntry::of(entry)).await?;
                     }
-                    SyncState::Delete => copy.delete(&uuid).await?,
+                    SyncState::Delete => {
+                        copy.flush().await?;
+                        copy.delete(&uuid).await?;
+                    }
                 }
                 if let Some(cookie) = state.cookie {
                     save_cookie(&following.state, Some(cookie))?;
@@ -187,6 +194,11 @@ async fn session(following: &Following) -> anyhow::Result<Ended> {
             ProtocolOp::IntermediateResponse(info) if info.name == Some(sync_oid::SYNC_INFO) => {
                 let info = SyncInfo::decode(info.value.unwrap_or_default())
                     .map_err(|e| anyhow::anyhow!("a malformed sync info message: {e}"))?;
+                match info {
+                    SyncInfo::RefreshDelete { done: true, .. }
+                    | SyncInfo::RefreshPresent { done: true, .. } => copy.end_batching().await?,
+                    _ => copy.flush().await?,
+                }
                 let cookie = match info {
                     SyncInfo::NewCookie(cookie) => Some(cookie),
                     SyncInfo::RefreshDelete { cookie, .. } => cookie,
@@ -229,6 +241,7 @@ async fn session(following: &Following) -> anyhow::Result<Ended> {
                         String::from_utf8_lossy(done.message)
                     );
                 }
+                copy.end_batching().await?;
                 let (cookie, refresh_deletes) = message
                     .controls
                     .iter()
@@ -268,7 +281,13 @@ struct Copy {
     base: String,
     /// Adds whose parent was not there yet.
     waiting: Vec<([u8; 16], OwnedEntry)>,
+    /// A first refresh: adds are gathered into `batch`.
+    batching: bool,
+    batch: Vec<([u8; 16], OwnedEntry)>,
 }
+
+/// Adds sent at once during a first refresh.
+const BATCH: usize = 500;
 
 /// The Relax Rules control: operational attributes written as given.
 fn relax() -> [Control<'static>; 1] {
@@ -304,6 +323,53 @@ impl Copy {
 
     /// Makes Meridian hold `entry` as the source has it.
     async fn upsert(&mut self, uuid: &[u8; 16], entry: OwnedEntry) -> anyhow::Result<()> {
+        if self.batching {
+            self.batch.push((*uuid, entry));
+            if self.batch.len() >= BATCH {
+                self.flush().await?;
+            }
+            return Ok(());
+        }
+        self.upsert_now(uuid, entry).await
+    }
+
+    /// Sends the gathered adds in one round trip. One that finds its DN
+    /// taken (a first refresh again after an interrupted one) is made
+    /// the same the slow way; one without its parent waits.
+    async fn flush(&mut self) -> anyhow::Result<()> {
+        let batch = std::mem::take(&mut self.batch);
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let results = self
+            .target
+            .call_many(&batch, |(_, entry), id, buf| {
+                encode_add(entry, id, buf);
+            })
+            .await?;
+        let mut added = false;
+        for ((uuid, entry), (code, message)) in batch.into_iter().zip(results) {
+            match code {
+                ResultCode::SUCCESS => added = true,
+                ResultCode::NO_SUCH_OBJECT => self.waiting.push((uuid, entry)),
+                ResultCode::ENTRY_ALREADY_EXISTS => self.upsert_now(&uuid, entry).await?,
+                _ => bail!("adding {} to Meridian: {code:?}: {message}", entry.dn),
+            }
+        }
+        if added {
+            self.settle_waiting().await?;
+        }
+        Ok(())
+    }
+
+    /// The first refresh is over: from now on one change at a time.
+    async fn end_batching(&mut self) -> anyhow::Result<()> {
+        self.flush().await?;
+        self.batching = false;
+        Ok(())
+    }
+
+    async fn upsert_now(&mut self, uuid: &[u8; 16], entry: OwnedEntry) -> anyhow::Result<()> {
         let Some(existing) = self.find(uuid).await? else {
             return self.add(uuid, entry).await;
         };
@@ -360,25 +426,15 @@ impl Copy {
 
     /// Sends `entry` as an add under the Relax Rules control: its result.
     async fn send_add(&mut self, entry: &OwnedEntry) -> anyhow::Result<(ResultCode, String)> {
-        let values: Vec<Vec<&[u8]>> = entry
-            .attributes
-            .iter()
-            .map(|(_, v)| v.iter().map(Vec::as_slice).collect())
-            .collect();
-        let attributes: Vec<PartialAttribute<'_>> = entry
-            .attributes
-            .iter()
-            .zip(&values)
-            .map(|((name, _), values)| PartialAttribute {
-                ty: name.as_bytes(),
-                values: Seq::from_items(values),
+        let mut results = self
+            .target
+            .call_many(std::slice::from_ref(entry), |entry, id, buf| {
+                encode_add(entry, id, buf);
             })
-            .collect();
-        let op = ProtocolOp::AddRequest(AddRequest {
-            dn: entry.dn.as_bytes(),
-            attributes: Seq::from_items(&attributes),
-        });
-        self.target.call(op, &relax()).await
+            .await?;
+        results
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("adding {}: no answer", entry.dn))
     }
 
     /// Adds what waited for its parent, while that adds something.
@@ -488,6 +544,34 @@ impl Copy {
     }
 }
 
+/// Appends `entry` as AddRequest `id` under the Relax Rules control.
+fn encode_add(entry: &OwnedEntry, id: i32, buf: &mut Vec<u8>) {
+    let values: Vec<Vec<&[u8]>> = entry
+        .attributes
+        .iter()
+        .map(|(_, v)| v.iter().map(Vec::as_slice).collect())
+        .collect();
+    let attributes: Vec<PartialAttribute<'_>> = entry
+        .attributes
+        .iter()
+        .zip(&values)
+        .map(|((name, _), values)| PartialAttribute {
+            ty: name.as_bytes(),
+            values: Seq::from_items(values),
+        })
+        .collect();
+    let controls = relax();
+    meridian_proto::LdapMessage {
+        message_id: id,
+        op: ProtocolOp::AddRequest(AddRequest {
+            dn: entry.dn.as_bytes(),
+            attributes: Seq::from_items(&attributes),
+        }),
+        controls: Seq::from_items(&controls),
+    }
+    .encode(buf);
+}
+
 /// The attributes whose values differ, with the source's values (none:
 /// the attribute goes).
 fn differences(existing: &OwnedEntry, wanted: &OwnedEntry) -> Vec<(String, Vec<Vec<u8>>)> {
@@ -510,8 +594,22 @@ fn differences(existing: &OwnedEntry, wanted: &OwnedEntry) -> Vec<(String, Vec<V
             changes.push((name.clone(), Vec::new()));
         }
     }
+    // A modify stamps what it does not write itself: the source's stamps
+    // are written even where they are the same (a change within the
+    // second of the last keeps its modifyTimestamp).
+    if !changes.is_empty() {
+        for stamp in STAMPS {
+            let named = changes.iter().any(|(n, _)| n.eq_ignore_ascii_case(stamp));
+            if let (false, Some(values)) = (named, wanted.values(stamp)) {
+                changes.push(((*stamp).to_owned(), values.to_vec()));
+            }
+        }
+    }
     changes
 }
+
+/// What every modify stamps on its entry.
+const STAMPS: &[&str] = &["modifiersName", "modifyTimestamp", "entryCSN"];
 
 /// The first RDN of `dn` and the rest.
 fn split_dn(dn: &str) -> (&str, &str) {
