@@ -408,6 +408,10 @@ mod tests {
 /// from a snapshot and encodes it with its label in one pass: no search
 /// set up per change, no entry encoded twice.
 pub struct ChangeView {
+    /// What decides the encoding of an entry for this view: who reads
+    /// (their access decides the attributes), what they asked for.
+    /// Followers with the same key share an entry's encoding.
+    key: std::sync::Arc<str>,
     base: Dn,
     scope: meridian_proto::Scope,
     who: Identity,
@@ -417,6 +421,20 @@ pub struct ChangeView {
     types_only: bool,
     uuid: Option<meridian_model::schema::AttrId>,
     csn: Option<meridian_model::schema::AttrId>,
+}
+
+/// Which change [`Directory::render_changed`] renders: change `at` of
+/// `committed`, entry `id`, read from `snapshot` if no follower has yet.
+#[derive(Clone, Copy)]
+pub struct ChangeAt<'a> {
+    /// The commit.
+    pub committed: &'a meridian_store::feed::Committed,
+    /// The change's position in it.
+    pub at: usize,
+    /// The entry it changed.
+    pub id: meridian_store::EntryId,
+    /// A snapshot taken after the commit.
+    pub snapshot: &'a meridian_store::Snapshot<'a>,
 }
 
 /// What [`Directory::render_changed`] found of an entry.
@@ -452,11 +470,29 @@ impl Directory {
         req: &meridian_proto::SearchRequest<'_>,
         base: Dn,
     ) -> ChangeView {
+        let admin = matches!(who, Identity::Admin(_));
+        let mut asked: Vec<String> = req
+            .attributes
+            .iter()
+            .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+            .collect();
+        asked.sort();
+        let reader = match who {
+            Identity::Admin(_) => String::new(),
+            Identity::User(dn) => dn.normalized().to_owned(),
+            Identity::Anonymous => "\u{1}anonymous".to_owned(),
+        };
+        let key = format!(
+            "{admin}\u{0}{reader}\u{0}{}\u{0}{}",
+            req.types_only,
+            asked.join("\u{0}")
+        );
         ChangeView {
+            key: key.into(),
             base,
             scope: req.scope,
             who: who.clone(),
-            admin: matches!(who, Identity::Admin(_)),
+            admin,
             compiled: meridian_model::filter::CompiledFilter::compile(&req.filter, &self.schema),
             selection: meridian_model::selection::Selection::parse(
                 req.attributes.iter(),
@@ -468,21 +504,29 @@ impl Directory {
         }
     }
 
-    /// Reads entry `id` from `snapshot` and, if it is in the view's
-    /// scope, its filter matches it and its reader may see it, appends it
-    /// as message `message_id` with the control `label` gives (from its
-    /// entryUUID and entryCSN; `None` from `label`: not sent). `None` if
-    /// the entry is gone.
+    /// The entry of change `at` of `committed` (entry `id`, read from
+    /// `snapshot` by the first follower that looks, shared with the
+    /// others): if it is in the view's scope, its filter matches it and
+    /// its reader may see it, it is appended as message `message_id`
+    /// with the control `label` gives (from its entryUUID and entryCSN;
+    /// `None` from `label`: not sent). Its encoding is shared by the
+    /// followers with the same view. `None` if the entry is gone.
     pub fn render_changed(
         &self,
         view: &ChangeView,
-        snapshot: &meridian_store::Snapshot<'_>,
-        id: meridian_store::EntryId,
+        change: ChangeAt<'_>,
         message_id: i32,
         out: &mut Vec<u8>,
         label: impl FnOnce(&Found<'_>) -> Option<Label>,
     ) -> Option<Rendered> {
-        let entry = snapshot.entry_if_present(id).ok()??;
+        let ChangeAt {
+            committed,
+            at,
+            id,
+            snapshot,
+        } = change;
+        let shared = committed.entry(at, || snapshot.entry_if_present(id).ok().flatten())?;
+        let entry: &meridian_model::entry::Entry = &shared;
         let first = |attr: Option<meridian_model::schema::AttrId>| {
             attr.and_then(|a| entry.get(a))
                 .and_then(|a| a.values.first())
@@ -491,11 +535,11 @@ impl Directory {
         let uuid = first(view.uuid).and_then(meridian_store::feed::uuid_octets);
         let groups = &Memberships::default();
         let shown = view.in_scope(&entry.dn)
-            && view.compiled.matches(&entry, &self.schema)
+            && view.compiled.matches(entry, &self.schema)
             && (view.admin
                 || self.may_see(
                     &view.who,
-                    &entry,
+                    entry,
                     &crate::rights::SeenFilter::new(&view.compiled),
                     groups,
                 ));
@@ -515,19 +559,25 @@ impl Directory {
                 uuid,
             });
         };
-        let projection = crate::encode::Projection {
-            selection: &view.selection,
-            types_only: view.types_only,
-            schema: &self.schema,
-            values: None,
-        };
-        let visible = |a: &meridian_model::entry::Attribute| {
-            view.admin || self.may_read_attribute(&view.who, &entry.dn, a.desc.attr, groups)
-        };
+        let encoded = committed.encoded(at, &view.key, || {
+            let projection = crate::encode::Projection {
+                selection: &view.selection,
+                types_only: view.types_only,
+                schema: &self.schema,
+                values: None,
+            };
+            let visible = |a: &meridian_model::entry::Attribute| {
+                view.admin || self.may_read_attribute(&view.who, &entry.dn, a.desc.attr, groups)
+            };
+            let mut op = Vec::new();
+            let mut w = meridian_ber::Writer::new(&mut op);
+            crate::encode::encode_entry_op(&mut w, entry, projection, visible, &[]);
+            op
+        });
         let mut w = meridian_ber::Writer::new(out);
         let message = w.start(meridian_ber::Tag::SEQUENCE);
         w.integer(meridian_ber::Tag::INTEGER, i64::from(message_id));
-        crate::encode::encode_entry_op(&mut w, &entry, projection, visible, &[]);
+        w.raw(&encoded);
         if let Some((oid, value)) = &label.control {
             let controls = w.start(meridian_ber::Tag::context(0, true));
             let control = w.start(meridian_ber::Tag::SEQUENCE);

@@ -23,9 +23,10 @@
 //! counter, within one server ID.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use meridian_model::dn::Dn;
+use meridian_model::entry::Entry;
 use tokio::sync::broadcast;
 
 use crate::keys::EntryId;
@@ -55,7 +56,7 @@ pub enum EntryChange {
         /// The entry as it was, when the feed had followers as the
         /// transaction began (a persistent search evaluates its filter
         /// on it and sends it); `None` otherwise.
-        entry: Option<Arc<meridian_model::entry::Entry>>,
+        entry: Option<Arc<Entry>>,
     },
 }
 
@@ -67,6 +68,72 @@ pub struct Committed {
     /// The store was replaced as a whole (a snapshot installed): what a
     /// follower knows of it is void.
     pub reset: bool,
+    /// Per change, what followers made of it, shared among them: the
+    /// entry read once, and its encodings by the views that asked.
+    shared: Vec<Shared>,
+}
+
+/// What the followers of a commit share of one change.
+#[derive(Debug, Default)]
+struct Shared {
+    /// The entry as the first follower to look read it (at this commit
+    /// or after: a later commit's change is told again anyway).
+    entry: OnceLock<Option<Arc<Entry>>>,
+    /// Encodings by view: few views, compared by their whole key.
+    encoded: Mutex<Vec<Encoding>>,
+}
+
+/// An entry's encoding for one view: the view's key, the bytes.
+type Encoding = (Arc<str>, Arc<[u8]>);
+
+impl Committed {
+    fn new(changes: Vec<EntryChange>, reset: bool) -> Committed {
+        let shared = changes.iter().map(|_| Shared::default()).collect();
+        Committed {
+            changes,
+            reset,
+            shared,
+        }
+    }
+
+    /// The entry of change `at`, read by `read` once for every follower
+    /// (`None`: it is gone).
+    pub fn entry(&self, at: usize, read: impl FnOnce() -> Option<Entry>) -> Option<Arc<Entry>> {
+        let shared = self.shared.get(at)?;
+        shared.entry.get_or_init(|| read().map(Arc::new)).clone()
+    }
+
+    /// Change `at`'s entry as the view named `view` encodes it, encoded
+    /// by `encode` once for every follower with that view.
+    pub fn encoded(
+        &self,
+        at: usize,
+        view: &Arc<str>,
+        encode: impl FnOnce() -> Vec<u8>,
+    ) -> Arc<[u8]> {
+        let Some(shared) = self.shared.get(at) else {
+            return Arc::from(encode());
+        };
+        let known = shared
+            .encoded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(key, _)| key == view)
+            .map(|(_, bytes)| Arc::clone(bytes));
+        if let Some(bytes) = known {
+            return bytes;
+        }
+        // Encoded outside the lock: another follower may encode it too,
+        // which costs one encoding and is harmless.
+        let bytes: Arc<[u8]> = Arc::from(encode());
+        shared
+            .encoded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((Arc::clone(view), Arc::clone(&bytes)));
+        bytes
+    }
 }
 
 /// A deleted entry, as the session log keeps it.
@@ -219,10 +286,7 @@ impl Feed {
             }
         }
         // No follower: nothing to tell.
-        let _ = self.sender.send(Arc::new(Committed {
-            changes,
-            reset: false,
-        }));
+        let _ = self.sender.send(Arc::new(Committed::new(changes, false)));
     }
 
     /// Tells followers the store was replaced; the session log is void.
@@ -234,10 +298,7 @@ impl Feed {
             state.high_water.clear();
             state.seeded = false;
         }
-        let _ = self.sender.send(Arc::new(Committed {
-            changes: Vec::new(),
-            reset: true,
-        }));
+        let _ = self.sender.send(Arc::new(Committed::new(Vec::new(), true)));
     }
 
     /// The deletes a follower that has seen every change up to `since`

@@ -590,7 +590,7 @@ impl Follower {
         };
         let mut batch = ResponseBatch::default();
         let mut told: Vec<u64> = Vec::new();
-        for change in &committed.changes {
+        for (at, change) in committed.changes.iter().enumerate() {
             match change {
                 EntryChange::Deleted { dn, uuid, entry } => {
                     if !(self.in_scope(dn) && self.may_know_of(dn)) {
@@ -620,9 +620,13 @@ impl Follower {
                     };
                     // Gone since: its delete comes later in the feed.
                     let Some(rendered) = self.send_entry(
-                        &snapshot,
+                        follow::ChangeAt {
+                            committed,
+                            at,
+                            id: *id,
+                            snapshot: &snapshot,
+                        },
                         &mut batch.bytes,
-                        *id,
                         change,
                         cookie.as_deref_mut(),
                     ) else {
@@ -651,15 +655,14 @@ impl Follower {
         self.pipe.outbound.push(&mut batch);
     }
 
-    /// Sends entry `id` as the search sees it in `snapshot`, labelled for
+    /// Sends the entry of `change_at` as the search sees it, labelled for
     /// `change`: not sent (said in what is returned) if it is out of the
     /// search's scope, does not match, may not be seen, or is of a type
     /// of change a persistent search did not ask for; `None` if gone.
     fn send_entry(
         &self,
-        snapshot: &meridian_store::Snapshot<'_>,
+        change_at: follow::ChangeAt<'_>,
         out: &mut Vec<u8>,
-        id: u64,
         change: &EntryChange,
         mut cookie: Option<&mut SyncCookie>,
     ) -> Option<follow::Rendered> {
@@ -716,7 +719,7 @@ impl Follower {
         };
         self.pipe
             .directory
-            .render_changed(&self.view, snapshot, id, self.pipe.id, out, label)
+            .render_changed(&self.view, change_at, self.pipe.id, out, label)
     }
 
     fn send_sync_delete(&self, out: &mut Vec<u8>, dn: &Dn, uuid: &[u8; 16]) {
