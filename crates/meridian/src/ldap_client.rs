@@ -72,25 +72,7 @@ pub(crate) struct Client {
 impl Client {
     /// Connects to `endpoint` and binds.
     pub(crate) async fn open(endpoint: &Endpoint) -> anyhow::Result<Client> {
-        let timeout = Duration::from_secs(10);
-        let target = meridian_bench::wire::resolve(&endpoint.url)?;
-        let tls = if target.tls {
-            let Some(ca) = &endpoint.tls_ca_file else {
-                bail!("{} is ldaps://: give the CA file", endpoint.url);
-            };
-            Some(meridian_bench::tls::Tls::new(
-                &target.host,
-                Some(ca),
-                false,
-                None,
-            )?)
-        } else {
-            None
-        };
-        let mut conn = meridian_bench::wire::connect(target.address, tls.as_ref(), timeout).await?;
-        meridian_bench::wire::bind(&mut conn, &endpoint.bind_dn, &endpoint.password, MAX_PDU)
-            .await
-            .with_context(|| format!("binding to {}", endpoint.url))?;
+        let conn = connect_bound(endpoint, Duration::from_secs(10), MAX_PDU).await?;
         Ok(Client {
             conn,
             buf: Vec::new(),
@@ -235,6 +217,34 @@ impl Client {
         .await?;
         Ok(found)
     }
+}
+
+/// A connection to `endpoint` (for `ldaps://`, its server certificate
+/// checked against the CA file), bound, all within `timeout`.
+pub(crate) async fn connect_bound(
+    endpoint: &Endpoint,
+    timeout: Duration,
+    max_pdu: usize,
+) -> anyhow::Result<meridian_bench::wire::Conn> {
+    let target = meridian_bench::wire::resolve(&endpoint.url)?;
+    let tls = if target.tls {
+        let Some(ca) = &endpoint.tls_ca_file else {
+            bail!("{} is ldaps://: give --tls-ca-file", endpoint.url);
+        };
+        Some(meridian_bench::tls::Tls::new(
+            &target.host,
+            Some(ca),
+            false,
+            None,
+        )?)
+    } else {
+        None
+    };
+    let mut conn = meridian_bench::wire::connect(target.address, tls.as_ref(), timeout).await?;
+    meridian_bench::wire::bind(&mut conn, &endpoint.bind_dn, &endpoint.password, max_pdu)
+        .await
+        .with_context(|| format!("binding to {}", endpoint.url))?;
+    Ok(conn)
 }
 
 /// A server's refusal: its result code and message.

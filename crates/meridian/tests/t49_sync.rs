@@ -448,19 +448,18 @@ fn a_persistent_search_whose_client_reads_nothing_is_dropped_with_memory_bounded
     assert!(serves(&server));
 }
 
-/// `meridian migrate --follow` of the slapd at `provider` into `ours`,
-/// as a child process writing its log to `log`.
-fn follower(provider: &str, ours: &str, dir: &std::path::Path) -> std::process::Child {
-    let log = std::fs::File::create(dir.join("follow.log")).unwrap();
-    std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
-        .args([
-            "migrate",
-            "--follow",
-            provider,
-            "--bind-dn",
-            ADMIN_DN,
-            "--bind-password-file",
-        ])
+/// `meridian` with `command` (`migrate --follow`, `verify --against`)
+/// from the slapd at `provider` to `ours`, the passwords in `dir`.
+fn migration(
+    command: [&str; 2],
+    provider: &str,
+    ours: &str,
+    dir: &std::path::Path,
+) -> std::process::Command {
+    let mut meridian = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"));
+    meridian
+        .args(command)
+        .args([provider, "--bind-dn", ADMIN_DN, "--bind-password-file"])
         .arg(dir.join("theirs"))
         .args([
             "--base",
@@ -469,7 +468,15 @@ fn follower(provider: &str, ours: &str, dir: &std::path::Path) -> std::process::
             ours,
             "--into-password-file",
         ])
-        .arg(dir.join("ours"))
+        .arg(dir.join("ours"));
+    meridian
+}
+
+/// `meridian migrate --follow` of the slapd at `provider` into `ours`,
+/// as a child process writing its log to `dir/follow.log`.
+fn follower(provider: &str, ours: &str, dir: &std::path::Path) -> std::process::Child {
+    let log = std::fs::File::create(dir.join("follow.log")).unwrap();
+    migration(["migrate", "--follow"], provider, ours, dir)
         .arg("--state")
         .arg(dir.join("cookie"))
         .stdout(log.try_clone().unwrap())
@@ -480,24 +487,7 @@ fn follower(provider: &str, ours: &str, dir: &std::path::Path) -> std::process::
 
 /// `meridian verify --against`: its exit code and output.
 fn verify_against(provider: &str, ours: &str, dir: &std::path::Path) -> (i32, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
-        .args([
-            "verify",
-            "--against",
-            provider,
-            "--bind-dn",
-            ADMIN_DN,
-            "--bind-password-file",
-        ])
-        .arg(dir.join("theirs"))
-        .args([
-            "--base",
-            "dc=example,dc=com",
-            "--into",
-            ours,
-            "--into-password-file",
-        ])
-        .arg(dir.join("ours"))
+    let out = migration(["verify", "--against"], provider, ours, dir)
         .output()
         .unwrap();
     (

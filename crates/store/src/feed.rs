@@ -419,6 +419,35 @@ mod tests {
     }
 
     #[test]
+    fn followers_share_an_entry_read_and_each_views_encoding() {
+        let committed = Committed::new(vec![EntryChange::Added(7)], false);
+        let reads = std::cell::Cell::new(0);
+        let read = || {
+            reads.set(reads.get() + 1);
+            Some(Entry {
+                dn: dn("cn=a,dc=example,dc=com"),
+                attributes: Vec::new(),
+            })
+        };
+        let first = committed.entry(0, read).unwrap();
+        let second = committed.entry(0, read).unwrap();
+        assert!(Arc::ptr_eq(&first, &second));
+        assert_eq!(reads.get(), 1);
+        let (admin, user): (Arc<str>, Arc<str>) = ("admin".into(), "user".into());
+        let encodings = std::cell::Cell::new(0);
+        let encode = |bytes: &[u8]| {
+            encodings.set(encodings.get() + 1);
+            bytes.to_vec()
+        };
+        assert_eq!(&*committed.encoded(0, &admin, || encode(b"all")), b"all");
+        assert_eq!(&*committed.encoded(0, &admin, || encode(b"again")), b"all");
+        assert_eq!(&*committed.encoded(0, &user, || encode(b"some")), b"some");
+        assert_eq!(encodings.get(), 2);
+        // A change the commit does not have: nothing shared, nothing read.
+        assert!(committed.entry(3, read).is_none());
+    }
+
+    #[test]
     fn a_reset_empties_the_log() {
         let feed = Feed::new(4, 10);
         feed.publish(vec![deleted("a", 1)], &[CSN_1]);

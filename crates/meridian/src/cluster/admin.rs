@@ -299,22 +299,13 @@ pub(crate) fn run(target: &Target, command: &AdminCommand) -> anyhow::Result<()>
 async fn ask(target: &Target, password: &str, command: &AdminCommand) -> anyhow::Result<String> {
     const MAX_PDU: usize = 1 << 20;
     let timeout = Duration::from_secs(target.timeout_secs);
-    let endpoint = meridian_bench::wire::resolve(&target.url)?;
-    let tls = if endpoint.tls {
-        let Some(ca) = &target.tls_ca_file else {
-            bail!("{} is ldaps://: give --tls-ca-file", target.url);
-        };
-        Some(meridian_bench::tls::Tls::new(
-            &endpoint.host,
-            Some(ca),
-            false,
-            None,
-        )?)
-    } else {
-        None
+    let endpoint = crate::ldap_client::Endpoint {
+        url: target.url.clone(),
+        bind_dn: target.bind_dn.clone(),
+        password: password.to_owned(),
+        tls_ca_file: target.tls_ca_file.clone(),
     };
-    let mut conn = meridian_bench::wire::connect(endpoint.address, tls.as_ref(), timeout).await?;
-    meridian_bench::wire::bind(&mut conn, &target.bind_dn, password, MAX_PDU).await?;
+    let mut conn = crate::ldap_client::connect_bound(&endpoint, timeout, MAX_PDU).await?;
     let text = render(&Addressed {
         command: command.clone(),
         partition: target.partition.clone(),
