@@ -107,6 +107,11 @@ impl Client {
             .with_context(|| format!("reading from {}", self.url))
     }
 
+    /// Whether a whole message has arrived and waits to be read.
+    pub(crate) fn has_buffered_pdu(&self) -> bool {
+        meridian_ber::frame::pdu_length(&self.buf, MAX_PDU).is_ok()
+    }
+
     /// Sends every request of `requests` (each an operation and its
     /// controls, encoded by `encode` into one buffer) in one write, then
     /// waits for all their results, in the requests' order: one round
@@ -116,6 +121,17 @@ impl Client {
         requests: &[T],
         encode: impl Fn(&T, i32, &mut Vec<u8>),
     ) -> anyhow::Result<Vec<(ResultCode, String)>> {
+        let sent = self.send_many(requests, encode).await?;
+        self.results(sent).await
+    }
+
+    /// The first half of [`Client::call_many`]: the requests sent, their
+    /// results not yet read (the server works on them meanwhile).
+    pub(crate) async fn send_many<T>(
+        &mut self,
+        requests: &[T],
+        encode: impl Fn(&T, i32, &mut Vec<u8>),
+    ) -> anyhow::Result<Sent> {
         let mut buf = Vec::new();
         let first = self.next_id;
         for (i, request) in requests.iter().enumerate() {
@@ -124,9 +140,22 @@ impl Client {
         }
         self.next_id = first.saturating_add(i32::try_from(requests.len()).unwrap_or(0));
         self.conn.write_all(&buf).await?;
-        let mut results: Vec<Option<(ResultCode, String)>> = vec![None; requests.len()];
+        Ok(Sent {
+            first,
+            count: requests.len(),
+        })
+    }
+
+    /// The second half: the results of requests [`Client::send_many`]
+    /// sent, in their order.
+    pub(crate) async fn results(
+        &mut self,
+        sent: Sent,
+    ) -> anyhow::Result<Vec<(ResultCode, String)>> {
+        let Sent { first, count } = sent;
+        let mut results: Vec<Option<(ResultCode, String)>> = vec![None; count];
         let mut answered = 0;
-        while answered < requests.len() {
+        while answered < count {
             let pdu = self.next_pdu().await?;
             let message = decode(&pdu)?;
             let Some(at) = message
@@ -217,6 +246,15 @@ impl Client {
         .await?;
         Ok(found)
     }
+}
+
+/// Requests sent by [`Client::send_many`] whose results are still to be
+/// read.
+#[derive(Debug)]
+#[must_use]
+pub(crate) struct Sent {
+    first: i32,
+    count: usize,
 }
 
 /// A connection to `endpoint` (for `ldaps://`, its server certificate

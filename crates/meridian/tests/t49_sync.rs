@@ -472,17 +472,36 @@ fn migration(
     meridian
 }
 
+/// A follower process, killed when dropped (a failing test must not
+/// leave it running).
+struct Follower(std::process::Child);
+
+impl Follower {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// `meridian migrate --follow` of the slapd at `provider` into `ours`,
 /// as a child process writing its log to `dir/follow.log`.
-fn follower(provider: &str, ours: &str, dir: &std::path::Path) -> std::process::Child {
+fn follower(provider: &str, ours: &str, dir: &std::path::Path) -> Follower {
     let log = std::fs::File::create(dir.join("follow.log")).unwrap();
-    migration(["migrate", "--follow"], provider, ours, dir)
-        .arg("--state")
-        .arg(dir.join("cookie"))
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap()
+    Follower(
+        migration(["migrate", "--follow"], provider, ours, dir)
+            .arg("--state")
+            .arg(dir.join("cookie"))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    )
 }
 
 /// `meridian verify --against`: its exit code and output.
@@ -564,8 +583,7 @@ fn meridian_follows_slapd_through_restarts_of_both_and_verify_agrees() {
     verified(&provider, &ours, &dir, "after live changes");
 
     // The follower killed; changes meanwhile; back with its cookie.
-    follow.kill().unwrap();
-    follow.wait().unwrap();
+    follow.kill();
     load("follower-down");
     let (code, out) = tool_at(
         &provider,
@@ -607,8 +625,7 @@ fn meridian_follows_slapd_through_restarts_of_both_and_verify_agrees() {
         ),
     );
     assert_eq!(code, 0, "{out}");
-    follow.kill().unwrap();
-    follow.wait().unwrap();
+    follow.kill();
     let (code, out) = verify_against(&provider, &ours, &dir);
     assert_eq!(code, 1, "{out}");
     assert!(

@@ -23,14 +23,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use meridian_proto::message::{AddRequest, Change, ModifyDnRequest, ModifyRequest};
-use meridian_proto::message::{ModifyOperation, PartialAttribute};
+use meridian_proto::message::{AddRequest, PartialAttribute};
 use meridian_proto::sync::{
     SyncInfo, SyncMode, SyncRequest, SyncState, SyncStateValue, decode_sync_done, oid as sync_oid,
 };
 use meridian_proto::{Ava, Control, Filter, ProtocolOp, ResultCode, Scope, Seq};
 
 use crate::ldap_client::{Client, Endpoint, OwnedEntry, Refused, decode, search};
+
+mod changes;
 
 /// The operational attributes a copy keeps: what says which entry it is
 /// and what happened to it, and the password policy's state. Others are
@@ -115,6 +116,8 @@ async fn session(following: &Following) -> anyhow::Result<Ended> {
         // in batches, one round trip each.
         batching: cookie.is_none(),
         batch: Vec::new(),
+        in_flight: None,
+        group: Vec::new(),
     };
     let mode = if following.once {
         SyncMode::RefreshOnly
@@ -174,9 +177,25 @@ async fn session(following: &Following) -> anyhow::Result<Ended> {
                     .uuid
                     .try_into()
                     .map_err(|_| anyhow::anyhow!("a sync UUID of {} octets", state.uuid.len()))?;
+                let cookie = state.cookie.map(<[u8]>::to_vec);
                 match state.state {
                     SyncState::Present => {
                         present.insert(uuid);
+                    }
+                    // Changes as they come: gathered while more are
+                    // waiting to be read, then applied together.
+                    SyncState::Add | SyncState::Modify | SyncState::Delete if !copy.batching => {
+                        let entry =
+                            (state.state != SyncState::Delete).then(|| OwnedEntry::of(entry));
+                        copy.group.push(changes::Change {
+                            uuid,
+                            entry,
+                            cookie,
+                        });
+                        if !source.has_buffered_pdu() || copy.group.len() >= changes::GROUP {
+                            copy.apply_group(&following.state).await?;
+                        }
+                        continue;
                     }
                     SyncState::Add | SyncState::Modify => {
                         present.insert(uuid);
@@ -187,11 +206,12 @@ async fn session(following: &Following) -> anyhow::Result<Ended> {
                         copy.delete(&uuid).await?;
                     }
                 }
-                if let Some(cookie) = state.cookie {
-                    save_cookie(&following.state, Some(cookie))?;
+                if let Some(cookie) = cookie {
+                    save_cookie(&following.state, Some(cookie.as_slice()))?;
                 }
             }
             ProtocolOp::IntermediateResponse(info) if info.name == Some(sync_oid::SYNC_INFO) => {
+                copy.apply_group(&following.state).await?;
                 let info = SyncInfo::decode(info.value.unwrap_or_default())
                     .map_err(|e| anyhow::anyhow!("a malformed sync info message: {e}"))?;
                 match info {
@@ -230,6 +250,7 @@ async fn session(following: &Following) -> anyhow::Result<Ended> {
                 }
             }
             ProtocolOp::SearchResultDone(done) => {
+                copy.apply_group(&following.state).await?;
                 if done.code == ResultCode::SYNC_REFRESH_REQUIRED {
                     return Ok(Ended::RefreshRequired);
                 }
@@ -280,11 +301,19 @@ struct Copy {
     target: Client,
     base: String,
     /// Adds whose parent was not there yet.
-    waiting: Vec<([u8; 16], OwnedEntry)>,
+    waiting: Vec<Copied>,
     /// A first refresh: adds are gathered into `batch`.
     batching: bool,
-    batch: Vec<([u8; 16], OwnedEntry)>,
+    batch: Vec<Copied>,
+    /// The batch sent whose results are still to be read.
+    in_flight: Option<(crate::ldap_client::Sent, Vec<Copied>)>,
+    /// After the first refresh: changes read and not yet applied, applied
+    /// together once no more are waiting to be read (`changes.rs`).
+    group: Vec<changes::Change>,
 }
+
+/// An entry of the source, by its entryUUID.
+type Copied = ([u8; 16], OwnedEntry);
 
 /// Adds sent at once during a first refresh.
 const BATCH: usize = 500;
@@ -326,7 +355,7 @@ impl Copy {
         if self.batching {
             self.batch.push((*uuid, entry));
             if self.batch.len() >= BATCH {
-                self.flush().await?;
+                self.send_batch().await?;
             }
             return Ok(());
         }
@@ -337,16 +366,35 @@ impl Copy {
     /// taken (a first refresh again after an interrupted one) is made
     /// the same the slow way; one without its parent waits.
     async fn flush(&mut self) -> anyhow::Result<()> {
+        self.send_batch().await?;
+        self.settle_in_flight().await
+    }
+
+    /// Sends the gathered adds, once the batch sent before them is
+    /// settled: Meridian applies one batch while the next is read from
+    /// the source.
+    async fn send_batch(&mut self) -> anyhow::Result<()> {
+        self.settle_in_flight().await?;
         let batch = std::mem::take(&mut self.batch);
         if batch.is_empty() {
             return Ok(());
         }
-        let results = self
+        let sent = self
             .target
-            .call_many(&batch, |(_, entry), id, buf| {
+            .send_many(&batch, |(_, entry), id, buf| {
                 encode_add(entry, id, buf);
             })
             .await?;
+        self.in_flight = Some((sent, batch));
+        Ok(())
+    }
+
+    /// Reads the results of the batch in flight and deals with them.
+    async fn settle_in_flight(&mut self) -> anyhow::Result<()> {
+        let Some((sent, batch)) = self.in_flight.take() else {
+            return Ok(());
+        };
+        let results = self.target.results(sent).await?;
         let mut added = false;
         for ((uuid, entry), (code, message)) in batch.into_iter().zip(results) {
             match code {
@@ -373,37 +421,9 @@ impl Copy {
         let Some(existing) = self.find(uuid).await? else {
             return self.add(uuid, entry).await;
         };
-        if !same_dn(&existing.dn, &entry.dn) {
-            self.rename(&existing.dn, &entry.dn).await?;
-        }
-        let changes = differences(&existing, &entry);
-        if changes.is_empty() {
-            return Ok(());
-        }
-        let values: Vec<Vec<&[u8]>> = changes
-            .iter()
-            .map(|(_, v)| v.iter().map(Vec::as_slice).collect())
-            .collect();
-        let modifications: Vec<Change<'_>> = changes
-            .iter()
-            .zip(&values)
-            .map(|((name, _), values)| Change {
-                operation: ModifyOperation::Replace,
-                modification: PartialAttribute {
-                    ty: name.as_bytes(),
-                    values: Seq::from_items(values),
-                },
-            })
-            .collect();
-        let op = ProtocolOp::ModifyRequest(ModifyRequest {
-            dn: entry.dn.as_bytes(),
-            changes: Seq::from_items(&modifications),
-        });
-        let (code, message) = self.target.call(op, &relax()).await?;
-        if code != ResultCode::SUCCESS {
-            bail!("modifying {} in Meridian: {code:?}: {message}", entry.dn);
-        }
-        Ok(())
+        let mut ops = Vec::new();
+        changes::plan_update(&existing, &entry, &mut ops);
+        self.send_ops(ops).await
     }
 
     async fn add(&mut self, uuid: &[u8; 16], entry: OwnedEntry) -> anyhow::Result<()> {
@@ -457,21 +477,6 @@ impl Copy {
                 return Ok(());
             }
         }
-    }
-
-    async fn rename(&mut self, from: &str, to: &str) -> anyhow::Result<()> {
-        let (rdn, superior) = split_dn(to);
-        let op = ProtocolOp::ModifyDnRequest(ModifyDnRequest {
-            dn: from.as_bytes(),
-            new_rdn: rdn.as_bytes(),
-            delete_old_rdn: true,
-            new_superior: Some(superior.as_bytes()),
-        });
-        let (code, message) = self.target.call(op, &[]).await?;
-        if code != ResultCode::SUCCESS {
-            bail!("renaming {from} to {to} in Meridian: {code:?}: {message}");
-        }
-        Ok(())
     }
 
     /// Deletes the entry with entryUUID `uuid`, if Meridian has it.
