@@ -246,10 +246,22 @@ impl Feed {
         if changes.is_empty() {
             return;
         }
+        // The batch's highest CSN per server ID first (a batch's CSNs are
+        // mostly one server's): the state then takes a few, not one
+        // copy per command.
+        let mut batch_high: Vec<(u16, &[u8])> = Vec::new();
+        for csn in csns {
+            let Some(sid) = csn_sid(csn) else { continue };
+            match batch_high.iter_mut().find(|(s, _)| *s == sid) {
+                Some((_, high)) if *csn > *high => *high = csn,
+                Some(_) => {}
+                None => batch_high.push((sid, csn)),
+            }
+        }
         {
             let mut guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             let state = &mut *guard;
-            for csn in csns {
+            for (_, csn) in &batch_high {
                 merge_csn(&mut state.high_water, csn);
                 if state.highest.as_deref().is_none_or(|h| *csn > h) {
                     state.highest = Some(csn.to_vec());
@@ -285,8 +297,10 @@ impl Feed {
                 }
             }
         }
-        // No follower: nothing to tell.
-        let _ = self.sender.send(Arc::new(Committed::new(changes, false)));
+        // No follower: nothing to tell, nothing to build.
+        if self.sender.receiver_count() > 0 {
+            let _ = self.sender.send(Arc::new(Committed::new(changes, false)));
+        }
     }
 
     /// Tells followers the store was replaced; the session log is void.

@@ -13,13 +13,11 @@ use meridian_proto::controls::{PagedResults, oid as control_oid};
 use meridian_proto::{Control, LdapMessage, ProtocolOp, ResultCode, Scope, SearchRequest};
 
 use super::controls::RequestControls;
-use super::follow::Wanted;
 use super::reply::{Reply, ldap_result, log_search, referral_urls};
 use super::{Action, Session};
 use crate::inflight::{InFlight, Kind, Stop};
 use crate::outbound::{Outbound, ResponseBatch};
 use crate::{ServerContext, monitor};
-use meridian_directory::follow::SyncCookie;
 
 impl Session {
     pub(super) fn search_request(
@@ -49,41 +47,7 @@ impl Session {
             return reply.result(search.base, code, message.as_bytes());
         }
         if controls.sync.is_some() || controls.persistent.is_some() {
-            let combined =
-                controls.page.is_some() || controls.sort.is_some() || controls.vlv.is_some();
-            if let Some(why) = super::follow::refuse_combination(
-                controls.sync.is_some(),
-                controls.persistent.is_some(),
-                combined,
-            ) {
-                return reply.result(
-                    search.base,
-                    ResultCode::UNWILLING_TO_PERFORM,
-                    why.as_bytes(),
-                );
-            }
-            let wanted = match (controls.sync, controls.persistent) {
-                (Some(sync), _) => {
-                    let cookie = match sync.cookie.map(SyncCookie::parse).transpose() {
-                        Ok(cookie) => cookie.unwrap_or_default(),
-                        Err(why) => {
-                            return reply.result(
-                                search.base,
-                                ResultCode::PROTOCOL_ERROR,
-                                why.as_bytes(),
-                            );
-                        }
-                    };
-                    Wanted::Sync {
-                        mode: sync.mode,
-                        cookie,
-                    }
-                }
-                (None, Some(persistent)) => Wanted::Persistent(persistent),
-                (None, None) => return Action::NoResponse,
-            };
-            let manage_dsa_it = controls.manage_dsa_it;
-            return self.follow_request(search, base, wanted, manage_dsa_it, reply, out);
+            return self.follow_search(search, base, controls, reply, out);
         }
         let matched_values = controls.matched_values;
         // The root DSE and the subschema entry: a list of one, which the

@@ -211,47 +211,13 @@ async fn session(following: &Following) -> anyhow::Result<Ended> {
                 }
             }
             ProtocolOp::IntermediateResponse(info) if info.name == Some(sync_oid::SYNC_INFO) => {
-                copy.apply_group(&following.state).await?;
                 let info = SyncInfo::decode(info.value.unwrap_or_default())
                     .map_err(|e| anyhow::anyhow!("a malformed sync info message: {e}"))?;
-                match info {
-                    SyncInfo::RefreshDelete { done: true, .. }
-                    | SyncInfo::RefreshPresent { done: true, .. } => copy.end_batching().await?,
-                    _ => copy.flush().await?,
-                }
-                let cookie = match info {
-                    SyncInfo::NewCookie(cookie) => Some(cookie),
-                    SyncInfo::RefreshDelete { cookie, .. } => cookie,
-                    SyncInfo::RefreshPresent { cookie, .. } => {
-                        copy.delete_absent(&present).await?;
-                        present.clear();
-                        cookie
-                    }
-                    SyncInfo::IdSet {
-                        refresh_deletes: true,
-                        uuids,
-                        cookie,
-                    } => {
-                        for uuid in uuids {
-                            if let Ok(uuid) = <[u8; 16]>::try_from(uuid) {
-                                copy.delete(&uuid).await?;
-                            }
-                        }
-                        cookie
-                    }
-                    SyncInfo::IdSet { uuids, cookie, .. } => {
-                        present.extend(uuids.iter().filter_map(|u| <[u8; 16]>::try_from(*u).ok()));
-                        cookie
-                    }
-                };
-                copy.settle_waiting().await?;
-                if let Some(cookie) = cookie {
-                    save_cookie(&following.state, Some(cookie))?;
-                }
+                copy.sync_info(info, &mut present, &following.state).await?;
             }
             ProtocolOp::SearchResultDone(done) => {
-                copy.apply_group(&following.state).await?;
                 if done.code == ResultCode::SYNC_REFRESH_REQUIRED {
+                    copy.apply_group(&following.state).await?;
                     return Ok(Ended::RefreshRequired);
                 }
                 if done.code != ResultCode::SUCCESS {
@@ -262,8 +228,7 @@ async fn session(following: &Following) -> anyhow::Result<Ended> {
                         String::from_utf8_lossy(done.message)
                     );
                 }
-                copy.end_batching().await?;
-                let (cookie, refresh_deletes) = message
+                let sync_done = message
                     .controls
                     .iter()
                     .find(|c| c.oid == sync_oid::SYNC_DONE)
@@ -271,24 +236,8 @@ async fn session(following: &Following) -> anyhow::Result<Ended> {
                     .transpose()
                     .map_err(|e| anyhow::anyhow!("a malformed sync done control: {e}"))?
                     .unwrap_or((None, false));
-                if !refresh_deletes {
-                    copy.delete_absent(&present).await?;
-                }
-                copy.settle_waiting().await?;
-                if let Some(cookie) = cookie {
-                    save_cookie(&following.state, Some(cookie))?;
-                }
-                if !copy.waiting.is_empty() {
-                    bail!(
-                        "{} entries never found their parent: {}",
-                        copy.waiting.len(),
-                        copy.waiting
-                            .iter()
-                            .map(|(_, e)| e.dn.as_str())
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    );
-                }
+                copy.sync_done(sync_done, &present, &following.state)
+                    .await?;
                 return Ok(Ended::Refreshed);
             }
             _ => {}
@@ -314,6 +263,87 @@ struct Copy {
 
 /// An entry of the source, by its entryUUID.
 type Copied = ([u8; 16], OwnedEntry);
+
+impl Copy {
+    /// A Sync Info message: the end of a refresh phase (a present phase
+    /// deletes what the source did not name), deleted or present UUIDs,
+    /// a new cookie (saved once what it covers is applied).
+    async fn sync_info(
+        &mut self,
+        info: SyncInfo<'_>,
+        present: &mut HashSet<[u8; 16]>,
+        state: &Path,
+    ) -> anyhow::Result<()> {
+        self.apply_group(state).await?;
+        match info {
+            SyncInfo::RefreshDelete { done: true, .. }
+            | SyncInfo::RefreshPresent { done: true, .. } => self.end_batching().await?,
+            _ => self.flush().await?,
+        }
+        let cookie = match info {
+            SyncInfo::NewCookie(cookie) => Some(cookie),
+            SyncInfo::RefreshDelete { cookie, .. } => cookie,
+            SyncInfo::RefreshPresent { cookie, .. } => {
+                self.delete_absent(present).await?;
+                present.clear();
+                cookie
+            }
+            SyncInfo::IdSet {
+                refresh_deletes: true,
+                uuids,
+                cookie,
+            } => {
+                for uuid in uuids {
+                    if let Ok(uuid) = <[u8; 16]>::try_from(uuid) {
+                        self.delete(&uuid).await?;
+                    }
+                }
+                cookie
+            }
+            SyncInfo::IdSet { uuids, cookie, .. } => {
+                present.extend(uuids.iter().filter_map(|u| <[u8; 16]>::try_from(*u).ok()));
+                cookie
+            }
+        };
+        self.settle_waiting().await?;
+        if let Some(cookie) = cookie {
+            save_cookie(state, Some(cookie))?;
+        }
+        Ok(())
+    }
+
+    /// A refreshOnly synchronization's end: its Sync Done control's
+    /// cookie and refreshDeletes (FALSE: a present phase, whose absent
+    /// entries go).
+    async fn sync_done(
+        &mut self,
+        (cookie, refresh_deletes): (Option<&[u8]>, bool),
+        present: &HashSet<[u8; 16]>,
+        state: &Path,
+    ) -> anyhow::Result<()> {
+        self.apply_group(state).await?;
+        self.end_batching().await?;
+        if !refresh_deletes {
+            self.delete_absent(present).await?;
+        }
+        self.settle_waiting().await?;
+        if let Some(cookie) = cookie {
+            save_cookie(state, Some(cookie))?;
+        }
+        if !self.waiting.is_empty() {
+            bail!(
+                "{} entries never found their parent: {}",
+                self.waiting.len(),
+                self.waiting
+                    .iter()
+                    .map(|(_, e)| e.dn.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+        Ok(())
+    }
+}
 
 /// Adds sent at once during a first refresh.
 const BATCH: usize = 500;
