@@ -129,7 +129,7 @@ impl Follower {
             return;
         };
         let mut batch = ResponseBatch::default();
-        let mut told: Vec<u64> = Vec::new();
+        let mut told: std::collections::HashSet<u64> = std::collections::HashSet::new();
         for (at, change) in committed.changes.iter().enumerate() {
             match change {
                 EntryChange::Deleted { dn, uuid, entry } => {
@@ -150,10 +150,9 @@ impl Follower {
                 EntryChange::Added(id)
                 | EntryChange::Modified(id)
                 | EntryChange::Renamed { id, .. } => {
-                    if told.contains(id) {
+                    if !told.insert(*id) {
                         continue;
                     }
-                    told.push(*id);
                     let old_dn = match change {
                         EntryChange::Renamed { old_dn, .. } => Some(old_dn),
                         _ => None,
