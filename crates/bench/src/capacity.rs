@@ -12,14 +12,14 @@
 use std::fmt::Write as _;
 
 use anyhow::bail;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::procstat;
 use crate::run::{self, Options, RunResult};
 use crate::scenario::Scenario;
 
 /// One operation's measured cost.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OperationCost {
     /// Operation name.
     pub name: String,
@@ -36,7 +36,7 @@ pub struct OperationCost {
 }
 
 /// The model.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CapacityResult {
     /// Per operation.
     pub operations: Vec<OperationCost>,
@@ -174,7 +174,7 @@ pub fn measure(
             alone.load.duration_secs = spec.step_secs;
             alone.load.warmup_secs = alone.load.warmup_secs.min(2.0);
             alone.load.server_pid = Some(pid);
-            let result = run::run(&alone, &format!("{name} at {rate}/s"), options)?;
+            let result = run::run(&alone, &format!("{name} at {rate}/s"), options.clone())?;
             if let Some(server) = &result.server {
                 points.push((result.total.rate, server.cpu_seconds / result.elapsed_secs));
             }
@@ -195,22 +195,68 @@ pub fn measure(
     } else {
         procstat::cpus() as f64
     };
-    let cost_per_user_ms: f64 = operations.iter().map(|o| o.per_user * o.cost_ms).sum();
-    let users = users_at(
-        spec.target_utilisation,
-        cpus,
-        profiled.then_some(cost_per_user_ms),
-    );
     Ok((
         runs,
-        CapacityResult {
-            operations,
-            cpus,
-            utilisation: spec.target_utilisation,
-            cost_per_user_ms,
-            users,
-        },
+        model(operations, cpus, spec.target_utilisation, profiled),
     ))
+}
+
+/// The users a server carries, from each operation's fitted cost.
+fn model(
+    operations: Vec<OperationCost>,
+    cpus: f64,
+    utilisation: f64,
+    profiled: bool,
+) -> CapacityResult {
+    let cost_per_user_ms: f64 = operations.iter().map(|o| o.per_user * o.cost_ms).sum();
+    CapacityResult {
+        users: users_at(utilisation, cpus, profiled.then_some(cost_per_user_ms)),
+        operations,
+        cpus,
+        utilisation,
+        cost_per_user_ms,
+    }
+}
+
+/// The model fitted from runs already made (the console's chosen runs):
+/// each run with the server's CPU time is a point of the operation it ran
+/// alone (or of its mix, named by the scenario, when it ran several).
+/// `per_user` gives an operation's profile frequency (none: no users).
+pub fn from_runs(
+    runs: &[RunResult],
+    per_user: &dyn Fn(&str) -> f64,
+    cpus: f64,
+    utilisation: f64,
+) -> CapacityResult {
+    let mut operations: Vec<OperationCost> = Vec::new();
+    for run in runs {
+        let Some(server) = &run.server else { continue };
+        let name = match run.operations.as_slice() {
+            [only] => only.name.clone(),
+            _ => format!("{} (mix)", run.scenario),
+        };
+        let point = (
+            run.total.rate,
+            server.cpu_seconds / run.elapsed_secs.max(1e-9),
+        );
+        match operations.iter_mut().find(|o| o.name == name) {
+            Some(op) => op.points.push(point),
+            None => operations.push(OperationCost {
+                per_user: per_user(&name),
+                name,
+                points: vec![point],
+                cost_ms: 0.0,
+                idle: 0.0,
+                r_squared: 0.0,
+            }),
+        }
+    }
+    for op in &mut operations {
+        let (idle, slope, r_squared) = fit(&op.points);
+        (op.idle, op.cost_ms, op.r_squared) = (idle, slope * 1000.0, r_squared);
+    }
+    let profiled = operations.iter().any(|o| o.per_user > 0.0);
+    model(operations, cpus, utilisation, profiled)
 }
 
 #[cfg(test)]

@@ -9,12 +9,12 @@
 //! * `array`: seed 000's method: `array_size` keys drawn uniformly once
 //!   per run, then requests pick from that array at random.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::rng::Rng;
 
 /// The distribution as a scenario names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// Every key equally likely.

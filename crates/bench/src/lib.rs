@@ -8,7 +8,8 @@
 //! * [`keys`]: key distributions (uniform, sequential, Zipf, seed 000's
 //!   pre-drawn array);
 //! * [`session`], [`wire`], [`tls`]: the pipelined client, plain or TLS;
-//! * [`stats`], [`run`]: what a run measures;
+//! * [`stats`], [`run`]: what a run measures; [`live`]: what it shows
+//!   each second to someone watching (the console);
 //! * [`report`]: text, JSON and HTML with SVG charts;
 //! * [`capacity`]: seed 003's capacity model;
 //! * [`generate`]: entries from templates and the seed models, as LDIF or BER;
@@ -24,6 +25,7 @@ pub mod capacity;
 pub mod followers;
 pub mod generate;
 pub mod keys;
+pub mod live;
 pub mod ops;
 pub mod pdu;
 pub mod procstat;

@@ -23,12 +23,23 @@ fn ticks_in_stat(stat: &str) -> Option<f64> {
     Some((utime + stime) as f64 / TICKS_PER_SECOND)
 }
 
-/// Resident memory of process `pid` in bytes.
+/// Resident memory of process `pid` in bytes: its own memory and the
+/// file pages it maps (a server's database) together.
 pub fn rss_bytes(pid: u32) -> Option<u64> {
+    status_kib(pid, "VmRSS:").map(|kib| kib * 1024)
+}
+
+/// The anonymous part of process `pid`'s resident memory, in bytes: its
+/// heap and stacks, without the mapped database pages (`RssAnon`).
+pub fn anon_bytes(pid: u32) -> Option<u64> {
+    status_kib(pid, "RssAnon:").map(|kib| kib * 1024)
+}
+
+/// A `kB` field of `/proc/PID/status`.
+fn status_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// This machine's CPU count.
@@ -57,6 +68,8 @@ mod tests {
         assert!(x != 1);
         assert!(cpu_seconds(pid).is_some());
         assert!(rss_bytes(pid).unwrap() > 1024 * 1024);
+        let anon = anon_bytes(pid).unwrap();
+        assert!(anon > 0 && anon <= rss_bytes(pid).unwrap());
         assert!(cpu_seconds(u32::MAX).is_none());
         assert!(this_thread_cpu_seconds().is_some());
     }

@@ -8,13 +8,13 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::capacity::CapacityResult;
 use crate::run::{RunResult, Summary};
 
 /// Everything one command measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     /// `run`, `sweep`, `compare` or `capacity`.
     pub kind: String,
@@ -241,18 +241,7 @@ impl Report {
                 .collect();
             h.push_str(&bar_chart("Latency percentiles", "milliseconds", &groups));
             if let Some(server) = run.server.as_ref().filter(|s| !s.rss_bytes.is_empty()) {
-                let points = server
-                    .rss_bytes
-                    .iter()
-                    .enumerate()
-                    .map(|(i, b)| (i as f64, *b as f64 / (1 << 20) as f64))
-                    .collect();
-                h.push_str(&line_chart(
-                    "Server resident memory",
-                    "second",
-                    "MB",
-                    &[(format!("pid {}", server.pid), points)],
-                ));
+                h.push_str(&memory_chart(server));
             }
         }
         if let Some(capacity) = &self.capacity {
@@ -274,6 +263,33 @@ th:first-child,td:first-child{text-align:left}svg{display:block;margin:1em 0}";
 const COLOURS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
+
+/// The server's memory: its own (anonymous) memory apart from the
+/// total, which also counts the database pages it maps. The total grows
+/// with the database; only the anonymous line growing would be a leak.
+fn memory_chart(server: &crate::run::ServerUsage) -> String {
+    let megabytes = |samples: &[u64]| -> Vec<(f64, f64)> {
+        samples
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (i as f64, *b as f64 / f64::from(1 << 20)))
+            .collect()
+    };
+    let mut series = vec![(
+        format!(
+            "pid {}: resident in all (with the database pages it maps)",
+            server.pid
+        ),
+        megabytes(&server.rss_bytes),
+    )];
+    if !server.anon_bytes.is_empty() {
+        series.push((
+            "the server's own memory (anonymous)".to_owned(),
+            megabytes(&server.anon_bytes),
+        ));
+    }
+    line_chart("Server resident memory", "second", "MB", &series)
+}
 
 fn run_name(run: &RunResult, sweep: bool) -> String {
     if sweep && run.label.starts_with("rate=") {
@@ -335,17 +351,26 @@ const RIGHT: f64 = 20.0;
 const TOP: f64 = 30.0;
 const BOTTOM: f64 = 45.0;
 
-/// A round number at or above `max`, for the top of an axis.
-fn axis_top(max: f64) -> f64 {
+/// An axis for values up to `max`: its top and the step between its
+/// labelled ticks, both round (a step of 1, 2 or 5 times a power of ten,
+/// at most five steps), so ticks read 0, 100, 200, not 0, 121, 242.
+fn axis(max: f64) -> (f64, f64) {
     if max <= 0.0 || !max.is_finite() {
-        return 1.0;
+        return (1.0, 0.25);
     }
-    let magnitude = 10f64.powf(max.log10().floor());
-    [1.0, 2.0, 2.5, 5.0, 10.0]
+    let magnitude = 10f64.powf((max / 5.0).log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
         .iter()
         .map(|m| m * magnitude)
-        .find(|v| *v >= max)
-        .unwrap_or(10.0 * magnitude)
+        .find(|step| max / step <= 5.0)
+        .unwrap_or(10.0 * magnitude);
+    ((max / step).ceil().max(1.0) * step, step)
+}
+
+/// The labelled values of an axis from 0 to `top` by `step`.
+fn ticks(top: f64, step: f64) -> impl Iterator<Item = f64> {
+    let steps = (top / step).round() as u32;
+    (0..=steps).map(move |i| f64::from(i) * step)
 }
 
 fn label_number(v: f64) -> String {
@@ -365,7 +390,7 @@ fn label_number(v: f64) -> String {
     }
 }
 
-fn frame(title: &str, x_label: &str, y_label: &str, y_top: f64) -> String {
+fn frame(title: &str, x_label: &str, y_label: &str, (y_top, y_step): (f64, f64)) -> String {
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" \
          viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" aria-label=\"{t}\">\n\
@@ -374,9 +399,8 @@ fn frame(title: &str, x_label: &str, y_label: &str, y_top: f64) -> String {
         t = esc(title)
     );
     let plot_h = HEIGHT - TOP - BOTTOM;
-    for i in 0..=4 {
-        let v = y_top * f64::from(i) / 4.0;
-        let y = HEIGHT - BOTTOM - plot_h * f64::from(i) / 4.0;
+    for v in ticks(y_top, y_step) {
+        let y = HEIGHT - BOTTOM - plot_h * v / y_top;
         let _ = writeln!(
             s,
             "<line x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\
@@ -408,25 +432,27 @@ pub fn line_chart(
     y_label: &str,
     series: &[(String, Vec<(f64, f64)>)],
 ) -> String {
-    let x_max = series
-        .iter()
-        .flat_map(|(_, p)| p.iter().map(|(x, _)| *x))
-        .fold(1.0, f64::max);
-    let y_top = axis_top(
+    let (x_max, x_step) = axis(
+        series
+            .iter()
+            .flat_map(|(_, p)| p.iter().map(|(x, _)| *x))
+            .fold(1.0, f64::max),
+    );
+    let y_axis = axis(
         series
             .iter()
             .flat_map(|(_, p)| p.iter().map(|(_, y)| *y))
             .fold(0.0, f64::max),
     );
-    let mut s = frame(title, x_label, y_label, y_top);
+    let y_top = y_axis.0;
+    let mut s = frame(title, x_label, y_label, y_axis);
     let plot_w = WIDTH - LEFT - RIGHT;
     let plot_h = HEIGHT - TOP - BOTTOM;
-    for i in 0..=4 {
-        let v = x_max * f64::from(i) / 4.0;
+    for v in ticks(x_max, x_step) {
         let _ = writeln!(
             s,
             "<text x=\"{:.1}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
-            LEFT + plot_w * f64::from(i) / 4.0,
+            LEFT + plot_w * v / x_max,
             HEIGHT - BOTTOM + 15.0,
             label_number(v)
         );
@@ -460,13 +486,14 @@ pub fn line_chart(
 
 /// A grouped bar chart: groups of (label, value) bars.
 pub fn bar_chart(title: &str, y_label: &str, groups: &[(String, Vec<(String, f64)>)]) -> String {
-    let y_top = axis_top(
+    let y_axis = axis(
         groups
             .iter()
             .flat_map(|(_, bars)| bars.iter().map(|(_, v)| *v))
             .fold(0.0, f64::max),
     );
-    let mut s = frame(title, "", y_label, y_top);
+    let y_top = y_axis.0;
+    let mut s = frame(title, "", y_label, y_axis);
     let plot_w = WIDTH - LEFT - RIGHT;
     let plot_h = HEIGHT - TOP - BOTTOM;
     let group_w = plot_w / groups.len().max(1) as f64;
@@ -525,11 +552,22 @@ mod tests {
     }
 
     #[test]
-    fn axes_round_up() {
-        assert_eq!(axis_top(0.0), 1.0);
-        assert_eq!(axis_top(7.0), 10.0);
-        assert_eq!(axis_top(120.0), 200.0);
-        assert_eq!(axis_top(2400.0), 2500.0);
+    fn axes_round_up_to_round_ticks() {
+        assert_eq!(axis(0.0), (1.0, 0.25));
+        assert_eq!(axis(7.0), (8.0, 2.0));
+        assert_eq!(axis(120.0), (150.0, 50.0));
+        assert_eq!(axis(2400.0), (2500.0, 500.0));
+        // The seed 001 run's memory chart: 485 seconds read 0, 121, 242.
+        assert_eq!(axis(485.0), (500.0, 100.0));
+        let labels: Vec<f64> = ticks(500.0, 100.0).collect();
+        assert_eq!(labels, [0.0, 100.0, 200.0, 300.0, 400.0, 500.0]);
+        for max in [0.3, 3.0, 33.0, 999.0, 1001.0, 123_456.0] {
+            let (top, step) = axis(max);
+            assert!(
+                top >= max && top / step <= 5.0 + 1e-9,
+                "{max}: {top} by {step}"
+            );
+        }
     }
 
     #[test]

@@ -7,10 +7,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 
 use crate::keys::Keys;
+use crate::live::{self, Live, Tick};
 use crate::ops::Operation;
 use crate::procstat;
 use crate::rng::Rng;
@@ -20,14 +21,16 @@ use crate::stats::{OpStats, Stats, code_name};
 use crate::tls::Tls;
 
 /// How a run reports while it goes.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Options {
     /// No progress line.
     pub quiet: bool,
+    /// Ticks for a watcher, and its way to stop the run.
+    pub live: Option<Arc<Live>>,
 }
 
 /// The figures of one run (the JSON report holds a list of these).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunResult {
     /// Scenario name.
     pub scenario: String,
@@ -64,7 +67,7 @@ pub struct RunResult {
 }
 
 /// One operation's (or the total's) figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     /// Operation name.
     pub name: String,
@@ -85,7 +88,7 @@ pub struct Summary {
 }
 
 /// Latency percentiles in microseconds.
-#[derive(Debug, Clone, Copy, Serialize, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
 pub struct Percentiles {
     /// Mean.
     pub mean: f64,
@@ -110,7 +113,7 @@ impl Percentiles {
 }
 
 /// What the server process used during the measured time.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServerUsage {
     /// Process ID.
     pub pid: u32,
@@ -118,8 +121,13 @@ pub struct ServerUsage {
     pub cpu_seconds: f64,
     /// CPU seconds per completed operation.
     pub cpu_seconds_per_operation: f64,
-    /// Resident memory sampled each second, bytes.
+    /// Resident memory sampled each second, bytes: the server's own
+    /// (anonymous) memory and the database pages it maps together.
     pub rss_bytes: Vec<u64>,
+    /// The anonymous part of each sample: what grows when the server
+    /// leaks, where the total also grows as the mapped database does.
+    #[serde(default)]
+    pub anon_bytes: Vec<u64>,
 }
 
 /// Runs `scenario` once.
@@ -263,6 +271,9 @@ struct Ran {
     sessions_failed: u32,
     first_error: Option<String>,
     rss_samples: Vec<u64>,
+    anon_samples: Vec<u64>,
+    /// Measured seconds when a watcher stopped the run early.
+    stopped_after: Option<f64>,
     /// The server's CPU seconds when measuring began (or when the run
     /// did), and at the end.
     cpu: (Option<f64>, Option<f64>),
@@ -304,14 +315,16 @@ async fn run_sessions(
         }
     }
     shared.stop.store(true, Ordering::Relaxed);
-    let (rss_samples, cpu_at_measure) = monitor.await.unwrap_or_default();
+    let seen = monitor.await.unwrap_or_default();
     let cpu_at_end = server_pid.and_then(procstat::cpu_seconds);
     Ran {
         clock,
         sessions_failed,
         first_error,
-        rss_samples,
-        cpu: (cpu_at_measure.or(cpu_at_start), cpu_at_end),
+        rss_samples: seen.rss,
+        anon_samples: seen.anon,
+        stopped_after: seen.stopped_after,
+        cpu: (seen.cpu_at_measure.or(cpu_at_start), cpu_at_end),
     }
 }
 
@@ -329,6 +342,9 @@ fn result_of(
     let ops_stats = shared.stats.snapshot();
     let elapsed_secs = if load.count > 0 || ran.clock.stop_at.is_none() {
         (shared.last_completion_ns.load(Ordering::Relaxed) as f64 / 1e9).max(1e-9)
+    } else if let Some(stopped) = ran.stopped_after {
+        // Stopped by a watcher: the seconds measured until then.
+        stopped.clamp(1e-9, load.duration_secs)
     } else {
         load.duration_secs
     };
@@ -358,6 +374,7 @@ fn result_of(
             cpu_seconds,
             cpu_seconds_per_operation: cpu_seconds / total.count.max(1) as f64,
             rss_bytes: ran.rss_samples,
+            anon_bytes: ran.anon_samples,
         }
     });
     RunResult {
@@ -439,43 +456,77 @@ fn summarise(
     }
 }
 
-/// Prints the progress line each second and samples the server's memory;
-/// returns the memory samples and the server's CPU time when measuring
-/// began.
-async fn monitor(
-    shared: Arc<Shared>,
-    pid: Option<u32>,
-    options: Options,
-) -> (Vec<u64>, Option<f64>) {
+/// What the monitor saw of the server, and when a watcher stopped the run.
+#[derive(Default)]
+struct Monitored {
+    rss: Vec<u64>,
+    anon: Vec<u64>,
+    cpu_at_measure: Option<f64>,
+    /// Seconds measured when a watcher stopped the run early.
+    stopped_after: Option<f64>,
+}
+
+/// Prints the progress line each second, samples the server's memory,
+/// and gives a watcher its tick (and stops the run when it asks).
+async fn monitor(shared: Arc<Shared>, pid: Option<u32>, options: Options) -> Monitored {
     let terminal = std::io::stderr().is_terminal();
-    let mut rss = Vec::new();
-    let mut cpu_at_measure = None;
-    let mut last = (Instant::now(), 0u64);
+    let mut seen = Monitored::default();
+    let client_cpu = || procstat::cpu_seconds(std::process::id()).unwrap_or(0.0);
+    let mut last = (Instant::now(), 0u64, client_cpu());
+    let mut last_stats = shared.stats.snapshot();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tick.tick().await;
         let now = Instant::now();
-        if cpu_at_measure.is_none() && now >= shared.clock().measure_from {
-            cpu_at_measure = pid.and_then(procstat::cpu_seconds);
+        let clock = shared.clock();
+        if seen.cpu_at_measure.is_none() && now >= clock.measure_from {
+            seen.cpu_at_measure = pid.and_then(procstat::cpu_seconds);
         }
-        if let Some(bytes) = pid.and_then(procstat::rss_bytes) {
-            rss.push(bytes);
+        if let Some(pid) = pid
+            && let Some(bytes) = procstat::rss_bytes(pid)
+        {
+            seen.rss.push(bytes);
+            seen.anon.push(procstat::anon_bytes(pid).unwrap_or(0));
         }
         let done = shared.completed.load(Ordering::Relaxed);
+        let interval = now.duration_since(last.0).as_secs_f64().max(1e-9);
+        let rate = (done - last.1) as f64 / interval;
+        let errors = shared.failed.load(Ordering::Relaxed);
+        if let Some(live) = &options.live {
+            let stats = shared.stats.snapshot();
+            let (latency_us, codes) = live::interval(&last_stats, &stats);
+            last_stats = stats;
+            let cpu = client_cpu();
+            live.push(Tick {
+                seconds: now.duration_since(clock.start).as_secs_f64(),
+                measuring: now >= clock.measure_from,
+                completed: done,
+                rate,
+                errors,
+                codes,
+                latency_us,
+                client_cpu: (cpu - last.2) / interval,
+            });
+            last.2 = cpu;
+            if live.stopping() && !shared.stop.swap(true, Ordering::Relaxed) {
+                seen.stopped_after = Some(
+                    now.saturating_duration_since(clock.measure_from)
+                        .as_secs_f64(),
+                );
+            }
+        }
         if !options.quiet {
-            let rate = (done - last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-9);
-            let phase = if now < shared.clock().measure_from {
+            let phase = if now < clock.measure_from {
                 " (warm-up)"
             } else {
                 ""
             };
             let line = format!(
-                "{:7.1}s  {:>12} ops  {:>10.0}/s  {} errors{phase}",
-                now.duration_since(shared.clock().start).as_secs_f64(),
+                "{:7.1}s  {:>12} ops  {:>10.0}/s  {errors} errors{phase}",
+                now.duration_since(clock.start).as_secs_f64(),
                 done,
                 rate,
-                shared.failed.load(Ordering::Relaxed),
             );
             let mut err = std::io::stderr().lock();
             let _ = if terminal {
@@ -484,12 +535,13 @@ async fn monitor(
                 writeln!(err, "{line}")
             };
         }
-        last = (now, done);
+        last.0 = now;
+        last.1 = done;
         if shared.stop.load(Ordering::Relaxed) {
             if terminal && !options.quiet {
                 let _ = writeln!(std::io::stderr());
             }
-            return (rss, cpu_at_measure);
+            return seen;
         }
     }
 }

@@ -36,7 +36,15 @@ fn run_counted(scenario: &str) -> (RunResult, Arc<CannedStats>) {
     let text = format!("[target]\nurl = \"{url}\"\n{scenario}");
     let scenario = Scenario::parse(&text, "test").unwrap();
     (
-        run::run(&scenario, "test", Options { quiet: true }).unwrap(),
+        run::run(
+            &scenario,
+            "test",
+            Options {
+                quiet: true,
+                live: None,
+            },
+        )
+        .unwrap(),
         stats,
     )
 }
@@ -135,7 +143,15 @@ fn a_request_without_an_answer_times_out_and_is_abandoned() {
          timeout_secs = 0.2\ndrain_secs = 0.5\n{SEARCH}"
     );
     let scenario = Scenario::parse(&text, "test").unwrap();
-    let result = run::run(&scenario, "test", Options { quiet: true }).unwrap();
+    let result = run::run(
+        &scenario,
+        "test",
+        Options {
+            quiet: true,
+            live: None,
+        },
+    )
+    .unwrap();
     let timeouts = result.total.codes.get("timeout").copied().unwrap_or(0);
     assert!(timeouts >= 10, "{:?}", result.total.codes);
     assert_eq!(result.total.codes.len(), 1, "{:?}", result.total.codes);

@@ -300,9 +300,10 @@ fn run_scenario(args: RunArgs) -> anyhow::Result<()> {
     let scenario = load(&args.scenario, &args.overrides)?;
     let options = Options {
         quiet: args.outputs.quiet,
+        live: None,
     };
     let Some(sweep) = &args.sweep else {
-        let result = run::run(&scenario, "", options)?;
+        let result = run::run(&scenario, "", options.clone())?;
         return finish(&report("run", &scenario, vec![result]), &args.outputs);
     };
     let (key, values) = sweep.split_once('=').with_context(|| {
@@ -330,7 +331,7 @@ fn run_scenario(args: RunArgs) -> anyhow::Result<()> {
             _ => bail!("--sweep {key}: sessions, depth and rate can be swept"),
         }
         one.validate().map_err(anyhow::Error::msg)?;
-        runs.push(run::run(&one, &format!("{key}={value}"), options)?);
+        runs.push(run::run(&one, &format!("{key}={value}"), options.clone())?);
     }
     finish(&report("sweep", &scenario, runs), &args.outputs)
 }
@@ -339,6 +340,7 @@ fn compare(args: CompareArgs) -> anyhow::Result<()> {
     let scenario = load(&args.scenario, &args.overrides)?;
     let options = Options {
         quiet: args.outputs.quiet,
+        live: None,
     };
     let mut runs = Vec::new();
     for server in &args.servers {
@@ -347,7 +349,7 @@ fn compare(args: CompareArgs) -> anyhow::Result<()> {
             .with_context(|| format!("--server {server:?}: expected NAME=ldap://HOST:PORT"))?;
         let mut one = scenario.clone();
         one.target.url = url.to_owned();
-        runs.push(run::run(&one, name, options).with_context(|| format!("server {name}"))?);
+        runs.push(run::run(&one, name, options.clone()).with_context(|| format!("server {name}"))?);
     }
     let report = report("compare", &scenario, runs);
     finish(&report, &args.outputs)?;
@@ -374,6 +376,7 @@ fn capacity(args: CapacityArgs) -> anyhow::Result<()> {
         pid,
         Options {
             quiet: args.outputs.quiet,
+            live: None,
         },
     )?;
     let mut report = report("capacity", &scenario, runs);
@@ -411,7 +414,14 @@ fn ceiling(args: &CeilingArgs) -> anyhow::Result<()> {
     let process_cpu = || procstat::cpu_seconds(std::process::id()).unwrap_or(0.0);
     let started = Instant::now();
     let before = process_cpu();
-    let result = run::run(&scenario, "ceiling", Options { quiet: true })?;
+    let result = run::run(
+        &scenario,
+        "ceiling",
+        Options {
+            quiet: true,
+            live: None,
+        },
+    )?;
     stop.store(true, Ordering::Relaxed);
     let _ = std::net::TcpStream::connect(address);
     let _ = server.join();

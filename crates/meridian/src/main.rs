@@ -4,6 +4,7 @@
 mod backup;
 mod bench;
 mod cluster;
+mod console;
 mod export;
 mod import;
 mod ldap_client;
@@ -111,6 +112,8 @@ enum Command {
     Verify(verify::VerifyArgs),
     /// Write a Meridian configuration from OpenLDAP's slapd.conf or slapd.d.
     Migrate(migrate::MigrateArgs),
+    /// A web console: load jobs run, watched and compared; a server or cluster watched.
+    Console(console::ConsoleArgs),
 }
 
 fn main() -> ExitCode {
@@ -128,6 +131,7 @@ fn main() -> ExitCode {
         Command::Cluster(args) => cluster::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Migrate(args) => migrate::run(args),
+        Command::Console(args) => console::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

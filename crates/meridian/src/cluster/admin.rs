@@ -297,19 +297,34 @@ pub(crate) fn run(target: &Target, command: &AdminCommand) -> anyhow::Result<()>
 }
 
 async fn ask(target: &Target, password: &str, command: &AdminCommand) -> anyhow::Result<String> {
-    const MAX_PDU: usize = 1 << 20;
-    let timeout = Duration::from_secs(target.timeout_secs);
     let endpoint = crate::ldap_client::Endpoint {
         url: target.url.clone(),
         bind_dn: target.bind_dn.clone(),
         password: password.to_owned(),
         tls_ca_file: target.tls_ca_file.clone(),
     };
-    let mut conn = crate::ldap_client::connect_bound(&endpoint, timeout, MAX_PDU).await?;
-    let text = render(&Addressed {
+    let addressed = Addressed {
         command: command.clone(),
         partition: target.partition.clone(),
-    });
+    };
+    ask_as(
+        &endpoint,
+        &addressed,
+        Duration::from_secs(target.timeout_secs),
+    )
+    .await
+}
+
+/// Sends `addressed` to the node `endpoint` names, bound as its identity
+/// (the console asks as whoever signed in); the node's answer.
+pub(crate) async fn ask_as(
+    endpoint: &crate::ldap_client::Endpoint,
+    addressed: &Addressed,
+    timeout: Duration,
+) -> anyhow::Result<String> {
+    const MAX_PDU: usize = 1 << 20;
+    let mut conn = crate::ldap_client::connect_bound(endpoint, timeout, MAX_PDU).await?;
+    let text = render(addressed);
     let mut request = Vec::new();
     LdapMessage {
         message_id: 2,
@@ -327,18 +342,18 @@ async fn ask(target: &Target, password: &str, command: &AdminCommand) -> anyhow:
         meridian_bench::wire::read_pdu(&mut conn, &mut buf, MAX_PDU),
     )
     .await
-    .map_err(|_| anyhow!("{}: no answer within {timeout:?}", target.url))??;
+    .map_err(|_| anyhow!("{}: no answer within {timeout:?}", endpoint.url))??;
     let message = LdapMessage::decode(&pdu, &DecodeLimits::default())
-        .map_err(|e| anyhow!("{}: a malformed answer: {e}", target.url))?;
+        .map_err(|e| anyhow!("{}: a malformed answer: {e}", endpoint.url))?;
     let ProtocolOp::ExtendedResponse(response) = message.op else {
-        bail!("{}: an unexpected answer to {text:?}", target.url);
+        bail!("{}: an unexpected answer to {text:?}", endpoint.url);
     };
     let code = response.result.code;
     let diagnostic = String::from_utf8_lossy(response.result.message);
     if code == ResultCode::PROTOCOL_ERROR && diagnostic.contains("unsupported extended operation") {
         bail!(
             "{} is not a cluster node (it does not serve cluster administration)",
-            target.url
+            endpoint.url
         );
     }
     if code != ResultCode::SUCCESS {

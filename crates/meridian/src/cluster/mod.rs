@@ -1,7 +1,7 @@
 //! The binary's side of a cluster: `[cluster]` into a running node, and
 //! the `meridian cluster` commands.
 
-mod admin;
+pub(crate) mod admin;
 mod local;
 
 pub(crate) use admin::NodeAdmin;

@@ -1,0 +1,779 @@
+//! Load jobs: a scenario from the shelf with the parameters the form
+//! set, run in this process by the bench's own runner, one job at a
+//! time (two at once would share the client's CPU and measure neither),
+//! watched live through server-sent events and kept as a run when done.
+//!
+//! A job is one run, several targets side by side (as `bench compare`)
+//! or a sweep of sessions, depth or rate (as `bench run --sweep`).
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use meridian_bench::keys::Kind;
+use meridian_bench::live::Live;
+use meridian_bench::report::Report;
+use meridian_bench::run::{self, Options, RunResult};
+use meridian_bench::scenario::Scenario;
+use serde::{Deserialize, Serialize};
+
+use super::Console;
+use super::auth::SignedIn;
+use super::http::{ApiError, ApiResult};
+
+/// The largest scenario file taken by upload.
+const MAX_SCENARIO_BYTES: usize = 64 << 10;
+/// Jobs listed (the oldest finished ones are forgotten; their runs stay).
+const JOBS_KEPT: usize = 100;
+/// Runs in one job (targets compared or values swept).
+const MAX_RUNS_PER_JOB: usize = 32;
+
+pub(super) fn routes() -> Router<Arc<Console>> {
+    Router::new()
+        .route("/api/scenarios", get(list_scenarios).post(upload_scenario))
+        .route("/api/jobs", get(list_jobs).post(start_job))
+        .route("/api/jobs/{id}", get(job_status))
+        .route("/api/jobs/{id}/events", get(job_events))
+        .route("/api/jobs/{id}/stop", post(stop_job))
+}
+
+// ---------------------------------------------------------------- scenarios
+
+/// The scenarios jobs can run: the bench's files and uploaded ones.
+pub(crate) struct ScenarioShelf {
+    builtin: PathBuf,
+    uploaded: PathBuf,
+}
+
+/// A scenario as the form shows it: never its password.
+#[derive(Debug, Serialize)]
+struct ScenarioView {
+    id: String,
+    origin: &'static str,
+    name: String,
+    description: String,
+    url: String,
+    bind_dn: Option<String>,
+    sessions: u32,
+    depth: u32,
+    duration_secs: f64,
+    warmup_secs: f64,
+    rate: f64,
+    distribution: String,
+    keys_max: u64,
+    operations: Vec<String>,
+}
+
+impl ScenarioView {
+    fn of(id: &str, origin: &'static str, s: &Scenario) -> ScenarioView {
+        ScenarioView {
+            id: id.to_owned(),
+            origin,
+            name: s.name.clone(),
+            description: s.description.clone(),
+            url: s.target.url.clone(),
+            bind_dn: s.target.bind_dn.clone(),
+            sessions: s.load.sessions,
+            depth: s.load.depth,
+            duration_secs: s.load.duration_secs,
+            warmup_secs: s.load.warmup_secs,
+            rate: s.load.rate,
+            distribution: format!("{:?}", s.keys.distribution).to_lowercase(),
+            keys_max: s.keys.max,
+            operations: s
+                .operations
+                .iter()
+                .enumerate()
+                .map(|(i, o)| {
+                    o.name
+                        .clone()
+                        .unwrap_or_else(|| format!("operation {}", i + 1))
+                })
+                .collect(),
+        }
+    }
+}
+
+impl ScenarioShelf {
+    pub(crate) fn open(builtin: &Path, uploaded: &Path) -> anyhow::Result<ScenarioShelf> {
+        std::fs::create_dir_all(uploaded)
+            .with_context(|| format!("creating {}", uploaded.display()))?;
+        Ok(ScenarioShelf {
+            builtin: builtin.to_owned(),
+            uploaded: uploaded.to_owned(),
+        })
+    }
+
+    /// Every scenario that parses, uploaded ones first; files that do not
+    /// parse are left out (the bench names their faults).
+    fn list(&self) -> Vec<ScenarioView> {
+        let mut views = Vec::new();
+        for (dir, origin) in [(&self.uploaded, "uploaded"), (&self.builtin, "bench")] {
+            let Ok(files) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            let mut files: Vec<PathBuf> = files
+                .filter_map(|f| f.ok().map(|f| f.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+                .collect();
+            files.sort();
+            for path in files {
+                let Some(id) = path.file_stem().and_then(|s| s.to_str()) else {
+                    continue;
+                };
+                if let Ok(scenario) = read_scenario(&path) {
+                    views.push(ScenarioView::of(id, origin, &scenario));
+                }
+            }
+        }
+        views
+    }
+
+    /// The scenario named `id` (an uploaded one first).
+    fn load(&self, id: &str) -> ApiResult<Scenario> {
+        if !valid_name(id) {
+            return Err(ApiError::bad_request(format!(
+                "{id:?} is not a scenario name"
+            )));
+        }
+        let file = format!("{id}.toml");
+        let path = [self.uploaded.join(&file), self.builtin.join(&file)]
+            .into_iter()
+            .find(|p| p.is_file())
+            .ok_or_else(|| ApiError::not_found(format!("no scenario {id:?}")))?;
+        read_scenario(&path).map_err(|e| ApiError::bad_request(format!("{e:#}")))
+    }
+}
+
+fn read_scenario(path: &Path) -> anyhow::Result<Scenario> {
+    let text = std::fs::read_to_string(path)?;
+    Scenario::parse(&text, &path.display().to_string()).map_err(anyhow::Error::msg)
+}
+
+/// A scenario or upload name: letters, digits, `-`, `_` and `.` (not
+/// first), at most 64: a file name in one folder, nothing more.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+async fn list_scenarios(State(console): State<Arc<Console>>) -> Json<Vec<ScenarioView>> {
+    Json(console.scenarios.list())
+}
+
+#[derive(Deserialize)]
+struct Upload {
+    name: String,
+    text: String,
+}
+
+/// `POST /api/scenarios`: a scenario file, bounded and checked as the
+/// bench checks it (parsed, validated, its operations compiled) before
+/// it is kept.
+async fn upload_scenario(
+    State(console): State<Arc<Console>>,
+    Json(upload): Json<Upload>,
+) -> ApiResult<(StatusCode, Json<ScenarioView>)> {
+    if !valid_name(&upload.name) {
+        return Err(ApiError::bad_request(
+            "a scenario's name is 1 to 64 letters, digits, '-', '_' or '.'",
+        ));
+    }
+    if upload.text.len() > MAX_SCENARIO_BYTES {
+        return Err(ApiError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a scenario is at most {MAX_SCENARIO_BYTES} bytes"),
+        ));
+    }
+    let shelf = &console.scenarios;
+    let file = format!("{}.toml", upload.name);
+    if shelf.builtin.join(&file).exists() {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            format!(
+                "{:?} is one of the bench's scenarios: choose another name",
+                upload.name
+            ),
+        ));
+    }
+    let scenario = Scenario::parse(&upload.text, &upload.name)
+        .and_then(|s| s.validate().map(|()| s))
+        .and_then(|s| s.compile().map(|_| s))
+        .map_err(|e| ApiError::bad_request(format!("not a valid scenario: {e}")))?;
+    let path = shelf.uploaded.join(&file);
+    let temporary = shelf.uploaded.join(format!(".{file}.new"));
+    std::fs::write(&temporary, &upload.text)
+        .and_then(|()| std::fs::rename(&temporary, &path))
+        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("saving: {e}")))?;
+    Ok((
+        StatusCode::CREATED,
+        Json(ScenarioView::of(&upload.name, "uploaded", &scenario)),
+    ))
+}
+
+// ---------------------------------------------------------------- jobs
+
+/// What the job form sends. Anything left out keeps the scenario's value.
+#[derive(Debug, Clone, Deserialize, Serialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct JobRequest {
+    scenario: String,
+    /// The servers: one runs the scenario, several compare them.
+    targets: Vec<JobTarget>,
+    /// `scenario` (its own bind), `me` (the signed-in identity),
+    /// `anonymous`, or `dn` (`bind_dn` with `password`).
+    bind: String,
+    bind_dn: Option<String>,
+    #[serde(skip_serializing)]
+    password: Option<String>,
+    sessions: Option<u32>,
+    depth: Option<u32>,
+    rate: Option<f64>,
+    duration_secs: Option<f64>,
+    warmup_secs: Option<f64>,
+    distribution: Option<Kind>,
+    keys_max: Option<u64>,
+    /// A local server process to read CPU and memory from.
+    server_pid: Option<u32>,
+    /// `sessions=1,8,32`, `depth=1,10,100` or `rate=1000,2000`.
+    sweep: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+struct JobTarget {
+    name: String,
+    url: String,
+}
+
+/// The runs of a job: each run's label and scenario, in order.
+type Runs = Vec<(String, Scenario)>;
+
+/// The runs a request makes, and the report's kind.
+fn plan(
+    mut scenario: Scenario,
+    request: &JobRequest,
+    who: &SignedIn,
+) -> Result<(&'static str, Runs), String> {
+    let t = &mut scenario.target;
+    match request.bind.as_str() {
+        "" | "scenario" => {}
+        "me" => {
+            t.bind_dn = Some(who.dn.clone());
+            t.password = Some(who.password.clone());
+        }
+        "anonymous" => (t.bind_dn, t.password) = (None, None),
+        "dn" => {
+            t.bind_dn = Some(request.bind_dn.clone().ok_or("bind \"dn\" needs bind_dn")?);
+            t.password = request.password.clone();
+        }
+        other => return Err(format!("bind {other:?}: scenario, me, anonymous or dn")),
+    }
+    let l = &mut scenario.load;
+    l.sessions = request.sessions.unwrap_or(l.sessions);
+    l.depth = request.depth.unwrap_or(l.depth);
+    l.rate = request.rate.unwrap_or(l.rate);
+    l.duration_secs = request.duration_secs.unwrap_or(l.duration_secs);
+    l.warmup_secs = request.warmup_secs.unwrap_or(l.warmup_secs);
+    l.server_pid = request.server_pid.or(l.server_pid);
+    // A job always ends: by its duration, or by its count.
+    if l.duration_secs <= 0.0 && l.count == 0 {
+        return Err("a job needs a duration (seconds) or a count".into());
+    }
+    let k = &mut scenario.keys;
+    k.distribution = request.distribution.unwrap_or(k.distribution);
+    k.max = request.keys_max.unwrap_or(k.max);
+    scenario.validate()?;
+    let mut runs = Vec::new();
+    match (request.targets.as_slice(), &request.sweep) {
+        ([], None) => runs.push((String::new(), scenario)),
+        ([one], None) => {
+            let mut s = scenario;
+            s.target.url.clone_from(&one.url);
+            runs.push((one.name.clone(), s));
+        }
+        (many, None) => {
+            for target in many {
+                let mut s = scenario.clone();
+                s.target.url.clone_from(&target.url);
+                runs.push((target.name.clone(), s));
+            }
+        }
+        (targets, Some(sweep)) => {
+            if targets.len() > 1 {
+                return Err("a sweep runs against one target".into());
+            }
+            if let Some(one) = targets.first() {
+                scenario.target.url.clone_from(&one.url);
+            }
+            let (key, values) = sweep
+                .split_once('=')
+                .ok_or("sweep: expected sessions=1,8,32, depth=1,10,100 or rate=1000,2000")?;
+            for value in values.split(',') {
+                let n: f64 = value
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|n: &f64| *n >= 0.0 && n.is_finite())
+                    .ok_or_else(|| format!("sweep: {value:?} is not a number"))?;
+                let mut s = scenario.clone();
+                let whole = u32::try_from(n as u64).unwrap_or(u32::MAX);
+                match key {
+                    "sessions" => s.load.sessions = whole,
+                    "depth" => s.load.depth = whole,
+                    "rate" => s.load.rate = n,
+                    _ => return Err(format!("sweep {key}: sessions, depth or rate")),
+                }
+                s.validate()?;
+                runs.push((format!("{key}={n}"), s));
+            }
+        }
+    }
+    if runs.len() > MAX_RUNS_PER_JOB {
+        return Err(format!("at most {MAX_RUNS_PER_JOB} runs in one job"));
+    }
+    for (_, s) in &runs {
+        meridian_bench::wire::resolve(&s.target.url).map_err(|e| format!("{e:#}"))?;
+    }
+    let kind = match (runs.len(), &request.sweep) {
+        (_, Some(_)) => "sweep",
+        (1, None) => "run",
+        _ => "compare",
+    };
+    Ok((kind, runs))
+}
+
+/// Where a job is.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "lowercase")]
+enum Phase {
+    Running,
+    Done,
+    Stopped,
+    Failed,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct JobState {
+    phase: Phase,
+    /// The report the job's runs were kept as.
+    report: Option<String>,
+    error: Option<String>,
+}
+
+/// One job: its request (without a password), where it is, and each
+/// run's live ticks.
+pub(crate) struct Job {
+    id: u64,
+    request: JobRequest,
+    started_unix: u64,
+    signed_in_as: String,
+    state: Mutex<JobState>,
+    runs: Mutex<Vec<(String, Arc<Live>)>>,
+    stop: AtomicBool,
+}
+
+impl Job {
+    fn state(&self) -> JobState {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_state(&self, state: JobState) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = state;
+    }
+
+    fn lives(&self) -> Vec<(String, Arc<Live>)> {
+        self.runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn view(&self) -> serde_json::Value {
+        let runs: Vec<String> = self.lives().into_iter().map(|(label, _)| label).collect();
+        serde_json::json!({
+            "id": self.id,
+            "request": self.request,
+            "started_unix": self.started_unix,
+            "signed_in_as": self.signed_in_as,
+            "state": self.state(),
+            "runs": runs,
+        })
+    }
+}
+
+/// The jobs started since the console did.
+#[derive(Default)]
+pub(crate) struct Jobs {
+    list: Mutex<VecDeque<Arc<Job>>>,
+    next_id: AtomicU64,
+}
+
+impl Jobs {
+    fn find(&self, id: u64) -> ApiResult<Arc<Job>> {
+        self.list
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|j| j.id == id)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(format!("no job {id}")))
+    }
+
+    pub(crate) fn running(&self) -> bool {
+        self.list
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .any(|j| j.state().phase == Phase::Running)
+    }
+}
+
+async fn list_jobs(State(console): State<Arc<Console>>) -> Json<Vec<serde_json::Value>> {
+    let jobs: Vec<Arc<Job>> = console
+        .jobs
+        .list
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .rev()
+        .cloned()
+        .collect();
+    Json(jobs.iter().map(|j| j.view()).collect())
+}
+
+async fn job_status(
+    State(console): State<Arc<Console>>,
+    UrlPath(id): UrlPath<u64>,
+) -> ApiResult<Json<serde_json::Value>> {
+    Ok(Json(console.jobs.find(id)?.view()))
+}
+
+/// `POST /api/jobs`: starts a job; 409 while another runs.
+async fn start_job(
+    State(console): State<Arc<Console>>,
+    Extension(who): Extension<Arc<SignedIn>>,
+    Json(request): Json<JobRequest>,
+) -> ApiResult<(StatusCode, Json<serde_json::Value>)> {
+    let scenario = console.scenarios.load(&request.scenario)?;
+    let (kind, runs) = plan(scenario, &request, &who).map_err(ApiError::bad_request)?;
+    let job = {
+        let mut list = console
+            .jobs
+            .list
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if list.iter().any(|j| j.state().phase == Phase::Running) {
+            return Err(ApiError(
+                StatusCode::CONFLICT,
+                "a job is running: stop it or wait for it (two at once would share the client's CPU and measure neither)".into(),
+            ));
+        }
+        let job = Arc::new(Job {
+            id: console.jobs.next_id.fetch_add(1, Ordering::Relaxed) + 1,
+            request,
+            started_unix: now_unix(),
+            signed_in_as: who.dn.clone(),
+            state: Mutex::new(JobState {
+                phase: Phase::Running,
+                report: None,
+                error: None,
+            }),
+            runs: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+        });
+        if list.len() >= JOBS_KEPT
+            && let Some(at) = list.iter().position(|j| j.state().phase != Phase::Running)
+        {
+            list.remove(at);
+        }
+        list.push_back(Arc::clone(&job));
+        job
+    };
+    let (thread_job, thread_console) = (Arc::clone(&job), Arc::clone(&console));
+    std::thread::Builder::new()
+        .name(format!("console-job-{}", job.id))
+        .spawn(move || run_job(&thread_job, &thread_console, kind, runs))
+        .map_err(|e| {
+            ApiError(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("starting the job: {e}"),
+            )
+        })?;
+    Ok((StatusCode::CREATED, Json(job.view())))
+}
+
+/// The job's runs, one after another, on this (its own) thread; the
+/// report kept when they are done, even when stopped early.
+fn run_job(job: &Job, console: &Console, kind: &str, runs: Runs) {
+    let Some(first) = runs.first().map(|(_, s)| s.clone()) else {
+        return;
+    };
+    let mut results: Vec<RunResult> = Vec::new();
+    let mut error = None;
+    for (label, scenario) in runs {
+        if job.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let live = Arc::new(Live::default());
+        job.runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((label.clone(), Arc::clone(&live)));
+        let options = Options {
+            quiet: true,
+            live: Some(live),
+        };
+        match run::run(&scenario, &label, options) {
+            Ok(result) => results.push(result),
+            Err(e) => {
+                error = Some(
+                    format!("{label}: {e:#}")
+                        .trim_start_matches(": ")
+                        .to_owned(),
+                );
+                break;
+            }
+        }
+    }
+    let report = (!results.is_empty()).then(|| Report {
+        kind: kind.to_owned(),
+        scenario: first.name.clone(),
+        description: first.description.clone(),
+        runs: results,
+        capacity: None,
+    });
+    let saved = report.map(|r| console.runs.save(r));
+    let (report, error) = match saved {
+        Some(Ok(id)) => (Some(id), error),
+        Some(Err(e)) => (None, Some(format!("the run could not be kept: {e:#}"))),
+        None => (None, error),
+    };
+    let phase = if error.is_some() {
+        Phase::Failed
+    } else if job.stop.load(Ordering::Relaxed) {
+        Phase::Stopped
+    } else {
+        Phase::Done
+    };
+    job.set_state(JobState {
+        phase,
+        report,
+        error,
+    });
+}
+
+/// `POST /api/jobs/{id}/stop`: stops sending; what was measured is kept.
+async fn stop_job(
+    State(console): State<Arc<Console>>,
+    UrlPath(id): UrlPath<u64>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let job = console.jobs.find(id)?;
+    job.stop.store(true, Ordering::Relaxed);
+    for (_, live) in job.lives() {
+        live.stop();
+    }
+    Ok(Json(job.view()))
+}
+
+/// What the event stream has sent of a job so far.
+struct Cursor {
+    job: Arc<Job>,
+    /// Ticks sent of each run.
+    sent: Vec<usize>,
+    ended: bool,
+    interval: tokio::time::Interval,
+}
+
+/// `GET /api/jobs/{id}/events`: server-sent events: `tick` (a run's
+/// second: `run`, `label` and the tick's figures), `state` when the job
+/// ends, then the stream closes. Checked twice a second: a watcher costs
+/// the run nothing between.
+async fn job_events(
+    State(console): State<Arc<Console>>,
+    UrlPath(id): UrlPath<u64>,
+) -> ApiResult<Sse<impl futures_util::Stream<Item = Result<Event, std::convert::Infallible>>>> {
+    let job = console.jobs.find(id)?;
+    let cursor = Cursor {
+        job,
+        sent: Vec::new(),
+        ended: false,
+        interval: tokio::time::interval(Duration::from_millis(500)),
+    };
+    let stream = futures_util::stream::unfold(cursor, |mut cursor| async move {
+        if cursor.ended {
+            return None;
+        }
+        cursor.interval.tick().await;
+        let state = cursor.job.state();
+        let mut events = Vec::new();
+        for (i, (label, live)) in cursor.job.lives().iter().enumerate() {
+            if cursor.sent.len() <= i {
+                cursor.sent.push(0);
+            }
+            let Some(sent) = cursor.sent.get_mut(i) else {
+                continue;
+            };
+            for tick in live.ticks_from(*sent) {
+                *sent += 1;
+                let data = serde_json::json!({ "run": i, "label": label, "tick": tick });
+                events.push(Event::default().event("tick").data(data.to_string()));
+            }
+        }
+        if state.phase != Phase::Running {
+            cursor.ended = true;
+            let data = serde_json::to_string(&state).unwrap_or_default();
+            events.push(Event::default().event("state").data(data));
+        }
+        Some((
+            futures_util::stream::iter(events.into_iter().map(Ok)),
+            cursor,
+        ))
+    });
+    use futures_util::StreamExt as _;
+    Ok(Sse::new(stream.flatten()).keep_alive(KeepAlive::default()))
+}
+
+#[allow(clippy::disallowed_methods)] // a job's start, for people: not directory data
+fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario() -> Scenario {
+        Scenario::parse(
+            "name = \"t\"\n[target]\nurl = \"ldap://127.0.0.1:3389\"\nbind_dn = \"cn=x\"\npassword = \"scenario-secret\"\n\
+             [load]\nduration_secs = 5\n[[operation]]\nkind = \"search\"\ndn = \"uid=user{key},dc=x\"\n",
+            "t",
+        )
+        .unwrap()
+    }
+
+    fn me() -> SignedIn {
+        SignedIn {
+            dn: "cn=me".into(),
+            password: "my-secret".into(),
+            csrf: String::new(),
+        }
+    }
+
+    #[test]
+    fn one_target_runs_several_compare_a_sweep_sweeps() {
+        let one = JobRequest {
+            targets: vec![JobTarget {
+                name: "a".into(),
+                url: "ldap://127.0.0.1:1".into(),
+            }],
+            sessions: Some(3),
+            ..JobRequest::default()
+        };
+        let (kind, runs) = plan(scenario(), &one, &me()).unwrap();
+        assert_eq!((kind, runs.len()), ("run", 1));
+        assert_eq!(runs[0].1.load.sessions, 3);
+        assert_eq!(runs[0].1.target.url, "ldap://127.0.0.1:1");
+        let mut two = one.clone();
+        two.targets.push(JobTarget {
+            name: "b".into(),
+            url: "ldap://127.0.0.1:2".into(),
+        });
+        let (kind, runs) = plan(scenario(), &two, &me()).unwrap();
+        assert_eq!((kind, runs[1].0.as_str()), ("compare", "b"));
+        let sweep = JobRequest {
+            sweep: Some("depth=1,10,100".into()),
+            ..one
+        };
+        let (kind, runs) = plan(scenario(), &sweep, &me()).unwrap();
+        assert_eq!(kind, "sweep");
+        let depths: Vec<u32> = runs.iter().map(|(_, s)| s.load.depth).collect();
+        assert_eq!(depths, [1, 10, 100]);
+    }
+
+    #[test]
+    fn the_bind_is_the_scenarios_mine_or_none() {
+        let me_bind = JobRequest {
+            bind: "me".into(),
+            ..JobRequest::default()
+        };
+        let (_, runs) = plan(scenario(), &me_bind, &me()).unwrap();
+        assert_eq!(runs[0].1.target.password.as_deref(), Some("my-secret"));
+        let anonymous = JobRequest {
+            bind: "anonymous".into(),
+            ..JobRequest::default()
+        };
+        let (_, runs) = plan(scenario(), &anonymous, &me()).unwrap();
+        assert!(runs[0].1.target.bind_dn.is_none());
+        let bad = JobRequest {
+            bind: "root".into(),
+            ..JobRequest::default()
+        };
+        assert!(plan(scenario(), &bad, &me()).is_err());
+    }
+
+    #[test]
+    fn a_job_that_would_never_end_or_is_malformed_is_refused() {
+        let forever = JobRequest {
+            duration_secs: Some(0.0),
+            ..JobRequest::default()
+        };
+        assert!(
+            plan(scenario(), &forever, &me())
+                .unwrap_err()
+                .contains("duration")
+        );
+        let sweep = JobRequest {
+            sweep: Some("threads=1,2".into()),
+            ..JobRequest::default()
+        };
+        assert!(plan(scenario(), &sweep, &me()).is_err());
+        let url = JobRequest {
+            targets: vec![JobTarget {
+                name: "x".into(),
+                url: "http://nowhere".into(),
+            }],
+            ..JobRequest::default()
+        };
+        assert!(plan(scenario(), &url, &me()).is_err());
+    }
+
+    #[test]
+    fn a_password_is_never_shown() {
+        let request = JobRequest {
+            bind: "dn".into(),
+            bind_dn: Some("cn=x".into()),
+            password: Some("hidden-password".into()),
+            ..JobRequest::default()
+        };
+        let shown = serde_json::to_string(&request).unwrap();
+        assert!(!shown.contains("hidden-password"), "{shown}");
+        let view = serde_json::to_string(&ScenarioView::of("t", "bench", &scenario())).unwrap();
+        assert!(!view.contains("scenario-secret"), "{view}");
+    }
+
+    #[test]
+    fn names_are_file_names_in_one_folder() {
+        assert!(valid_name("seed000-modify"));
+        assert!(valid_name("my_scenario.v2"));
+        for bad in ["", "../x", ".hidden", "a/b", "a b", &"x".repeat(65)] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+    }
+}
