@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs Meridian's tests on a fresh Debian machine with Rust installed:
-# installs what the tests need (OpenLDAP's client tools and slapd from
-# Debian, Python ldap3 and pytest from PyPI, the UnboundID LDAP SDK from
-# Maven Central), builds, then runs the Rust unit, property, differential
+# installs what the tests need (OpenLDAP's client tools and slapd, and
+# chromium with chromium-driver for the console's pages, from Debian;
+# Python ldap3, pytest and Selenium from PyPI; the UnboundID LDAP SDK
+# from Maven Central), builds, then runs the Rust unit, property, differential
 # and integration tests and the Python client tests.
 #
 #   scripts/test.sh          the everyday tier, under 10 minutes on 2 cores
@@ -38,14 +39,17 @@ command -v ldapsearch >/dev/null && command -v ldapwhoami >/dev/null || missing+
 [ -x /usr/sbin/slapd ] && [ -e /etc/ldap/schema/core.schema ] || missing+=(slapd)
 # `openssl passwd` makes {CRYPT} hashes for the password tests.
 command -v openssl >/dev/null || missing+=(openssl)
+# The console's pages are tested in a real browser, driven headless.
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
 # shellcheck source=scripts/install-packages.sh
 source scripts/install-packages.sh
 install_packages "${missing[@]}"
 
-if ! python3 -c 'import ldap3, pytest' 2>/dev/null; then
-    echo "== installing ldap3 and pytest"
-    python3 -m pip install -q 'ldap3==2.9.1' 'pytest>=7' \
-        || python3 -m pip install -q --break-system-packages 'ldap3==2.9.1' 'pytest>=7'
+if ! python3 -c 'import ldap3, pytest, selenium' 2>/dev/null; then
+    echo "== installing ldap3, pytest and selenium"
+    python3 -m pip install -q 'ldap3==2.9.1' 'pytest>=7' 'selenium>=4.20' \
+        || python3 -m pip install -q --break-system-packages 'ldap3==2.9.1' 'pytest>=7' 'selenium>=4.20'
 fi
 
 # The UnboundID LDAP SDK's command-line tools, a third-party client the TLS

@@ -57,14 +57,15 @@ pub(crate) type ApiResult<T> = Result<T, ApiError>;
 /// The pages and scripts, embedded: no build step, nothing fetched.
 mod assets {
     pub(super) const LOGIN: &str = include_str!("assets/login.html");
+    pub(super) const LOGIN_JS: &str = include_str!("assets/login.js");
     pub(super) const INDEX: &str = include_str!("assets/index.html");
     pub(super) const APP_JS: &str = include_str!("assets/app.js");
     pub(super) const CHART_JS: &str = include_str!("assets/chart.js");
     pub(super) const APP_CSS: &str = include_str!("assets/app.css");
 }
 
-/// Every route. Only the sign-in page and the sign-in request answer
-/// without a session; everything else is behind [`auth::require_session`].
+/// Every route. Only the sign-in page, its script and the sign-in
+/// request answer without a session; everything else is behind [`auth::require_session`].
 pub(crate) fn router(console: Arc<Console>) -> Router {
     let api = Router::new()
         .merge(jobs::routes())
@@ -92,6 +93,11 @@ pub(crate) fn router(console: Arc<Console>) -> Router {
         ));
     Router::new()
         .route("/login", get(|| async { page(assets::LOGIN, "text/html") }))
+        // The sign-in form's script: no data, only the form's code.
+        .route(
+            "/assets/login.js",
+            get(|| async { page(assets::LOGIN_JS, "text/javascript") }),
+        )
         .route("/api/session", axum::routing::post(auth::sign_in))
         .merge(signed_in)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
