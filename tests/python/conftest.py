@@ -20,9 +20,10 @@ def meridian_binary():
 
 
 @contextlib.contextmanager
-def serve(config=""):
+def serve(config="", with_pid=False):
     """A server on a port of its own choosing, with `config` (TOML) as its
-    config file: `(host, port)` while it runs."""
+    config file: `(host, port)` while it runs (`(host, port, pid)` with
+    `with_pid`)."""
     with tempfile.TemporaryDirectory(prefix="meridian-py-") as data_dir:
         env = dict(os.environ, MERIDIAN_ADMIN_PASSWORD=ADMIN_PASSWORD, RUST_LOG="warn")
         config_file = os.path.join(data_dir, "test-config.toml")
@@ -41,7 +42,7 @@ def serve(config=""):
                     break
             else:
                 raise RuntimeError("meridian exited before listening")
-            yield host, int(port)
+            yield (host, int(port), proc.pid) if with_pid else (host, int(port))
         finally:
             proc.terminate()
             assert proc.wait(timeout=20) == 0, "meridian did not stop cleanly on SIGTERM"

@@ -86,10 +86,11 @@ def console(ldap_port, metrics_port):
 @pytest.fixture(scope="module")
 def setup():
     metrics_port = free_port()
-    with serve(f'[server]\nmetrics_listen = "127.0.0.1:{metrics_port}"\n') as (host, port):
+    config = f'[server]\nmetrics_listen = "127.0.0.1:{metrics_port}"\n'
+    with serve(config, with_pid=True) as (host, port, pid):
         conn = load_people(host, port)
         with console(port, metrics_port) as url:
-            yield {"url": url, "ldap": conn, "ldap_port": port}
+            yield {"url": url, "ldap": conn, "ldap_port": port, "pid": pid}
 
 
 class Http:
@@ -242,6 +243,90 @@ def test_no_password_is_ever_shown(setup):
         assert secret not in everything, secret
 
 
+def start_job(http, setup, **request):
+    request.setdefault("scenario", "api-test")
+    request.setdefault("targets", [{"name": "m", "url": f"ldap://127.0.0.1:{setup['ldap_port']}"}])
+    request.setdefault("bind", "me")
+    status, body, _ = http.call("POST", "/api/jobs", request)
+    assert status == 201, body
+    return json.loads(body)["id"]
+
+
+def test_jobs_stop_sweep_and_fit_the_capacity_model_through_the_api(setup):
+    http = Http(setup["url"]).sign_in()
+    status, body, _ = http.call("POST", "/api/scenarios", {"name": "api-test", "text": SCENARIO})
+    assert status == 201, body
+    # Stopped early: what was measured is kept, over the seconds measured.
+    job = start_job(http, setup, duration_secs=120, warmup_secs=0)
+    status, body, _ = http.call("POST", "/api/jobs", {"scenario": "api-test"})
+    assert status == 409, "one job at a time"
+    time.sleep(2.5)
+    status, body, _ = http.call("POST", f"/api/jobs/{job}/stop")
+    assert status == 200, body
+    stopped = wait_job(http, job, timeout=30)
+    assert stopped["state"]["phase"] == "stopped", stopped
+    status, body, _ = http.call("GET", f"/api/runs/{stopped['state']['report']}")
+    run = json.loads(body)["runs"][0]
+    assert 1.0 <= run["elapsed_secs"] < 10.0 and run["total"]["count"] > 0, run["elapsed_secs"]
+    # A sweep: one run per value, kept as one report.
+    job = wait_job(http, start_job(http, setup, duration_secs=1, warmup_secs=0, sweep="sessions=1,2"))
+    assert job["state"]["phase"] == "done", job
+    status, body, _ = http.call("GET", f"/api/runs/{job['state']['report']}")
+    report = json.loads(body)
+    assert report["kind"] == "sweep" and [r["sessions"] for r in report["runs"]] == [1, 2]
+    # Open-loop runs that read the server's CPU, fitted into the model.
+    ids = []
+    for rate in (200, 400):
+        job = wait_job(http, start_job(http, setup, duration_secs=2, warmup_secs=0, rate=rate,
+                                       server_pid=setup["pid"]))
+        assert job["state"]["phase"] == "done", job
+        ids.append(job["state"]["report"] + ".0")
+    status, body, _ = http.call("GET", "/api/capacity?" + urllib.parse.urlencode(
+        {"runs": ",".join(ids), "profile": "search:2", "cpus": 2}))
+    assert status == 200, body
+    model = json.loads(body)
+    assert [len(o["points"]) for o in model["operations"]] == [2], model
+    assert model["operations"][0]["per_user"] == 2 and model["cpus"] == 2
+    # Filters, CSV and JSON exports of chosen runs.
+    status, body, _ = http.call("GET", "/api/runs?kind=sweep")
+    assert {r["kind"] for r in json.loads(body)} == {"sweep"}
+    status, body, headers = http.call("GET", "/api/compare?format=csv&runs=" + ",".join(ids))
+    assert status == 200 and headers["Content-Type"].startswith("text/csv"), body
+    assert body.splitlines()[0].startswith("label,scenario,target") and len(body.splitlines()) == 5
+    status, body, _ = http.call("GET", "/api/compare?format=json&runs=" + ",".join(ids))
+    assert [r["offered_rate"] for r in json.loads(body)["runs"]] == [200, 400]
+    status, body, _ = http.call("GET", "/api/compare?runs=" + ",".join(ids))
+    assert 'class="side-by-side"' in body, "one table of the runs compared"
+    status, body, _ = http.call("GET", "/api/compare?runs=nope.0")
+    assert status == 404, body
+
+
+def test_the_console_over_https(setup, tmp_path):
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    port = free_port()
+    proc = subprocess.Popen([meridian_binary(), "console", "--listen", f"127.0.0.1:{port}",
+                             "--url", f"ldap://127.0.0.1:{setup['ldap_port']}", "--data", str(tmp_path / "data"),
+                             "--tls-certificate-file", str(cert), "--tls-key-file", str(key)],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        assert line.startswith(f"meridian console on https://127.0.0.1:{port}/"), line
+        import ssl
+        context = ssl.create_default_context(cafile=str(cert))
+        request = urllib.request.Request(f"https://127.0.0.1:{port}/api/session", method="POST",
+                                         data=json.dumps({"dn": ADMIN_DN, "password": ADMIN_PASSWORD}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, context=context, timeout=30) as answer:
+            cookie = answer.headers["Set-Cookie"]
+        assert "Secure" in cookie and "HttpOnly" in cookie, cookie
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
 # ---------------------------------------------------------------- the browser
 
 
@@ -362,6 +447,7 @@ def test_the_console_in_a_browser(setup, browser):
     driver.switch_to.frame(frame)
     page = wait_for(driver, lambda d: d.find_element("tag name", "body").text, "the comparison's report")
     assert "Throughput by run" in page and "first" in page and "second" in page, page[:500]
+    assert len(driver.find_elements("css selector", "table.side-by-side tr")) == 3, "one table, a row per run"
     driver.switch_to.default_content()
     driver.save_screenshot(os.path.join(SHOTS, "04-compare.png"))
 

@@ -166,6 +166,7 @@ impl Report {
                 "operations per second",
                 &[("total".to_owned(), points)],
             ));
+            h.push_str(&side_by_side(&self.runs, sweep));
             let value = |r: &RunResult| {
                 r.label
                     .split_once('=')
@@ -323,6 +324,36 @@ fn summary_table(run: &RunResult) -> String {
     };
     for s in run.operations.iter().chain(std::iter::once(&run.total)) {
         h.push_str(&row(s));
+    }
+    h.push_str("</table>\n");
+    h
+}
+
+/// One row per run, their totals side by side (the comparison's table).
+fn side_by_side(runs: &[RunResult], sweep: bool) -> String {
+    let mut h = String::from(
+        "<table class=\"side-by-side\">\n<tr><th>run</th><th>target</th><th>sessions x depth</th><th>ops/s</th>\
+         <th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>errors</th><th>server CPU us/op</th></tr>\n",
+    );
+    for run in runs {
+        let l = run.total.latency_us;
+        let cpu = run.server.as_ref().map_or_else(
+            || "-".to_owned(),
+            |s| format!("{:.1}", s.cpu_seconds_per_operation * 1e6),
+        );
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{} x {}</td><td>{:.0}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{}</td><td>{cpu}</td></tr>",
+            esc(&run_name(run, sweep)),
+            esc(&run.target),
+            run.sessions,
+            run.depth,
+            run.total.rate,
+            l.p50 / 1000.0,
+            l.p99 / 1000.0,
+            l.p999 / 1000.0,
+            run.total.errors,
+        );
     }
     h.push_str("</table>\n");
     h

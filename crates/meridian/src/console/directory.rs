@@ -76,20 +76,7 @@ async fn status(
             "ready": probe(&url, "/readyz").await,
         }));
     }
-    let addressed = crate::cluster::admin::Addressed {
-        command: meridian_replication::AdminCommand::Status,
-        partition: None,
-    };
-    let cluster = match crate::cluster::admin::ask_as(
-        &console.endpoint(&who.dn, &who.password),
-        &addressed,
-        Duration::from_secs(10),
-    )
-    .await
-    {
-        Ok(text) => serde_json::json!({ "status": parse_status(&text), "text": text }),
-        Err(e) => serde_json::json!({ "error": format!("{e:#}") }),
-    };
+    let cluster = cluster_status(&console, &who).await;
     Json(serde_json::json!({
         "url": console.url,
         "signed_in_as": who.dn,
@@ -99,17 +86,77 @@ async fn status(
     }))
 }
 
+/// One node's answer for one partition, as `key: value` pairs.
+type StatusGroup = serde_json::Map<String, serde_json::Value>;
+
+/// The cluster's status as `who` may see it: asked of the console's node
+/// and, when that node does not lead, of the leader it names too (only
+/// the leader knows each replica's lag). A single server is not a
+/// cluster node, and the operation answers the administrator only: the
+/// error says which.
+async fn cluster_status(console: &Console, who: &SignedIn) -> serde_json::Value {
+    /// Nodes asked at most (the console's node and each partition's leader).
+    const MAX_ASKED: usize = 8;
+    let mut asked: Vec<String> = Vec::new();
+    let mut groups: Vec<StatusGroup> = Vec::new();
+    let mut pending = vec![console.url.clone()];
+    while let Some(url) = pending.pop() {
+        if asked.contains(&url) || asked.len() >= MAX_ASKED {
+            continue;
+        }
+        asked.push(url.clone());
+        let mut endpoint = console.endpoint(&who.dn, &who.password);
+        endpoint.url.clone_from(&url);
+        let addressed = crate::cluster::admin::Addressed {
+            command: meridian_replication::AdminCommand::Status,
+            partition: None,
+        };
+        match crate::cluster::admin::ask_as(&endpoint, &addressed, Duration::from_secs(10)).await {
+            Ok(text) => {
+                for mut group in parse_status(&text) {
+                    let leads = group.get("role").is_some_and(|r| r == "leader");
+                    let leader_url = group
+                        .get("leader")
+                        .and_then(|l| l.as_str())
+                        .and_then(|l| l.split_whitespace().nth(1))
+                        .map(str::to_owned);
+                    if let (false, Some(leader)) = (leads, leader_url) {
+                        pending.push(leader);
+                    }
+                    group.insert("asked".into(), serde_json::Value::String(url.clone()));
+                    groups.push(group);
+                }
+            }
+            // The console's own node refusing is the answer; a leader it
+            // named not answering is shown beside what the node said.
+            Err(e) if groups.is_empty() => return serde_json::json!({ "error": format!("{e:#}") }),
+            Err(e) => {
+                let mut group = StatusGroup::new();
+                group.insert("asked".into(), serde_json::Value::String(url));
+                group.insert("error".into(), serde_json::Value::String(format!("{e:#}")));
+                groups.push(group);
+            }
+        }
+    }
+    serde_json::json!({ "status": groups })
+}
+
 /// The status text's `key: value` lines; the replicas as a list. A
-/// status of several partitions repeats its keys: each begins a group.
-fn parse_status(text: &str) -> Vec<serde_json::Map<String, serde_json::Value>> {
-    let mut groups: Vec<serde_json::Map<String, serde_json::Value>> = Vec::new();
+/// status of several partitions heads each with `partition: SUFFIX`.
+fn parse_status(text: &str) -> Vec<StatusGroup> {
+    let mut groups: Vec<StatusGroup> = Vec::new();
     for line in text.lines() {
         let Some((key, value)) = line.split_once(": ") else {
             continue;
         };
         let (key, value) = (key.trim(), value.trim());
-        if key == "node" || groups.is_empty() {
-            groups.push(serde_json::Map::new());
+        let begins = match key {
+            "partition" => true,
+            "node" => groups.last().is_none_or(|g| g.contains_key("node")),
+            _ => groups.is_empty(),
+        };
+        if begins {
+            groups.push(StatusGroup::new());
         }
         let Some(group) = groups.last_mut() else {
             continue;
@@ -464,12 +511,19 @@ mod tests {
     #[test]
     fn a_status_reads_as_groups_with_their_replicas() {
         let text = "node: 1\nrole: leader\nterm: 3\nreplica: 2 127.0.0.1:7002 matched=9 lag=0\n\
-                    replica: 3 127.0.0.1:7003 matched=7 lag=2\nnode: 1\nrole: follower\n";
+                    replica: 3 127.0.0.1:7003 matched=7 lag=2\n";
         let groups = parse_status(text);
-        assert_eq!(groups.len(), 2);
+        assert_eq!(groups.len(), 1);
         assert_eq!(groups[0]["role"], "leader");
         assert_eq!(groups[0]["replicas"].as_array().unwrap().len(), 2);
-        assert_eq!(groups[1]["role"], "follower");
+        let partitions =
+            "partition: dc=a\nnode: 1\nrole: leader\npartition: dc=b\nnode: 1\nrole: follower\n";
+        let groups = parse_status(partitions);
+        assert_eq!(groups.len(), 2);
+        assert_eq!(
+            (&groups[1]["partition"], &groups[1]["role"]),
+            ("dc=b", "follower")
+        );
     }
 
     #[test]

@@ -337,6 +337,7 @@ async function directoryPage() {
   chart("ops", "Operations", "per second");
   chart("latency", "Latency (bucket bounds)", "milliseconds");
   chart("connections", "Connections", "open");
+  chart("refused", "Writes refused (full disk or map)", "naming contexts");
   chart("disk", "Database and journal on disk", "MiB");
   chart("memory", "Resident memory", "MiB");
   chart("cpu", "Server CPU", "cores");
@@ -346,12 +347,13 @@ async function directoryPage() {
       el("td", { class: "text" }, n.metrics_url),
       el("td", { class: "text " + (n.health.status === 200 ? "ok" : "bad") }, n.health.body),
       el("td", { class: "text " + (n.ready.status === 200 ? "ok" : "bad") }, n.ready.body)));
+    const columns = ["asked", "partition", "node", "role", "leader", "term", "applied", "last log", "voters", "learners"];
     const cluster = status.cluster.status
       ? el("table", { id: "cluster-table" },
-          el("tr", {}, ["node", "role", "leader", "term", "applied", "last log", "replicas (matched, lag)"].map((h) => el("th", { class: "text" }, h))),
-          status.cluster.status.map((g) => el("tr", {},
-            ["node", "role", "leader", "term", "applied", "last log"].map((k) => el("td", { class: "text" }, g[k] || "")),
-            el("td", { class: "text" }, (g.replicas || []).join("; ")))))
+          el("tr", {}, [...columns, "replicas (matched, lag)"].map((h) => el("th", { class: "text" }, h))),
+          status.cluster.status.map((g) => el("tr", { class: "cluster-node" },
+            columns.map((k) => el("td", { class: "text" }, g[k] || "")),
+            el("td", { class: "text" }, g.error ? el("span", { class: "error" }, g.error) : (g.replicas || []).join("; ")))))
       : el("p", { class: "muted", id: "cluster-none" }, `Cluster: ${status.cluster.error}`);
     statusBox.replaceChildren(
       el("p", {}, `${status.url}, signed in as ${status.signed_in_as}`),
@@ -365,6 +367,7 @@ async function directoryPage() {
       { name: `${s.url} p50`, points: s.points.filter((p) => p.p50_ms !== null).map((p) => [p.unix, p.p50_ms]) },
       { name: `${s.url} p99`, points: s.points.filter((p) => p.p99_ms !== null).map((p) => [p.unix, p.p99_ms]) }]));
     charts.connections.update(per((p) => p.connections));
+    charts.refused.update(per((p) => p.writes_refused));
     charts.disk.update(per((p) => p.disk_bytes / (1 << 20)));
     charts.memory.update(per((p) => p.resident_bytes / (1 << 20)));
     charts.cpu.update(per((p) => p.cpu));
