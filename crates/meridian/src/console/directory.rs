@@ -520,10 +520,8 @@ mod tests {
             "partition: dc=a\nnode: 1\nrole: leader\npartition: dc=b\nnode: 1\nrole: follower\n";
         let groups = parse_status(partitions);
         assert_eq!(groups.len(), 2);
-        assert_eq!(
-            (&groups[1]["partition"], &groups[1]["role"]),
-            ("dc=b", "follower")
-        );
+        assert_eq!(groups[1]["partition"], "dc=b");
+        assert_eq!(groups[1]["role"], "follower");
     }
 
     #[test]
