@@ -20,7 +20,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
-from ldap3 import MODIFY_REPLACE, SYNC
+from ldap3 import SYNC, Connection, Server
 
 from conftest import ADMIN_DN, ADMIN_PASSWORD, ROOT, connect, meridian_binary, serve
 
@@ -485,3 +485,45 @@ def test_the_console_in_a_browser(setup, browser):
     wait_for(driver, lambda d: d.current_url.endswith("/login"), "signing out")
     driver.get(setup["url"] + "/#/results")
     wait_for(driver, lambda d: urllib.parse.urlparse(d.current_url).path == "/login", "the sign-in page after signing out")
+
+
+# ---------------------------------------------------------------- a cluster
+
+
+from test_ldap3_cluster import cluster, role  # noqa: E402,F401  (the three-node fixture)
+
+
+def test_the_directory_page_shows_each_nodes_role_and_the_replicas_lag(cluster):  # noqa: F811
+    deadline = time.time() + 30
+    while True:
+        roles = {port: role(port) for port in cluster}
+        if sorted(roles.values()) == ["follower", "follower", "leader"]:
+            break
+        assert time.time() < deadline, f"no stable leader: {roles}"
+        time.sleep(0.2)
+    follower = next(p for p, r in roles.items() if r == "follower")
+    leader = next(p for p, r in roles.items() if r == "leader")
+    with console(follower, free_port()) as url:
+        http = Http(url).sign_in()
+        status, body, _ = http.call("GET", "/api/directory")
+        assert status == 200, body
+        groups = json.loads(body)["cluster"]["status"]
+        by_role = {g["role"]: g for g in groups}
+        assert by_role["follower"]["asked"] == f"ldap://127.0.0.1:{follower}", groups
+        assert by_role["leader"]["asked"].endswith(f":{leader}"), groups
+        assert len(by_role["leader"]["replicas"]) == 2 and "lag=" in by_role["leader"]["replicas"][0], groups
+        assert by_role["leader"]["voters"].split() == ["1", "2", "3"], groups
+        # Not the administrator: the cluster operation is refused, and
+        # the page says so instead of a status.
+        conn = Connection(Server("127.0.0.1", port=leader), ADMIN_DN, ADMIN_PASSWORD, auto_bind=True)
+        assert conn.add(BASE, ["dcObject", "organization"], {"dc": "example", "o": "Example"}), conn.result
+        assert conn.add(f"uid=reader,{BASE}", ["inetOrgPerson"],
+                        {"uid": "reader", "cn": "r", "sn": "r", "userPassword": "reader-pw"}), conn.result
+        # The console signs in at the follower: once the entry reached it.
+        deadline = time.time() + 20
+        while Http(url).call("POST", "/api/session", {"dn": f"uid=reader,{BASE}", "password": "reader-pw"})[0] != 200:
+            assert time.time() < deadline, "the reader's entry never reached the follower"
+            time.sleep(0.2)
+        reader = Http(url).sign_in(f"uid=reader,{BASE}", "reader-pw")
+        status, body, _ = reader.call("GET", "/api/directory")
+        assert "error" in json.loads(body)["cluster"], body
