@@ -202,11 +202,24 @@ impl Client {
         scope: Scope,
         filter: Filter<'_>,
         attributes: &[&[u8]],
+        each: impl FnMut(OwnedEntry) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        self.search_each_of(search(base, scope, filter, attributes), each)
+            .await
+    }
+
+    /// [`Client::search_each`] of a request built by the caller (a size
+    /// limit, a time limit).
+    pub(crate) async fn search_each_of(
+        &mut self,
+        request: ProtocolOp<'_>,
         mut each: impl FnMut(OwnedEntry) -> anyhow::Result<()>,
     ) -> anyhow::Result<()> {
-        let id = self
-            .send(search(base, scope, filter, attributes), &[])
-            .await?;
+        let base = match &request {
+            ProtocolOp::SearchRequest(r) => String::from_utf8_lossy(r.base).into_owned(),
+            _ => String::new(),
+        };
+        let id = self.send(request, &[]).await?;
         loop {
             let pdu = self.next_pdu().await?;
             let message = decode(&pdu)?;

@@ -18,7 +18,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use super::{Console, auth, directory, jobs, runs};
+use super::{Console, auth, directory, entries, jobs, runs, scenarios};
 
 /// The largest request body taken (a scenario upload is bounded lower).
 const MAX_BODY_BYTES: usize = 256 << 10;
@@ -68,9 +68,11 @@ mod assets {
 /// request answer without a session; everything else is behind [`auth::require_session`].
 pub(crate) fn router(console: Arc<Console>) -> Router {
     let api = Router::new()
+        .merge(scenarios::routes())
         .merge(jobs::routes())
         .merge(runs::routes())
         .merge(directory::routes())
+        .merge(entries::routes())
         .route("/api/session", get(auth::whoami).delete(auth::sign_out));
     let signed_in = Router::new()
         .route("/", get(|| async { page(assets::INDEX, "text/html") }))

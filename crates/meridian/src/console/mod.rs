@@ -5,10 +5,12 @@
 //! browser that works through LDAP as the signed-in identity.
 //!
 //! * [`auth`]: sign-in by an LDAP bind, sessions, CSRF tokens;
+//! * [`scenarios`]: the scenarios offered, and uploads;
 //! * [`jobs`]: load jobs run in this process, watched live (SSE);
 //! * [`runs`]: every result kept as JSON, listed, compared, exported;
 //! * [`watch`]: the directory's metrics sampled over the last hour;
-//! * [`directory`]: health, the cluster's status, the entry browser;
+//! * [`directory`]: health, the cluster's status, the last hour;
+//! * [`entries`]: the entry browser, as the signed-in identity;
 //! * [`schema`]: what the entry browser's forms know of the schema;
 //! * [`http`]: the listener (plain or TLS), its limits, the pages.
 //!
@@ -18,9 +20,11 @@
 
 mod auth;
 mod directory;
+mod entries;
 mod http;
 mod jobs;
 mod runs;
+mod scenarios;
 mod schema;
 mod watch;
 
@@ -82,7 +86,7 @@ pub(crate) struct Console {
     pub(crate) sessions: auth::Sessions,
     pub(crate) jobs: jobs::Jobs,
     pub(crate) runs: runs::Runs,
-    pub(crate) scenarios: jobs::ScenarioShelf,
+    pub(crate) scenarios: scenarios::ScenarioShelf,
     pub(crate) watch: Arc<watch::Watch>,
     /// Whether the console is served over TLS (its cookie is `Secure`).
     pub(crate) https: bool,
@@ -115,7 +119,7 @@ async fn serve(args: ConsoleArgs) -> anyhow::Result<()> {
         _ => None,
     };
     let runs = runs::Runs::open(&args.data.join("runs"))?;
-    let scenarios = jobs::ScenarioShelf::open(&args.scenarios, &args.data.join("scenarios"))?;
+    let scenarios = scenarios::ScenarioShelf::open(&args.scenarios, &args.data.join("scenarios"))?;
     let watch = Arc::new(watch::Watch::new(args.metrics_urls.clone())?);
     tokio::spawn(watch::sample_forever(Arc::clone(&watch)));
     let console = Arc::new(Console {
