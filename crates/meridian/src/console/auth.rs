@@ -29,11 +29,17 @@ const CSRF_HEADER: &str = "x-csrf-token";
 const BIND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Who a request comes from: the handlers' view of a session.
-#[derive(Debug)]
 pub(crate) struct SignedIn {
     pub(crate) dn: String,
     pub(crate) password: String,
     pub(crate) csrf: String,
+}
+
+/// The DN only: a session's password and token never reach a log.
+impl std::fmt::Debug for SignedIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignedIn").field("dn", &self.dn).finish_non_exhaustive()
+    }
 }
 
 struct Session {

@@ -41,7 +41,8 @@ pub(super) fn routes() -> Router<Arc<Console>> {
 }
 
 /// What the job form sends. Anything left out keeps the scenario's value.
-#[derive(Debug, Clone, Deserialize, Serialize, Default)]
+/// Not `Debug`, and its password is never serialized: it is never shown.
+#[derive(Clone, Deserialize, Serialize, Default)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct JobRequest {
     scenario: String,

@@ -118,7 +118,7 @@ async function jobsPage() {
     try {
       const job = await api("POST", "/api/jobs", request);
       status.textContent = `job ${job.id} started`;
-      watchJob(job.id, live, status);
+      watchJob(job.id, live, status, () => refreshJobs(jobsList, live, status));
       refreshJobs(jobsList, live, status);
     } catch (e) { showError(status, e); }
   };
@@ -157,7 +157,7 @@ async function jobsPage() {
   fill();
   await refreshJobs(jobsList, live, status);
   const running = (await api("GET", "/api/jobs")).find((j) => j.state.phase === "running");
-  if (running) watchJob(running.id, live, status);
+  if (running) watchJob(running.id, live, status, () => refreshJobs(jobsList, live, status));
 }
 
 async function refreshJobs(target, live, status) {
@@ -174,11 +174,12 @@ async function refreshJobs(target, live, status) {
               await api("POST", `/api/jobs/${j.id}/stop`); refreshJobs(target, live, status);
             } }, "Stop")
           : (j.state.report ? el("a", { href: `#/run/${j.state.report}` }, "result") : ""),
-        " ", el("a", { href: "#/jobs", onclick: () => watchJob(j.id, live, status) }, "watch"))))));
+        " ", el("a", { href: "#/jobs", onclick: () => watchJob(j.id, live, status, () => refreshJobs(target, live, status)) }, "watch"))))));
 }
 
-// The live view of a job: throughput, latency and client CPU each second.
-function watchJob(id, target, status) {
+// The live view of a job: throughput, latency and client CPU each second;
+// `ended` is called when the job ends.
+function watchJob(id, target, status, ended = () => {}) {
   leaving();
   const header = el("p", { class: "status", id: "live-header" }, `job ${id}: connecting`);
   const rateBox = el("div", { id: "live-rate-chart" });
@@ -232,6 +233,7 @@ function watchJob(id, target, status) {
     header.replaceChildren(parts.join(""), " ",
       state.report ? el("a", { href: `#/run/${state.report}`, id: "live-result" }, "see the result") : "");
     if (status) status.textContent = `job ${id} ${state.phase}`;
+    ended();
   });
   events.onerror = () => { if (events.readyState === EventSource.CLOSED) header.dataset.closed = "1"; };
   leaving = () => events.close();
