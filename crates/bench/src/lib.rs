@@ -5,6 +5,8 @@
 //! * [`pdu`]: requests encoded once, re-rendered with the message ID and
 //!   the variable parts patched in;
 //! * [`ops`], [`scenario`]: the TOML scenario and its operations;
+//!   [`overrides`]: what a command line or a job form changes in one, and
+//!   sweeps;
 //! * [`keys`]: key distributions (uniform, sequential, Zipf, seed 000's
 //!   pre-drawn array);
 //! * [`session`], [`wire`], [`tls`]: the pipelined client, plain or TLS;
@@ -27,6 +29,7 @@ pub mod generate;
 pub mod keys;
 pub mod live;
 pub mod ops;
+pub mod overrides;
 pub mod pdu;
 pub mod procstat;
 pub mod report;

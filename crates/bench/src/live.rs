@@ -120,21 +120,7 @@ pub(crate) fn interval(
             None => merged = Some(delta),
         }
     }
-    let latency = merged
-        .filter(|m| !m.latency.is_empty())
-        .map(|m| {
-            let h = &m.latency;
-            let us = |ns: u64| ns as f64 / 1000.0;
-            Percentiles {
-                mean: h.mean() / 1000.0,
-                p50: us(h.value_at_quantile(0.5)),
-                p90: us(h.value_at_quantile(0.9)),
-                p99: us(h.value_at_quantile(0.99)),
-                p999: us(h.value_at_quantile(0.999)),
-                max: us(h.max()),
-            }
-        })
-        .unwrap_or_default();
+    let latency = merged.map_or_else(Percentiles::default, |m| Percentiles::of(&m.latency));
     (latency, codes)
 }
 

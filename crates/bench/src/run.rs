@@ -105,6 +105,23 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
+    /// The percentiles of a histogram of nanoseconds (all zero when it
+    /// is empty).
+    pub fn of(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Percentiles {
+            mean: h.mean() / 1000.0,
+            p50: us(h.value_at_quantile(0.5)),
+            p90: us(h.value_at_quantile(0.9)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+        }
+    }
+
     /// p50, p90, p99, p99.9 and max in milliseconds: the columns of the
     /// text and HTML tables.
     pub fn table_millis(&self) -> [f64; 5] {
@@ -419,20 +436,7 @@ fn summarise(
         .filter(|(code, _)| !u32::try_from(**code).is_ok_and(&succeeded))
         .map(|(_, n)| n)
         .sum();
-    let h = &stats.latency;
-    let us = |ns: u64| ns as f64 / 1000.0;
-    let latency_us = if count == 0 {
-        Percentiles::default()
-    } else {
-        Percentiles {
-            mean: h.mean() / 1000.0,
-            p50: us(h.value_at_quantile(0.5)),
-            p90: us(h.value_at_quantile(0.9)),
-            p99: us(h.value_at_quantile(0.99)),
-            p999: us(h.value_at_quantile(0.999)),
-            max: us(h.max()),
-        }
-    };
+    let latency_us = Percentiles::of(&stats.latency);
     Summary {
         name: name.to_owned(),
         count,

@@ -14,6 +14,7 @@ use std::time::Instant;
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use meridian_bench::generate::{self, EntryTemplate, Format, Model};
+use meridian_bench::overrides::Sweep;
 use meridian_bench::report::Report;
 use meridian_bench::run::{self, Options, RunResult};
 use meridian_bench::scenario::Scenario;
@@ -242,34 +243,26 @@ fn load(path: &Path, overrides: &Overrides) -> anyhow::Result<Scenario> {
     let mut scenario =
         Scenario::parse(&text, &path.display().to_string()).map_err(anyhow::Error::msg)?;
     let o = overrides;
-    let t = &mut scenario.target;
-    if let Some(url) = &o.url {
-        t.url.clone_from(url);
+    meridian_bench::overrides::Overrides {
+        url: o.url.clone(),
+        bind_dn: o.bind_dn.clone(),
+        password: o.password.clone(),
+        tls_ca_file: o.tls_ca_file.clone(),
+        tls_insecure: o.tls_insecure,
+        sessions: o.sessions,
+        depth: o.depth,
+        duration_secs: o.duration,
+        warmup_secs: o.warmup,
+        count: o.count,
+        rate: o.rate,
+        users: o.users,
+        threads: o.threads,
+        server_pid: o.server_pid,
+        keys_max: o.keys,
+        distribution: None,
     }
-    if let Some(dn) = &o.bind_dn {
-        t.bind_dn = Some(dn.clone());
-    }
-    if let Some(pw) = &o.password {
-        t.password = Some(pw.clone());
-    }
-    if let Some(ca) = &o.tls_ca_file {
-        t.tls_ca_file = Some(ca.clone());
-    }
-    t.tls_insecure |= o.tls_insecure;
-    let l = &mut scenario.load;
-    l.sessions = o.sessions.unwrap_or(l.sessions);
-    l.depth = o.depth.unwrap_or(l.depth);
-    l.duration_secs = o.duration.unwrap_or(l.duration_secs);
-    l.warmup_secs = o.warmup.unwrap_or(l.warmup_secs);
-    l.count = o.count.unwrap_or(l.count);
-    l.rate = o.rate.unwrap_or(l.rate);
-    l.users = o.users.unwrap_or(l.users);
-    l.threads = o.threads.unwrap_or(l.threads);
-    l.server_pid = o.server_pid.or(l.server_pid);
-    scenario.keys.max = o.keys.unwrap_or(scenario.keys.max);
-    scenario
-        .validate()
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    .apply(&mut scenario)
+    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     Ok(scenario)
 }
 
@@ -306,32 +299,10 @@ fn run_scenario(args: RunArgs) -> anyhow::Result<()> {
         let result = run::run(&scenario, "", options.clone())?;
         return finish(&report("run", &scenario, vec![result]), &args.outputs);
     };
-    let (key, values) = sweep.split_once('=').with_context(|| {
-        format!("--sweep {sweep:?}: expected sessions=1,8,32 or depth=1,10,100")
-    })?;
-    let values: Vec<f64> = values
-        .split(',')
-        .map(|v| {
-            v.trim()
-                .parse()
-                .ok()
-                .filter(|n: &f64| *n >= 0.0 && n.is_finite())
-                .with_context(|| format!("--sweep: {v:?} is not a number"))
-        })
-        .collect::<anyhow::Result<_>>()?;
+    let sweep = Sweep::parse(sweep).map_err(|e| anyhow::anyhow!("--{e}"))?;
     let mut runs = Vec::new();
-    for value in values {
-        let mut one = scenario.clone();
-        let whole = || u32::try_from(value as u64).unwrap_or(u32::MAX);
-        match key {
-            "sessions" => one.load.sessions = whole(),
-            "depth" => one.load.depth = whole(),
-            // Open loop at each offered rate: latency against load.
-            "rate" => one.load.rate = value,
-            _ => bail!("--sweep {key}: sessions, depth and rate can be swept"),
-        }
-        one.validate().map_err(anyhow::Error::msg)?;
-        runs.push(run::run(&one, &format!("{key}={value}"), options.clone())?);
+    for (label, one) in sweep.runs(&scenario).map_err(anyhow::Error::msg)? {
+        runs.push(run::run(&one, &label, options.clone())?);
     }
     finish(&report("sweep", &scenario, runs), &args.outputs)
 }

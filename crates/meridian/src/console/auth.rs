@@ -38,7 +38,9 @@ pub(crate) struct SignedIn {
 /// The DN only: a session's password and token never reach a log.
 impl std::fmt::Debug for SignedIn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SignedIn").field("dn", &self.dn).finish_non_exhaustive()
+        f.debug_struct("SignedIn")
+            .field("dn", &self.dn)
+            .finish_non_exhaustive()
     }
 }
 

@@ -18,6 +18,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use meridian_bench::keys::Kind;
 use meridian_bench::live::Live;
+use meridian_bench::overrides::{Overrides, Sweep};
 use meridian_bench::report::Report;
 use meridian_bench::run::{self, Options, RunResult};
 use meridian_bench::scenario::Scenario;
@@ -96,66 +97,40 @@ fn plan(
         }
         other => return Err(format!("bind {other:?}: scenario, me, anonymous or dn")),
     }
-    let l = &mut scenario.load;
-    l.sessions = request.sessions.unwrap_or(l.sessions);
-    l.depth = request.depth.unwrap_or(l.depth);
-    l.rate = request.rate.unwrap_or(l.rate);
-    l.duration_secs = request.duration_secs.unwrap_or(l.duration_secs);
-    l.warmup_secs = request.warmup_secs.unwrap_or(l.warmup_secs);
-    l.server_pid = request.server_pid.or(l.server_pid);
+    Overrides {
+        sessions: request.sessions,
+        depth: request.depth,
+        rate: request.rate,
+        duration_secs: request.duration_secs,
+        warmup_secs: request.warmup_secs,
+        server_pid: request.server_pid,
+        keys_max: request.keys_max,
+        distribution: request.distribution,
+        ..Overrides::default()
+    }
+    .apply(&mut scenario)?;
     // A job always ends: by its duration, or by its count.
-    if l.duration_secs <= 0.0 && l.count == 0 {
+    if scenario.load.duration_secs <= 0.0 && scenario.load.count == 0 {
         return Err("a job needs a duration (seconds) or a count".into());
     }
-    let k = &mut scenario.keys;
-    k.distribution = request.distribution.unwrap_or(k.distribution);
-    k.max = request.keys_max.unwrap_or(k.max);
-    scenario.validate()?;
-    let mut runs = Vec::new();
-    match (request.targets.as_slice(), &request.sweep) {
-        ([], None) => runs.push((String::new(), scenario)),
-        ([one], None) => {
-            let mut s = scenario;
-            s.target.url.clone_from(&one.url);
-            runs.push((one.name.clone(), s));
-        }
-        (many, None) => {
-            for target in many {
+    let runs = match (request.targets.as_slice(), &request.sweep) {
+        ([], None) => vec![(String::new(), scenario)],
+        (targets, None) => targets
+            .iter()
+            .map(|target| {
                 let mut s = scenario.clone();
                 s.target.url.clone_from(&target.url);
-                runs.push((target.name.clone(), s));
-            }
-        }
-        (targets, Some(sweep)) => {
-            if targets.len() > 1 {
-                return Err("a sweep runs against one target".into());
-            }
-            if let Some(one) = targets.first() {
+                (target.name.clone(), s)
+            })
+            .collect(),
+        ([], Some(sweep)) | ([_], Some(sweep)) => {
+            if let Some(one) = request.targets.first() {
                 scenario.target.url.clone_from(&one.url);
             }
-            let (key, values) = sweep
-                .split_once('=')
-                .ok_or("sweep: expected sessions=1,8,32, depth=1,10,100 or rate=1000,2000")?;
-            for value in values.split(',') {
-                let n: f64 = value
-                    .trim()
-                    .parse()
-                    .ok()
-                    .filter(|n: &f64| *n >= 0.0 && n.is_finite())
-                    .ok_or_else(|| format!("sweep: {value:?} is not a number"))?;
-                let mut s = scenario.clone();
-                let whole = u32::try_from(n as u64).unwrap_or(u32::MAX);
-                match key {
-                    "sessions" => s.load.sessions = whole,
-                    "depth" => s.load.depth = whole,
-                    "rate" => s.load.rate = n,
-                    _ => return Err(format!("sweep {key}: sessions, depth or rate")),
-                }
-                s.validate()?;
-                runs.push((format!("{key}={n}"), s));
-            }
+            Sweep::parse(sweep)?.runs(&scenario)?
         }
-    }
+        (_, Some(_)) => return Err("a sweep runs against one target".into()),
+    };
     if runs.len() > MAX_RUNS_PER_JOB {
         return Err(format!("at most {MAX_RUNS_PER_JOB} runs in one job"));
     }

@@ -104,6 +104,18 @@ impl Console {
     }
 }
 
+/// Whether `name` may name a file in one of the console's folders: 1 to
+/// `max` ASCII letters, digits, `-`, `_` or bytes of `more`, not starting
+/// with `.`; never a path.
+pub(crate) fn plain_file_name(name: &str, max: usize, more: &[u8]) -> bool {
+    !name.is_empty()
+        && name.len() <= max
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || more.contains(&b))
+}
+
 pub(crate) fn run(args: ConsoleArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

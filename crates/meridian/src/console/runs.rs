@@ -212,12 +212,8 @@ fn read_report(path: &Path) -> anyhow::Result<Report> {
 /// A report ID: what [`Runs::save`] makes, or a file name of the same
 /// letters dropped in the folder; never a path.
 fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 100
-        && !id.starts_with('.')
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+    // No `.`: a run is named `REPORT.INDEX`.
+    super::plain_file_name(id, 100, b"")
 }
 
 /// The results list's filters.

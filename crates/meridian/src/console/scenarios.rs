@@ -139,12 +139,7 @@ fn read_scenario(path: &Path) -> anyhow::Result<Scenario> {
 /// A scenario or upload name: letters, digits, `-`, `_` and `.` (not
 /// first), at most 64: a file name in one folder, nothing more.
 fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && !name.starts_with('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    super::plain_file_name(name, 64, b".")
 }
 
 async fn list_scenarios(State(console): State<Arc<Console>>) -> Json<Vec<ScenarioView>> {
