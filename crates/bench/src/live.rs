@@ -6,12 +6,11 @@
 //! them without slowing the sessions: a tick is computed once a second
 //! from counters and histograms the sessions keep anyway.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
 
 use crate::run::Percentiles;
 use crate::stats::{OpStats, code_name};
@@ -42,22 +41,18 @@ pub struct Tick {
 }
 
 /// Shared between a run and those watching it.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Live {
     stop: AtomicBool,
-    ticks: Mutex<Vec<Tick>>,
-    /// How many ticks there are (a watcher waits on its change).
-    published: watch::Sender<usize>,
+    ticks: Mutex<Ticks>,
 }
 
-impl Default for Live {
-    fn default() -> Live {
-        Live {
-            stop: AtomicBool::new(false),
-            ticks: Mutex::new(Vec::new()),
-            published: watch::channel(0).0,
-        }
-    }
+/// The ticks kept, and how many were dropped before them: a watcher
+/// counts ticks from the run's first, so dropping old ones moves no one.
+#[derive(Debug, Default)]
+struct Ticks {
+    kept: VecDeque<Tick>,
+    dropped: usize,
 }
 
 impl Live {
@@ -72,26 +67,22 @@ impl Live {
         self.stop.load(Ordering::Relaxed)
     }
 
-    /// Ticks from the `from`-th on.
-    pub fn ticks_from(&self, from: usize) -> Vec<Tick> {
+    /// The ticks from the run's `from`-th on (counted from its first,
+    /// those dropped included), and the count to ask from next time.
+    pub fn ticks_from(&self, from: usize) -> (Vec<Tick>, usize) {
         let ticks = self.ticks.lock().unwrap_or_else(PoisonError::into_inner);
-        ticks.get(from..).map(<[Tick]>::to_vec).unwrap_or_default()
-    }
-
-    /// A receiver that changes each time a tick is added.
-    pub fn subscribe(&self) -> watch::Receiver<usize> {
-        self.published.subscribe()
+        let skip = from.saturating_sub(ticks.dropped);
+        let new: Vec<Tick> = ticks.kept.iter().skip(skip).cloned().collect();
+        (new, ticks.dropped + ticks.kept.len())
     }
 
     pub(crate) fn push(&self, tick: Tick) {
         let mut ticks = self.ticks.lock().unwrap_or_else(PoisonError::into_inner);
-        if ticks.len() >= MAX_TICKS {
-            ticks.remove(0);
+        if ticks.kept.len() >= MAX_TICKS {
+            ticks.kept.pop_front();
+            ticks.dropped += 1;
         }
-        ticks.push(tick);
-        let n = ticks.len();
-        drop(ticks);
-        self.published.send_replace(n);
+        ticks.kept.push_back(tick);
     }
 }
 
@@ -149,28 +140,44 @@ mod tests {
         assert_eq!(idle.p50, 0.0);
     }
 
+    fn tick(seconds: u32) -> Tick {
+        Tick {
+            seconds: f64::from(seconds),
+            measuring: true,
+            completed: 0,
+            rate: 0.0,
+            errors: 0,
+            codes: BTreeMap::new(),
+            latency_us: Percentiles::default(),
+            client_cpu: 0.0,
+        }
+    }
+
     #[test]
-    fn watchers_see_each_tick_and_can_stop_the_run() {
+    fn watchers_see_each_tick_once_and_can_stop_the_run() {
         let live = Live::default();
-        let mut seen = live.subscribe();
         assert!(!live.stopping());
         for s in 0..3 {
-            live.push(Tick {
-                seconds: f64::from(s),
-                measuring: true,
-                completed: 0,
-                rate: 0.0,
-                errors: 0,
-                codes: BTreeMap::new(),
-                latency_us: Percentiles::default(),
-                client_cpu: 0.0,
-            });
+            live.push(tick(s));
         }
-        assert!(seen.has_changed().unwrap());
-        assert_eq!(*seen.borrow_and_update(), 3);
-        assert_eq!(live.ticks_from(1).len(), 2);
-        assert!(live.ticks_from(9).is_empty());
+        let (new, next) = live.ticks_from(1);
+        assert_eq!((new.len(), next), (2, 3));
+        assert_eq!(live.ticks_from(next), (Vec::new(), 3));
         live.stop();
         assert!(live.stopping());
+    }
+
+    #[test]
+    fn dropping_the_oldest_ticks_moves_no_watcher() {
+        let live = Live::default();
+        for s in 0..u32::try_from(MAX_TICKS).unwrap() + 2 {
+            live.push(tick(s));
+        }
+        let (new, next) = live.ticks_from(MAX_TICKS);
+        assert_eq!(next, MAX_TICKS + 2);
+        let seconds: Vec<f64> = new.iter().map(|t| t.seconds).collect();
+        assert_eq!(seconds, [MAX_TICKS as f64, MAX_TICKS as f64 + 1.0]);
+        // A watcher from the start gets what is left: the oldest kept.
+        assert_eq!(live.ticks_from(0).0.first().map(|t| t.seconds), Some(2.0));
     }
 }

@@ -419,8 +419,9 @@ async fn job_events(
             let Some(sent) = cursor.sent.get_mut(i) else {
                 continue;
             };
-            for tick in live.ticks_from(*sent) {
-                *sent += 1;
+            let (ticks, next) = live.ticks_from(*sent);
+            *sent = next;
+            for tick in ticks {
                 let data = serde_json::json!({ "run": i, "label": label, "tick": tick });
                 events.push(Event::default().event("tick").data(data.to_string()));
             }
