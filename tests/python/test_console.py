@@ -467,6 +467,9 @@ def test_the_console_in_a_browser(setup, browser):
                                        if a.get_attribute("data-dn") == f"uid=user7,{PEOPLE}"], "user7 in the tree")
     user[0].click()
     wait_for(driver, lambda d: by_id(d, "entry-dn").text == f"uid=user7,{PEOPLE}", "user7's entry")
+    # The attributes user7 does not hold are folded away until asked for.
+    assert not by_id(driver, "more-attributes").get_attribute("open")
+    driver.find_element("css selector", "#more-attributes summary").click()
     fields = {f.get_attribute("data-field").lower(): f for f in css(driver, ".entry-form .field")}
     assert "userpassword" not in fields, "a password is never shown"
     assert fields["entryuuid"].find_element("css selector", "input").get_attribute("disabled") is not None
@@ -479,6 +482,14 @@ def test_the_console_in_a_browser(setup, browser):
     conn = setup["ldap"]
     conn.search(f"uid=user7,{PEOPLE}", "(objectClass=*)", search_scope="BASE", attributes=["description"])
     assert conn.entries[0].description.value == "changed in the console"
+
+    # The search finds an entry by a filter; its link opens it.
+    by_id(driver, "search-filter").send_keys("(description=changed in the console)")
+    by_id(driver, "search-button").click()
+    hit = wait_for(driver, lambda d: css(d, "#search-results a.search-hit"), "a search hit")
+    assert [h.text for h in hit] == [f"uid=user7,{PEOPLE}"]
+    hit[0].click()
+    wait_for(driver, lambda d: by_id(d, "entry-dn").text == f"uid=user7,{PEOPLE}", "the hit's entry")
 
     # Signing out ends the session: the pages go back to the sign-in.
     by_id(driver, "sign-out").click()

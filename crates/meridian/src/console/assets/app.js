@@ -466,8 +466,15 @@ async function showEntry(dn, target) {
       setTimeout(() => showEntry(dn, target), 300);
     } catch (e) { showError(status, e); }
   };
+  // What the entry holds or must hold first; the other attributes its
+  // classes allow folded away below.
+  const shown = rows.filter((r) => r.held.length || r.f.required);
+  const more = rows.filter((r) => !r.held.length && !r.f.required);
   target.replaceChildren(el("h3", { id: "entry-dn" }, answer.entry.dn),
-    el("div", { class: "entry-form" }, rows.map((r) => r.row)), el("div", { class: "row" }, save), status);
+    el("div", { class: "entry-form" }, shown.map((r) => r.row),
+      more.length ? el("details", { id: "more-attributes" },
+        el("summary", {}, `${more.length} more attributes its classes allow`), more.map((r) => r.row)) : ""),
+    el("div", { class: "row" }, save), status);
 }
 
 // ------------------------------------------------------------ routes
