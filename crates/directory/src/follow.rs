@@ -16,6 +16,8 @@
 //! the cookie's CSN for its server ID (less [`REORDER_MARGIN_SECS`]) has
 //! changed since.
 
+use std::sync::Arc;
+
 use meridian_model::dn::Dn;
 use meridian_proto::message::{PartialAttribute, SearchResultEntry};
 use meridian_proto::{Control, DecodeLimits, LdapMessage, ProtocolOp, Seq};
@@ -442,10 +444,18 @@ pub struct ChangeAt<'a> {
 pub struct Rendered {
     /// The entry was sent.
     pub sent: bool,
-    /// Its DN (sent or not).
-    pub dn: Dn,
+    /// The entry (sent or not), shared with the commit's other
+    /// followers: its DN without a copy per follower.
+    pub entry: Arc<meridian_model::entry::Entry>,
     /// Its entryUUID.
     pub uuid: Option<[u8; 16]>,
+}
+
+impl Rendered {
+    /// The entry's DN.
+    pub fn dn(&self) -> &Dn {
+        &self.entry.dn
+    }
 }
 
 impl ChangeView {
@@ -555,7 +565,7 @@ impl Directory {
         let Some(label) = label else {
             return Some(Rendered {
                 sent: false,
-                dn: entry.dn.clone(),
+                entry: Arc::clone(&shared),
                 uuid,
             });
         };
@@ -589,7 +599,7 @@ impl Directory {
         w.end(message);
         Some(Rendered {
             sent: true,
-            dn: entry.dn.clone(),
+            entry: Arc::clone(&shared),
             uuid,
         })
     }

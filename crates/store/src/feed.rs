@@ -71,6 +71,10 @@ pub struct Committed {
     /// Per change, what followers made of it, shared among them: the
     /// entry read once, and its encodings by the views that asked.
     shared: Vec<Shared>,
+    /// Per change, whether an earlier change of the commit names the same
+    /// entry: a follower tells an entry once per commit, at its first
+    /// change; found here once rather than by every follower.
+    repeated: Vec<bool>,
 }
 
 /// What the followers of a commit share of one change.
@@ -89,11 +93,28 @@ type Encoding = (Arc<str>, Arc<[u8]>);
 impl Committed {
     fn new(changes: Vec<EntryChange>, reset: bool) -> Committed {
         let shared = changes.iter().map(|_| Shared::default()).collect();
+        let mut named = rustc_hash::FxHashSet::default();
+        let repeated = changes
+            .iter()
+            .map(|change| match change {
+                EntryChange::Added(id)
+                | EntryChange::Modified(id)
+                | EntryChange::Renamed { id, .. } => !named.insert(*id),
+                EntryChange::Deleted { .. } => false,
+            })
+            .collect();
         Committed {
             changes,
             reset,
             shared,
+            repeated,
         }
+    }
+
+    /// Whether change `at` names an entry an earlier change of this
+    /// commit names too (added, modified or renamed): told already.
+    pub fn repeats(&self, at: usize) -> bool {
+        self.repeated.get(at).copied().unwrap_or(false)
     }
 
     /// The entry of change `at`, read by `read` once for every follower
@@ -430,6 +451,24 @@ mod tests {
             follower.try_recv(),
             Err(broadcast::error::TryRecvError::Lagged(_))
         ));
+    }
+
+    #[test]
+    fn an_entry_changed_twice_in_a_commit_is_told_at_its_first_change() {
+        let committed = Committed::new(
+            vec![
+                EntryChange::Added(7),
+                EntryChange::Modified(8),
+                EntryChange::Modified(7),
+                EntryChange::Renamed {
+                    id: 8,
+                    old_dn: dn("cn=b,dc=example,dc=com"),
+                },
+            ],
+            false,
+        );
+        let repeats: Vec<bool> = (0..5).map(|at| committed.repeats(at)).collect();
+        assert_eq!(repeats, [false, false, true, true, false]);
     }
 
     #[test]

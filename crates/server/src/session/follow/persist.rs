@@ -129,7 +129,6 @@ impl Follower {
             return;
         };
         let mut batch = ResponseBatch::default();
-        let mut told: std::collections::HashSet<u64> = std::collections::HashSet::new();
         for (at, change) in committed.changes.iter().enumerate() {
             match change {
                 EntryChange::Deleted { dn, uuid, entry } => {
@@ -150,7 +149,7 @@ impl Follower {
                 EntryChange::Added(id)
                 | EntryChange::Modified(id)
                 | EntryChange::Renamed { id, .. } => {
-                    if !told.insert(*id) {
+                    if committed.repeats(at) {
                         continue;
                     }
                     let old_dn = match change {
@@ -178,7 +177,7 @@ impl Follower {
                     // A synchronized entry that left the search (renamed
                     // out of its scope, or no longer matching): deleted,
                     // for the consumer.
-                    let dn = old_dn.unwrap_or(&rendered.dn);
+                    let dn = old_dn.unwrap_or(rendered.dn());
                     if matches!(self.wanted, Wanted::Sync { .. })
                         && self.in_scope(dn)
                         && let Some(uuid) = rendered.uuid
