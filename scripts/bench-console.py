@@ -209,13 +209,22 @@ def main():
     binary = os.path.abspath(args.binary)
     with tempfile.TemporaryDirectory(prefix="meridian-bench-console-") as work:
         server, ldap = start_server(binary, work, args.entries)
-        console, url, _ = start_console(binary, ldap, os.path.join(work, "console"))
         try:
-            if args.results_only:
-                args.duration, args.warmup, args.rounds = 2, 0, 0
-                cli_run(binary, ldap, work, args, 0)
-            http = Http(url).sign_in()
-            driver = browser()
+            measure(binary, ldap, work, args)
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+
+
+def measure(binary, ldap, work, args):
+    console, url, _ = start_console(binary, ldap, os.path.join(work, "console"))
+    try:
+        if args.results_only:
+            args.duration, args.warmup, args.rounds = 2, 0, 0
+            cli_run(binary, ldap, work, args, 0)
+        http = Http(url).sign_in()
+        driver = browser()
+        try:
             sign_in_browser(driver, url)
             rates = {"command line": [], "console, unwatched": [], "console, watched in chromium": []}
             for r in range(args.rounds):
@@ -225,21 +234,18 @@ def main():
                 rates["console, watched in chromium"].append(rate)
                 print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in rates.items())
                       + f" (the page drew {ticks} ticks)", flush=True)
-            driver.quit()
-            for name, values in rates.items() if args.rounds else []:
-                print(f"{name}: median {statistics.median(values):,.0f} operations/s "
-                      f"({', '.join(f'{v:,.0f}' for v in values)})")
-            template = os.path.join(work, "cli-0.json")
         finally:
-            console.terminate()
-            console.wait(timeout=20)
-        startup, api, page, inner = results_list(binary, ldap, work, template, args.runs)
-        print(f"{args.runs} runs: console start {startup:.2f} s; GET /api/runs median {api * 1000:.1f} ms; "
-              f"the results page loaded in chromium, median {page:.0f} ms from navigation to {args.runs} rows "
-              f"drawn (of which the list's fetch and drawing {inner:.0f} ms)")
-        server.terminate()
-        server.wait(timeout=60)
-
+            driver.quit()
+        for name, values in rates.items() if args.rounds else []:
+            print(f"{name}: median {statistics.median(values):,.0f} operations/s "
+                  f"({', '.join(f'{v:,.0f}' for v in values)})")
+    finally:
+        console.terminate()
+        console.wait(timeout=20)
+    startup, api, page, inner = results_list(binary, ldap, work, os.path.join(work, "cli-0.json"), args.runs)
+    print(f"{args.runs} runs: console start {startup:.2f} s; GET /api/runs median {api * 1000:.1f} ms; "
+          f"the results page loaded in chromium, median {page:.0f} ms from navigation to {args.runs} rows "
+          f"drawn (of which the list's fetch and drawing {inner:.0f} ms)")
 
 if __name__ == "__main__":
     main()
