@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
+use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::run::Percentiles;
@@ -93,25 +94,25 @@ pub(crate) fn interval(
     now: &[OpStats],
 ) -> (Percentiles, BTreeMap<String, u64>) {
     let mut codes = BTreeMap::new();
-    let mut merged: Option<OpStats> = None;
+    let mut merged: Option<Histogram<u64>> = None;
     for (i, op) in now.iter().enumerate() {
         for (code, n) in &op.codes {
             *codes.entry(code_name(*code)).or_insert(0) += n;
         }
-        let mut delta = op.clone();
+        let mut delta = op.latency.clone();
         if let Some(old) = before.get(i) {
             // A histogram only grows, so subtracting its earlier self
             // cannot underflow.
-            let _ = delta.latency.subtract(&old.latency);
+            let _ = delta.subtract(&old.latency);
         }
         match &mut merged {
             Some(m) => {
-                let _ = m.latency.add(&delta.latency);
+                let _ = m.add(&delta);
             }
             None => merged = Some(delta),
         }
     }
-    let latency = merged.map_or_else(Percentiles::default, |m| Percentiles::of(&m.latency));
+    let latency = merged.map_or_else(Percentiles::default, |m| Percentiles::of(&m));
     (latency, codes)
 }
 

@@ -476,8 +476,12 @@ async fn monitor(shared: Arc<Shared>, pid: Option<u32>, options: Options) -> Mon
     let terminal = std::io::stderr().is_terminal();
     let mut seen = Monitored::default();
     let client_cpu = || procstat::cpu_seconds(std::process::id()).unwrap_or(0.0);
-    let mut last = (Instant::now(), 0u64, client_cpu());
-    let mut last_stats = shared.stats.snapshot();
+    let mut last = (Instant::now(), 0u64);
+    // What a watcher's ticks are differences from: none without one.
+    let mut watched = options
+        .live
+        .as_ref()
+        .map(|_| (shared.stats.snapshot(), client_cpu()));
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -497,10 +501,10 @@ async fn monitor(shared: Arc<Shared>, pid: Option<u32>, options: Options) -> Mon
         let interval = now.duration_since(last.0).as_secs_f64().max(1e-9);
         let rate = (done - last.1) as f64 / interval;
         let errors = shared.failed.load(Ordering::Relaxed);
-        if let Some(live) = &options.live {
+        if let (Some(live), Some((last_stats, last_cpu))) = (&options.live, &mut watched) {
             let stats = shared.stats.snapshot();
-            let (latency_us, codes) = live::interval(&last_stats, &stats);
-            last_stats = stats;
+            let (latency_us, codes) = live::interval(last_stats, &stats);
+            *last_stats = stats;
             let cpu = client_cpu();
             live.push(Tick {
                 seconds: now.duration_since(clock.start).as_secs_f64(),
@@ -510,9 +514,9 @@ async fn monitor(shared: Arc<Shared>, pid: Option<u32>, options: Options) -> Mon
                 errors,
                 codes,
                 latency_us,
-                client_cpu: (cpu - last.2) / interval,
+                client_cpu: (cpu - *last_cpu) / interval,
             });
-            last.2 = cpu;
+            *last_cpu = cpu;
             if live.stopping() && !shared.stop.swap(true, Ordering::Relaxed) {
                 seen.stopped_after = Some(
                     now.saturating_duration_since(clock.measure_from)
@@ -539,8 +543,7 @@ async fn monitor(shared: Arc<Shared>, pid: Option<u32>, options: Options) -> Mon
                 writeln!(err, "{line}")
             };
         }
-        last.0 = now;
-        last.1 = done;
+        last = (now, done);
         if shared.stop.load(Ordering::Relaxed) {
             if terminal && !options.quiet {
                 let _ = writeln!(std::io::stderr());

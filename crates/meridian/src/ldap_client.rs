@@ -59,6 +59,15 @@ impl OwnedEntry {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_slice())
     }
+
+    /// The values of `name` as text (none: empty).
+    pub(crate) fn texts(&self, name: &str) -> Vec<String> {
+        self.values(name)
+            .unwrap_or_default()
+            .iter()
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .collect()
+    }
 }
 
 /// One connection, bound.
@@ -215,9 +224,10 @@ impl Client {
         request: ProtocolOp<'_>,
         mut each: impl FnMut(OwnedEntry) -> anyhow::Result<()>,
     ) -> anyhow::Result<()> {
-        let base = match &request {
-            ProtocolOp::SearchRequest(r) => String::from_utf8_lossy(r.base).into_owned(),
-            _ => String::new(),
+        // Borrowed from the request's own data: named only if it fails.
+        let base: &[u8] = match &request {
+            ProtocolOp::SearchRequest(r) => r.base,
+            _ => b"",
         };
         let id = self.send(request, &[]).await?;
         loop {
@@ -236,11 +246,27 @@ impl Client {
                         code: done.code,
                         message: String::from_utf8_lossy(done.message).into_owned(),
                     })
-                    .context(format!("{}: searching {base:?}", self.url)));
+                    .context(format!(
+                        "{}: searching {:?}",
+                        self.url,
+                        String::from_utf8_lossy(base)
+                    )));
                 }
                 _ => {}
             }
         }
+    }
+
+    /// The entry at `dn` with `attributes`, if the bound identity may see it.
+    pub(crate) async fn read_entry(
+        &mut self,
+        dn: &str,
+        attributes: &[&[u8]],
+    ) -> anyhow::Result<Option<OwnedEntry>> {
+        let mut found = self
+            .search_all(dn, Scope::Base, Filter::Present(b"objectClass"), attributes)
+            .await?;
+        Ok(found.pop())
     }
 
     /// The entries a search finds.

@@ -157,10 +157,7 @@ async fn compare(comparison: &Comparison) -> anyhow::Result<Vec<String>> {
 /// One entry, read again.
 async fn read(client: &mut Client, dn: &str) -> anyhow::Result<OwnedEntry> {
     let wanted = attributes();
-    let mut found = client
-        .search_all(dn, Scope::Base, Filter::Present(b"objectClass"), &wanted)
-        .await?;
-    Ok(found.pop().unwrap_or_default())
+    Ok(client.read_entry(dn, &wanted).await?.unwrap_or_default())
 }
 
 /// Which attributes differ between the source's entry and ours.

@@ -115,21 +115,10 @@ async fn entries(
     let mut client = open(&console, &who).await?;
     if browse.base.is_empty() {
         let root = client
-            .search_all(
-                "",
-                Scope::Base,
-                Filter::Present(b"objectClass"),
-                &[b"namingContexts"],
-            )
+            .read_entry("", &[b"namingContexts"])
             .await
             .map_err(|e| ApiError::directory(&e))?;
-        let contexts: Vec<String> = root
-            .first()
-            .and_then(|e| e.values("namingContexts"))
-            .unwrap_or_default()
-            .iter()
-            .map(|v| String::from_utf8_lossy(v).into_owned())
-            .collect();
+        let contexts = root.map(|r| r.texts("namingContexts")).unwrap_or_default();
         return Ok(Json(serde_json::json!({ "roots": contexts })));
     }
     let scope = match browse.scope.as_str() {
@@ -213,28 +202,15 @@ async fn entry(
     Query(named): Query<Named>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let mut client = open(&console, &who).await?;
-    let found = client
-        .search_all(
-            &named.dn,
-            Scope::Base,
-            Filter::Present(b"objectClass"),
-            &[b"*", b"+"],
-        )
+    let entry = client
+        .read_entry(&named.dn, &[b"*", b"+"])
         .await
-        .map_err(|e| ApiError::directory(&e))?;
-    let Some(entry) = found.into_iter().next() else {
-        return Err(ApiError::not_found(format!("{} is not visible", named.dn)));
-    };
-    let classes: Vec<String> = entry
-        .values("objectClass")
-        .unwrap_or_default()
-        .iter()
-        .map(|v| String::from_utf8_lossy(v).into_owned())
-        .collect();
+        .map_err(|e| ApiError::directory(&e))?
+        .ok_or_else(|| ApiError::not_found(format!("{} is not visible", named.dn)))?;
     let schema = read_schema(&mut client, &entry).await;
-    let mut form: Vec<Field> = schema.form(&classes);
+    let mut form: Vec<Field> = schema.form(&entry.texts("objectClass"));
     for (name, _) in &entry.attributes {
-        if !hidden(name) && !form.iter().any(|f| f.name.eq_ignore_ascii_case(name)) {
+        if !form.iter().any(|f| f.name.eq_ignore_ascii_case(name)) {
             form.push(schema.field(name));
         }
     }
@@ -249,31 +225,19 @@ async fn entry(
 /// cannot be read: the form then lists the entry's own attributes).
 async fn read_schema(client: &mut Client, entry: &OwnedEntry) -> Schema {
     let subentry = entry
-        .values("subschemaSubentry")
-        .and_then(|v| v.first())
-        .map_or_else(
-            || "cn=Subschema".to_owned(),
-            |v| String::from_utf8_lossy(v).into_owned(),
-        );
-    let found = client
-        .search_all(
-            &subentry,
-            Scope::Base,
-            Filter::Present(b"objectClass"),
-            &[b"objectClasses", b"attributeTypes"],
-        )
+        .texts("subschemaSubentry")
+        .pop()
+        .unwrap_or_else(|| "cn=Subschema".to_owned());
+    let published = client
+        .read_entry(&subentry, &[b"objectClasses", b"attributeTypes"])
         .await
+        .ok()
+        .flatten()
         .unwrap_or_default();
-    let texts = |name: &str| -> Vec<String> {
-        found
-            .first()
-            .and_then(|e| e.values(name))
-            .unwrap_or_default()
-            .iter()
-            .map(|v| String::from_utf8_lossy(v).into_owned())
-            .collect()
-    };
-    Schema::read(&texts("objectClasses"), &texts("attributeTypes"))
+    Schema::read(
+        &published.texts("objectClasses"),
+        &published.texts("attributeTypes"),
+    )
 }
 
 #[derive(Deserialize)]

@@ -412,13 +412,9 @@ async fn job_events(
         cursor.interval.tick().await;
         let state = cursor.job.state();
         let mut events = Vec::new();
-        for (i, (label, live)) in cursor.job.lives().iter().enumerate() {
-            if cursor.sent.len() <= i {
-                cursor.sent.push(0);
-            }
-            let Some(sent) = cursor.sent.get_mut(i) else {
-                continue;
-            };
+        let lives = cursor.job.lives();
+        cursor.sent.resize(lives.len(), 0);
+        for (i, ((label, live), sent)) in lives.iter().zip(&mut cursor.sent).enumerate() {
             let (ticks, next) = live.ticks_from(*sent);
             *sent = next;
             for tick in ticks {
