@@ -23,23 +23,17 @@ fn ticks_in_stat(stat: &str) -> Option<f64> {
     Some((utime + stime) as f64 / TICKS_PER_SECOND)
 }
 
-/// Resident memory of process `pid` in bytes: its own memory and the
-/// file pages it maps (a server's database) together.
-pub fn rss_bytes(pid: u32) -> Option<u64> {
-    status_kib(pid, "VmRSS:").map(|kib| kib * 1024)
-}
-
-/// The anonymous part of process `pid`'s resident memory, in bytes: its
-/// heap and stacks, without the mapped database pages (`RssAnon`).
-pub fn anon_bytes(pid: u32) -> Option<u64> {
-    status_kib(pid, "RssAnon:").map(|kib| kib * 1024)
-}
-
-/// A `kB` field of `/proc/PID/status`.
-fn status_kib(pid: u32, field: &str) -> Option<u64> {
+/// Resident memory of process `pid` in bytes, read from one
+/// `/proc/PID/status`: in all (its own memory and the file pages it maps,
+/// a server's database, together) and the anonymous part alone (its heap
+/// and stacks, `RssAnon`).
+pub fn resident_bytes(pid: u32) -> Option<(u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    let kib = |field: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(field))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    Some((kib("VmRSS:")? * 1024, kib("RssAnon:").unwrap_or(0) * 1024))
 }
 
 /// This machine's CPU count.
@@ -67,9 +61,9 @@ mod tests {
         }
         assert!(x != 1);
         assert!(cpu_seconds(pid).is_some());
-        assert!(rss_bytes(pid).unwrap() > 1024 * 1024);
-        let anon = anon_bytes(pid).unwrap();
-        assert!(anon > 0 && anon <= rss_bytes(pid).unwrap());
+        let (all, anon) = resident_bytes(pid).unwrap();
+        assert!(all > 1024 * 1024);
+        assert!(anon > 0 && anon <= all);
         assert!(cpu_seconds(u32::MAX).is_none());
         assert!(this_thread_cpu_seconds().is_some());
     }

@@ -492,10 +492,10 @@ async fn monitor(shared: Arc<Shared>, pid: Option<u32>, options: Options) -> Mon
             seen.cpu_at_measure = pid.and_then(procstat::cpu_seconds);
         }
         if let Some(pid) = pid
-            && let Some(bytes) = procstat::rss_bytes(pid)
+            && let Some((all, anon)) = procstat::resident_bytes(pid)
         {
-            seen.rss.push(bytes);
-            seen.anon.push(procstat::anon_bytes(pid).unwrap_or(0));
+            seen.rss.push(all);
+            seen.anon.push(anon);
         }
         let done = shared.completed.load(Ordering::Relaxed);
         let interval = now.duration_since(last.0).as_secs_f64().max(1e-9);

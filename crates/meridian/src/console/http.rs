@@ -75,18 +75,18 @@ pub(crate) fn router(console: Arc<Console>) -> Router {
         .merge(entries::routes())
         .route("/api/session", get(auth::whoami).delete(auth::sign_out));
     let signed_in = Router::new()
-        .route("/", get(|| async { page(assets::INDEX, "text/html") }))
+        .route("/", get(|| async { page(assets::INDEX, HTML) }))
         .route(
             "/assets/app.js",
-            get(|| async { page(assets::APP_JS, "text/javascript") }),
+            get(|| async { page(assets::APP_JS, JAVASCRIPT) }),
         )
         .route(
             "/assets/chart.js",
-            get(|| async { page(assets::CHART_JS, "text/javascript") }),
+            get(|| async { page(assets::CHART_JS, JAVASCRIPT) }),
         )
         .route(
             "/assets/app.css",
-            get(|| async { page(assets::APP_CSS, "text/css") }),
+            get(|| async { page(assets::APP_CSS, CSS) }),
         )
         .merge(api)
         .layer(middleware::from_fn_with_state(
@@ -94,11 +94,11 @@ pub(crate) fn router(console: Arc<Console>) -> Router {
             auth::require_session,
         ));
     Router::new()
-        .route("/login", get(|| async { page(assets::LOGIN, "text/html") }))
+        .route("/login", get(|| async { page(assets::LOGIN, HTML) }))
         // The sign-in form's script: no data, only the form's code.
         .route(
             "/assets/login.js",
-            get(|| async { page(assets::LOGIN_JS, "text/javascript") }),
+            get(|| async { page(assets::LOGIN_JS, JAVASCRIPT) }),
         )
         .route("/api/session", axum::routing::post(auth::sign_in))
         .merge(signed_in)
@@ -107,16 +107,14 @@ pub(crate) fn router(console: Arc<Console>) -> Router {
         .with_state(console)
 }
 
-fn page(body: &'static str, kind: &'static str) -> Response {
+pub(crate) const HTML: &str = "text/html; charset=utf-8";
+const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+
+/// `body` answered as content of type `kind`.
+pub(crate) fn page(body: impl IntoResponse, kind: &'static str) -> Response {
     (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static(match kind {
-                "text/html" => "text/html; charset=utf-8",
-                "text/javascript" => "text/javascript; charset=utf-8",
-                _ => "text/css; charset=utf-8",
-            }),
-        )],
+        [(header::CONTENT_TYPE, HeaderValue::from_static(kind))],
         body,
     )
         .into_response()

@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Context as _;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::{HeaderValue, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use meridian_bench::capacity::{self, CapacityResult};
@@ -21,7 +21,7 @@ use meridian_bench::run::RunResult;
 use serde::{Deserialize, Serialize};
 
 use super::Console;
-use super::http::{ApiError, ApiResult};
+use super::http::{ApiError, ApiResult, HTML, page};
 
 /// Runs one comparison or capacity fit takes.
 const MAX_CHOSEN: usize = 64;
@@ -264,11 +264,7 @@ async fn list(
 }
 
 fn download(body: String, kind: &'static str, name: &str) -> Response {
-    let mut response = (
-        [(header::CONTENT_TYPE, HeaderValue::from_static(kind))],
-        body,
-    )
-        .into_response();
+    let mut response = page(body, kind);
     if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
         response
             .headers_mut()
@@ -299,14 +295,7 @@ async fn one_html(
 }
 
 fn html(body: String) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/html; charset=utf-8"),
-        )],
-        body,
-    )
-        .into_response()
+    page(body, HTML)
 }
 
 async fn one_csv(
