@@ -51,8 +51,8 @@ async fn status(
     for url in console.watch.urls() {
         nodes.push(serde_json::json!({
             "metrics_url": url,
-            "health": probe(&url, "/healthz").await,
-            "ready": probe(&url, "/readyz").await,
+            "health": probe(url, "/healthz").await,
+            "ready": probe(url, "/readyz").await,
         }));
     }
     let cluster = cluster_status(&console, &who).await;

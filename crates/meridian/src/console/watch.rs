@@ -42,14 +42,15 @@ pub(crate) struct Sample {
 }
 
 /// One node's samples.
+#[derive(Default)]
 struct Node {
-    url: String,
     samples: VecDeque<Sample>,
     last_error: Option<String>,
 }
 
-/// Every watched node.
+/// Every watched node: its metrics URL, and what was read there.
 pub(crate) struct Watch {
+    urls: Vec<String>,
     nodes: Vec<Mutex<Node>>,
 }
 
@@ -85,32 +86,22 @@ impl Watch {
             split_http_url(url)?;
         }
         Ok(Watch {
-            nodes: urls
-                .into_iter()
-                .map(|url| {
-                    Mutex::new(Node {
-                        url,
-                        samples: VecDeque::new(),
-                        last_error: None,
-                    })
-                })
-                .collect(),
+            nodes: urls.iter().map(|_| Mutex::default()).collect(),
+            urls,
         })
     }
 
-    pub(crate) fn urls(&self) -> Vec<String> {
-        self.nodes
-            .iter()
-            .map(|n| n.lock().unwrap_or_else(PoisonError::into_inner).url.clone())
-            .collect()
+    pub(crate) fn urls(&self) -> &[String] {
+        &self.urls
     }
 
     /// Each node's points over the last `seconds`.
     pub(crate) fn series(&self, seconds: f64) -> Vec<Series> {
         let now = now_unix();
-        self.nodes
+        self.urls
             .iter()
-            .map(|node| {
+            .zip(&self.nodes)
+            .map(|(url, node)| {
                 let node = node.lock().unwrap_or_else(PoisonError::into_inner);
                 let samples: Vec<&Sample> = node
                     .samples
@@ -118,7 +109,7 @@ impl Watch {
                     .filter(|s| s.unix >= now - seconds - PERIOD.as_secs_f64())
                     .collect();
                 Series {
-                    url: node.url.clone(),
+                    url: url.clone(),
                     last_error: node.last_error.clone(),
                     points: samples
                         .windows(2)
@@ -153,9 +144,9 @@ pub(crate) async fn sample_forever(watch: Arc<Watch>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tick.tick().await;
-        for (i, url) in watch.urls().into_iter().enumerate() {
+        for (i, url) in watch.urls().iter().enumerate() {
             let reading = async {
-                let (status, page) = get(&url, "/metrics").await?;
+                let (status, page) = get(url, "/metrics").await?;
                 if status != 200 {
                     bail!("{url}/metrics answered {status}");
                 }

@@ -46,7 +46,6 @@ async function api(method, path, body) {
 const number = (v, digits = 0) => (v === null || v === undefined || !isFinite(v)) ? "–"
   : Number(v).toLocaleString("en-GB", { maximumFractionDigits: digits, minimumFractionDigits: digits });
 const when = (unix) => new Date(unix * 1000).toLocaleString("en-GB");
-const bytes = (b) => b >= 1 << 30 ? number(b / (1 << 30), 2) + " GiB" : number(b / (1 << 20), 1) + " MiB";
 
 function view(...children) {
   document.getElementById("view").replaceChildren(...children);
@@ -248,7 +247,7 @@ async function resultsPage() {
   const list = el("div", { id: "results-list" });
   const chosenStatus = el("span", { class: "status", id: "results-chosen" });
   const chosen = () => [...list.querySelectorAll("input.pick:checked")].map((c) => c.value);
-  const needTwo = (go) => () => {
+  const withChosen = (go) => () => {
     const ids = chosen();
     if (ids.length < 1) { chosenStatus.textContent = "tick the runs first"; return; }
     go(ids);
@@ -279,13 +278,13 @@ async function resultsPage() {
   view(card("Results",
     el("div", { class: "row" }, q, kind,
       el("button", { type: "button", id: "compare-button", class: "primary",
-        onclick: needTwo((ids) => { location.hash = `#/compare/${ids.join(",")}`; }) }, "Compare"),
+        onclick: withChosen((ids) => { location.hash = `#/compare/${ids.join(",")}`; }) }, "Compare"),
       el("button", { type: "button", id: "capacity-button",
-        onclick: needTwo((ids) => { location.hash = `#/capacity/${ids.join(",")}`; }) }, "Capacity model"),
+        onclick: withChosen((ids) => { location.hash = `#/capacity/${ids.join(",")}`; }) }, "Capacity model"),
       el("button", { type: "button", id: "export-csv",
-        onclick: needTwo((ids) => window.open(`/api/compare?format=csv&runs=${ids.join(",")}`)) }, "Export CSV"),
+        onclick: withChosen((ids) => window.open(`/api/compare?format=csv&runs=${ids.join(",")}`)) }, "Export CSV"),
       el("button", { type: "button", id: "export-json",
-        onclick: needTwo((ids) => window.open(`/api/compare?format=json&runs=${ids.join(",")}`)) }, "Export JSON"),
+        onclick: withChosen((ids) => window.open(`/api/compare?format=json&runs=${ids.join(",")}`)) }, "Export JSON"),
       chosenStatus),
     list));
   await load();
